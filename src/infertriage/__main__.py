@@ -1,0 +1,5 @@
+"""`python -m infertriage` runs the CLI."""
+
+from infertriage.cli import main
+
+main()

@@ -1,0 +1,122 @@
+"""api, level 5: one programmatic entry point per command.
+
+Each function takes plain, typed arguments, does the whole job of one
+command and returns a typed result; the CLI only parses and renders. Errors
+the user can fix are `UserError`s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from infertriage.plan import (
+    PlanInputs,
+    PlanReport,
+    RunWorkload,
+    advise_parallelism,
+    get_gpu,
+    load_model,
+    make_capacity_plan,
+    normalize_dtype,
+    sweep,
+)
+from infertriage.schemas import RequestRecord, RunDir, UserError
+
+__all__ = ["plan", "summarize_run_workload"]
+
+
+def summarize_run_workload(run_dir: Path) -> RunWorkload:
+    """Mean prompt and output lengths, concurrency (Little's law) and output tokens/s of a run."""
+    run = RunDir.open(run_dir)
+    records = [r for r in run.iter_records(run.requests, RequestRecord) if r.ok]
+    measured = [r for r in records if r.end_ts is not None and r.output_tokens is not None]
+    if not measured:
+        raise UserError(f"{run.requests} holds no successful request to plan from.")
+    start = min(r.sent_ts for r in measured)
+    end = max(r.end_ts or 0.0 for r in measured)
+    wall = max(end - start, 1e-9)
+    latency = sum((r.end_ts or 0.0) - r.sent_ts for r in measured)
+    return RunWorkload(
+        num_requests=len(measured),
+        mean_input_len=round(sum(r.prompt_tokens or 0 for r in measured) / len(measured)),
+        mean_output_len=max(1, round(sum(r.output_tokens or 0 for r in measured) / len(measured))),
+        mean_concurrency=latency / wall,
+        output_tok_s=sum(r.output_tokens or 0 for r in measured) / wall,
+    )
+
+
+def plan(
+    *,
+    model: str,
+    gpu: str,
+    max_model_len: int,
+    concurrency: int | None,
+    num_gpus: int | None = None,
+    gpus_per_node: int = 8,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    gpu_memory_utilization: float = 0.9,
+    max_num_batched_tokens: int = 8192,
+    what_if: Sequence[str] = (),
+    measured_itl_s: float | None = None,
+    measured_throughput_tok_s: float | None = None,
+    gpu_hour_cost: float | None = None,
+    from_run: Path | None = None,
+) -> PlanReport:
+    """The `plan` command: capacity, headroom, roofline, advice and what-if sweeps."""
+    workload = summarize_run_workload(from_run) if from_run is not None else None
+    if workload is not None:
+        input_len = input_len or workload.mean_input_len
+        output_len = output_len or workload.mean_output_len
+        concurrency = concurrency or max(1, round(workload.mean_concurrency))
+        measured_throughput_tok_s = measured_throughput_tok_s or workload.output_tok_s
+    if concurrency is None:
+        raise UserError("--concurrency is required (or --from-run to take it from a run).")
+    inputs = PlanInputs(
+        model=load_model(model),
+        gpu=get_gpu(gpu),
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        input_len=input_len,
+        output_len=output_len,
+        num_gpus=num_gpus,
+        gpus_per_node=gpus_per_node,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        dtype=normalize_dtype(dtype),
+        kv_dtype=normalize_dtype(kv_dtype),
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    capacity = make_capacity_plan(inputs)
+    advice, advice_error = None, ""
+    try:
+        advice = advise_parallelism(inputs.replace(num_gpus=num_gpus or inputs.gpus_per_instance))
+    except UserError as err:
+        advice_error = str(err)
+    roofline = capacity.roofline
+    cost = None
+    if gpu_hour_cost is not None:
+        per_second = gpu_hour_cost * inputs.gpus_per_instance / 3600.0
+        cost = per_second / (measured_throughput_tok_s or roofline.throughput_tok_s) * 1e6
+    return PlanReport(
+        plan=capacity,
+        advice=advice,
+        advice_error=advice_error,
+        what_if=tuple(sweep(inputs, what_if)) if what_if else (),
+        itl_efficiency=roofline.itl_s / measured_itl_s if measured_itl_s else None,
+        throughput_efficiency=(
+            measured_throughput_tok_s / roofline.throughput_tok_s
+            if measured_throughput_tok_s
+            else None
+        ),
+        cost_per_million_output_tokens=cost,
+        from_run=workload,
+    )

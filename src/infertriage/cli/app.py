@@ -1,0 +1,66 @@
+"""cli, level 6: the typer application and the console-script entry point."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from infertriage import __version__
+from infertriage.cli import plan as plan_cmd
+from infertriage.schemas import EXIT_USER_ERROR, UserError
+
+app = typer.Typer(
+    name="infertriage",
+    help="Find why an LLM inference service is slow: a seven-layer bottleneck map.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("plan", help="Capacity and roofline plan: KV cache, headroom, step times.")(
+    plan_cmd.plan
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"infertriage {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """infertriage: which of the seven layers is the bottleneck, the evidence, what to change."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    try:
+        result = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except UserError as err:
+        print(f"infertriage: error: {err}", file=sys.stderr)
+        return _exit(EXIT_USER_ERROR, argv)
+    except (typer.Abort, KeyboardInterrupt):
+        print("infertriage: aborted.", file=sys.stderr)
+        return _exit(130, argv)
+    except Exception as err:
+        # Usage errors of the click that typer vendors: they know how to show themselves.
+        show, code = getattr(err, "show", None), getattr(err, "exit_code", None)
+        if not callable(show) or not isinstance(code, int):
+            raise
+        show()
+        return _exit(code, argv)
+    code = result if isinstance(result, int) else 0
+    return _exit(code, argv)
+
+
+def _exit(code: int, argv: Sequence[str] | None) -> int:
+    # Called as the console script (argv None): exit the process; called from tests: return.
+    if argv is None:
+        sys.exit(code)
+    return code

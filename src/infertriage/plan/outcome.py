@@ -1,0 +1,34 @@
+"""plan, level 1: the result of the `plan` command, as the report stage renders it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infertriage.plan.advice import ParallelAdvice
+from infertriage.plan.capacity import CapacityPlan
+from infertriage.plan.whatif import WhatIfRow
+
+__all__ = ["PlanReport", "RunWorkload"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunWorkload:
+    """What a recorded run says about the workload: mean lengths, concurrency, throughput."""
+
+    num_requests: int
+    mean_input_len: int
+    mean_output_len: int
+    mean_concurrency: float
+    output_tok_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReport:
+    plan: CapacityPlan
+    advice: ParallelAdvice | None
+    advice_error: str = ""
+    what_if: tuple[WhatIfRow, ...] = ()
+    itl_efficiency: float | None = None  # roofline ITL / measured ITL
+    throughput_efficiency: float | None = None  # measured / roofline throughput
+    cost_per_million_output_tokens: float | None = None
+    from_run: RunWorkload | None = None

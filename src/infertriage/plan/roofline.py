@@ -1,0 +1,339 @@
+"""plan, level 1: a roofline model of one engine step.
+
+Takes a `ModelSpec`, a `GpuSpec`, the weight and KV dtypes, the tensor-parallel
+degree and the step's shape (prompt tokens for a prefill; batch and context
+for a decode); gives a `StepCost`:
+`max(FLOPs / (peak · η_c), bytes / (BW · η_m)) + all-reduce + overhead`, per GPU.
+
+Bytes are the weights the step touches (for MoE, the experts a batch of B
+tokens reaches, `E · (1 − (1 − k/E)^B)` per layer, plus dense and shared
+parts) and the KV cache it reads and writes. FLOPs are `2 · active params`
+per token (logits only for the tokens that sample) plus attention. Tensor
+parallelism divides FLOPs and weight bytes by `tp` and adds two ring
+all-reduces of the hidden state per layer, `α + 2(n−1)/n · M / BW` each.
+Pipeline parallelism is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from infertriage.plan.gpus import GpuSpec
+from infertriage.plan.memory import (
+    kv_bytes_for_context,
+    kv_bytes_per_token,
+    linear_bytes_per_param,
+    normalize_dtype,
+    param_breakdown,
+    unquantized_bytes_per_param,
+)
+from infertriage.plan.models import ModelSpec
+from infertriage.schemas.errors import UserError
+
+__all__ = [
+    "DEFAULT_ROOFLINE",
+    "LatencyEstimate",
+    "RooflineParams",
+    "StepCost",
+    "decode_step_time",
+    "moe_experts_touched",
+    "prefill_time",
+    "ttft_itl",
+]
+
+Bound = Literal["compute", "memory"]
+_INTERCONNECTS = frozenset({"nvlink", "infinity-fabric", "pcie", "auto"})
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineParams:
+    """How close to the roofline a real engine gets, and what a step costs besides.
+
+    Decode reaches 0.5-0.65 of HBM bandwidth and a saturated prefill 0.43-0.46 of
+    the dense tensor peak in published vLLM measurements on H100.
+    """
+
+    mem_efficiency: float = 0.6
+    compute_efficiency: float = 0.45
+    allreduce_latency_s: float = 6e-6  # α of one all-reduce over NVLink / Infinity Fabric
+    pcie_allreduce_latency_s: float = 25e-6  # α over PCIe (through host bridges or a switch)
+    step_overhead_s: float = 2e-4  # scheduling, sampling and launches a CUDA-graph step keeps
+    activation_bytes: int = 2  # all-reduces carry BF16 hidden states
+
+    def __post_init__(self) -> None:
+        for name in ("mem_efficiency", "compute_efficiency"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise UserError(f"roofline {name} must be in (0, 1], not {value}.")
+        for name in ("allreduce_latency_s", "pcie_allreduce_latency_s", "step_overhead_s"):
+            if getattr(self, name) < 0:
+                raise UserError(f"roofline {name} must be zero or more.")
+        if self.activation_bytes <= 0:
+            raise UserError("roofline activation_bytes must be positive.")
+
+
+DEFAULT_ROOFLINE = RooflineParams()
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """One step on one GPU: its parts in seconds, its work, and which roof bounds it."""
+
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    overhead_s: float
+    total_s: float
+    flops: float
+    bytes: float
+    bound: Bound
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyEstimate:
+    """Single-user latency: time to first token, inter-token latency, whole request."""
+
+    ttft_s: float
+    itl_s: float
+    e2e_s: float
+    prefill: StepCost
+    decode: StepCost
+
+
+def moe_experts_touched(num_experts: int, top_k: int, num_tokens: int) -> float:
+    """Expected distinct experts that `num_tokens` tokens routed top-`top_k` reach in one layer.
+
+    `E · (1 − (1 − k/E)^B)` under uniform routing: `k` for one token, `E` for many.
+    """
+    if num_experts <= 0 or top_k <= 0 or num_tokens <= 0:
+        return 0.0
+    if top_k >= num_experts:
+        return float(num_experts)
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** num_tokens)
+
+
+# ---------------------------------------------------------------------------- pieces
+
+
+def _check_count(value: int, what: str, minimum: int = 1) -> None:
+    if value < minimum:
+        raise UserError(f"{what} must be {minimum} or more, not {value}.")
+
+
+def _sum_capped(first: int, last: int, cap: int | None) -> float:
+    """`Σ min(x, cap)` for x in first..last: keys each query sees under a window `cap`."""
+    if last < first:
+        return 0.0
+    if cap is None or last <= cap:
+        return (first + last) * (last - first + 1) / 2
+    if first > cap:
+        return float(cap * (last - first + 1))
+    return (first + cap) * (cap - first + 1) / 2 + cap * (last - cap)
+
+
+def _attention_flops(spec: ModelSpec, first: int, last: int, *, absorbed: bool) -> float:
+    """FLOPs of QKᵀ and PV for queries that see `first..last` keys, over all layers.
+
+    Per (query, key) pair and head: `2 · (d_qk + d_v)`. MLA in decode runs absorbed, over
+    the latent (`kv_lora_rank + rope` for scores, `kv_lora_rank` for values).
+    """
+    if spec.is_mla and absorbed:
+        d_qk, d_v = spec.kv_lora_rank + spec.qk_rope_head_dim, spec.kv_lora_rank
+    elif spec.is_mla:
+        d_qk, d_v = spec.qk_nope_head_dim + spec.qk_rope_head_dim, spec.v_head_dim
+    else:
+        d_qk = d_v = spec.head_dim
+    pairs = spec.num_full_attention_layers * _sum_capped(first, last, None)
+    pairs += spec.num_sliding_layers * _sum_capped(first, last, spec.sliding_window)
+    return 2.0 * spec.num_attention_heads * (d_qk + d_v) * pairs
+
+
+def _linear_flops(spec: ModelSpec, num_tokens: int, num_logit_tokens: int) -> float:
+    parts = param_breakdown(spec)
+    per_token = parts.linear + parts.routers + parts.active_routed_experts
+    logits = spec.vocab_size * spec.hidden_size
+    return 2.0 * (per_token * num_tokens + logits * num_logit_tokens)
+
+
+def _weight_bytes_touched(spec: ModelSpec, dtype: str, num_tokens: int) -> float:
+    """Weight bytes a step of `num_tokens` tokens reads, on all GPUs together."""
+    parts = param_breakdown(spec)
+    touched = moe_experts_touched(parts.num_experts, parts.num_experts_per_tok, num_tokens)
+    experts = parts.expert * parts.num_moe_layers * touched
+    quantised = (parts.linear + experts) * linear_bytes_per_param(dtype)
+    logits_matrix = spec.vocab_size * spec.hidden_size  # lm_head, or the tied embedding
+    embedding_rows = min(num_tokens, spec.vocab_size) * spec.hidden_size
+    kept = logits_matrix + embedding_rows + parts.routers + parts.norms
+    return quantised + kept * unquantized_bytes_per_param(dtype)
+
+
+def _peak_flops_per_s(gpu: GpuSpec, dtype: str) -> float:
+    # FP8 runs on FP8 tensor cores where there are some; int8/int4 checkpoints are taken as
+    # weight-only (W8A16/W4A16), which compute in BF16; FP32 runs at the TF32 rate.
+    canonical = normalize_dtype(dtype)
+    if canonical == "fp8" and gpu.fp8_flops_per_s is not None:
+        return gpu.fp8_flops_per_s
+    if canonical == "fp32":
+        return gpu.bf16_flops_per_s / 2
+    return gpu.bf16_flops_per_s
+
+
+def _link(gpu: GpuSpec, interconnect: str, params: RooflineParams) -> tuple[float, float]:
+    """(bandwidth one way, α) of the link the all-reduce runs over."""
+    kind = interconnect.strip().lower()
+    if kind not in _INTERCONNECTS:
+        known = ", ".join(sorted(_INTERCONNECTS))
+        raise UserError(f"unknown interconnect {interconnect!r}; use one of {known}.")
+    if kind == "pcie" or gpu.link == "pcie":
+        return gpu.pcie_bw_bytes_per_s, params.pcie_allreduce_latency_s
+    return gpu.link_bw_bytes_per_s, params.allreduce_latency_s
+
+
+def _allreduce_s(
+    spec: ModelSpec,
+    *,
+    gpu: GpuSpec,
+    tp: int,
+    num_tokens: int,
+    params: RooflineParams,
+    interconnect: str,
+) -> float:
+    """Two ring all-reduces of the hidden state per layer (after attention and after the MLP)."""
+    bandwidth, alpha = _link(gpu, interconnect, params)
+    if tp == 1:
+        return 0.0
+    message_bytes = num_tokens * spec.hidden_size * params.activation_bytes
+    one = alpha + 2 * (tp - 1) / tp * message_bytes / bandwidth
+    return 2 * spec.num_layers * one
+
+
+def _step(
+    gpu: GpuSpec, dtype: str, *, flops: float, bytes_moved: float, comm_s: float, p: RooflineParams
+) -> StepCost:
+    compute_s = flops / (_peak_flops_per_s(gpu, dtype) * p.compute_efficiency)
+    memory_s = bytes_moved / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
+    bound: Bound = "compute" if compute_s >= memory_s else "memory"
+    return StepCost(
+        compute_s=compute_s,
+        memory_s=memory_s,
+        comm_s=comm_s,
+        overhead_s=p.step_overhead_s,
+        total_s=max(compute_s, memory_s) + comm_s + p.step_overhead_s,
+        flops=flops,
+        bytes=bytes_moved,
+        bound=bound,
+    )
+
+
+# ---------------------------------------------------------------------------- steps
+
+
+def prefill_time(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dtype: str,
+    num_tokens: int,
+    *,
+    tp: int = 1,
+    kv_dtype: str = "bf16",
+    params: RooflineParams = DEFAULT_ROOFLINE,
+    context_before: int = 0,
+    interconnect: str = "nvlink",
+) -> StepCost:
+    """One prefill (or prefill chunk) of `num_tokens` prompt tokens of one sequence.
+
+    `context_before` tokens are already cached (prefix hit, or earlier chunks); causal
+    attention sees `context_before + i + 1` keys at the i-th new token. Logits are computed
+    for the last token only, as engines do.
+    """
+    _check_count(num_tokens, "prefill tokens")
+    _check_count(context_before, "cached context", minimum=0)
+    _check_count(tp, "tensor-parallel size")
+    first, last = context_before + 1, context_before + num_tokens
+    flops = _linear_flops(spec, num_tokens, 1)
+    flops += _attention_flops(spec, first, last, absorbed=False)
+    kv_written = kv_bytes_for_context(spec, last, kv_dtype, tp) - kv_bytes_for_context(
+        spec, context_before, kv_dtype, tp
+    )
+    kv_read = kv_bytes_for_context(spec, context_before, kv_dtype, tp)
+    bytes_moved = _weight_bytes_touched(spec, dtype, num_tokens) / tp + kv_written + kv_read
+    comm_s = _allreduce_s(
+        spec, gpu=gpu, tp=tp, num_tokens=num_tokens, params=params, interconnect=interconnect
+    )
+    return _step(gpu, dtype, flops=flops / tp, bytes_moved=bytes_moved, comm_s=comm_s, p=params)
+
+
+def decode_step_time(
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dtype: str,
+    batch_size: int,
+    context_len: int,
+    *,
+    tp: int = 1,
+    kv_dtype: str = "bf16",
+    params: RooflineParams = DEFAULT_ROOFLINE,
+    interconnect: str = "nvlink",
+) -> StepCost:
+    """One decode step: `batch_size` sequences, each with `context_len` tokens cached.
+
+    Each sequence reads its whole cached KV (sliding layers: the window) and writes one
+    token's KV; the weights are read once for the batch.
+    """
+    _check_count(batch_size, "decode batch size")
+    _check_count(context_len, "decode context length", minimum=0)
+    _check_count(tp, "tensor-parallel size")
+    per_sequence = _attention_flops(spec, context_len + 1, context_len + 1, absorbed=True)
+    flops = _linear_flops(spec, batch_size, batch_size) + batch_size * per_sequence
+    kv_moved = kv_bytes_for_context(spec, context_len, kv_dtype, tp) + kv_bytes_per_token(
+        spec, kv_dtype, tp
+    )
+    bytes_moved = _weight_bytes_touched(spec, dtype, batch_size) / tp + batch_size * kv_moved
+    comm_s = _allreduce_s(
+        spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=params, interconnect=interconnect
+    )
+    return _step(gpu, dtype, flops=flops / tp, bytes_moved=bytes_moved, comm_s=comm_s, p=params)
+
+
+# The six positionals are the question itself (model, GPU, dtype, TP, prompt, output).
+def ttft_itl(  # noqa: PLR0917
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dtype: str,
+    tp: int,
+    input_len: int,
+    output_len: int,
+    *,
+    kv_dtype: str = "bf16",
+    params: RooflineParams = DEFAULT_ROOFLINE,
+    interconnect: str = "nvlink",
+) -> LatencyEstimate:
+    """One user alone: TTFT is one whole-prompt prefill; ITL is a decode step at the mean
+    context of decoding, `input_len + output_len // 2`."""
+    _check_count(output_len, "output tokens")
+    prefill = prefill_time(
+        spec,
+        gpu,
+        dtype,
+        input_len,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        params=params,
+        interconnect=interconnect,
+    )
+    decode = decode_step_time(
+        spec,
+        gpu,
+        dtype,
+        1,
+        input_len + output_len // 2,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        params=params,
+        interconnect=interconnect,
+    )
+    e2e_s = prefill.total_s + (output_len - 1) * decode.total_s
+    return LatencyEstimate(
+        ttft_s=prefill.total_s, itl_s=decode.total_s, e2e_s=e2e_s, prefill=prefill, decode=decode
+    )

@@ -1,0 +1,255 @@
+"""report, level 4: the `plan` result on screen (rich tables) and as one JSON document."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from infertriage.plan import CapacityPlan, PlanReport, WhatIfRow
+from infertriage.schemas.units import GIB, format_bytes, format_seconds
+
+__all__ = ["PLAN_SCHEMA", "plan_to_json", "render_plan"]
+
+PLAN_SCHEMA = "infertriage.plan/v1"
+
+
+def _inputs_json(plan: CapacityPlan) -> dict[str, object]:
+    i = plan.inputs
+    return {
+        "model": i.model.name,
+        "gpu": i.gpu.name,
+        "num_gpus": i.num_gpus or i.gpus_per_instance,
+        "tp": i.tp,
+        "pp": i.pp,
+        "ep": i.ep,
+        "dtype": i.dtype,
+        "kv_dtype": i.kv_dtype,
+        "max_model_len": i.max_model_len,
+        "concurrency": i.concurrency,
+        "input_len": i.input_len,
+        "output_len": i.output_len,
+        "tokens_per_request": i.tokens_per_request,
+        "gpu_memory_utilization": i.gpu_memory_utilization,
+        "max_num_batched_tokens": i.max_num_batched_tokens,
+        "block_size": i.block_size,
+        "headroom": i.headroom,
+    }
+
+
+def _capacity_json(plan: CapacityPlan) -> dict[str, object]:
+    m, kv, r = plan.memory, plan.kv, plan.roofline
+    return {
+        "memory_per_gpu_bytes": {
+            "total": m.total,
+            "weights": m.weights,
+            "activation_peak": m.activation_peak,
+            "cuda_graphs": m.cuda_graphs,
+            "runtime": m.runtime,
+            "kv_cache": kv.kv_cache_bytes,
+        },
+        "kv_cache": {
+            "bytes_per_token": plan.kv_bytes_per_token,
+            "num_gpu_blocks": kv.num_blocks,
+            "usable_blocks": kv.usable_blocks,
+            "block_size": kv.block_size,
+            "num_tokens": kv.num_tokens,
+            "vllm_max_concurrency": plan.vllm_max_concurrency,
+        },
+        "headroom": {
+            "peak_kv_demand_bytes": plan.peak_kv_demand_bytes,
+            "fits": plan.fits,
+            "fits_with_headroom": plan.fits_with_headroom,
+            "free_fraction": plan.free_fraction,
+            "max_concurrency": plan.max_concurrency,
+            "length_cap": plan.length_cap,
+        },
+        "knobs": [
+            {"knob": k.knob, "value": k.value, "max_concurrency": k.max_concurrency, "note": k.note}
+            for k in plan.knobs
+        ],
+        "roofline": {
+            "ttft_s": r.ttft_s,
+            "itl_s": r.itl_s,
+            "batch_size": r.batch_size,
+            "prefill_bound": r.prefill.bound,
+            "decode_bound": r.decode.bound,
+            "decode_comm_s": r.decode.comm_s,
+            "throughput_tok_s": r.throughput_tok_s,
+            "kv_bound_batch": r.kv_bound_batch,
+            "kv_bound_throughput_tok_s": r.kv_bound_throughput_tok_s,
+            "pp_bubble": r.pp_bubble,
+        },
+    }
+
+
+def _row_json(row: WhatIfRow) -> dict[str, object]:
+    out: dict[str, object] = {"values": dict(row.values), "error": row.error or None}
+    if row.plan is not None:
+        out.update(_capacity_json(row.plan))
+    return out
+
+
+def plan_to_json(report: PlanReport) -> dict[str, object]:
+    advice = report.advice
+    document: dict[str, object] = {
+        "schema": PLAN_SCHEMA,
+        "inputs": _inputs_json(report.plan),
+        **_capacity_json(report.plan),
+        "advice": None
+        if advice is None
+        else {
+            "tp": advice.tp,
+            "pp": advice.pp,
+            "ep": advice.ep,
+            "dp": advice.dp,
+            "reasons": list(advice.reasons),
+        },
+        "advice_error": report.advice_error or None,
+        "itl_efficiency": report.itl_efficiency,
+        "throughput_efficiency": report.throughput_efficiency,
+        "cost_per_million_output_tokens": report.cost_per_million_output_tokens,
+        "what_if": [_row_json(row) for row in report.what_if],
+    }
+    if report.from_run is not None:
+        w = report.from_run
+        document["from_run"] = {
+            "num_requests": w.num_requests,
+            "mean_input_len": w.mean_input_len,
+            "mean_output_len": w.mean_output_len,
+            "mean_concurrency": w.mean_concurrency,
+            "output_tok_s": w.output_tok_s,
+        }
+    return document
+
+
+def _memory_table(plan: CapacityPlan) -> Table:
+    m, kv = plan.memory, plan.kv
+    table = Table(title="Memory per GPU", title_justify="left", show_header=False)
+    table.add_column("part")
+    table.add_column("size", justify="right")
+    rows = [
+        ("total", m.total),
+        ("weights", m.weights),
+        ("activation peak", m.activation_peak),
+        ("CUDA graphs", m.cuda_graphs),
+        ("runtime (context, NCCL)", m.runtime),
+        ("KV cache (vLLM allocates)", kv.kv_cache_bytes),
+    ]
+    for name, size in rows:
+        table.add_row(name, f"{format_bytes(size)}  {size / m.total:6.1%}")
+    return table
+
+
+def _kv_lines(plan: CapacityPlan) -> Text:
+    i, kv = plan.inputs, plan.kv
+    verdict = (
+        "fits"
+        if plan.fits_with_headroom
+        else ("fits, no headroom" if plan.fits else "does NOT fit")
+    )
+    style = "green" if plan.fits_with_headroom else ("yellow" if plan.fits else "red bold")
+    text = Text()
+    text.append(
+        f"KV cache: {plan.kv_bytes_per_token:,} B/token per GPU; {kv.num_blocks:,} blocks × "
+        f"{kv.block_size} tokens = {kv.num_tokens:,} tokens "
+        f"(vLLM: max concurrency {plan.vllm_max_concurrency:.2f}× for {i.max_model_len} tokens)\n"
+    )
+    text.append(
+        f"Demand: {i.concurrency} × {i.tokens_per_request} tokens = "
+        f"{format_bytes(plan.peak_kv_demand_bytes)} per GPU → "
+    )
+    text.append(verdict, style=style)
+    text.append(
+        f" ({plan.free_fraction:.1%} of the GPU free at peak; keep ≥ {i.headroom:.0%})\n"
+        f"Largest concurrency with headroom: {plan.max_concurrency}; "
+        f"per-request length cap: {plan.length_cap} tokens\n"
+    )
+    if plan.knobs and not plan.fits_with_headroom:
+        best = plan.knobs[0]
+        text.append(
+            f"Knob that helps most: --{best.knob} {best.value} → {best.max_concurrency} requests"
+            f"{f' ({best.note})' if best.note else ''}\n"
+        )
+    return text
+
+
+def _roofline_lines(report: PlanReport) -> Text:
+    r = report.plan.roofline
+    text = Text()
+    text.append(
+        f"Roofline: TTFT {format_seconds(r.ttft_s)} (prefill {r.prefill.bound}-bound), "
+        f"ITL {format_seconds(r.itl_s)} at batch {r.batch_size} ({r.decode.bound}-bound"
+        f", all-reduce {format_seconds(r.decode.comm_s)})\n"
+        f"Throughput ceiling: {r.throughput_tok_s:,.0f} output tok/s at batch {r.batch_size}; "
+        f"{r.kv_bound_throughput_tok_s:,.0f} tok/s at the KV-cache limit "
+        f"(batch {r.kv_bound_batch})\n"
+    )
+    if r.pp_bubble:
+        text.append(f"Pipeline bubble: {r.pp_bubble:.0%} of each stage's time\n")
+    if report.itl_efficiency is not None:
+        text.append(f"Measured ITL efficiency vs roofline: {report.itl_efficiency:.0%}\n")
+    if report.throughput_efficiency is not None:
+        text.append(f"Measured throughput vs roofline: {report.throughput_efficiency:.0%}\n")
+    if report.cost_per_million_output_tokens is not None:
+        text.append(
+            f"Cost: ${report.cost_per_million_output_tokens:.3f} per million output tokens\n"
+        )
+    return text
+
+
+def _advice_lines(report: PlanReport) -> Text:
+    text = Text()
+    if report.advice is None:
+        text.append(f"Parallelism: {report.advice_error}\n", style="red")
+        return text
+    a = report.advice
+    text.append(
+        f"Parallelism: TP={a.tp} PP={a.pp} EP={'on' if a.ep else 'off'} DP={a.dp}\n", style="bold"
+    )
+    for reason in a.reasons:
+        text.append(f"  • {reason}\n")
+    return text
+
+
+def _what_if_table(rows: tuple[WhatIfRow, ...]) -> Table:
+    table = Table(title="What if", title_justify="left")
+    for key, _ in rows[0].values:
+        table.add_column(key)
+    for name in ("fits", "KV blocks", "max conc.", "TTFT", "ITL", "tok/s"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        cells = [text for _, text in row.values]
+        p = row.plan
+        if p is None:
+            table.add_row(*cells, "error", row.error, "", "", "", "")
+            continue
+        fits = "yes" if p.fits_with_headroom else ("tight" if p.fits else "no")
+        table.add_row(
+            *cells,
+            fits,
+            f"{p.kv.num_blocks:,}",
+            str(p.max_concurrency),
+            format_seconds(p.roofline.ttft_s),
+            format_seconds(p.roofline.itl_s),
+            f"{p.roofline.throughput_tok_s:,.0f}",
+        )
+    return table
+
+
+def render_plan(report: PlanReport, console: Console) -> None:
+    plan = report.plan
+    i = plan.inputs
+    console.print(
+        Text(
+            f"{i.model.name} ({i.dtype}, KV {i.kv_dtype}) on {i.num_gpus or i.gpus_per_instance} × "
+            f"{i.gpu.name} ({i.gpu.memory_bytes / GIB:.1f} GiB), TP={i.tp} PP={i.pp}, "
+            f"max_model_len {i.max_model_len}",
+            style="bold",
+        )
+    )
+    parts: list[Table | Text] = [_memory_table(plan), _kv_lines(plan), _roofline_lines(report)]
+    parts.append(_advice_lines(report))
+    if report.what_if:
+        parts.append(_what_if_table(report.what_if))
+    console.print(Group(*parts))

@@ -1,0 +1,93 @@
+"""schemas, level 0: the contracts between stages.
+
+Types (`RequestRecord`, `Sample`, `Signal`, `Finding`, `Diagnosis`), the
+seven `Layer`s and five `Status`es, `Thresholds`, units and the run's time
+base, the normalised metric vocabulary, run-directory IO and the one
+user-error type. Imports nothing else from infertriage.
+"""
+
+from infertriage.schemas.diagnosis import (
+    DIAGNOSIS_SCHEMA,
+    ChainLink,
+    Diagnosis,
+    Evidence,
+    Finding,
+    LayerResult,
+    Primary,
+    SloResult,
+)
+from infertriage.schemas.errors import EXIT_USER_ERROR, UserError
+from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
+from infertriage.schemas.records import (
+    Chunk,
+    ErrorKind,
+    RequestRecord,
+    Sample,
+    Signal,
+    TokenSource,
+)
+from infertriage.schemas.rundir import (
+    RUN_SCHEMA,
+    JsonlWriter,
+    RunDir,
+    RunInfo,
+    read_json,
+    read_jsonl,
+    write_json,
+)
+from infertriage.schemas.thresholds import SloProfile, Thresholds, load_thresholds
+from infertriage.schemas.units import (
+    GB,
+    GIB,
+    MIB,
+    RunClock,
+    format_bytes,
+    format_seconds,
+    parse_bytes,
+    parse_duration,
+)
+from infertriage.schemas.vocabulary import VOCABULARY, MetricDef, MetricKind, get_metric
+
+__all__ = [
+    "DIAGNOSIS_SCHEMA",
+    "EXIT_USER_ERROR",
+    "GB",
+    "GIB",
+    "LAYER_ORDER",
+    "MIB",
+    "RUN_SCHEMA",
+    "VOCABULARY",
+    "ChainLink",
+    "Chunk",
+    "Diagnosis",
+    "ErrorKind",
+    "Evidence",
+    "Finding",
+    "JsonlWriter",
+    "Layer",
+    "LayerResult",
+    "MetricDef",
+    "MetricKind",
+    "Primary",
+    "RequestRecord",
+    "RunClock",
+    "RunDir",
+    "RunInfo",
+    "Sample",
+    "Signal",
+    "SloProfile",
+    "SloResult",
+    "Status",
+    "Thresholds",
+    "TokenSource",
+    "UserError",
+    "format_bytes",
+    "format_seconds",
+    "get_metric",
+    "load_thresholds",
+    "parse_bytes",
+    "parse_duration",
+    "read_json",
+    "read_jsonl",
+    "write_json",
+]

@@ -1,0 +1,116 @@
+"""schemas, level 0: findings and the diagnosis document (`infertriage.diagnosis/v1`).
+
+A rule emits `Finding`s; `diagnose` ranks them into a `Diagnosis` that holds
+all seven layers, the primary bottleneck, the causal chain and the SLO
+results. This is the JSON written to diagnosis.json and printed by `--json`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
+
+__all__ = [
+    "DIAGNOSIS_SCHEMA",
+    "ChainLink",
+    "Diagnosis",
+    "Evidence",
+    "Finding",
+    "LayerResult",
+    "Primary",
+    "SloResult",
+]
+
+DIAGNOSIS_SCHEMA = "infertriage.diagnosis/v1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Evidence(_Frozen):
+    """One signal a finding used, with the threshold it was held against."""
+
+    signal: str
+    value: float
+    unit: str
+    threshold: float | None = None
+    source: str = ""
+
+
+class Finding(_Frozen):
+    """What one rule concluded. `score` = `severity` × `explains`."""
+
+    id: str
+    layer: Layer
+    status: Literal[Status.WARNING, Status.BOTTLENECK]
+    severity: float = Field(ge=0.0, le=1.0)
+    explains: float = Field(ge=0.0, le=1.0)
+    score: float = Field(ge=0.0, le=1.0)
+    title: str
+    evidence: tuple[Evidence, ...] = ()
+    explanation: str = ""
+    next_steps: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _score_is_product(self) -> Finding:
+        if abs(self.score - self.severity * self.explains) > 1e-9:
+            raise ValueError("score must equal severity × explains")
+        return self
+
+
+class LayerResult(_Frozen):
+    layer: Layer
+    status: Status
+    score: float = Field(ge=0.0, le=1.0, default=0.0)
+    findings: tuple[Finding, ...] = ()
+    missing: tuple[str, ...] = ()  # what would collect the absent evidence: a flag or a command
+
+
+class Primary(_Frozen):
+    layer: Layer
+    finding: str  # a Finding id
+
+
+class ChainLink(_Frozen):
+    """One step of the causal chain, root first: e.g. memory: KV pressure → scheduling: queueing."""
+
+    layer: Layer
+    finding: str
+    effect: str
+
+
+class SloResult(_Frozen):
+    name: str  # e.g. ttft_p95
+    target: float
+    measured: float | None
+    unit: str
+    passed: bool | None  # None when not measured
+
+
+class Diagnosis(_Frozen):
+    schema_id: str = Field(default=DIAGNOSIS_SCHEMA, alias="schema")
+    layers: tuple[LayerResult, ...]
+    primary: Primary | None = None
+    chain: tuple[ChainLink, ...] = ()
+    slo: tuple[SloResult, ...] = ()
+    client_bound: bool = False
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _all_seven_layers(self) -> Diagnosis:
+        if tuple(result.layer for result in self.layers) != LAYER_ORDER:
+            raise ValueError("a diagnosis holds all seven layers, in order")
+        if self.schema_id != DIAGNOSIS_SCHEMA:
+            raise ValueError(f"unsupported diagnosis schema {self.schema_id!r}")
+        return self
+
+    def layer(self, layer: Layer) -> LayerResult:
+        return self.layers[LAYER_ORDER.index(layer)]
+
+    def to_json_dict(self) -> dict[str, object]:
+        return self.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,107 @@
+"""schemas, level 0: the records that flow between stages.
+
+`RequestRecord` (one line of requests.jsonl per finished request), `Sample`
+(one line of metrics.jsonl per scraped value) and `Signal` (one line of
+signals.jsonl per derived figure). They are frozen dataclasses because the
+load generator and the scraper make many of them; pydantic validates them
+when they are read back from disk (see `rundir`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = ["Chunk", "ErrorKind", "RequestRecord", "Sample", "Signal", "TokenSource"]
+
+
+class TokenSource(StrEnum):
+    """Where a token count came from, best first."""
+
+    USAGE = "usage"  # the server's `usage` object
+    TOKENIZER = "tokenizer"  # the model's tokenizer on the client
+    ESTIMATE = "estimate"  # a characters-per-token estimate
+
+
+class ErrorKind(StrEnum):
+    """Why a request failed; `none` when it did not."""
+
+    NONE = "none"
+    HTTP = "http"  # a non-2xx status
+    CONNECT = "connect"  # refused, reset before the response, DNS
+    TIMEOUT = "timeout"
+    STREAM = "stream"  # broken SSE, reset mid-stream, an error event
+    CLIENT = "client"  # the client could not build or send the request
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One content-bearing SSE event: when its bytes arrived and how many tokens it carried."""
+
+    ts: float
+    num_tokens: int
+    reasoning: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """Everything measured about one request, on the run's clock (seconds since start).
+
+    `scheduled_ts` is when the arrival process meant to send it; `sent_ts` when
+    it was sent. The gap is the client's dispatch lag, kept so that latency can
+    be reported both ways (no coordinated omission).
+    """
+
+    id: str
+    scheduled_ts: float
+    sent_ts: float
+    first_token_ts: float | None = None
+    last_token_ts: float | None = None
+    end_ts: float | None = None
+    chunks: tuple[Chunk, ...] = ()
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    prompt_tokens_source: TokenSource = TokenSource.ESTIMATE
+    output_tokens_source: TokenSource = TokenSource.ESTIMATE
+    http_status: int | None = None
+    error_kind: ErrorKind = ErrorKind.NONE
+    error_text: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is ErrorKind.NONE
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token, measured from the send."""
+        return None if self.first_token_ts is None else self.first_token_ts - self.sent_ts
+
+    @property
+    def dispatch_lag_s(self) -> float:
+        return self.sent_ts - self.scheduled_ts
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One value of one normalised metric at run time `t` (seconds since the run began)."""
+
+    t: float
+    name: str
+    value: float
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A derived figure that rules read: e.g. `kv.usage.p95` = 0.97 (fraction) from `metrics`.
+
+    `window` is the `[start_ts, end_ts]` of the data it summarises, or None for
+    a figure with no time extent (a plan, a config value).
+    """
+
+    name: str
+    value: float
+    unit: str
+    source: str
+    window: tuple[float, float] | None = None

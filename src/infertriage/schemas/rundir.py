@@ -1,0 +1,230 @@
+"""schemas, level 0: the run directory and its files.
+
+A run directory holds run.json, requests.jsonl, metrics.jsonl, signals.jsonl,
+raw/, diagnosis.json and later report.html. JSONL files are append-only and
+each record is flushed to the OS as soon as it is complete, so a killed
+process keeps every record it finished. Readers name the file and line of a
+malformed record.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from infertriage.schemas.errors import UserError
+
+__all__ = [
+    "RUN_SCHEMA",
+    "JsonlWriter",
+    "RunDir",
+    "RunInfo",
+    "read_json",
+    "read_jsonl",
+    "write_json",
+]
+
+RUN_SCHEMA = "infertriage.run/v1"
+T = TypeVar("T")
+
+
+def _dumps(record: object) -> bytes:
+    return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+class JsonlWriter:
+    """Append records to a JSONL file, one `write` + `flush` per record.
+
+    Dataclasses, pydantic models and plain JSON values are accepted. Safe to
+    share between threads; each line reaches the OS whole.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = False) -> None:
+        self.path = path
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[bytes] | None = path.open("ab", buffering=0)
+        self.num_written = 0
+
+    def write(self, record: object) -> None:
+        if isinstance(record, BaseModel):
+            record = record.model_dump(mode="json")
+        line = _dumps(record) + b"\n"
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"{self.path} is closed")
+            self._file.write(line)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            self.num_written += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _first_error(err: ValidationError) -> str:
+    detail = err.errors()[0]
+    where = ".".join(str(part) for part in detail["loc"]) or "record"
+    return f"{where}: {detail['msg']}"
+
+
+def read_jsonl(path: Path, record_type: type[T], *, skip_partial_tail: bool = True) -> Iterator[T]:
+    """Yield validated records; a malformed line is a `UserError` naming file and line.
+
+    A last line with no newline is what a writer killed mid-line leaves; with
+    `skip_partial_tail` it is dropped when it does not parse, and every
+    complete record before it is kept.
+    """
+    adapter: TypeAdapter[T] = TypeAdapter(record_type)
+    try:
+        handle = path.open("rb")
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}.") from err
+    with handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            is_tail = not line.endswith(b"\n")
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError as err:
+                if is_tail and skip_partial_tail:
+                    return
+                raise UserError(f"{path}:{lineno}: malformed JSON ({err.msg}).") from err
+            try:
+                yield adapter.validate_python(value)
+            except ValidationError as err:
+                raise UserError(f"{path}:{lineno}: invalid record ({_first_error(err)}).") from err
+
+
+def write_json(path: Path, document: object) -> None:
+    """Write a JSON document atomically: a reader sees the old file or the new one, whole."""
+    if isinstance(document, BaseModel):
+        document = document.model_dump(mode="json", by_alias=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(_dumps(document) + b"\n")
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}.") from err
+    except orjson.JSONDecodeError as err:
+        raise UserError(f"{path} is not valid JSON ({err.msg}).") from err
+
+
+class RunInfo(BaseModel):
+    """run.json: what was run, against what, and the wall-clock anchor of the run's clock."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_id: str = Field(default=RUN_SCHEMA, alias="schema")
+    command: str
+    created_unix_s: float = Field(default_factory=time.time)
+    wall_anchor_s: float
+    config: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    server_config: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDir:
+    """The paths of one run directory."""
+
+    root: Path
+
+    @classmethod
+    def create(cls, out: Path | None, *, prefix: str = "run", base: Path = Path("runs")) -> RunDir:
+        """Make `out`, or `runs/<prefix>-<UTC time>` when `out` is None."""
+        if out is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+            out = base / f"{prefix}-{stamp}"
+            suffix = 1
+            while out.exists():
+                suffix += 1
+                out = base / f"{prefix}-{stamp}-{suffix}"
+        if out.exists() and not out.is_dir():
+            raise UserError(f"{out} exists and is not a directory.")
+        try:
+            (out / "raw").mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"cannot create run directory {out}: {err.strerror}.") from err
+        return cls(out)
+
+    @classmethod
+    def open(cls, root: Path) -> RunDir:
+        """An existing run directory; it must at least hold run.json."""
+        if not (root / "run.json").is_file():
+            raise UserError(f"{root} is not a run directory (no run.json in it).")
+        return cls(root)
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def requests(self) -> Path:
+        return self.root / "requests.jsonl"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def signals(self) -> Path:
+        return self.root / "signals.jsonl"
+
+    @property
+    def raw(self) -> Path:
+        return self.root / "raw"
+
+    @property
+    def diagnosis(self) -> Path:
+        return self.root / "diagnosis.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    def read_info(self) -> RunInfo:
+        try:
+            return RunInfo.model_validate(read_json(self.run_json))
+        except ValidationError as err:
+            raise UserError(f"{self.run_json}: invalid run.json ({_first_error(err)}).") from err
+
+    def write_info(self, info: RunInfo) -> None:
+        write_json(self.run_json, info)
+
+    def iter_records(self, path: Path, record_type: type[T]) -> Iterator[T]:
+        """Records of a JSONL file of this run; a missing file is an empty one."""
+        if not path.exists():
+            return iter(())
+        return read_jsonl(path, record_type)

@@ -1,0 +1,106 @@
+"""schemas, level 0: the one frozen set of thresholds that every rule reads.
+
+Defaults come from DESIGN.md (interactive SLO profile). `--slo` overrides
+them with a file (YAML or JSON mapping) or an inline list such as
+`ttft_p95=200ms,itl_p95=50ms`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import yaml
+
+from infertriage.schemas.errors import UserError
+from infertriage.schemas.units import parse_duration
+
+__all__ = ["SloProfile", "Thresholds", "load_thresholds"]
+
+
+class SloProfile(StrEnum):
+    INTERACTIVE = "interactive"  # latency SLOs: TTFT and ITL
+    BATCH = "batch"  # throughput: tokens per second
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Every limit a rule compares against. Seconds and fractions, never ms or percent."""
+
+    profile: SloProfile = SloProfile.INTERACTIVE
+    ttft_p95_s: float = 0.200
+    itl_p95_s: float = 0.050
+    error_rate: float = 0.001
+    gpu_memory_headroom: float = 0.10
+    sm_active: float = 0.80
+    dram_active_decode: float = 0.70
+    tensor_active_prefill: float = 0.90
+    alert_ttft_p95_s: float = 0.500
+    min_throughput_tok_s: float = 0.0
+
+    def replace(self, **changes: object) -> Thresholds:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+# SLO names as users write them → (field, parser). Durations accept units; fractions accept '%'.
+def _fraction(text: str) -> float:
+    text = text.strip()
+    if text.endswith("%"):
+        return float(text[:-1]) / 100.0
+    return float(text)
+
+
+_SLO_KEYS = {
+    "ttft_p95": ("ttft_p95_s", parse_duration),
+    "itl_p95": ("itl_p95_s", parse_duration),
+    "error_rate": ("error_rate", _fraction),
+    "gpu_memory_headroom": ("gpu_memory_headroom", _fraction),
+    "sm_active": ("sm_active", _fraction),
+    "dram_active": ("dram_active_decode", _fraction),
+    "tensor_active": ("tensor_active_prefill", _fraction),
+    "alert_ttft_p95": ("alert_ttft_p95_s", parse_duration),
+    "throughput": ("min_throughput_tok_s", float),
+    "profile": ("profile", SloProfile),
+}
+
+
+def _apply(base: Thresholds, items: Mapping[str, object], origin: str) -> Thresholds:
+    changes: dict[str, object] = {}
+    for key, raw in items.items():
+        if key not in _SLO_KEYS:
+            known = ", ".join(sorted(_SLO_KEYS))
+            raise UserError(f"{origin}: unknown SLO {key!r} (known: {known}).")
+        field_name, parse = _SLO_KEYS[key]
+        try:
+            changes[field_name] = parse(str(raw))  # type: ignore[operator]
+        except (ValueError, UserError) as err:
+            raise UserError(f"{origin}: SLO {key!r} has an invalid value {raw!r}.") from err
+    return base.replace(**changes)
+
+
+def load_thresholds(spec: str | None, base: Thresholds | None = None) -> Thresholds:
+    """Thresholds from `--slo`: None (defaults), a file path, or `key=value,key=value`."""
+    base = base or Thresholds()
+    if not spec:
+        return base
+    path = Path(spec)
+    if path.suffix in {".yaml", ".yml", ".json"} or path.is_file():
+        if not path.is_file():
+            raise UserError(f"SLO file {spec} does not exist.")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise UserError(f"SLO file {spec} is not valid YAML or JSON.") from err
+        if not isinstance(data, Mapping):
+            raise UserError(f"SLO file {spec} must hold a mapping of SLO names to values.")
+        return _apply(base, data, spec)
+    items: dict[str, object] = {}
+    for part in spec.split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise UserError(f"--slo {spec!r}: {part!r} is not KEY=VALUE.")
+        items[key.strip()] = value.strip()
+    return _apply(base, items, "--slo")
