@@ -1,4 +1,4 @@
-"""api, level 5: one programmatic entry point per command.
+"""api, level 5: the `plan` command's entry point.
 
 Each function takes plain, typed arguments, does the whole job of one
 command and returns a typed result; the CLI only parses and renders. Errors
