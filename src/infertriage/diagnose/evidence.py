@@ -1,0 +1,139 @@
+"""diagnose, level 3: the evidence rules read — signals by name, and the server's own settings.
+
+Takes `Signal`s (from `analyze` over requests, metrics, traces and the plan)
+and the live server configuration; gives `Evidence`, a read-only lookup by
+signal name. `SIGNALS` names every signal a rule may need, its unit, and the
+flag or command that collects it, so a rule that cannot run says exactly
+what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from infertriage.schemas import Signal
+
+__all__ = ["SIGNALS", "Evidence", "SignalDef"]
+
+
+@dataclass(frozen=True, slots=True)
+class SignalDef:
+    unit: str
+    collect: str  # the flag or command that collects it
+
+
+_LOAD = "run `infertriage diagnose --url URL` (it drives load) or `infertriage bench`"
+_METRICS = "scrape the server: `--metrics-url URL/metrics`"
+_DCGM = "run dcgm-exporter with the DCP profiling fields enabled and pass `--dcgm-url URL/metrics`"
+_TRACE = "capture a trace: `--profile 5` (server started with a profiler dir) or `--trace FILE`"
+_HOST = "run infertriage on the server's host, or pass `--server-pid PID`"
+_PLAN = "give the deployment: `--model-config C --gpu G --tp N`"
+_CONFIG = "a server that reports its config (vLLM `vllm:cache_config_info`, `/v1/models`)"
+
+SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
+    {
+        # the load client's view
+        "client.ttft_p50_s": SignalDef("s", _LOAD),
+        "client.ttft_p95_s": SignalDef("s", _LOAD),
+        "client.itl_p50_s": SignalDef("s", _LOAD),
+        "client.itl_p95_s": SignalDef("s", _LOAD),
+        "client.itl_cv": SignalDef("1", _LOAD),
+        "client.throughput_tok_s": SignalDef("tokens/s", _LOAD),
+        "client.error_rate": SignalDef("fraction", _LOAD),
+        "client.timeout_rate": SignalDef("fraction", _LOAD),
+        "client.stream_cut_fraction": SignalDef("fraction", _LOAD),
+        "client.stream_cut_at_s": SignalDef("s", _LOAD),
+        "client.bound": SignalDef("bool", _LOAD),
+        "client.max_concurrency": SignalDef("requests", _LOAD),
+        "client.mean_prompt_tokens": SignalDef("tokens", _LOAD),
+        "client.shared_prefix_fraction": SignalDef("fraction", _LOAD),
+        # the server's view (Prometheus)
+        "server.ttft_p50_s": SignalDef("s", _METRICS),
+        "server.ttft_p95_s": SignalDef("s", _METRICS),
+        "server.itl_p95_s": SignalDef("s", _METRICS),
+        "server.queue_time_mean_s": SignalDef("s", _METRICS),
+        "server.ttft_mean_s": SignalDef("s", _METRICS),
+        "server.itl_p50_s": SignalDef("s", _METRICS),
+        "server.restarts": SignalDef("1", _METRICS),
+        "queue.waiting_max": SignalDef("requests", _METRICS),
+        "queue.waiting_slope": SignalDef("requests/s", _METRICS),
+        "queue.running_max": SignalDef("requests", _METRICS),
+        "kv.usage_max": SignalDef("fraction", _METRICS),
+        "kv.usage_mean": SignalDef("fraction", _METRICS),
+        "kv.usage_after_drain": SignalDef("fraction", _METRICS),
+        "kv.usage_idle_slope": SignalDef("fraction/s", _METRICS),
+        "preemptions.total": SignalDef("1", _METRICS),
+        "prefix_cache.hit_rate": SignalDef("fraction", _METRICS),
+        "spec.acceptance_rate": SignalDef("fraction", _METRICS),
+        "spec.mean_accepted_tokens": SignalDef("tokens", _METRICS),
+        "spec.acceptance_decay": SignalDef("fraction", _METRICS),
+        "spec.num_draft_tokens": SignalDef("tokens", _CONFIG),
+        # live configuration
+        "config.max_num_seqs": SignalDef("requests", _CONFIG),
+        "config.num_gpu_blocks": SignalDef("1", _CONFIG),
+        "config.block_size": SignalDef("tokens", _CONFIG),
+        "config.gpu_memory_utilization": SignalDef("fraction", _CONFIG),
+        "config.max_model_len": SignalDef("tokens", _CONFIG),
+        "config.tensor_parallel": SignalDef("1", _PLAN),
+        "config.interconnect_pcie": SignalDef("bool", _PLAN),
+        # GPU counters (DCGM)
+        "gpu.util_mean": SignalDef("fraction", _DCGM),
+        "gpu.sm_active_mean": SignalDef("fraction", _DCGM),
+        "gpu.tensor_active_mean": SignalDef("fraction", _DCGM),
+        "gpu.dram_active_mean": SignalDef("fraction", _DCGM),
+        "gpu.pcie_utilization": SignalDef("fraction", _DCGM),
+        "gpu.xid_errors": SignalDef("1", _DCGM),
+        "gpu.prof_fields_present": SignalDef("bool", _DCGM),
+        "gpu.fb_used_fraction": SignalDef("fraction", _DCGM),
+        # traces
+        "trace.short_kernel_fraction": SignalDef("fraction", _TRACE),
+        "trace.launch_gap_fraction": SignalDef("fraction", _TRACE),
+        "trace.kernels_per_step": SignalDef("1", _TRACE),
+        "trace.cuda_graph_fraction": SignalDef("fraction", _TRACE),
+        "trace.attention_unfused": SignalDef("bool", _TRACE),
+        "trace.recompilations": SignalDef("1", _TRACE),
+        "trace.host_wait_fraction": SignalDef("fraction", _TRACE),
+        "trace.syncs_per_step": SignalDef("1", _TRACE),
+        "trace.nccl_fraction": SignalDef("fraction", _TRACE),
+        "trace.comm_overlap_fraction": SignalDef("fraction", _TRACE),
+        "trace.rank_skew_fraction": SignalDef("fraction", _TRACE),
+        "trace.step_cpu_gap_fraction": SignalDef("fraction", _TRACE),
+        # host and server process
+        "proc.frontend_thread_cpu": SignalDef("fraction", _HOST),
+        "proc.engine_thread_cpu": SignalDef("fraction", _HOST),
+        # the capacity plan and roofline
+        "plan.decode_itl_roofline_s": SignalDef("s", _PLAN),
+        "plan.throughput_roofline_tok_s": SignalDef("tokens/s", _PLAN),
+        "plan.memory_headroom": SignalDef("fraction", _PLAN),
+        "plan.tokens_per_request": SignalDef("tokens", _PLAN),
+        "plan.decode_batch": SignalDef("requests", _PLAN),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Signals by name. Rules read `get`, never raw files."""
+
+    signals: Mapping[str, Signal] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, signals: Iterable[Signal]) -> Evidence:
+        return cls({signal.name: signal for signal in signals})
+
+    def get(self, name: str) -> float | None:
+        signal = self.signals.get(name)
+        return None if signal is None else signal.value
+
+    def has(self, *names: str) -> bool:
+        return all(name in self.signals for name in names)
+
+    def signal(self, name: str) -> Signal:
+        return self.signals[name]
+
+    def merged(self, other: Iterable[Signal]) -> Evidence:
+        merged = dict(self.signals)
+        merged.update({signal.name: signal for signal in other})
+        return Evidence(merged)

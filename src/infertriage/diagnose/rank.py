@@ -1,0 +1,165 @@
+"""diagnose, level 3: run the rules, rank the findings, find the root cause, build the map.
+
+Takes `Evidence` and `Thresholds`; gives the `Diagnosis`: all seven layers
+with their status, score, findings and missing evidence; the primary
+bottleneck — the root of the highest-scoring bottleneck's causal chain —
+and that chain; the SLO results; whether the client was the bottleneck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from infertriage.diagnose import rules as _rules  # noqa: F401 — importing registers the rules
+from infertriage.diagnose.evidence import SIGNALS, Evidence
+from infertriage.diagnose.registry import RULES, Rule
+from infertriage.diagnose.symptom import slo_results
+from infertriage.schemas import (
+    LAYER_ORDER,
+    ChainLink,
+    Diagnosis,
+    Finding,
+    Layer,
+    LayerResult,
+    Primary,
+    Status,
+    Thresholds,
+)
+
+__all__ = ["CAUSES", "diagnose_evidence", "run_rules"]
+
+# cause → effects: a present cause is the root of its effects.
+CAUSES: dict[str, tuple[str, ...]] = {
+    "memory.kv_leak": ("memory.kv_pressure",),
+    "memory.kv_pressure": ("scheduling.queue_dominates_ttft", "scheduling.unbounded_queue"),
+    "scheduling.queue_dominates_ttft": ("scheduling.unbounded_queue",),
+    "kernel.launch_bound": ("hardware.busy_not_computing", "hardware.below_roofline"),
+    "kernel.unfused_attention": ("hardware.below_roofline",),
+    "application.frontend_saturated": (
+        "application.client_vs_server_ttft",
+        "hardware.below_roofline",
+    ),
+    "parallelism.communication_share": (
+        "hardware.below_roofline",
+        "hardware.busy_not_computing",
+    ),
+    "speculative.low_acceptance": ("hardware.below_roofline",),
+    "scheduling.engine_loop_cpu": ("kernel.host_wait", "hardware.busy_not_computing"),
+    "scheduling.step_cpu_gap": ("kernel.host_wait", "hardware.below_roofline"),
+}
+
+
+def run_rules(evidence: Evidence, thresholds: Thresholds) -> tuple[list[Finding], list[Rule]]:
+    """Findings of every rule that could run, and the rules that could not."""
+    findings: list[Finding] = []
+    skipped: list[Rule] = []
+    for registered in RULES.values():
+        if registered.missing(evidence):
+            skipped.append(registered)
+            continue
+        finding = registered.fn(evidence, thresholds)
+        if finding is not None:
+            findings.append(finding)
+    return findings, skipped
+
+
+def _not_applicable(layer: Layer, evidence: Evidence) -> bool:
+    if layer is Layer.SPECULATIVE:
+        drafts = evidence.get("spec.num_draft_tokens")
+        return drafts == 0 or (drafts is None and not evidence.has("spec.acceptance_rate"))
+    if layer is Layer.PARALLELISM:
+        tp = evidence.get("config.tensor_parallel")
+        multi_rank = evidence.has("trace.rank_skew_fraction")
+        return (tp is None or tp <= 1) and not multi_rank
+    return False
+
+
+def _missing(skipped: Iterable[Rule], evidence: Evidence) -> tuple[str, ...]:
+    lines: dict[str, None] = {}
+    for registered in skipped:
+        for name in registered.missing(evidence):
+            lines[f"{name}: {SIGNALS[name].collect}"] = None
+    return tuple(lines)
+
+
+def _layer_result(
+    layer: Layer, findings: list[Finding], skipped: list[Rule], evidence: Evidence
+) -> LayerResult:
+    mine = sorted((f for f in findings if f.layer is layer), key=lambda f: -f.score)
+    not_run = [r for r in skipped if r.layer is layer]
+    ran_any = any(r.layer is layer for r in RULES.values() if r not in not_run)
+    if any(f.status is Status.BOTTLENECK for f in mine):
+        status = Status.BOTTLENECK
+    elif mine:
+        status = Status.WARNING
+    elif _not_applicable(layer, evidence):
+        status = Status.NOT_APPLICABLE
+    elif not ran_any:
+        status = Status.UNKNOWN
+    else:
+        status = Status.OK
+    return LayerResult(
+        layer=layer,
+        status=status,
+        score=max((f.score for f in mine), default=0.0),
+        findings=tuple(mine),
+        missing=() if status is Status.NOT_APPLICABLE else _missing(not_run, evidence),
+    )
+
+
+def _root_of(finding_id: str, present: set[str]) -> str:
+    """Walk from an effect up to the farthest present cause."""
+    seen = {finding_id}
+    current = finding_id
+    while True:
+        causes = [c for c, effects in CAUSES.items() if current in effects and c in present]
+        causes = [c for c in causes if c not in seen]
+        if not causes:
+            return current
+        current = causes[0]
+        seen.add(current)
+
+
+def _chain_from(root: str, by_id: dict[str, Finding]) -> tuple[ChainLink, ...]:
+    links, frontier, seen = [], [root], {root}
+    while frontier:
+        current = frontier.pop(0)
+        finding = by_id[current]
+        links.append(ChainLink(layer=finding.layer, finding=current, effect=finding.title))
+        for effect in CAUSES.get(current, ()):
+            if effect in by_id and effect not in seen:
+                seen.add(effect)
+                frontier.append(effect)
+    return tuple(links)
+
+
+def _promote_root(findings: list[Finding]) -> tuple[list[Finding], str | None]:
+    """The primary: the root cause of the top-scoring bottleneck, itself made a bottleneck."""
+    bottlenecks = [f for f in findings if f.status is Status.BOTTLENECK]
+    if not bottlenecks:
+        return findings, None
+    top = max(bottlenecks, key=lambda f: f.score)
+    root = _root_of(top.id, {f.id for f in findings})
+    promoted = [
+        f.model_copy(update={"status": Status.BOTTLENECK}) if f.id == root else f for f in findings
+    ]
+    return promoted, root
+
+
+def diagnose_evidence(evidence: Evidence, thresholds: Thresholds) -> Diagnosis:
+    findings, skipped = run_rules(evidence, thresholds)
+    findings, root = _promote_root(findings)
+    by_id = {f.id: f for f in findings}
+    layers = tuple(_layer_result(layer, findings, skipped, evidence) for layer in LAYER_ORDER)
+    primary = None
+    chain: tuple[ChainLink, ...] = ()
+    if root is not None:
+        primary = Primary(layer=by_id[root].layer, finding=root)
+        chain = _chain_from(root, by_id)
+    return Diagnosis(
+        layers=layers,
+        primary=primary,
+        chain=chain,
+        slo=slo_results(evidence, thresholds),
+        client_bound=(evidence.get("client.bound") or 0.0) >= 1,
+    )

@@ -1,0 +1,164 @@
+"""diagnose, level 3: application-layer rules — the API server, the network path, the client."""
+
+from __future__ import annotations
+
+from infertriage.diagnose.evidence import Evidence
+from infertriage.diagnose.registry import make_finding, rule, severity_above
+from infertriage.diagnose.symptom import ttft_missed
+from infertriage.schemas import Finding, Layer, Thresholds
+
+_L = Layer.APPLICATION
+_TTFT_GAP_S = 0.05
+_BUSY_THREAD = 0.9
+_BURSTY = 3.0  # client ITL p95 over the server's
+_STREAM_CUT = 0.05
+
+
+@rule("application.client_vs_server_ttft", _L, ("client.ttft_p50_s", "server.ttft_p50_s"))
+def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
+    client, server = ev.get("client.ttft_p50_s") or 0.0, ev.get("server.ttft_p50_s") or 0.0
+    gap = client - server
+    if gap < max(_TTFT_GAP_S, 0.5 * server):
+        return None
+    return make_finding(
+        "application.client_vs_server_ttft",
+        _L,
+        bottleneck=ttft_missed(ev, t),
+        severity=severity_above(gap, _TTFT_GAP_S, t.ttft_p95_s * 2),
+        explains=gap / client if client > 0 else 0.0,
+        title=f"clients wait {gap * 1e3:.0f} ms longer for the first token than the engine reports",
+        evidence=ev,
+        used=(("client.ttft_p50_s", None), ("server.ttft_p50_s", None)),
+        explanation=(
+            "The engine produced the first token early; the time went in front of it: the API "
+            "server (tokenisation, detokenisation, serialisation), a gateway or the network."
+        ),
+        next_steps=(
+            "run more API-server processes (`--api-server-count`) or a faster tokenizer",
+            "measure from inside the gateway to split gateway time from server time",
+        ),
+    )
+
+
+@rule("application.frontend_saturated", _L, ("proc.frontend_thread_cpu",))
+def frontend_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
+    busy = ev.get("proc.frontend_thread_cpu") or 0.0
+    if busy < _BUSY_THREAD:
+        return None
+    return make_finding(
+        "application.frontend_saturated",
+        _L,
+        bottleneck=True,
+        severity=severity_above(busy, _BUSY_THREAD, 1.0),
+        explains=0.9,
+        title=f"the API-server thread is {busy:.0%} busy on the CPU",
+        evidence=ev,
+        used=(("proc.frontend_thread_cpu", _BUSY_THREAD),),
+        explanation=(
+            "One Python thread tokenises, detokenises and serialises every stream; at 100 % it "
+            "delays all of them, whatever the GPU does."
+        ),
+        next_steps=(
+            "scale the API server out (`--api-server-count N`, or more replicas behind a balancer)",
+            "stream fewer, larger chunks; disable per-chunk usage (`continuous_usage_stats`)",
+        ),
+    )
+
+
+@rule("application.buffering_proxy", _L, ("client.itl_p95_s", "server.itl_p95_s"))
+def buffering_proxy(ev: Evidence, t: Thresholds) -> Finding | None:
+    client, server = ev.get("client.itl_p95_s") or 0.0, ev.get("server.itl_p95_s") or 0.0
+    if server <= 0 or client < _BURSTY * server or client < t.itl_p95_s:
+        return None
+    return make_finding(
+        "application.buffering_proxy",
+        _L,
+        bottleneck=False,
+        severity=severity_above(client / server, _BURSTY, 10.0),
+        explains=0.5,
+        title=f"client ITL p95 {client * 1e3:.0f} ms vs {server * 1e3:.0f} ms inside the server",
+        evidence=ev,
+        used=(("client.itl_p95_s", _BURSTY * server), ("server.itl_p95_s", None)),
+        explanation="Tokens leave the engine steadily but reach the client in bursts: a buffer.",
+        next_steps=("disable response buffering in the proxy (`proxy_buffering off` in nginx)",),
+    )
+
+
+@rule("application.error_rate", _L, ("client.error_rate",))
+def error_rate(ev: Evidence, t: Thresholds) -> Finding | None:
+    rate = ev.get("client.error_rate") or 0.0
+    if rate <= t.error_rate:
+        return None
+    return make_finding(
+        "application.error_rate",
+        _L,
+        bottleneck=True,
+        severity=severity_above(rate, t.error_rate, 0.1),
+        explains=1.0,
+        title=f"{rate:.1%} of requests failed (5xx, timeouts or broken streams)",
+        evidence=ev,
+        used=(("client.error_rate", t.error_rate), ("client.timeout_rate", None)),
+        explanation="Failed requests are the worst latency; find them in requests.jsonl by kind.",
+        next_steps=("read the server log at the failure times; `infertriage bench` lists kinds",),
+    )
+
+
+@rule(
+    "application.stream_cut",
+    _L,
+    ("client.stream_cut_fraction", "client.stream_cut_at_s"),
+)
+def stream_cut(ev: Evidence, t: Thresholds) -> Finding | None:
+    share = ev.get("client.stream_cut_fraction") or 0.0
+    if share < _STREAM_CUT:
+        return None
+    at = ev.get("client.stream_cut_at_s") or 0.0
+    return make_finding(
+        "application.stream_cut",
+        _L,
+        bottleneck=True,
+        severity=severity_above(share, _STREAM_CUT, 0.5),
+        explains=share,
+        title=f"{share:.0%} of streams cut at about {at:.1f} s",
+        evidence=ev,
+        used=(("client.stream_cut_fraction", _STREAM_CUT), ("client.stream_cut_at_s", None)),
+        explanation="Streams end at the same elapsed time however long they were: a timeout.",
+        next_steps=("raise the gateway's read/idle timeout above the longest generation",),
+    )
+
+
+@rule("application.client_bound", _L, ("client.bound",))
+def client_bound(ev: Evidence, t: Thresholds) -> Finding | None:
+    if (ev.get("client.bound") or 0.0) < 1:
+        return None
+    return make_finding(
+        "application.client_bound",
+        _L,
+        bottleneck=False,
+        severity=1.0,
+        explains=0.5,
+        title="the load client itself fell behind; its figures are not trustworthy",
+        evidence=ev,
+        used=(("client.bound", 0.0),),
+        explanation="The client's event loop lagged; measured latency includes its own delay.",
+        next_steps=("rerun with `--workers N` or from a bigger machine",),
+    )
+
+
+@rule("application.server_restarted", _L, ("server.restarts",))
+def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
+    restarts = ev.get("server.restarts") or 0.0
+    if restarts < 1:
+        return None
+    return make_finding(
+        "application.server_restarted",
+        _L,
+        bottleneck=True,
+        severity=1.0,
+        explains=1.0,
+        title=f"the server restarted {restarts:.0f} time(s) during the run (crash or OOM)",
+        evidence=ev,
+        used=(("server.restarts", 0.0),),
+        explanation="Counters went back or the process start time changed mid-run.",
+        next_steps=("read the server's log and `dmesg` for an OOM kill at that time",),
+    )

@@ -1,0 +1,142 @@
+"""diagnose, level 3: memory-layer rules — KV pressure, leaks, headroom, prefix caching."""
+
+from __future__ import annotations
+
+from infertriage.diagnose.evidence import Evidence
+from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
+from infertriage.diagnose.symptom import current, slo_missed
+from infertriage.schemas import Finding, Layer, Thresholds
+
+_L = Layer.MEMORY
+_KV_FULL = 0.95
+_DRAIN_RESIDUE = 0.02  # KV usage left once load has drained
+_PREFIX_HIT_SHARE = 0.5  # of the shared-prefix fraction that should hit
+_PLAN_SLACK = 1.2
+
+
+@rule("memory.kv_pressure", _L, ("kv.usage_max", "preemptions.total", "queue.waiting_max"))
+def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
+    usage = ev.get("kv.usage_max") or 0.0
+    preempted = ev.get("preemptions.total") or 0.0
+    waiting = ev.get("queue.waiting_max") or 0.0
+    if usage < _KV_FULL or (preempted <= 0 and waiting <= 0):
+        return None
+    cause = f"{preempted:.0f} preemptions" if preempted > 0 else f"up to {waiting:.0f} waiting"
+    return make_finding(
+        "memory.kv_pressure",
+        _L,
+        bottleneck=slo_missed(ev, t),
+        severity=max(severity_above(usage, _KV_FULL, 1.0), 0.5 if preempted else 0.3),
+        explains=0.9 if preempted > 0 else 0.6,
+        title=f"KV cache full ({usage:.0%} used) with {cause}",
+        evidence=ev,
+        used=(("kv.usage_max", _KV_FULL), ("preemptions.total", 0.0), ("queue.waiting_max", 0.0)),
+        explanation=(
+            "Running sequences fill every KV block; new requests wait for blocks and running "
+            "ones are preempted and recomputed, which shows up as queueing and high TTFT."
+        ),
+        next_steps=(
+            "raise `--gpu-memory-utilization`" + current(ev, "config.gpu_memory_utilization"),
+            "store the KV cache in FP8: `--kv-cache-dtype fp8`",
+            "lower `--max-num-seqs`" + current(ev, "config.max_num_seqs") + " so requests queue "
+            "instead of being preempted",
+            "lower `--max-model-len`" + current(ev, "config.max_model_len"),
+            "add GPUs (tensor parallelism or replicas); size it with `infertriage plan`",
+        ),
+    )
+
+
+@rule("memory.kv_leak", _L, ("kv.usage_after_drain",))
+def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
+    residue = ev.get("kv.usage_after_drain") or 0.0
+    slope = ev.get("kv.usage_idle_slope")
+    if residue < _DRAIN_RESIDUE:
+        return None
+    slope_text = f"; usage grows {slope * 3600:.1%} per hour of load" if slope else ""
+    return make_finding(
+        "memory.kv_leak",
+        _L,
+        bottleneck=True,
+        severity=severity_above(residue, _DRAIN_RESIDUE, 0.3),
+        explains=0.8,
+        title=f"KV blocks not returned: {residue:.1%} still used after load drained{slope_text}",
+        evidence=ev,
+        used=(("kv.usage_after_drain", _DRAIN_RESIDUE), ("kv.usage_idle_slope", 0.0)),
+        explanation=(
+            "With no request running the KV cache should be empty; blocks that stay taken leak, "
+            "the free pool shrinks with every request until preemptions start."
+        ),
+        next_steps=(
+            "report the engine version and the request pattern upstream; restart to reclaim",
+            "until fixed, restart the server on a schedule and alert on `vllm:kv_cache_usage_perc` "
+            "at idle",
+        ),
+    )
+
+
+@rule("memory.headroom", _L, ("gpu.fb_used_fraction",))
+def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
+    used = ev.get("gpu.fb_used_fraction") or 0.0
+    if 1 - used >= t.gpu_memory_headroom - 1e-9:  # utilisation 0.90 leaves exactly 10 %
+        return None
+    return make_finding(
+        "memory.headroom",
+        _L,
+        bottleneck=False,
+        severity=severity_below(1 - used, t.gpu_memory_headroom, 0.0),
+        explains=0.1,
+        title=f"only {1 - used:.1%} of GPU memory free",
+        evidence=ev,
+        used=(("gpu.fb_used_fraction", 1 - t.gpu_memory_headroom),),
+        explanation="Bursts, fragmentation and CUDA graphs need room; an OOM restarts the server.",
+        next_steps=(
+            "lower `--gpu-memory-utilization`" + current(ev, "config.gpu_memory_utilization"),
+        ),
+    )
+
+
+@rule(
+    "memory.prefix_cache_low",
+    _L,
+    ("prefix_cache.hit_rate", "client.shared_prefix_fraction"),
+)
+def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
+    hit = ev.get("prefix_cache.hit_rate") or 0.0
+    shared = ev.get("client.shared_prefix_fraction") or 0.0
+    if shared < 0.1 or hit >= _PREFIX_HIT_SHARE * shared:
+        return None
+    return make_finding(
+        "memory.prefix_cache_low",
+        _L,
+        bottleneck=False,
+        severity=severity_below(hit / shared, _PREFIX_HIT_SHARE, 0.0),
+        explains=shared,
+        title=f"prefix-cache hit rate {hit:.0%} though {shared:.0%} of prompt tokens are shared",
+        evidence=ev,
+        used=(("prefix_cache.hit_rate", _PREFIX_HIT_SHARE * shared),),
+        explanation="Shared system prompts should be computed once; they are being recomputed.",
+        next_steps=(
+            "enable prefix caching (`--enable-prefix-caching`)",
+            "keep the shared prefix byte-identical and at the start of the prompt",
+        ),
+    )
+
+
+@rule("memory.longer_than_plan", _L, ("client.mean_prompt_tokens", "plan.tokens_per_request"))
+def longer_than_plan(ev: Evidence, t: Thresholds) -> Finding | None:
+    prompt = ev.get("client.mean_prompt_tokens") or 0.0
+    planned = ev.get("plan.tokens_per_request") or 0.0
+    if planned <= 0 or prompt <= _PLAN_SLACK * planned:
+        return None
+    return make_finding(
+        "memory.longer_than_plan",
+        _L,
+        bottleneck=False,
+        severity=severity_above(prompt / planned, _PLAN_SLACK, 3.0),
+        explains=0.3,
+        title=f"prompts average {prompt:.0f} tokens; the capacity plan assumed {planned:.0f}",
+        evidence=ev,
+        used=(("client.mean_prompt_tokens", _PLAN_SLACK * planned),),
+        explanation="The KV cache was sized for shorter requests; fewer fit at once.",
+        next_steps=("re-plan with `infertriage plan --from-run RUN`",),
+    )

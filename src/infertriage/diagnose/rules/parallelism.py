@@ -1,0 +1,81 @@
+"""diagnose, level 3: parallelism-layer rules — communication share, overlap, TP over PCIe, skew."""
+
+from __future__ import annotations
+
+from infertriage.diagnose.evidence import Evidence
+from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
+from infertriage.diagnose.symptom import current, slo_missed
+from infertriage.schemas import Finding, Layer, Thresholds
+
+_L = Layer.PARALLELISM
+_COMM_SHARE = 0.3
+_POOR_OVERLAP = 0.2
+_RANK_SKEW = 0.1
+
+
+@rule("parallelism.communication_share", _L, ("trace.nccl_fraction",))
+def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
+    share = ev.get("trace.nccl_fraction") or 0.0
+    if share < _COMM_SHARE:
+        return None
+    over_pcie = (ev.get("config.interconnect_pcie") or 0.0) >= 1
+    where = " over PCIe" if over_pcie else ""
+    return make_finding(
+        "parallelism.communication_share",
+        _L,
+        bottleneck=slo_missed(ev, t),
+        severity=severity_above(share, _COMM_SHARE, 0.7),
+        explains=share,
+        title=f"all-reduce takes {share:.0%} of GPU time{where}",
+        evidence=ev,
+        used=(("trace.nccl_fraction", _COMM_SHARE), ("config.interconnect_pcie", None)),
+        explanation=(
+            "Tensor parallelism all-reduces twice per layer; over a slow link the GPUs spend "
+            "the step waiting for each other."
+        ),
+        next_steps=(
+            "keep tensor parallelism inside an NVLink domain"
+            + (", or run one replica per GPU (data parallelism) instead" if over_pcie else ""),
+            "lower `--tensor-parallel-size`" + current(ev, "config.tensor_parallel"),
+            "check the plan: `infertriage plan --model … --gpu … --num-gpus …`",
+        ),
+    )
+
+
+@rule("parallelism.poor_overlap", _L, ("trace.nccl_fraction", "trace.comm_overlap_fraction"))
+def poor_overlap(ev: Evidence, t: Thresholds) -> Finding | None:
+    share = ev.get("trace.nccl_fraction") or 0.0
+    overlap = ev.get("trace.comm_overlap_fraction") or 0.0
+    if share < 0.1 or overlap >= _POOR_OVERLAP:
+        return None
+    return make_finding(
+        "parallelism.poor_overlap",
+        _L,
+        bottleneck=False,
+        severity=severity_below(overlap, _POOR_OVERLAP, 0.0),
+        explains=share,
+        title=f"communication overlaps compute only {overlap:.0%} of the time",
+        evidence=ev,
+        used=(("trace.comm_overlap_fraction", _POOR_OVERLAP),),
+        explanation="Every all-reduce stalls the compute stream instead of hiding behind it.",
+        next_steps=("enable compute/communication overlap (async TP, sequence parallelism)",),
+    )
+
+
+@rule("parallelism.rank_skew", _L, ("trace.rank_skew_fraction",))
+def rank_skew(ev: Evidence, t: Thresholds) -> Finding | None:
+    skew = ev.get("trace.rank_skew_fraction") or 0.0
+    if skew < _RANK_SKEW:
+        return None
+    return make_finding(
+        "parallelism.rank_skew",
+        _L,
+        bottleneck=False,
+        severity=severity_above(skew, _RANK_SKEW, 0.5),
+        explains=skew,
+        title=f"ranks differ by {skew:.0%} in busy time",
+        evidence=ev,
+        used=(("trace.rank_skew_fraction", _RANK_SKEW),),
+        explanation="The slowest rank sets the pace; the others wait at every collective.",
+        next_steps=("check for a throttled or shared GPU; balance experts or pipeline stages",),
+    )

@@ -1,0 +1,93 @@
+"""`make_evidence(**overrides)`: a healthy run's signals, with some changed or removed.
+
+A keyword is a signal name with `__` for `.` (`kv__usage_max=0.99`); `None`
+removes the signal, so a rule's "evidence missing" case is one keyword.
+"""
+
+from __future__ import annotations
+
+from infertriage.diagnose import SIGNALS, Evidence
+from infertriage.schemas import Signal
+
+HEALTHY: dict[str, float] = {
+    "client.ttft_p50_s": 0.05,
+    "client.ttft_p95_s": 0.12,
+    "client.itl_p50_s": 0.01,
+    "client.itl_p95_s": 0.02,
+    "client.itl_cv": 0.3,
+    "client.throughput_tok_s": 3000.0,
+    "client.error_rate": 0.0,
+    "client.timeout_rate": 0.0,
+    "client.stream_cut_fraction": 0.0,
+    "client.stream_cut_at_s": 0.0,
+    "client.bound": 0.0,
+    "client.max_concurrency": 64.0,
+    "client.mean_prompt_tokens": 600.0,
+    "client.shared_prefix_fraction": 0.0,
+    "server.ttft_p50_s": 0.04,
+    "server.ttft_p95_s": 0.1,
+    "server.ttft_mean_s": 0.05,
+    "server.itl_p50_s": 0.01,
+    "server.itl_p95_s": 0.02,
+    "server.queue_time_mean_s": 0.005,
+    "server.restarts": 0.0,
+    "queue.waiting_max": 0.0,
+    "queue.waiting_slope": 0.0,
+    "queue.running_max": 64.0,
+    "kv.usage_max": 0.4,
+    "kv.usage_mean": 0.2,
+    "kv.usage_after_drain": 0.0,
+    "kv.usage_idle_slope": 0.0,
+    "preemptions.total": 0.0,
+    "prefix_cache.hit_rate": 0.0,
+    "spec.acceptance_rate": 0.8,
+    "spec.mean_accepted_tokens": 2.5,
+    "spec.acceptance_decay": 0.7,
+    "spec.num_draft_tokens": 3.0,
+    "config.max_num_seqs": 256.0,
+    "config.num_gpu_blocks": 28000.0,
+    "config.block_size": 16.0,
+    "config.gpu_memory_utilization": 0.9,
+    "config.max_model_len": 8192.0,
+    "config.tensor_parallel": 2.0,
+    "config.interconnect_pcie": 0.0,
+    "gpu.util_mean": 0.7,
+    "gpu.sm_active_mean": 0.6,
+    "gpu.tensor_active_mean": 0.3,
+    "gpu.dram_active_mean": 0.5,
+    "gpu.pcie_utilization": 0.01,
+    "gpu.xid_errors": 0.0,
+    "gpu.prof_fields_present": 1.0,
+    "gpu.fb_used_fraction": 0.88,
+    "trace.short_kernel_fraction": 0.1,
+    "trace.launch_gap_fraction": 0.05,
+    "trace.kernels_per_step": 300.0,
+    "trace.cuda_graph_fraction": 0.9,
+    "trace.attention_unfused": 0.0,
+    "trace.recompilations": 0.0,
+    "trace.host_wait_fraction": 0.05,
+    "trace.syncs_per_step": 0.0,
+    "trace.nccl_fraction": 0.05,
+    "trace.comm_overlap_fraction": 0.5,
+    "trace.rank_skew_fraction": 0.02,
+    "trace.step_cpu_gap_fraction": 0.05,
+    "proc.frontend_thread_cpu": 0.3,
+    "proc.engine_thread_cpu": 0.5,
+    "plan.decode_itl_roofline_s": 0.008,
+    "plan.throughput_roofline_tok_s": 4000.0,
+    "plan.memory_headroom": 0.2,
+    "plan.tokens_per_request": 800.0,
+    "plan.decode_batch": 64.0,
+}
+
+
+def make_evidence(**overrides: float | None) -> Evidence:
+    values: dict[str, float | None] = dict(HEALTHY)
+    for key, value in overrides.items():
+        values[key.replace("__", ".")] = value
+    signals = [
+        Signal(name=name, value=value, unit=SIGNALS[name].unit, source="test")
+        for name, value in values.items()
+        if value is not None
+    ]
+    return Evidence.of(signals)

@@ -1,0 +1,214 @@
+"""Every rule: fires / does not fire / evidence missing; plus a meta-test that all are covered."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertriage.diagnose import RULES, SIGNALS, diagnose_evidence
+from infertriage.schemas import Status, Thresholds
+
+from .evidence_helpers import HEALTHY, make_evidence
+
+SLOW = {"client__ttft_p95_s": 0.9, "client__itl_p95_s": 0.12}
+
+# rule id → (overrides that make it fire, overrides that keep it quiet, a needed signal)
+CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
+    "hardware.busy_not_computing": (
+        {"gpu__util_mean": 0.97, "gpu__sm_active_mean": 0.2},
+        {"gpu__util_mean": 0.97, "gpu__sm_active_mean": 0.85},
+        "gpu.sm_active_mean",
+    ),
+    "hardware.hbm_bandwidth_bound": (
+        {"gpu__dram_active_mean": 0.85, **SLOW},
+        {"gpu__dram_active_mean": 0.85, "plan__decode_batch": 2, **SLOW},
+        "gpu.dram_active_mean",
+    ),
+    "hardware.below_roofline": (
+        {"client__throughput_tok_s": 500},
+        {"client__throughput_tok_s": 3500},
+        "plan.throughput_roofline_tok_s",
+    ),
+    "hardware.pcie_saturated": (
+        {"gpu__pcie_utilization": 0.9},
+        {"gpu__pcie_utilization": 0.5},
+        "gpu.pcie_utilization",
+    ),
+    "hardware.xid_errors": ({"gpu__xid_errors": 79}, {"gpu__xid_errors": 0}, "gpu.xid_errors"),
+    "hardware.profiling_counters_absent": (
+        {"gpu__prof_fields_present": 0},
+        {"gpu__prof_fields_present": 1},
+        "gpu.prof_fields_present",
+    ),
+    "kernel.launch_bound": (
+        {"trace__launch_gap_fraction": 0.6, "trace__cuda_graph_fraction": 0.0},
+        {"trace__launch_gap_fraction": 0.6, "trace__cuda_graph_fraction": 0.95},
+        "trace.launch_gap_fraction",
+    ),
+    "kernel.unfused_attention": (
+        {"trace__attention_unfused": 1},
+        {"trace__attention_unfused": 0},
+        "trace.attention_unfused",
+    ),
+    "kernel.recompilations": (
+        {"trace__recompilations": 3},
+        {"trace__recompilations": 0},
+        "trace.recompilations",
+    ),
+    "kernel.host_wait": (
+        {"trace__host_wait_fraction": 0.5},
+        {"trace__host_wait_fraction": 0.1},
+        "trace.host_wait_fraction",
+    ),
+    "kernel.sync_every_step": (
+        {"trace__syncs_per_step": 2},
+        {"trace__syncs_per_step": 0.2},
+        "trace.syncs_per_step",
+    ),
+    "memory.kv_pressure": (
+        {"kv__usage_max": 0.99, "preemptions__total": 12},
+        {"kv__usage_max": 0.99, "preemptions__total": 0, "queue__waiting_max": 0},
+        "preemptions.total",
+    ),
+    "memory.kv_leak": (
+        {"kv__usage_after_drain": 0.2, "kv__usage_idle_slope": 0.001},
+        {"kv__usage_after_drain": 0.0},
+        "kv.usage_after_drain",
+    ),
+    "memory.headroom": (
+        {"gpu__fb_used_fraction": 0.97},
+        {"gpu__fb_used_fraction": 0.9},
+        "gpu.fb_used_fraction",
+    ),
+    "memory.prefix_cache_low": (
+        {"client__shared_prefix_fraction": 0.4, "prefix_cache__hit_rate": 0.02},
+        {"client__shared_prefix_fraction": 0.4, "prefix_cache__hit_rate": 0.35},
+        "prefix_cache.hit_rate",
+    ),
+    "memory.longer_than_plan": (
+        {"client__mean_prompt_tokens": 2000},
+        {"client__mean_prompt_tokens": 850},
+        "plan.tokens_per_request",
+    ),
+    "scheduling.queue_dominates_ttft": (
+        {"server__queue_time_mean_s": 0.6, "server__ttft_mean_s": 0.8, **SLOW},
+        {"server__queue_time_mean_s": 0.6, "server__ttft_mean_s": 0.8, "kv__usage_max": 0.97},
+        "server.queue_time_mean_s",
+    ),
+    "scheduling.engine_loop_cpu": (
+        {"proc__engine_thread_cpu": 0.99},
+        {"proc__engine_thread_cpu": 0.6},
+        "proc.engine_thread_cpu",
+    ),
+    "scheduling.step_cpu_gap": (
+        {"trace__step_cpu_gap_fraction": 0.5},
+        {"trace__step_cpu_gap_fraction": 0.1},
+        "trace.step_cpu_gap_fraction",
+    ),
+    "scheduling.unbounded_queue": (
+        {"queue__waiting_slope": 5, "queue__waiting_max": 200},
+        {"queue__waiting_slope": 0.1, "queue__waiting_max": 3},
+        "queue.waiting_slope",
+    ),
+    "parallelism.communication_share": (
+        {"trace__nccl_fraction": 0.45, "config__interconnect_pcie": 1},
+        {"trace__nccl_fraction": 0.1},
+        "trace.nccl_fraction",
+    ),
+    "parallelism.poor_overlap": (
+        {"trace__nccl_fraction": 0.2, "trace__comm_overlap_fraction": 0.05},
+        {"trace__nccl_fraction": 0.2, "trace__comm_overlap_fraction": 0.6},
+        "trace.comm_overlap_fraction",
+    ),
+    "parallelism.rank_skew": (
+        {"trace__rank_skew_fraction": 0.3},
+        {"trace__rank_skew_fraction": 0.02},
+        "trace.rank_skew_fraction",
+    ),
+    "speculative.low_acceptance": (
+        {"spec__acceptance_rate": 0.2},
+        {"spec__acceptance_rate": 0.75},
+        "spec.acceptance_rate",
+    ),
+    "speculative.acceptance_decay": (
+        {"spec__acceptance_decay": 0.1},
+        {"spec__acceptance_decay": 0.6},
+        "spec.acceptance_decay",
+    ),
+    "application.client_vs_server_ttft": (
+        {"client__ttft_p50_s": 0.5, "server__ttft_p50_s": 0.04},
+        {"client__ttft_p50_s": 0.06, "server__ttft_p50_s": 0.04},
+        "server.ttft_p50_s",
+    ),
+    "application.frontend_saturated": (
+        {"proc__frontend_thread_cpu": 0.99},
+        {"proc__frontend_thread_cpu": 0.5},
+        "proc.frontend_thread_cpu",
+    ),
+    "application.buffering_proxy": (
+        {"client__itl_p95_s": 0.2, "server__itl_p95_s": 0.02},
+        {"client__itl_p95_s": 0.03, "server__itl_p95_s": 0.02},
+        "server.itl_p95_s",
+    ),
+    "application.error_rate": (
+        {"client__error_rate": 0.05},
+        {"client__error_rate": 0.0005},
+        "client.error_rate",
+    ),
+    "application.stream_cut": (
+        {"client__stream_cut_fraction": 0.3, "client__stream_cut_at_s": 2.0},
+        {"client__stream_cut_fraction": 0.0},
+        "client.stream_cut_fraction",
+    ),
+    "application.client_bound": ({"client__bound": 1}, {"client__bound": 0}, "client.bound"),
+    "application.server_restarted": (
+        {"server__restarts": 1},
+        {"server__restarts": 0},
+        "server.restarts",
+    ),
+}
+
+
+def test_every_rule_has_a_case_and_ids_are_unique() -> None:
+    assert set(CASES) == set(RULES)
+    for registered in RULES.values():
+        assert registered.id.startswith(registered.layer.value + ".")
+        assert all(name in SIGNALS for name in registered.needs)
+
+
+def test_healthy_evidence_covers_every_signal() -> None:
+    assert set(HEALTHY) == set(SIGNALS)
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires(rule_id: str) -> None:
+    fire, _, _ = CASES[rule_id]
+    finding = RULES[rule_id].fn(make_evidence(**fire), Thresholds())
+    assert finding is not None, rule_id
+    assert finding.id == rule_id and finding.layer is RULES[rule_id].layer
+    assert 0 < finding.score <= 1 and finding.next_steps and finding.evidence
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_stays_quiet(rule_id: str) -> None:
+    _, quiet, _ = CASES[rule_id]
+    assert RULES[rule_id].fn(make_evidence(**quiet), Thresholds()) is None
+    assert RULES[rule_id].fn(make_evidence(), Thresholds()) is None
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_with_missing_evidence_is_not_evaluated(rule_id: str) -> None:
+    fire, _, needed = CASES[rule_id]
+    evidence = make_evidence(**{**fire, needed.replace(".", "__"): None})
+    assert RULES[rule_id].missing(evidence) == (needed,)
+    diagnosis = diagnose_evidence(evidence, Thresholds())
+    layer = diagnosis.layer(RULES[rule_id].layer)
+    assert all(f.id != rule_id for f in layer.findings)
+    assert any(line.startswith(needed + ":") for line in layer.missing) or (
+        layer.status is Status.NOT_APPLICABLE
+    )
+
+
+def test_healthy_run_has_no_bottleneck() -> None:
+    diagnosis = diagnose_evidence(make_evidence(), Thresholds())
+    assert diagnosis.primary is None
+    assert all(layer.status is Status.OK for layer in diagnosis.layers)
