@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import typer
 
 from infertriage import __version__
+from infertriage.cli import metrics as metrics_cmd
 from infertriage.cli import plan as plan_cmd
 from infertriage.schemas import EXIT_USER_ERROR, UserError
 
@@ -20,6 +21,9 @@ app = typer.Typer(
 )
 app.command("plan", help="Capacity and roofline plan: KV cache, headroom, step times.")(
     plan_cmd.plan
+)
+app.command("metrics", help="Detect the engine and show the normalised view of its metrics.")(
+    metrics_cmd.metrics
 )
 
 

@@ -1,1 +1,112 @@
-"""collect."""
+"""collect, level 2: evidence from a live server, its GPUs and its host.
+
+Scrapes `/metrics` (any of vLLM, SGLang, TGI, TensorRT-LLM/Triton,
+llama.cpp, and dcgm-exporter) into the normalised vocabulary of `schemas`,
+marks every name present, absent or unsupported, notices server restarts,
+reads the server's own configuration, samples the host process tree and
+local GPUs (NVML), snapshots the environment, checks readiness, and queries
+a Prometheus server for fleets. Imports `schemas` and level-1 `analyze` only.
+"""
+
+from infertriage.collect.adapters import (
+    ADAPTERS,
+    ENGINE_ADAPTERS,
+    Adapted,
+    Adapter,
+    Availability,
+    Detection,
+    MetricStatus,
+    adapt_scrape,
+    detect,
+)
+from infertriage.collect.environment import EnvironmentSnapshot, snapshot_environment
+from infertriage.collect.gpu import GpuDevice, NvmlSampler, gpu_inventory, open_nvml
+from infertriage.collect.host import (
+    HostSample,
+    HostSampler,
+    PySpyDump,
+    ServerProcess,
+    ThreadCpu,
+    find_server_process,
+    py_spy_dump,
+)
+from infertriage.collect.http import FetchError, base_url_of, is_url, metrics_url_of
+from infertriage.collect.parse import Exposition, RawSample, parse_metrics_text
+from infertriage.collect.prometheus_api import (
+    FleetFigure,
+    FleetView,
+    PrometheusClient,
+    collect_fleet,
+)
+from infertriage.collect.readiness import GpuMemory, Readiness, check_readiness, wait_until_ready
+from infertriage.collect.scraper import Scraper, ScrapeTarget, samples_of
+from infertriage.collect.server_config import (
+    ServerConfig,
+    config_from_metrics,
+    fetch_server_config,
+)
+from infertriage.collect.stage import Collected, Collector
+from infertriage.collect.view import (
+    QUANTILES,
+    DerivedFigure,
+    MetricEntry,
+    MetricsView,
+    Scrape,
+    ServerEvent,
+    build_view,
+)
+
+__all__ = [
+    "ADAPTERS",
+    "ENGINE_ADAPTERS",
+    "QUANTILES",
+    "Adapted",
+    "Adapter",
+    "Availability",
+    "Collected",
+    "Collector",
+    "DerivedFigure",
+    "Detection",
+    "EnvironmentSnapshot",
+    "Exposition",
+    "FetchError",
+    "FleetFigure",
+    "FleetView",
+    "GpuDevice",
+    "GpuMemory",
+    "HostSample",
+    "HostSampler",
+    "MetricEntry",
+    "MetricStatus",
+    "MetricsView",
+    "NvmlSampler",
+    "PrometheusClient",
+    "PySpyDump",
+    "RawSample",
+    "Readiness",
+    "Scrape",
+    "ScrapeTarget",
+    "Scraper",
+    "ServerConfig",
+    "ServerEvent",
+    "ServerProcess",
+    "ThreadCpu",
+    "adapt_scrape",
+    "base_url_of",
+    "build_view",
+    "check_readiness",
+    "collect_fleet",
+    "config_from_metrics",
+    "detect",
+    "fetch_server_config",
+    "find_server_process",
+    "gpu_inventory",
+    "is_url",
+    "metrics_url_of",
+    "open_nvml",
+    "parse_metrics_text",
+    "py_spy_dump",
+    "samples_of",
+    "snapshot_environment",
+    "wait_until_ready",
+]

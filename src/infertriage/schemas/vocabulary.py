@@ -3,8 +3,13 @@
 Every engine (vLLM, SGLang, TGI, TensorRT-LLM/Triton, llama.cpp) and every
 exporter (DCGM, the host) names the same quantity differently; the collect
 adapters map them onto these names. Each entry carries its SI unit, its kind
-(gauge, counter, histogram) and the layer its evidence belongs to. The raw
-engine name stays in a sample's labels.
+(gauge, counter, histogram, event) and the layer its evidence belongs to. The
+raw engine name stays in a sample's labels (`raw`).
+
+In metrics.jsonl a histogram is written as one sample per bucket (label `le`,
+the cumulative count) plus `stat=sum` and `stat=count`; an event (a server
+restart the scraper noticed) is a sample of value 1 at the time it was seen.
+Rates (`*_rate`, `bytes/s`) are gauges: the exporter already divided by time.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ class MetricKind(StrEnum):
     GAUGE = "gauge"
     COUNTER = "counter"
     HISTOGRAM = "histogram"
+    EVENT = "event"  # something the collector noticed at a time, e.g. a server restart
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,7 @@ class MetricDef:
 
 
 _G, _C, _H = MetricKind.GAUGE, MetricKind.COUNTER, MetricKind.HISTOGRAM
+_E = MetricKind.EVENT
 _L = Layer
 
 _DEFS: tuple[MetricDef, ...] = (
@@ -45,24 +52,42 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef("server.prefill_time", "s", _H, _L.SCHEDULING, "time spent in prefill"),
     MetricDef("server.decode_time", "s", _H, _L.SCHEDULING, "time spent in decode"),
     MetricDef("server.batch_size", "requests", _G, _L.SCHEDULING, "sequences per engine step"),
+    MetricDef("server.step_tokens", "tokens", _H, _L.SCHEDULING, "tokens per engine step"),
+    MetricDef("server.steps", "1", _C, _L.SCHEDULING, "engine steps (forward passes)"),
+    MetricDef("server.inference_time", "s", _H, _L.SCHEDULING, "time running (prefill + decode)"),
+    MetricDef("server.queue_seconds", "s", _C, _L.SCHEDULING, "queue time summed over requests"),
+    MetricDef("server.prefill_seconds", "s", _C, _L.SCHEDULING, "prefill time summed"),
+    MetricDef("server.decode_seconds", "s", _C, _L.SCHEDULING, "decode time summed"),
+    MetricDef("server.compute_seconds", "s", _C, _L.SCHEDULING, "model compute time summed"),
+    MetricDef("server.request_seconds", "s", _C, _L.APPLICATION, "request time summed"),
     # memory: the KV cache
     MetricDef("kv.usage", "fraction", _G, _L.MEMORY, "fraction of KV-cache blocks in use"),
     MetricDef("kv.blocks_total", "1", _G, _L.MEMORY, "KV-cache blocks the engine allocated"),
     MetricDef("kv.blocks_free", "1", _G, _L.MEMORY, "KV-cache blocks free"),
+    MetricDef("kv.blocks_used", "1", _G, _L.MEMORY, "KV-cache blocks in use"),
     MetricDef("kv.block_size", "tokens", _G, _L.MEMORY, "tokens per KV-cache block"),
     MetricDef("kv.tokens_total", "tokens", _G, _L.MEMORY, "KV-cache capacity in tokens"),
+    MetricDef("kv.tokens_used", "tokens", _G, _L.MEMORY, "tokens held in the KV cache"),
     MetricDef("preemptions", "1", _C, _L.MEMORY, "requests preempted for lack of KV blocks"),
     MetricDef(
         "prefix_cache.queries", "tokens", _C, _L.MEMORY, "tokens looked up in the prefix cache"
     ),
     MetricDef("prefix_cache.hits", "tokens", _C, _L.MEMORY, "tokens found in the prefix cache"),
+    MetricDef(
+        "prefix_cache.hit_rate", "fraction", _G, _L.MEMORY, "prefix-cache hits per token looked up"
+    ),
     # throughput and latency seen by the server
     MetricDef("tokens.prompt", "tokens", _C, _L.SCHEDULING, "prompt tokens processed"),
     MetricDef("tokens.generation", "tokens", _C, _L.SCHEDULING, "tokens generated"),
+    MetricDef("tokens.prompt_rate", "tokens/s", _G, _L.SCHEDULING, "prompt throughput (engine's)"),
+    MetricDef(
+        "tokens.generation_rate", "tokens/s", _G, _L.SCHEDULING, "generation throughput (engine's)"
+    ),
     MetricDef("requests.finished", "requests", _C, _L.APPLICATION, "requests finished"),
     MetricDef("requests.failed", "requests", _C, _L.APPLICATION, "requests that ended in error"),
     MetricDef("server.ttft", "s", _H, _L.APPLICATION, "server-side time to first token"),
     MetricDef("server.itl", "s", _H, _L.APPLICATION, "server-side inter-token latency"),
+    MetricDef("server.tpot", "s", _H, _L.APPLICATION, "per-request mean time per output token"),
     MetricDef("server.e2e", "s", _H, _L.APPLICATION, "server-side end-to-end request latency"),
     MetricDef("server.prompt_len", "tokens", _H, _L.APPLICATION, "prompt length per request"),
     MetricDef("server.output_len", "tokens", _H, _L.APPLICATION, "output length per request"),
@@ -77,6 +102,7 @@ _DEFS: tuple[MetricDef, ...] = (
         _L.SPECULATIVE,
         "accepted draft tokens by position",
     ),
+    MetricDef("spec.accept_length", "tokens", _G, _L.SPECULATIVE, "mean tokens accepted per step"),
     # hardware: DCGM and NVML
     MetricDef("gpu.util", "fraction", _G, _L.HARDWARE, "time any kernel ran (misleading alone)"),
     MetricDef("gpu.gr_engine_active", "fraction", _G, _L.HARDWARE, "graphics engine active"),
@@ -84,24 +110,36 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef("gpu.sm_occupancy", "fraction", _G, _L.HARDWARE, "resident warps per SM maximum"),
     MetricDef("gpu.tensor_active", "fraction", _G, _L.HARDWARE, "tensor pipes active"),
     MetricDef("gpu.dram_active", "fraction", _G, _L.HARDWARE, "HBM interface active"),
-    MetricDef("gpu.pcie_tx_bytes", "bytes", _C, _L.HARDWARE, "bytes sent over PCIe"),
-    MetricDef("gpu.pcie_rx_bytes", "bytes", _C, _L.HARDWARE, "bytes received over PCIe"),
-    MetricDef("gpu.nvlink_tx_bytes", "bytes", _C, _L.PARALLELISM, "bytes sent over NVLink"),
-    MetricDef("gpu.nvlink_rx_bytes", "bytes", _C, _L.PARALLELISM, "bytes received over NVLink"),
+    # DCGM's PROF_PCIE/NVLINK_*_BYTES are rates (bytes per second), though dcgm-exporter
+    # declares them counters; NVML's PCIe throughput is a rate too.
+    MetricDef("gpu.pcie_tx_bytes", "bytes/s", _G, _L.HARDWARE, "PCIe bytes sent per second"),
+    MetricDef("gpu.pcie_rx_bytes", "bytes/s", _G, _L.HARDWARE, "PCIe bytes received per second"),
+    MetricDef("gpu.nvlink_tx_bytes", "bytes/s", _G, _L.PARALLELISM, "NVLink bytes sent per second"),
+    MetricDef(
+        "gpu.nvlink_rx_bytes", "bytes/s", _G, _L.PARALLELISM, "NVLink bytes received per second"
+    ),
     MetricDef("gpu.fb_used_bytes", "bytes", _G, _L.MEMORY, "GPU memory used"),
     MetricDef("gpu.fb_free_bytes", "bytes", _G, _L.MEMORY, "GPU memory free"),
+    MetricDef("gpu.fb_total_bytes", "bytes", _G, _L.MEMORY, "GPU memory total"),
     MetricDef("gpu.power_watts", "W", _G, _L.HARDWARE, "board power"),
     MetricDef("gpu.sm_clock_hz", "Hz", _G, _L.HARDWARE, "SM clock"),
+    MetricDef("gpu.mem_clock_hz", "Hz", _G, _L.HARDWARE, "memory clock"),
     MetricDef("gpu.xid_errors", "1", _G, _L.HARDWARE, "last XID error code"),
     # host and the server process
     MetricDef("host.cpu", "fraction", _G, _L.APPLICATION, "host CPU busy, all cores"),
     MetricDef("host.mem_used_bytes", "bytes", _G, _L.HARDWARE, "host RAM used"),
+    MetricDef("host.mem_total_bytes", "bytes", _G, _L.HARDWARE, "host RAM total"),
     MetricDef("proc.cpu", "fraction", _G, _L.APPLICATION, "server process CPU, in cores"),
+    MetricDef("proc.cpu_seconds", "s", _C, _L.APPLICATION, "server process CPU time"),
+    MetricDef("proc.cpu_thread", "fraction", _G, _L.SCHEDULING, "one server thread's CPU"),
     MetricDef(
         "proc.cpu_thread_max", "fraction", _G, _L.SCHEDULING, "busiest server thread's CPU (GIL)"
     ),
     MetricDef("proc.rss_bytes", "bytes", _G, _L.MEMORY, "server process resident memory"),
     MetricDef("proc.start_time_s", "s", _G, _L.APPLICATION, "server process start (Unix time)"),
+    # what the collector noticed
+    MetricDef("server.restart", "1", _E, _L.APPLICATION, "the server restarted"),
+    MetricDef("server.unreachable", "1", _E, _L.APPLICATION, "a scrape failed: refused, timeout"),
 )
 
 VOCABULARY: dict[str, MetricDef] = {definition.name: definition for definition in _DEFS}

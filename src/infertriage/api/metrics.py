@@ -1,0 +1,132 @@
+"""api, level 5: the `metrics` command's entry point, and the fleet query.
+
+`scrape_metrics` takes a server URL (its `/metrics` is scraped; a base URL or
+one ending in `/v1` is accepted) or a file of Prometheus text, and gives a
+`MetricsView`: the detected engine and the normalised view of one scrape, or
+with `duration_s` of a window of scrapes as rates and quantiles, with the
+server's own configuration and any restart seen. `fleet_metrics` queries a
+Prometheus server for the replicas a selector matches. Errors the user can
+fix are `UserError`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import aiohttp
+
+from infertriage.collect import (
+    FleetView,
+    MetricsView,
+    Scrape,
+    Scraper,
+    ScrapeTarget,
+    adapt_scrape,
+    base_url_of,
+    build_view,
+    collect_fleet,
+    fetch_server_config,
+    is_url,
+    metrics_url_of,
+    parse_metrics_text,
+)
+from infertriage.schemas import RunClock, UserError
+
+__all__ = ["fleet_metrics", "scrape_metrics"]
+
+
+def _read_file(source: str) -> str:
+    path = Path(source)
+    if not path.is_file():
+        raise UserError(f"{source} is neither a URL (http://…) nor an existing file.")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{source} is not a text file of Prometheus metrics.") from err
+    except OSError as err:
+        raise UserError(f"cannot read {source}: {err.strerror}.") from err
+
+
+def _from_file(source: str) -> MetricsView:
+    exposition = parse_metrics_text(_read_file(source), source)
+    scrape = Scrape(0.0, "engine", source, adapt_scrape(exposition), exposition.notes)
+    return build_view([scrape], source=source)
+
+
+async def _from_url(
+    url: str, duration_s: float | None, interval_s: float, timeout_s: float
+) -> MetricsView:
+    target = ScrapeTarget("engine", metrics_url_of(url))
+    scraper = Scraper([target], clock=RunClock(), interval_s=interval_s, timeout_s=timeout_s)
+    async with aiohttp.ClientSession() as session:
+        await scraper.scrape_once(session, strict=True)
+        state = scraper.state_of("engine")
+        engine = state.detection.engine if state.detection else None
+        config_task = asyncio.create_task(
+            fetch_server_config(
+                session,
+                base_url_of(url),
+                engine=engine.engine if engine else None,
+                exposition=state.first_exposition,
+                timeout_s=min(timeout_s, 3.0),
+            )
+        )
+        if duration_s:
+            scraper.start(session, scrape_first=False)
+            await asyncio.sleep(duration_s)
+            await scraper.stop(session)
+        config = await config_task
+    return build_view(
+        scraper.scrapes, source=target.url, events=scraper.events, server_config=config
+    )
+
+
+def scrape_metrics(
+    source: str,
+    duration_s: float | None = None,
+    *,
+    interval_s: float = 1.0,
+    timeout_s: float = 5.0,
+) -> MetricsView:
+    """The `metrics` command: one scrape of a URL or file, or a window of `duration_s` seconds."""
+    if duration_s is not None and duration_s <= 0:
+        raise UserError(f"--duration must be positive (got {duration_s:g} s).")
+    if not is_url(source):
+        if duration_s is not None:
+            raise UserError("--duration needs a URL: a file holds a single scrape.")
+        return _from_file(source)
+    interval = min(interval_s, duration_s / 2) if duration_s else interval_s
+    return asyncio.run(_from_url(source, duration_s, interval, timeout_s))
+
+
+def fleet_metrics(
+    prometheus_url: str,
+    selector: str,
+    window_s: float,
+    *,
+    end_unix_s: float | None = None,
+    step_s: float | None = None,
+    rate_window_s: float | None = None,
+    imbalance_ratio: float = 1.5,
+) -> FleetView:
+    """Per-replica figures over the last `window_s` seconds from Prometheus, imbalance flagged."""
+    if not is_url(prometheus_url):
+        raise UserError(f"--prometheus {prometheus_url!r} is not an http(s) URL.")
+    end = end_unix_s if end_unix_s is not None else time.time()
+
+    async def run() -> FleetView:
+        async with aiohttp.ClientSession() as session:
+            return await collect_fleet(
+                session,
+                prometheus_url,
+                selector,
+                start_unix=end - window_s,
+                end_unix=end,
+                step_s=step_s,
+                rate_window_s=rate_window_s,
+                imbalance_ratio=imbalance_ratio,
+            )
+
+    return asyncio.run(run())

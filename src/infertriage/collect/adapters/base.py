@@ -1,0 +1,287 @@
+"""collect, level 2: what an engine adapter is, and how one maps a scrape.
+
+An `Adapter` is a table: for each normalised name of the vocabulary, the
+raw names that carry it in this engine (newest first, older generations
+after), the factor to SI units, a label filter, or why the engine has no
+such metric. `adapt` applies it to an `Exposition` and gives normalised
+scalars and histograms (raw name kept in the `raw` label) and a status for
+every name of the adapter's domain: `present`, `absent` (the engine can
+export it, this scrape does not) or `unsupported` (the engine has no such
+metric).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from infertriage.collect.parse import Exposition, Labels, RawSample
+from infertriage.schemas import VOCABULARY, MetricKind
+
+__all__ = [
+    "ENGINE_DOMAIN",
+    "Adapted",
+    "Adapter",
+    "Availability",
+    "MetricMap",
+    "MetricStatus",
+    "NormHistogram",
+    "NormScalar",
+    "Product",
+    "Source",
+    "adapt",
+    "metric",
+]
+
+
+class Availability(StrEnum):
+    PRESENT = "present"
+    ABSENT = "absent"  # the engine can export it; this scrape does not have it
+    UNSUPPORTED = "unsupported"  # the engine has no such metric
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One raw metric that carries a normalised one.
+
+    `raw` is the sample name for scalars (`vllm:num_preemptions_total`) and
+    the family's base name for histograms (`vllm:time_to_first_token_seconds`).
+    """
+
+    raw: str
+    scale: float = 1.0  # raw unit → SI (MiB → bytes, µs → s, percent → fraction)
+    where: Labels = ()  # only samples with these label values
+    from_label: str | None = None  # the value is this label of an info metric
+    note: str = ""  # e.g. "vLLM V0 name"
+
+    @property
+    def display(self) -> str:
+        """The raw name as shown and kept in the `raw` label, with its filter or label."""
+        text = self.raw
+        if self.where:
+            text += "{" + ",".join(f'{k}="{v}"' for k, v in self.where) + "}"
+        if self.from_label:
+            text += f".{self.from_label}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class MetricMap:
+    name: str
+    sources: tuple[Source, ...]
+    note: str = ""  # a caveat shown whatever the status
+    enable: str = ""  # how to make it appear when it is absent
+
+
+def metric(name: str, *sources: str | Source, note: str = "", enable: str = "") -> MetricMap:
+    """A mapping row; plain strings are sources with no scaling or filter."""
+    if name not in VOCABULARY:
+        raise KeyError(f"{name} is not in the vocabulary")
+    made = tuple(Source(s) if isinstance(s, str) else s for s in sources)
+    return MetricMap(name, made, note, enable)
+
+
+@dataclass(frozen=True, slots=True)
+class Product:
+    """A name derived as the product of two others, when the engine does not export it."""
+
+    name: str
+    left: str
+    right: str
+
+
+@dataclass(frozen=True, slots=True)
+class NormScalar:
+    """A gauge or counter value of one series under its normalised name, in SI units."""
+
+    name: str
+    labels: Labels
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class NormHistogram:
+    """One histogram series: cumulative counts per upper bound (SI), sum and count."""
+
+    name: str
+    labels: Labels
+    buckets: tuple[tuple[float, float], ...]
+    sum: float
+    count: float
+
+
+@dataclass(frozen=True, slots=True)
+class MetricStatus:
+    name: str
+    status: Availability
+    source: str  # the adapter that judged it: vllm, dcgm…
+    raw_name: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Adapter:
+    engine: str  # vllm, sglang, tgi, trtllm_triton, triton, llamacpp, dcgm
+    title: str
+    prefixes: tuple[str, ...]
+    domain: frozenset[str]
+    mappings: tuple[MetricMap, ...]
+    unsupported: Mapping[str, str] = field(default_factory=dict)  # name → why
+    notes: tuple[str, ...] = ()
+    products: tuple[Product, ...] = ()
+
+    def __post_init__(self) -> None:
+        mapped = {m.name for m in self.mappings}
+        if not mapped <= self.domain:
+            raise ValueError(f"{self.engine}: mapped names outside the domain")
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """What one adapter made of one scrape."""
+
+    engine: str
+    title: str
+    scalars: tuple[NormScalar, ...]
+    histograms: tuple[NormHistogram, ...]
+    statuses: tuple[MetricStatus, ...]
+    notes: tuple[str, ...]
+
+    def status(self, name: str) -> MetricStatus | None:
+        return next((s for s in self.statuses if s.name == name), None)
+
+    def values(self, name: str) -> tuple[float, ...]:
+        return tuple(s.value for s in self.scalars if s.name == name)
+
+
+ENGINE_DOMAIN: frozenset[str] = frozenset(
+    name
+    for name, definition in VOCABULARY.items()
+    if definition.kind is not MetricKind.EVENT
+    and name.split(".")[0]
+    in {"queue", "kv", "preemptions", "prefix_cache", "tokens", "requests", "server", "spec"}
+) | {"proc.rss_bytes", "proc.start_time_s", "proc.cpu_seconds"}
+
+
+def _matches(sample: RawSample, where: Labels) -> bool:
+    return all(sample.label(key) == value for key, value in where)
+
+
+def _with_raw(labels: Labels, raw: str, drop: tuple[str, ...] = ()) -> Labels:
+    kept = tuple((k, v) for k, v in labels if k not in drop)
+    return (*kept, ("raw", raw))
+
+
+def _scalars(exposition: Exposition, name: str, source: Source) -> list[NormScalar]:
+    out: list[NormScalar] = []
+    for sample in exposition.get(source.raw):
+        if not _matches(sample, source.where):
+            continue
+        if source.from_label is None:
+            value = sample.value * source.scale
+        else:
+            try:
+                value = float(sample.label(source.from_label) or "nan") * source.scale
+            except ValueError:
+                continue
+        if math.isfinite(value):
+            out.append(NormScalar(name, _with_raw(sample.labels, source.display), value))
+    return out
+
+
+def _le(text: str | None, scale: float) -> float:
+    if text is None or text in {"+Inf", "Inf"}:
+        return math.inf
+    return float(text) * scale
+
+
+def _histograms(exposition: Exposition, name: str, source: Source) -> list[NormHistogram]:
+    groups: dict[Labels, list[tuple[float, float]]] = {}
+    for sample in exposition.get(f"{source.raw}_bucket"):
+        if _matches(sample, source.where):
+            key = tuple((k, v) for k, v in sample.labels if k != "le")
+            groups.setdefault(key, []).append((_le(sample.label("le"), source.scale), sample.value))
+    sums = {s.labels: s.value for s in exposition.get(f"{source.raw}_sum")}
+    counts = {s.labels: s.value for s in exposition.get(f"{source.raw}_count")}
+    out = []
+    for key, buckets in groups.items():
+        count = counts.get(key, max(c for _, c in buckets))
+        total = sums.get(key, math.nan) * source.scale
+        out.append(
+            NormHistogram(
+                name, _with_raw(key, source.display), tuple(sorted(buckets)), total, count
+            )
+        )
+    return out
+
+
+def _status_note(mapping: MetricMap, used: Source, others: list[Source]) -> str:
+    parts = [p for p in (used.note, mapping.note) if p]
+    if others:
+        parts.append("also exported as " + ", ".join(o.display for o in others))
+    return "; ".join(parts)
+
+
+def _map_one(
+    exposition: Exposition, adapter: Adapter, mapping: MetricMap
+) -> tuple[MetricStatus, list[NormScalar], list[NormHistogram]]:
+    is_histogram = VOCABULARY[mapping.name].kind is MetricKind.HISTOGRAM
+    found: list[tuple[Source, list[NormScalar], list[NormHistogram]]] = []
+    for source in mapping.sources:
+        if is_histogram:
+            histograms = _histograms(exposition, mapping.name, source)
+            if histograms:
+                found.append((source, [], histograms))
+        else:
+            scalars = _scalars(exposition, mapping.name, source)
+            if scalars:
+                found.append((source, scalars, []))
+    if not found:
+        note = "; ".join(p for p in (mapping.note, mapping.enable) if p)
+        raws = ", ".join(s.display for s in mapping.sources)
+        note = f"not in this scrape (looked for {raws})" + (f"; {note}" if note else "")
+        return MetricStatus(mapping.name, Availability.ABSENT, adapter.engine, None, note), [], []
+    used, scalars, histograms = found[0]
+    note = _status_note(mapping, used, [f[0] for f in found[1:]])
+    status = MetricStatus(mapping.name, Availability.PRESENT, adapter.engine, used.display, note)
+    return status, scalars, histograms
+
+
+def _products(
+    adapter: Adapter, statuses: dict[str, MetricStatus], scalars: list[NormScalar]
+) -> None:
+    for product in adapter.products:
+        current = statuses.get(product.name)
+        if current is not None and current.status is Availability.PRESENT:
+            continue
+        left = [s.value for s in scalars if s.name == product.left]
+        right = [s.value for s in scalars if s.name == product.right]
+        if len(left) != 1 or len(right) != 1:
+            continue
+        formula = f"{product.left} × {product.right}"
+        scalars.append(NormScalar(product.name, (("raw", formula),), left[0] * right[0]))
+        statuses[product.name] = MetricStatus(
+            product.name, Availability.PRESENT, adapter.engine, formula, "derived"
+        )
+
+
+def adapt(exposition: Exposition, adapter: Adapter) -> Adapted:
+    """Map one scrape through one adapter; every name of the domain gets a status."""
+    statuses: dict[str, MetricStatus] = {}
+    scalars: list[NormScalar] = []
+    histograms: list[NormHistogram] = []
+    for mapping in adapter.mappings:
+        status, found_scalars, found_histograms = _map_one(exposition, adapter, mapping)
+        statuses[mapping.name] = status
+        scalars += found_scalars
+        histograms += found_histograms
+    _products(adapter, statuses, scalars)
+    for name in sorted(adapter.domain - statuses.keys()):
+        why = adapter.unsupported.get(name, f"{adapter.title} exports no such metric")
+        statuses[name] = MetricStatus(name, Availability.UNSUPPORTED, adapter.engine, None, why)
+    ordered = tuple(statuses[name] for name in VOCABULARY if name in statuses)
+    return Adapted(
+        adapter.engine, adapter.title, tuple(scalars), tuple(histograms), ordered, adapter.notes
+    )
