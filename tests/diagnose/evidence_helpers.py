@@ -23,6 +23,7 @@ HEALTHY: dict[str, float] = {
     "client.bound": 0.0,
     "client.max_concurrency": 64.0,
     "client.mean_prompt_tokens": 600.0,
+    "client.mean_output_tokens": 250.0,
     "client.shared_prefix_fraction": 0.0,
     "server.ttft_p50_s": 0.04,
     "server.ttft_p95_s": 0.1,

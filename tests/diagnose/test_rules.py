@@ -20,7 +20,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
     ),
     "hardware.hbm_bandwidth_bound": (
         {"gpu__dram_active_mean": 0.85, **SLOW},
-        {"gpu__dram_active_mean": 0.85, "plan__decode_batch": 2, **SLOW},
+        {"gpu__dram_active_mean": 0.85, "queue__running_max": 2, **SLOW},
         "gpu.dram_active_mean",
     ),
     "hardware.below_roofline": (

@@ -6,5 +6,6 @@ the user can fix are `UserError`s. One module per command.
 """
 
 from infertriage.api.plan import plan, summarize_run_workload
+from infertriage.api.twin import serve_twin
 
-__all__ = ["plan", "summarize_run_workload"]
+__all__ = ["plan", "serve_twin", "summarize_run_workload"]

@@ -8,8 +8,12 @@ from collections.abc import Sequence
 import typer
 
 from infertriage import __version__
+from infertriage.cli import bench as bench_cmd
+from infertriage.cli import diagnose as diagnose_cmd
 from infertriage.cli import metrics as metrics_cmd
 from infertriage.cli import plan as plan_cmd
+from infertriage.cli import trace as trace_cmd
+from infertriage.cli import twin as twin_cmd
 from infertriage.schemas import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -19,11 +23,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("diagnose", help="The whole pipeline: the seven-layer bottleneck map.")(
+    diagnose_cmd.diagnose
+)
 app.command("plan", help="Capacity and roofline plan: KV cache, headroom, step times.")(
     plan_cmd.plan
 )
+app.command("bench", help="Load test an OpenAI-compatible server.")(bench_cmd.bench)
+app.command("trace", help="Kernel, launch and communication analysis of profiler traces.")(
+    trace_cmd.trace
+)
 app.command("metrics", help="Detect the engine and show the normalised view of its metrics.")(
     metrics_cmd.metrics
+)
+app.command("twin", help="Serve the twin: a simulated vLLM-like server on 127.0.0.1.")(
+    twin_cmd.twin
 )
 
 

@@ -48,7 +48,10 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "client.bound": SignalDef("bool", _LOAD),
         "client.max_concurrency": SignalDef("requests", _LOAD),
         "client.mean_prompt_tokens": SignalDef("tokens", _LOAD),
-        "client.shared_prefix_fraction": SignalDef("fraction", _LOAD),
+        "client.mean_output_tokens": SignalDef("tokens", _LOAD),
+        "client.shared_prefix_fraction": SignalDef(
+            "fraction", "a workload of shared-prefix groups (`bench --workload`)"
+        ),
         # the server's view (Prometheus)
         "server.ttft_p50_s": SignalDef("s", _METRICS),
         "server.ttft_p95_s": SignalDef("s", _METRICS),
@@ -83,7 +86,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "gpu.sm_active_mean": SignalDef("fraction", _DCGM),
         "gpu.tensor_active_mean": SignalDef("fraction", _DCGM),
         "gpu.dram_active_mean": SignalDef("fraction", _DCGM),
-        "gpu.pcie_utilization": SignalDef("fraction", _DCGM),
+        "gpu.pcie_utilization": SignalDef("fraction", _DCGM + " and give `--gpu`"),
         "gpu.xid_errors": SignalDef("1", _DCGM),
         "gpu.prof_fields_present": SignalDef("bool", _DCGM),
         "gpu.fb_used_fraction": SignalDef("fraction", _DCGM),

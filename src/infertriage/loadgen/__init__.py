@@ -1,1 +1,49 @@
-"""loadgen."""
+"""loadgen, level 2: load generation against an OpenAI-compatible server.
+
+Takes a `Schedule` (from `workload`) and a `ClientConfig`; gives
+`RequestRecord`s as each request finishes, and `WorkerReport`s on the
+client's own health. Parts: `sse` (an incremental byte-level SSE parser),
+`client` (one measured streaming request), `runner` (open loop on absolute
+deadlines, closed loop, `max_concurrency` with client queue time), `workers`
+(`--workers N` processes on one schedule), `sweep` (rates to probe, the
+knee), `results` (the typed results `report` renders) and `testserver` (a
+loopback server with known timing and pathologies, for tests and benchmarks).
+"""
+
+from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState
+from infertriage.loadgen.results import (
+    BenchConfig,
+    BenchObserver,
+    BenchResult,
+    ClientDiagnostics,
+    Knee,
+    LevelResult,
+)
+from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
+from infertriage.loadgen.sse import SseEvent, SseParser
+from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
+from infertriage.loadgen.workers import run_parallel, split_plan
+
+__all__ = [
+    "BenchConfig",
+    "BenchObserver",
+    "BenchResult",
+    "ClientConfig",
+    "ClientDiagnostics",
+    "Endpoint",
+    "Knee",
+    "LevelResult",
+    "LoadPlan",
+    "RequestClient",
+    "SseEvent",
+    "SseParser",
+    "StreamState",
+    "WorkerReport",
+    "find_knee",
+    "judge_stable",
+    "run_load",
+    "run_parallel",
+    "run_sync",
+    "split_plan",
+    "sweep_rates",
+]

@@ -49,7 +49,10 @@ class RequestRecord:
 
     `scheduled_ts` is when the arrival process meant to send it; `sent_ts` when
     it was sent. The gap is the client's dispatch lag, kept so that latency can
-    be reported both ways (no coordinated omission).
+    be reported both ways (no coordinated omission); `client_queue_s` is the
+    part of it spent waiting for a `--max-concurrency` slot. `last_token_ts` is
+    the last content chunk, `end_ts` the end of the stream (`[DONE]` or close).
+    A chunk is what arrived in one read: coalesced events share one chunk.
     """
 
     id: str
@@ -67,6 +70,12 @@ class RequestRecord:
     error_kind: ErrorKind = ErrorKind.NONE
     error_text: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    # Added by `bench`: the client-side queue and the finer fault.
+    client_queue_s: float = 0.0  # waited for a --max-concurrency slot (part of sent − scheduled)
+    max_tokens: int | None = None  # the output budget asked for
+    headers_ts: float | None = None  # when the response headers arrived
+    chunk_tokens_exact: bool = False  # per-chunk counts from the server (not one per event)
+    fault: str = ""  # finer than error_kind: reset, stall, error_event, malformed_event, …
 
     @property
     def ok(self) -> bool:

@@ -1,1 +1,61 @@
-"""workload."""
+"""workload, level 1: what to send and when, as pure, seed-deterministic functions.
+
+Takes a workload spec (`chat-mix`, `synthetic:…`, `prefix:…`, `multiturn:…`,
+`sharegpt:FILE`, `jsonl:FILE`, `trace:FILE`) and an arrival process; gives a
+`Schedule` of `RequestSpec`s on absolute deadlines, and the deterministic
+text their prompts are rendered from.
+"""
+
+from infertriage.workload.arrivals import ArrivalKind, Arrivals, make_offsets, parse_arrivals
+from infertriage.workload.build import (
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_WORKLOAD,
+    WorkloadKind,
+    WorkloadSpec,
+    closed_loop_count,
+    make_schedule,
+    make_specs,
+    parse_workload,
+)
+from infertriage.workload.lengths import LengthDist, LengthKind, parse_length
+from infertriage.workload.sources import DatasetItem, read_jsonl_requests, read_sharegpt
+from infertriage.workload.spec import RequestSpec, Schedule, SynthText, Turn
+from infertriage.workload.text import (
+    ONE_TOKEN_WORDS,
+    LocalTokenizer,
+    TextRenderer,
+    TokenCounter,
+    estimate_tokens,
+    words_text,
+)
+
+__all__ = [
+    "DEFAULT_MAX_MODEL_LEN",
+    "DEFAULT_WORKLOAD",
+    "ONE_TOKEN_WORDS",
+    "ArrivalKind",
+    "Arrivals",
+    "DatasetItem",
+    "LengthDist",
+    "LengthKind",
+    "LocalTokenizer",
+    "RequestSpec",
+    "Schedule",
+    "SynthText",
+    "TextRenderer",
+    "TokenCounter",
+    "Turn",
+    "WorkloadKind",
+    "WorkloadSpec",
+    "closed_loop_count",
+    "estimate_tokens",
+    "make_offsets",
+    "make_schedule",
+    "make_specs",
+    "parse_arrivals",
+    "parse_length",
+    "parse_workload",
+    "read_jsonl_requests",
+    "read_sharegpt",
+    "words_text",
+]

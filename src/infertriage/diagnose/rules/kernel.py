@@ -9,6 +9,7 @@ from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
 _LAUNCH_GAP = 0.3  # share of GPU time idle between kernels
+_LAUNCH_BOUND = 0.5  # idle this much, the launches are the bottleneck whatever the SLOs say
 _GRAPHS_ON = 0.5
 _HOST_WAIT = 0.3
 
@@ -27,7 +28,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
     return make_finding(
         "kernel.launch_bound",
         _L,
-        bottleneck=slo_missed(ev, t),
+        bottleneck=slo_missed(ev, t) or gaps >= _LAUNCH_BOUND,
         severity=severity_above(gaps, _LAUNCH_GAP, 0.8),
         explains=gaps,
         title=f"{kernels:.0f} kernels per step launched one by one; GPU idle {gaps:.0%} between",

@@ -12,6 +12,7 @@ _KV_FULL = 0.95
 _DRAIN_RESIDUE = 0.02  # KV usage left once load has drained
 _PREFIX_HIT_SHARE = 0.5  # of the shared-prefix fraction that should hit
 _PLAN_SLACK = 1.2
+_ROUNDING = 0.005
 
 
 @rule("memory.kv_pressure", _L, ("kv.usage_max", "preemptions.total", "queue.waiting_max"))
@@ -25,7 +26,8 @@ def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
     return make_finding(
         "memory.kv_pressure",
         _L,
-        bottleneck=slo_missed(ev, t),
+        # a preempted request is computed twice: wasted GPU time whatever the SLOs say
+        bottleneck=slo_missed(ev, t) or preempted > 0,
         severity=max(severity_above(usage, _KV_FULL, 1.0), 0.5 if preempted else 0.3),
         explains=0.9 if preempted > 0 else 0.6,
         title=f"KV cache full ({usage:.0%} used) with {cause}",
@@ -77,7 +79,8 @@ def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("memory.headroom", _L, ("gpu.fb_used_fraction",))
 def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
     used = ev.get("gpu.fb_used_fraction") or 0.0
-    if 1 - used >= t.gpu_memory_headroom - 1e-9:  # utilisation 0.90 leaves exactly 10 %
+    # vLLM at utilisation 0.90 takes 90 % to the block, give or take its rounding
+    if 1 - used >= t.gpu_memory_headroom - _ROUNDING:
         return None
     return make_finding(
         "memory.headroom",

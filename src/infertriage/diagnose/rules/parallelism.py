@@ -9,6 +9,7 @@ from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.PARALLELISM
 _COMM_SHARE = 0.3
+_COMM_BOUND = 0.45  # this much of each step spent communicating is the bottleneck
 _POOR_OVERLAP = 0.2
 _RANK_SKEW = 0.1
 
@@ -23,7 +24,7 @@ def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
     return make_finding(
         "parallelism.communication_share",
         _L,
-        bottleneck=slo_missed(ev, t),
+        bottleneck=slo_missed(ev, t) or share >= _COMM_BOUND,
         severity=severity_above(share, _COMM_SHARE, 0.7),
         explains=share,
         title=f"all-reduce takes {share:.0%} of GPU time{where}",

@@ -1,0 +1,78 @@
+"""benchmark: how much faster than real time `simulate` runs 1,000 requests (goal: >= 100x).
+
+Run `python benchmarks/simulate_speed.py` (add `--signatures` to print every packaged
+scenario's signature figures at the loads tests/twin/test_twin_signatures.py pins).
+Prints one line per run; the speed-up is the best of three runs (a busy machine only slows
+a run down); exits 1 when it is under 100x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+
+from infertriage.twin.scenario import load_scenario
+from infertriage.twin.simulate import simulate
+
+GOAL = 100.0
+
+SIGNATURE_LOADS: dict[str, dict[str, object]] = {
+    "healthy": {"rate": 4, "num_requests": 300},
+    "kv-pressure": {"rate": 6, "num_requests": 200},
+    "kv-leak": {
+        "rate": 1,
+        "num_requests": 40,
+        "input_len": 512,
+        "output_len": 64,
+        "arrivals": "constant",
+    },
+    "queue-bound": {"rate": 4, "num_requests": 150},
+    "launch-bound": {"rate": 4, "num_requests": 120},
+    "bandwidth-bound": {"rate": 0.5, "num_requests": 40, "input_len": 512, "output_len": 128},
+    "tp-over-pcie": {"rate": 4, "num_requests": 150},
+    "spec-low-acceptance": {"rate": 4, "num_requests": 100},
+    "frontend-bound": {"rate": 16, "num_requests": 200, "input_len": 1024, "output_len": 16},
+}
+
+
+def speed(repeats: int = 3) -> float:
+    runs = [simulate(load_scenario("healthy"), rate=4, num_requests=1000) for _ in range(repeats)]
+    result = max(runs, key=lambda run: run.speedup)
+    print(
+        f"healthy, 1000 requests at 4 req/s (chat mix): {result.duration_s:.1f} s simulated "
+        f"in {result.wall_s:.2f} s -> {result.speedup:.0f}x real time"
+    )
+    return result.speedup
+
+
+def signatures() -> None:
+    for name, load in SIGNATURE_LOADS.items():
+        r = simulate(load_scenario(name), **load)  # type: ignore[arg-type]
+        free = [blocks for _, blocks in r.free_blocks_trajectory]
+        falling = len(free) > 1 and all(b < a for a, b in itertools.pairwise(free))
+        acceptance = "-" if r.spec_acceptance_rate is None else f"{r.spec_acceptance_rate:.3f}"
+        print(
+            f"{name:20s} {load}\n    ttft_p95={r.ttft.p95_s * 1e3:.1f}ms itl_p50="
+            f"{r.itl.p50_s * 1e3:.1f}ms itl_p95={r.itl.p95_s * 1e3:.1f}ms "
+            f"queue_share={r.queue_share_of_ttft:.2f} preemptions={r.num_preemptions} "
+            f"kv_max={r.kv_usage_max:.3f} gpu_util={r.gpu_util:.2f} sm_active={r.sm_active:.2f} "
+            f"dram_active={r.dram_active:.2f} decode_mem_bound={r.decode_memory_bound_share:.2f} "
+            f"comm_share={r.comm_share:.2f} spec_acceptance={acceptance} "
+            f"frontend_busy={r.frontend_busy:.2f} leaked={r.num_leaked_blocks} "
+            f"free_blocks_falling={falling} speedup={r.speedup:.0f}x"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--signatures", action="store_true", help="also print the signatures")
+    args = parser.parse_args()
+    if args.signatures:
+        signatures()
+    ratio = speed()
+    return 0 if ratio >= GOAL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

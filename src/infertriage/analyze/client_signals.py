@@ -1,0 +1,103 @@
+"""analyze, level 1: the signals the diagnosis reads from the load client's records.
+
+Takes the `RequestRecord`s of the measured load level and the client's own
+health verdict; gives `client.*` signals: TTFT and ITL percentiles, output
+throughput, error and timeout rates, streams cut at a consistent elapsed
+time (a gateway timeout), prompt length and the concurrency reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from infertriage.analyze.latency import summarize
+from infertriage.schemas import ErrorKind, RequestRecord, Signal
+
+__all__ = ["client_signals", "stream_cut"]
+
+_CUT_SPREAD = 0.1  # cut streams end within ±10 % of one elapsed time
+# Requests the load client itself ended (its run deadline, Ctrl-C) are not the server's errors.
+_CLIENT_ENDED = frozenset({"run_deadline", "cancelled"})
+
+
+def stream_cut(records: Sequence[RequestRecord]) -> tuple[float, float]:
+    """(share of streams cut mid-way at one consistent elapsed time, that time in seconds)."""
+    cut = [
+        r.end_ts - r.sent_ts
+        for r in records
+        if r.error_kind is ErrorKind.STREAM and r.first_token_ts is not None and r.end_ts
+    ]
+    if len(cut) < 2 or not records:
+        return 0.0, 0.0
+    median = float(np.median(cut))
+    consistent = [d for d in cut if abs(d - median) <= _CUT_SPREAD * median]
+    return len(consistent) / len(records), median
+
+
+def _max_concurrency(records: Sequence[RequestRecord]) -> float:
+    events = sorted(
+        [(r.sent_ts, 1) for r in records if r.end_ts is not None]
+        + [(r.end_ts, -1) for r in records if r.end_ts is not None]
+    )
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return float(peak)
+
+
+def _as_measured(record: RequestRecord) -> RequestRecord | None:
+    """A stream the client cut at its own deadline still measured TTFT and ITL; keep those."""
+    if record.fault not in _CLIENT_ENDED:
+        return record
+    if record.first_token_ts is None:
+        return None
+    return dataclasses.replace(record, error_kind=ErrorKind.NONE, fault="")
+
+
+def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> list[Signal]:
+    records = [m for m in (_as_measured(r) for r in records) if m is not None]
+    if not records:
+        return []
+    summary = summarize(records)
+    window = (summary.window.start_ts, summary.window.end_ts)
+    # Latency over the steady window: the requests of a closed loop's first burst queue
+    # behind each other as no steady load does.
+    steady = [r for r in records if window[0] <= r.sent_ts <= window[1]]
+    if len(steady) >= max(10, len(records) // 4):
+        summary = summarize(steady)
+
+    def signal(name: str, value: float, unit: str) -> Signal:
+        return Signal(name=name, value=float(value), unit=unit, source="client", window=window)
+
+    out = [
+        signal("client.throughput_tok_s", summary.output_throughput, "tokens/s"),
+        signal("client.error_rate", summary.error_rate, "fraction"),
+        signal("client.bound", 1.0 if client_bound else 0.0, "bool"),
+        signal("client.max_concurrency", _max_concurrency(records), "requests"),
+    ]
+    timeouts = sum(1 for r in records if r.error_kind is ErrorKind.TIMEOUT)
+    out.append(signal("client.timeout_rate", timeouts / len(records), "fraction"))
+    share, at = stream_cut(records)
+    out += [
+        signal("client.stream_cut_fraction", share, "fraction"),
+        signal("client.stream_cut_at_s", at, "s"),
+    ]
+    for name, dist in (("ttft", summary.ttft), ("itl", summary.itl)):
+        if dist is not None and dist.count:
+            out += [
+                signal(f"client.{name}_p50_s", dist.p50, "s"),
+                signal(f"client.{name}_p95_s", dist.p95, "s"),
+            ]
+    if summary.itl is not None and summary.itl.count and summary.itl.mean > 0:
+        out.append(signal("client.itl_cv", summary.itl.std / summary.itl.mean, "1"))
+    ok = [r for r in records if r.ok and r.prompt_tokens]
+    if ok:
+        mean_prompt = sum(r.prompt_tokens or 0 for r in ok) / len(ok)
+        out.append(signal("client.mean_prompt_tokens", mean_prompt, "tokens"))
+        mean_output = sum(r.output_tokens or 0 for r in ok) / len(ok)
+        out.append(signal("client.mean_output_tokens", mean_output, "tokens"))
+    return out

@@ -1,0 +1,469 @@
+"""analyze, level 1: latency, throughput and goodput from `RequestRecord`s.
+
+Takes the records of one load level, the SLOs and a seed; gives a typed
+`LatencySummary` (and `Signal`s for the rules). Pure: no clock, no I/O.
+
+Definitions (all seconds, on the run's clock):
+
+- TTFT = first content chunk − send; `ttft_intended` from the scheduled start
+  instead, so client lag and client queueing are never hidden. A role-only
+  chunk is not content; a reasoning delta is (it is a generated token).
+- TTFO = first non-reasoning content chunk − send (time to first output).
+- E2E = last content chunk − send (the `[DONE]` time is kept apart as `end_ts`).
+- TPOT = (E2E − TTFT) / (N − 1) per request, N its output tokens (the server's
+  `usage` when given); aggregated request-weighted (one value per request).
+- ITL, per token: a chunk (what arrived in one read) carrying k tokens, g after
+  the previous token-bearing chunk, contributes k samples of g/k; the first
+  chunk's k − 1 extra tokens contribute gaps of 0. Within a request the samples
+  sum to E2E − TTFT and number N − 1, so their mean is exactly TPOT, however the
+  server or the network coalesces events. vLLM's client counts each event as a
+  token: when events coalesce its gaps pile up at 0 and one large gap, and
+  when one event carries k tokens its ITL is k× too large. Counts come from the
+  server per chunk (`continuous_usage_stats`) or, where events × 1 = usage, are
+  exact; otherwise N is apportioned over the chunks and the request counts as
+  chunk-level (`itl_token_level` < 1).
+- ICL = the raw gaps between consecutive content chunks.
+- Throughput and goodput are per second of a steady window: from the first
+  completion (warm-up over) to the last send (drain begins); with too little
+  of it, the whole run. Goodput counts requests meeting every SLO.
+- Percentiles are numpy's (linear); the mean carries a seeded percentile
+  bootstrap confidence interval where asked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from infertriage.schemas import RequestRecord, Signal, Thresholds, UserError, parse_duration
+
+__all__ = [
+    "SLO_METRICS",
+    "ClientVerdict",
+    "Distribution",
+    "LatencySummary",
+    "Slo",
+    "Window",
+    "apportion",
+    "bootstrap_mean_ci",
+    "default_slos",
+    "describe",
+    "e2e_s",
+    "icl_samples",
+    "itl_samples",
+    "judge_client",
+    "parse_slos",
+    "steady_window",
+    "summarize",
+    "summary_signals",
+    "tpot_s",
+    "ttfo_s",
+]
+
+FloatArray = npt.NDArray[np.float64]
+_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+# A steady window shorter than this share of the run is no window: use the whole run.
+_MIN_WINDOW_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """Summary statistics of one metric; `mean_ci` is the bootstrap interval of the mean."""
+
+    count: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    p999: float
+    mean_ci: tuple[float, float] | None = None
+
+
+def bootstrap_mean_ci(
+    values: Sequence[float] | FloatArray,
+    *,
+    level: float = 0.95,
+    num_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A percentile-bootstrap confidence interval of the mean, seeded."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size < 2:
+        value = float(data.mean()) if data.size else math.nan
+        return value, value
+    rng = np.random.default_rng(seed)
+    means = np.empty(num_resamples)
+    # Resample in blocks: a large run's index matrix would not fit in memory at once.
+    block = max(1, 2_000_000 // data.size)
+    for start in range(0, num_resamples, block):
+        stop = min(num_resamples, start + block)
+        picks = rng.integers(0, data.size, (stop - start, data.size))
+        means[start:stop] = data[picks].mean(axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def describe(
+    values: Sequence[float] | FloatArray, *, ci: bool = False, seed: int = 0
+) -> Distribution | None:
+    """Mean, std, min, max and p50/p90/p95/p99/p99.9; None for no values."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        return None
+    p50, p90, p95, p99, p999 = (float(v) for v in np.percentile(data, _PERCENTILES))
+    return Distribution(
+        count=int(data.size),
+        mean=float(data.mean()),
+        std=float(data.std()),
+        min=float(data.min()),
+        max=float(data.max()),
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        p999=p999,
+        mean_ci=bootstrap_mean_ci(data, seed=seed) if ci else None,
+    )
+
+
+# --- per-request metrics -------------------------------------------------------------------
+
+
+def _num_output(record: RequestRecord) -> int:
+    if record.output_tokens is not None:
+        return record.output_tokens
+    return sum(chunk.num_tokens for chunk in record.chunks)
+
+
+def ttfo_s(record: RequestRecord) -> float | None:
+    for chunk in record.chunks:
+        if not chunk.reasoning:
+            return chunk.ts - record.sent_ts
+    return None
+
+
+def e2e_s(record: RequestRecord) -> float | None:
+    return None if record.last_token_ts is None else record.last_token_ts - record.sent_ts
+
+
+def tpot_s(record: RequestRecord) -> float | None:
+    """(E2E − TTFT) / (N − 1); None for fewer than two tokens."""
+    n = _num_output(record)
+    if n < 2 or record.first_token_ts is None or record.last_token_ts is None:
+        return None
+    return (record.last_token_ts - record.first_token_ts) / (n - 1)
+
+
+def apportion(total: int, weights: Sequence[int]) -> list[int]:
+    """Split `total` into integers proportional to `weights` (largest remainder first)."""
+    weight_sum = sum(weights)
+    if weight_sum <= 0:
+        return [0] * len(weights)
+    exact = [total * w / weight_sum for w in weights]
+    out = [math.floor(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: exact[i] - out[i], reverse=True)
+    for i in order[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def _token_chunks(record: RequestRecord) -> tuple[list[float], list[int]]:
+    """Times and token counts of the token-bearing chunks, counts apportioned to N if inexact."""
+    times = [c.ts for c in record.chunks if c.num_tokens > 0]
+    counts = [c.num_tokens for c in record.chunks if c.num_tokens > 0]
+    n = record.output_tokens
+    if not record.chunk_tokens_exact and n is not None and n != sum(counts) and n >= len(counts):
+        counts = apportion(n, counts)
+    return times, counts
+
+
+def itl_samples(record: RequestRecord) -> FloatArray:
+    """Per-token inter-token gaps (see the module's definition); their mean is the TPOT."""
+    times, counts = _token_chunks(record)
+    if not times:
+        return np.zeros(0)
+    ts = np.asarray(times)
+    k = np.asarray(counts, dtype=np.int64)
+    gaps = np.diff(ts) / k[1:]
+    head = np.zeros(int(k[0]) - 1)
+    return np.concatenate((head, np.repeat(gaps, k[1:])))
+
+
+def icl_samples(record: RequestRecord) -> FloatArray:
+    """Raw gaps between consecutive content chunks."""
+    return np.diff(np.asarray([c.ts for c in record.chunks], dtype=np.float64))
+
+
+# --- SLOs ----------------------------------------------------------------------------------
+
+SLO_METRICS: dict[str, Callable[[RequestRecord], float | None]] = {
+    "ttft": lambda r: r.ttft_s,
+    "ttft_intended": lambda r: (
+        None if r.first_token_ts is None else r.first_token_ts - r.scheduled_ts
+    ),
+    "ttfo": ttfo_s,
+    "tpot": tpot_s,
+    "e2e": e2e_s,
+    "e2e_intended": lambda r: None if r.last_token_ts is None else r.last_token_ts - r.scheduled_ts,
+    "itl_max": lambda r: float(s.max()) if (s := itl_samples(r)).size else None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """A per-request limit on one metric of `SLO_METRICS`, in seconds."""
+
+    metric: str
+    limit_s: float
+
+    def met(self, record: RequestRecord) -> bool:
+        value = SLO_METRICS[self.metric](record)
+        return value is None or value <= self.limit_s
+
+
+def default_slos(thresholds: Thresholds) -> tuple[Slo, ...]:
+    """Goodput's default SLOs: TTFT and TPOT within the profile's TTFT and ITL limits."""
+    return (Slo("ttft", thresholds.ttft_p95_s), Slo("tpot", thresholds.itl_p95_s))
+
+
+def parse_slos(text: str) -> tuple[Slo, ...]:
+    """`--goodput ttft=200ms,tpot=50ms,e2e=10s` (any metric of `SLO_METRICS`)."""
+    slos = []
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in SLO_METRICS:
+            known = ", ".join(SLO_METRICS)
+            raise UserError(f"--goodput {text!r}: {part!r} is not METRIC=TIME (metrics: {known}).")
+        slos.append(Slo(key, parse_duration(value.strip(), "ms")))
+    return tuple(slos)
+
+
+# --- the window and the summary ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    start_ts: float
+    end_ts: float
+    basis: str
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.end_ts - self.start_ts, 1e-9)
+
+    def __contains__(self, ts: float) -> bool:
+        return self.start_ts <= ts <= self.end_ts
+
+
+def steady_window(records: Sequence[RequestRecord]) -> Window:
+    """First completion → last send when that is long enough, else the whole run."""
+    if not records:
+        return Window(0.0, 0.0, "no requests")
+    first_send = min(r.sent_ts for r in records)
+    last_send = max(r.sent_ts for r in records)
+    ends = [r.end_ts for r in records if r.end_ts is not None]
+    last_end = max(ends, default=last_send)
+    done = [r.end_ts for r in records if r.ok and r.end_ts is not None]
+    span = max(last_end - first_send, 1e-9)
+    if done:
+        first_done = min(done)
+        if last_send - first_done >= _MIN_WINDOW_SHARE * span:
+            return Window(first_done, last_send, "steady: first completion to last send")
+    return Window(first_send, last_end, "whole run")
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Everything `bench` reports about one load level; seconds, tokens and requests per second."""
+
+    num_requests: int
+    num_ok: int
+    num_failed: int
+    num_incomplete: int
+    window: Window
+    ttft: Distribution | None
+    ttft_intended: Distribution | None
+    ttfo: Distribution | None
+    tpot: Distribution | None
+    itl: Distribution | None
+    icl: Distribution | None
+    e2e: Distribution | None
+    e2e_intended: Distribution | None
+    dispatch_lag: Distribution | None
+    client_queue: Distribution | None
+    tokens_per_chunk: Distribution | None
+    itl_token_level: float  # share of requests whose per-chunk token counts are exact
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    goodput: float
+    slos: tuple[Slo, ...]
+    total_input_tokens: int
+    total_output_tokens: int
+    num_short_outputs: int  # fewer output tokens than asked
+    output_ratio: float | None  # mean output tokens / asked
+    errors: tuple[tuple[str, int], ...] = field(default=())
+
+    @property
+    def error_rate(self) -> float:
+        return self.num_failed / self.num_requests if self.num_requests else 0.0
+
+
+_INCOMPLETE_FAULTS = {"cancelled", "run_deadline"}
+
+
+def _error_counts(records: Iterable[RequestRecord]) -> tuple[tuple[str, int], ...]:
+    counts = Counter(
+        f"{r.error_kind.value}:{r.fault}" if r.fault else r.error_kind.value
+        for r in records
+        if not r.ok
+    )
+    return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _values(
+    records: Iterable[RequestRecord], metric: Callable[[RequestRecord], float | None]
+) -> list[float]:
+    return [v for r in records if (v := metric(r)) is not None]
+
+
+def _output_tokens_in(record: RequestRecord, window: Window) -> float:
+    total = sum(c.num_tokens for c in record.chunks)
+    if total == 0:
+        return 0.0
+    scale = (record.output_tokens or total) / total
+    return scale * sum(c.num_tokens for c in record.chunks if c.ts in window)
+
+
+def _throughputs(
+    records: Sequence[RequestRecord], window: Window, slos: Sequence[Slo]
+) -> tuple[float, float, float, float]:
+    finished = [r for r in records if r.ok and r.end_ts is not None and r.end_ts in window]
+    output = sum(_output_tokens_in(r, window) for r in records)
+    prompt = sum(
+        r.prompt_tokens or 0
+        for r in records
+        if r.first_token_ts is not None and r.first_token_ts in window
+    )
+    good = sum(1 for r in finished if all(slo.met(r) for slo in slos))
+    seconds = window.duration_s
+    return len(finished) / seconds, output / seconds, (output + prompt) / seconds, good / seconds
+
+
+def summarize(
+    records: Sequence[RequestRecord], slos: Sequence[Slo] = (), *, seed: int = 0
+) -> LatencySummary:
+    """The summary of one load level; headline means carry bootstrap intervals."""
+    ok = [r for r in records if r.ok]
+    window = steady_window(records)
+    itl = [itl_samples(r) for r in ok]
+    chunk_tokens = [c.num_tokens for r in ok for c in r.chunks if c.num_tokens > 0]
+    asked = [(r.output_tokens or 0, r.max_tokens) for r in ok if r.max_tokens]
+    req_tp, out_tp, total_tp, goodput = _throughputs(records, window, slos)
+    return LatencySummary(
+        num_requests=len(records),
+        num_ok=len(ok),
+        num_failed=len(records) - len(ok),
+        num_incomplete=sum(1 for r in records if r.fault in _INCOMPLETE_FAULTS),
+        window=window,
+        ttft=describe(_values(ok, lambda r: r.ttft_s), ci=True, seed=seed),
+        ttft_intended=describe(_values(ok, SLO_METRICS["ttft_intended"]), seed=seed),
+        ttfo=describe(_values(ok, ttfo_s)),
+        tpot=describe(_values(ok, tpot_s), ci=True, seed=seed + 1),
+        itl=describe(np.concatenate(itl) if itl else np.zeros(0)),
+        icl=describe(np.concatenate([icl_samples(r) for r in ok]) if ok else np.zeros(0)),
+        e2e=describe(_values(ok, e2e_s), ci=True, seed=seed + 2),
+        e2e_intended=describe(_values(ok, SLO_METRICS["e2e_intended"])),
+        dispatch_lag=describe([r.dispatch_lag_s - r.client_queue_s for r in records]),
+        client_queue=describe([r.client_queue_s for r in records]),
+        tokens_per_chunk=describe(chunk_tokens),
+        itl_token_level=_token_level_share(ok),
+        request_throughput=req_tp,
+        output_throughput=out_tp,
+        total_token_throughput=total_tp,
+        goodput=goodput,
+        slos=tuple(slos),
+        total_input_tokens=sum(r.prompt_tokens or 0 for r in ok),
+        total_output_tokens=sum(r.output_tokens or 0 for r in ok),
+        num_short_outputs=sum(1 for got, want in asked if got < want),
+        output_ratio=(sum(g / w for g, w in asked) / len(asked)) if asked else None,
+        errors=_error_counts(records),
+    )
+
+
+def _token_level_share(ok: Sequence[RequestRecord]) -> float:
+    if not ok:
+        return 0.0
+    exact = sum(
+        1
+        for r in ok
+        if r.chunk_tokens_exact or r.output_tokens == sum(c.num_tokens for c in r.chunks)
+    )
+    return exact / len(ok)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientVerdict:
+    """Would the load client's own lag distort the figures, and why."""
+
+    client_bound: bool
+    host_busy: bool  # stamps run late, but the client is mostly idle: the host is contended
+    reasons: tuple[str, ...]
+
+
+def judge_client(
+    *,
+    cpu_busiest: float,
+    loop_lag_p99_s: float | None,
+    dispatch_lag_p99_s: float | None,
+    icl_p50_s: float | None,
+) -> ClientVerdict:
+    """Is the load client itself distorting the figures?
+
+    Late is: the event loop runs late by more than max(2 ms, ¼ of the typical chunk
+    gap) at p99 (stamps land late), or sends leave more than 10 ms after their deadline
+    at p99. The client is bound when its busiest process uses ≥ 85 % of a core, or is
+    late while using ≥ 50 % of one: its own work is the cause and more `--workers`
+    help. Late with the client mostly idle is a busy host (`host_busy`), not the client.
+    """
+    late = []
+    lag_limit = max(0.002, 0.25 * icl_p50_s) if icl_p50_s else 0.002
+    if loop_lag_p99_s is not None and loop_lag_p99_s > lag_limit:
+        late.append(f"event-loop lag p99 {loop_lag_p99_s * 1e3:.1f} ms > {lag_limit * 1e3:.1f} ms")
+    if dispatch_lag_p99_s is not None and dispatch_lag_p99_s > 0.010:
+        late.append(f"dispatch lag p99 {dispatch_lag_p99_s * 1e3:.1f} ms > 10 ms")
+    cpu = f"a client process used {cpu_busiest:.0%} of a core"
+    saturated = cpu_busiest >= 0.85
+    bound = saturated or (bool(late) and cpu_busiest >= 0.5)
+    reasons = ([cpu] if bound else []) + late
+    return ClientVerdict(bound, bool(late) and not bound, tuple(reasons))
+
+
+def summary_signals(summary: LatencySummary, source: str = "bench") -> list[Signal]:
+    """The headline figures as `Signal`s over the steady window."""
+    w = (summary.window.start_ts, summary.window.end_ts)
+    out = [
+        Signal("bench.request_throughput", summary.request_throughput, "requests/s", source, w),
+        Signal("bench.output_throughput", summary.output_throughput, "tokens/s", source, w),
+        Signal("bench.goodput", summary.goodput, "requests/s", source, w),
+        Signal("bench.error_rate", summary.error_rate, "fraction", source, w),
+        Signal("bench.itl_token_level", summary.itl_token_level, "fraction", source, w),
+    ]
+    for name in ("ttft", "ttft_intended", "ttfo", "tpot", "itl", "e2e", "dispatch_lag"):
+        dist: Distribution | None = getattr(summary, name)
+        if dist is None:
+            continue
+        for stat in ("mean", "p50", "p95", "p99"):
+            out.append(Signal(f"bench.{name}.{stat}", getattr(dist, stat), "s", source, w))
+    return out

@@ -1,0 +1,227 @@
+"""analyze, level 1: the signals the diagnosis reads from scraped metrics.
+
+Takes the normalised `Sample`s of metrics.jsonl (server engine metrics, DCGM
+and host samples on the run's clock) and the run's phases: the measured
+load level, the overload step after it and the drain; gives `Signal`s:
+server-side TTFT/ITL quantiles and queue time from histogram deltas over the
+measured level, KV usage, preemptions and queue depth up to the end of the
+overload step (their peak), queue growth in the overload step, prefix-cache and speculative-decoding
+rates, restarts, GPU activity averaged over the load window, and the busiest
+front-end and engine threads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from infertriage.analyze.prom import counter_increase, histogram_increase, histogram_quantile
+from infertriage.schemas import Sample, Signal
+
+__all__ = ["Phases", "metric_signals"]
+
+_Points = list[tuple[float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Phases:
+    """When the load ran, which part of it was the overload step, and when the drain ended."""
+
+    load_start_ts: float
+    load_end_ts: float
+    overload_start_ts: float | None = None
+    overload_end_ts: float | None = None
+    drain_end_ts: float | None = None
+
+
+class _Series:
+    """Samples grouped by name (and by label set for histograms and per-position counters)."""
+
+    def __init__(self, samples: Iterable[Sample]) -> None:
+        self.points: dict[str, _Points] = defaultdict(list)
+        self.hist: dict[str, dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+        self.per_pos: dict[str, _Points] = defaultdict(list)
+        self.threads: dict[str, _Points] = defaultdict(list)
+        for s in samples:
+            self._add(s)
+
+    def _add(self, s: Sample) -> None:
+        labels = s.labels
+        if "le" in labels or "stat" in labels:
+            key = labels.get("le") or labels.get("stat", "")
+            self.hist[s.name][s.t][key] = self.hist[s.name][s.t].get(key, 0.0) + s.value
+        elif s.name == "spec.accepted_tokens_per_pos":
+            self.per_pos[labels.get("position", "0")].append((s.t, s.value))
+        elif s.name == "proc.cpu_thread":
+            key = f"{labels.get('thread', '?')}:{labels.get('tid', '')}"
+            self.threads[key].append((s.t, s.value))
+        else:
+            self.points[s.name].append((s.t, s.value))
+
+    def within(self, name: str, start: float, end: float) -> _Points:
+        return [(t, v) for t, v in self.points.get(name, []) if start <= t <= end]
+
+
+def _signal(name: str, value: float | None, unit: str, window: tuple[float, float]) -> list[Signal]:
+    if value is None or not np.isfinite(value):
+        return []
+    return [Signal(name=name, value=float(value), unit=unit, source="metrics", window=window)]
+
+
+def _increase(series: _Series, name: str, start: float, end: float) -> float | None:
+    found = counter_increase(series.within(name, start - 1e-9, end + 1e-9))
+    return None if found is None else found.increase
+
+
+def _histogram(series: _Series, name: str, start: float, end: float) -> list[Signal]:
+    snapshots = []
+    for t in sorted(series.hist.get(name, {})):
+        if start - 1e-9 <= t <= end + 1e-9:
+            values = series.hist[name][t]
+            buckets = {float(k): v for k, v in values.items() if k not in ("sum", "count")}
+            snapshots.append((buckets, values.get("sum", 0.0), values.get("count", 0.0)))
+    window = histogram_increase(snapshots)
+    if window is None or window.count <= 0:
+        return []
+    base = {"server.ttft": "server.ttft", "server.itl": "server.itl"}.get(name, name)
+    span = (start, end)
+    out = _signal(f"{base}_mean_s", window.mean, "s", span)
+    for q, label in ((0.5, "p50"), (0.95, "p95")):
+        estimate = histogram_quantile(q, window.buckets)
+        out += _signal(f"{base}_{label}_s", None if estimate is None else estimate.value, "s", span)
+    return out
+
+
+def _slope(points: _Points) -> float | None:
+    if len(points) < 3:
+        return None
+    t = np.array([p[0] for p in points])
+    v = np.array([p[1] for p in points])
+    if float(np.ptp(t)) <= 0:
+        return None
+    return float(np.polyfit(t, v, 1)[0])
+
+
+def _server(series: _Series, phases: Phases) -> list[Signal]:
+    start, end = phases.load_start_ts, phases.load_end_ts
+    out: list[Signal] = []
+    for name in ("server.ttft", "server.itl", "server.queue_time"):
+        out += _histogram(series, name, start, end)
+    # Memory and queues are read up to the end of the overload step, their peak.
+    end = max(end, phases.overload_end_ts or end)
+    span = (start, end)
+    waiting = series.within("queue.waiting", start, end)
+    kv = series.within("kv.usage", start, end)
+    out += _signal(
+        "queue.waiting_max", max((v for _, v in waiting), default=None), "requests", span
+    )
+    running = series.within("queue.running", start, end)
+    out += _signal(
+        "queue.running_max", max((v for _, v in running), default=None), "requests", span
+    )
+    if phases.overload_start_ts is not None and phases.overload_end_ts is not None:
+        over = (phases.overload_start_ts, phases.overload_end_ts)
+        overload = series.within("queue.waiting", *over)
+        out += _signal("queue.waiting_slope", _slope(overload), "requests/s", over)
+    out += _signal("kv.usage_max", max((v for _, v in kv), default=None), "fraction", span)
+    out += _signal(
+        "kv.usage_mean", float(np.mean([v for _, v in kv])) if kv else None, "fraction", span
+    )
+    out += _signal("preemptions.total", _increase(series, "preemptions", start, end), "1", span)
+    return out
+
+
+def _drain(series: _Series, phases: Phases) -> list[Signal]:
+    if phases.drain_end_ts is None:
+        return []
+    begin = phases.overload_end_ts or phases.load_end_ts
+    after = series.within("kv.usage", begin, phases.drain_end_ts)
+    running = series.within("queue.running", begin, phases.drain_end_ts)
+    if not after or (running and running[-1][1] > 0):
+        return []  # still busy at the end of the drain: no idle reading
+    span = (begin, phases.drain_end_ts)
+    return _signal("kv.usage_after_drain", after[-1][1], "fraction", span)
+
+
+def _ratios(series: _Series, phases: Phases) -> list[Signal]:
+    start, end = phases.load_start_ts, phases.load_end_ts
+    span = (start, end)
+    out: list[Signal] = []
+    queries = _increase(series, "prefix_cache.queries", start, end)
+    hits = _increase(series, "prefix_cache.hits", start, end)
+    if queries and hits is not None:
+        out += _signal("prefix_cache.hit_rate", hits / queries, "fraction", span)
+    drafted = _increase(series, "spec.draft_tokens", start, end)
+    accepted = _increase(series, "spec.accepted_tokens", start, end)
+    drafts = _increase(series, "spec.drafts", start, end)
+    if drafted and accepted is not None:
+        out += _signal("spec.acceptance_rate", accepted / drafted, "fraction", span)
+    if drafts and accepted is not None:
+        out += _signal("spec.mean_accepted_tokens", accepted / drafts, "tokens", span)
+    per_pos = {
+        int(pos): counter_increase([p for p in points if start - 1e-9 <= p[0] <= end + 1e-9])
+        for pos, points in series.per_pos.items()
+    }
+    grown = [per_pos[k].increase for k in sorted(per_pos) if per_pos[k] is not None]  # type: ignore[union-attr]
+    if len(grown) >= 2 and grown[0] > 0:
+        out += _signal("spec.acceptance_decay", grown[-1] / grown[0], "fraction", span)
+    restarts = series.points.get("server.restart", [])
+    out += _signal("server.restarts", float(len(restarts)), "1", span)
+    return out
+
+
+def _mean(points: _Points) -> float | None:
+    return float(np.mean([v for _, v in points])) if points else None
+
+
+def _gpu(series: _Series, phases: Phases) -> list[Signal]:
+    start, end = phases.load_start_ts, phases.load_end_ts
+    span = (start, end)
+    util = series.within("gpu.util", start, end)
+    if not util:
+        return []
+    out = _signal("gpu.util_mean", _mean(util), "fraction", span)
+    sm = series.within("gpu.sm_active", start, end)
+    out += _signal("gpu.prof_fields_present", 1.0 if sm else 0.0, "bool", span)
+    for name in ("sm_active", "tensor_active", "dram_active"):
+        out += _signal(
+            f"gpu.{name}_mean", _mean(series.within(f"gpu.{name}", start, end)), "fraction", span
+        )
+    pcie = series.within("gpu.pcie_tx_bytes", start, end)
+    out += _signal("gpu.pcie_bytes_per_s", _mean(pcie), "bytes/s", span)
+    xid = series.within("gpu.xid_errors", start, end)
+    out += _signal("gpu.xid_errors", max((v for _, v in xid), default=None), "1", span)
+    used = _mean(series.within("gpu.fb_used_bytes", start, end))
+    free = _mean(series.within("gpu.fb_free_bytes", start, end))
+    if used is not None and free is not None and used + free > 0:
+        out += _signal("gpu.fb_used_fraction", used / (used + free), "fraction", span)
+    return out
+
+
+def _threads(series: _Series, phases: Phases) -> list[Signal]:
+    """The busiest engine thread and the busiest other (front-end) thread, over the load."""
+    span = (phases.load_start_ts, phases.load_end_ts)
+    engine: list[float] = []
+    other: list[float] = []
+    for name, points in series.threads.items():
+        inside = [v for t, v in points if span[0] <= t <= span[1]]
+        if not inside:
+            continue
+        busy = float(np.median(inside))
+        (engine if "engine" in name.lower() else other).append(busy)
+    out = _signal("proc.engine_thread_cpu", max(engine, default=None), "fraction", span)
+    return out + _signal("proc.frontend_thread_cpu", max(other, default=None), "fraction", span)
+
+
+def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
+    series = _Series(samples)
+    return [
+        *_server(series, phases),
+        *_drain(series, phases),
+        *_ratios(series, phases),
+        *_gpu(series, phases),
+        *_threads(series, phases),
+    ]

@@ -1,0 +1,64 @@
+"""analyze.trace, level 1: kernel, launch and communication analysis of profiler traces.
+
+Takes PyTorch-profiler Chrome traces and Nsight Systems SQLite exports; gives
+a `TraceReport` of `trace.*` signals and findings for the kernel, parallelism
+and hardware layers. Parse once into a `TraceTable` (numpy columns, interned
+names: `load_traces`), then every analysis is a pure function of the table
+(`analyze_tables`). `synth` writes marker-less inference-like traces for
+tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
+from infertriage.analyze.trace.findings import TraceLimits, find_issues
+from infertriage.analyze.trace.load import load_traces
+from infertriage.analyze.trace.mix import KernelStat, Mix
+from infertriage.analyze.trace.names import ATTENTION_BACKENDS, Category, category_of
+from infertriage.analyze.trace.steps import Steps, find_steps, trim_to_complete_steps
+from infertriage.analyze.trace.summary import (
+    RankAnalysis,
+    RankSummary,
+    TraceReport,
+    analyze_rank,
+    make_report,
+    make_signals,
+)
+from infertriage.analyze.trace.table import TraceTable
+
+__all__ = [
+    "ATTENTION_BACKENDS",
+    "Category",
+    "KernelStat",
+    "Mix",
+    "RankAnalysis",
+    "RankSummary",
+    "RecompileLog",
+    "Steps",
+    "TraceLimits",
+    "TraceReport",
+    "TraceTable",
+    "analyze_rank",
+    "analyze_tables",
+    "category_of",
+    "find_issues",
+    "find_steps",
+    "load_traces",
+    "parse_recompile_log",
+    "trim_to_complete_steps",
+]
+
+
+def analyze_tables(
+    tables: list[TraceTable],
+    log: RecompileLog | None = None,
+    log_path: str | None = None,
+    limits: TraceLimits | None = None,
+) -> TraceReport:
+    """Every analysis over the tables of one capture, merged across ranks."""
+    ranks = [analyze_rank(t) for t in tables]
+    signals, mix, backend = make_signals(ranks, log)
+    findings = find_issues(signals, limits)
+    return make_report(
+        ranks, findings=findings, signals=signals, mix=mix, backend=backend, log_path=log_path
+    )

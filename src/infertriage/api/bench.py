@@ -1,0 +1,570 @@
+"""api, level 5: the `bench` command's entry point, `run_bench`.
+
+Takes plain, typed arguments (URL, model, load levels, workload, bounds,
+workers, SLOs, key and headers); does the whole load test — checks the URL
+fails fast, builds one seeded schedule per level, runs it on one event loop
+or `--workers` processes, appends every record to requests.jsonl as it
+finishes, and writes run.json (rewritten after each level, so a killed run
+keeps a summary), signals.jsonl and the CSV exports; gives a `BenchResult`.
+Ctrl-C stops the load, keeps every record and returns the partial result
+with `interrupted` set. The API key and header values are sent, never stored.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+import orjson
+from pydantic import ValidationError
+
+from infertriage import __version__
+from infertriage.analyze.latency import (
+    Distribution,
+    Slo,
+    default_slos,
+    describe,
+    judge_client,
+    parse_slos,
+    summarize,
+    summary_signals,
+)
+from infertriage.loadgen.client import ClientConfig, Endpoint
+from infertriage.loadgen.results import (
+    BenchConfig,
+    BenchObserver,
+    BenchResult,
+    ClientDiagnostics,
+    Knee,
+    LevelResult,
+)
+from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
+from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
+from infertriage.loadgen.workers import run_parallel
+from infertriage.report.bench import bench_to_json, write_csv
+from infertriage.schemas import (
+    JsonlWriter,
+    RequestRecord,
+    RunClock,
+    RunDir,
+    RunInfo,
+    Thresholds,
+    UserError,
+)
+from infertriage.workload import (
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_WORKLOAD,
+    LocalTokenizer,
+    Schedule,
+    TextRenderer,
+    WorkloadSpec,
+    make_schedule,
+    make_specs,
+    parse_arrivals,
+    parse_workload,
+)
+
+__all__ = ["normalize_base_url", "run_bench"]
+
+_PREFLIGHT_TIMEOUT_S = 5.0
+_DEFAULT_NUM_REQUESTS = 100
+_DEFAULT_CONCURRENCY = 8
+_SWEEP_PROBE_CONCURRENCY = 64
+_START_DELAY_S = 0.01
+
+
+def normalize_base_url(url: str) -> str:
+    """`http://h:8000`, `…/v1` or `…/v1/` → `http://h:8000/v1`."""
+    base = url.strip().rstrip("/")
+    if not base.startswith(("http://", "https://")) or len(base.split("://", 1)[1]) == 0:
+        raise UserError(f"--url {url!r} is not an http:// or https:// URL.")
+    return base if base.endswith("/v1") else base + "/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class _ServerInfo:
+    models: tuple[str, ...]
+    max_model_len: int | None
+
+
+async def _get_models(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    timeout = aiohttp.ClientTimeout(total=_PREFLIGHT_TIMEOUT_S, sock_connect=3.0)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(base + "/models", headers=headers) as resp,
+    ):
+        return resp.status, await resp.content.read(1 << 20)
+
+
+def _preflight(base: str, headers: dict[str, str], *, need_model: bool) -> _ServerInfo:
+    """Ask /v1/models: a wrong URL fails here, in one sentence, before any load."""
+    try:
+        status, body = run_sync(_get_models(base, headers), use_uvloop=False)
+    except aiohttp.InvalidURL as err:
+        raise UserError(f"{base} is not a valid URL.") from err
+    except aiohttp.ClientConnectorError as err:
+        reason = err.os_error.strerror or str(err.os_error)
+        raise UserError(f"cannot connect to {base}: {reason.lower()}.") from err
+    except TimeoutError as err:
+        raise UserError(f"{base} did not answer within {_PREFLIGHT_TIMEOUT_S:g} s.") from err
+    except aiohttp.ClientError as err:
+        raise UserError(f"{base} failed before answering ({type(err).__name__}).") from err
+    if status in (401, 403):
+        raise UserError(f"{base} refused the request (HTTP {status}): check --api-key.")
+    if status != 200:
+        if not need_model:
+            return _ServerInfo((), None)
+        raise UserError(
+            f"{base}/models answered HTTP {status}: is this the base URL of an "
+            "OpenAI-compatible server?"
+        )
+    try:
+        entries = orjson.loads(body).get("data") or []
+        models = tuple(str(entry["id"]) for entry in entries)
+        lens = [entry.get("max_model_len") for entry in entries]
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as err:
+        raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
+    max_len = next((v for v in lens if isinstance(v, int) and v > 0), None)
+    return _ServerInfo(models, max_len)
+
+
+def _parse_headers(headers: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise UserError(f"--header {header.split(':')[0]!r}… is not NAME:VALUE.")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
+
+
+def _levels(config: BenchConfig, ws: WorkloadSpec) -> list[tuple[str, str, float]]:
+    """(name, mode, value) of the levels known up front; a sweep adds its rates after the probe."""
+    if config.rates and config.concurrencies:
+        raise UserError("give --rate or --concurrency, not both (use --max-concurrency to cap).")
+    if config.sweep:
+        if config.rates or config.concurrencies:
+            raise UserError("--sweep chooses its own rates: drop --rate and --concurrency.")
+        probe = config.max_concurrency or _SWEEP_PROBE_CONCURRENCY
+        return [(f"probe concurrency={probe}", "concurrency", float(probe))]
+    if config.rates:
+        return [(f"rate={_fmt(r)}", "rate", r) for r in config.rates]
+    if config.concurrencies:
+        return [(f"concurrency={c}", "concurrency", float(c)) for c in config.concurrencies]
+    if ws.is_replay:
+        return [("replay", "replay", 0.0)]
+    return [(f"concurrency={_DEFAULT_CONCURRENCY}", "concurrency", float(_DEFAULT_CONCURRENCY))]
+
+
+def _fmt(rate: float) -> str:
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def _schedule(
+    config: BenchConfig,
+    ws: WorkloadSpec,
+    *,
+    mode: str,
+    value: float,
+    max_model_len: int,
+    tokenizer: LocalTokenizer | None,
+) -> Schedule:
+    num = config.num_requests
+    if num is None and config.duration_s is None:
+        num = _DEFAULT_NUM_REQUESTS
+    if mode == "rate" and math.isinf(value):
+        if num is None:
+            raise UserError("--rate inf sends everything at once: give --num-requests.")
+        specs = make_specs(
+            ws, num, seed=config.seed, max_model_len=max_model_len, tokenizer=tokenizer
+        )
+        return Schedule(specs, np.zeros(len(specs)))
+    return make_schedule(
+        ws,
+        parse_arrivals(config.arrival, value) if mode == "rate" else None,
+        num_requests=num,
+        duration_s=config.duration_s,
+        concurrency=round(value) if mode == "concurrency" else 1,
+        seed=config.seed,
+        max_model_len=max_model_len,
+        tokenizer=tokenizer,
+    )
+
+
+class _Session:
+    """One bench run's state: its directory, clock, writer and the records of the current level."""
+
+    def __init__(
+        self,
+        config: BenchConfig,
+        client: ClientConfig,
+        *,
+        run: RunDir,
+        thresholds: Thresholds,
+        slos: tuple[Slo, ...],
+        tokenizer: LocalTokenizer | None,
+        observer: BenchObserver | None,
+        clock: RunClock | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.run = run
+        self.thresholds = thresholds
+        self.slos = slos
+        self.tokenizer = tokenizer
+        self.observer = observer
+        self.clock = clock or RunClock()  # diagnose shares one clock with its collector
+        self.tag = uuid.uuid4().hex[:8]
+        self.writer = JsonlWriter(run.requests)
+        self.records: list[RequestRecord] = []
+        self.all_records: list[RequestRecord] = []
+        self.levels: list[LevelResult] = []
+        self.warnings: list[str] = []
+
+    def sink(self, record: RequestRecord) -> None:
+        self.writer.write(record)
+        self.records.append(record)
+        self.all_records.append(record)
+        if self.observer is not None:
+            self.observer.record(record)
+
+    def execute(self, plan: LoadPlan) -> tuple[list[WorkerReport], bool]:
+        if self.config.workers == 1:
+            report = run_sync(
+                run_load(
+                    plan,
+                    self.client,
+                    clock_start_ns=self.clock.start_ns,
+                    load_start_ns=time.perf_counter_ns() + round(_START_DELAY_S * 1e9),
+                    sink=self.sink,
+                    renderer=TextRenderer(self.tokenizer),
+                    tokenizer=self.tokenizer,
+                ),
+                use_uvloop=self.config.use_uvloop,
+            )
+            return [report], report.interrupted
+        return run_parallel(
+            plan,
+            self.client,
+            self.config.workers,
+            clock_start_ns=self.clock.start_ns,
+            sink=self.sink,
+            tokenizer=self.tokenizer,
+        )
+
+    def run_level(
+        self, index: int, name: str, mode: str, value: float, schedule: Schedule
+    ) -> LevelResult:
+        cfg = self.config
+        plan = LoadPlan(
+            schedule=schedule,
+            concurrency=round(value) if mode == "concurrency" else None,
+            max_concurrency=cfg.max_concurrency,
+            think_time_s=cfg.think_time_s,
+            duration_s=cfg.duration_s,
+            drain_timeout_s=cfg.drain_timeout_s,
+            id_prefix=f"{self.tag}-{index}",
+            labels=(("level", name),),
+        )
+        self.records = []
+        if self.observer is not None:
+            self.observer.level_started(name, len(schedule), cfg.duration_s)
+        reports, interrupted = self.execute(plan)
+        summary = summarize(self.records, self.slos, seed=cfg.seed)
+        level = LevelResult(
+            name=name,
+            mode="rate" if mode != "concurrency" else "concurrency",
+            value=value if mode != "replay" else len(schedule) / max(_span(schedule), 1e-9),
+            summary=summary,
+            client=_diagnose(reports, self.records, summary.dispatch_lag),
+            interrupted=interrupted,
+            exhausted=any(r.exhausted for r in reports),
+            stable=judge_stable(self.records, summary.window)
+            if mode == "rate" and not math.isinf(value)
+            else None,
+        )
+        self.levels.append(level)
+        self.warnings += _level_warnings(level) + _tokenizer_warning(self.records)
+        if self.observer is not None:
+            self.observer.level_finished(level)
+        return level
+
+    def result(self, interrupted: bool, knee: Knee | None) -> BenchResult:
+        return BenchResult(
+            run_dir=self.run.root,
+            config=self.config,
+            levels=tuple(self.levels),
+            knee=knee,
+            interrupted=interrupted,
+            warnings=tuple(self.warnings),
+            wall_anchor_s=self.clock.wall_anchor_s,
+            thresholds=self.thresholds,
+        )
+
+
+def _span(schedule: Schedule) -> float:
+    offsets = schedule.offsets_s
+    return float(offsets[-1] - offsets[0]) if offsets is not None and len(offsets) > 1 else 0.0
+
+
+def _diagnose(
+    reports: Sequence[WorkerReport],
+    records: Sequence[RequestRecord],
+    dispatch: Distribution | None,
+) -> ClientDiagnostics:
+    lag = describe([x for report in reports for x in report.loop_lag_s])
+    cpu = sum(r.cpu_s for r in reports)
+    wall = max((r.wall_s for r in reports), default=0.0)
+    busiest = max((r.cpu_s / r.wall_s for r in reports if r.wall_s > 0), default=0.0)
+    num_chunks = sum(len(r.chunks) for r in records)
+    icl = [c2.ts - c1.ts for r in records for c1, c2 in zip(r.chunks, r.chunks[1:], strict=False)]
+    dispatch_p99 = dispatch.p99 if dispatch is not None else None
+    verdict = judge_client(
+        cpu_busiest=busiest,
+        loop_lag_p99_s=lag.p99 if lag else None,
+        dispatch_lag_p99_s=dispatch_p99,
+        icl_p50_s=float(np.median(icl)) if icl else None,
+    )
+    return ClientDiagnostics(
+        num_workers=len(reports),
+        uvloop=all(r.uvloop for r in reports) and bool(reports),
+        cpu_s=cpu,
+        wall_s=wall,
+        cpu_busiest=busiest,
+        loop_lag=lag,
+        num_chunks=num_chunks,
+        cpu_s_per_10k_chunks=cpu / num_chunks * 1e4 if num_chunks else None,
+        client_bound=verdict.client_bound,
+        host_busy=verdict.host_busy,
+        reasons=verdict.reasons,
+    )
+
+
+def _level_warnings(level: LevelResult) -> list[str]:
+    s, out = level.summary, []
+    if s.num_short_outputs:
+        ratio = f" (mean {s.output_ratio:.0%} of the asked length)" if s.output_ratio else ""
+        out.append(
+            f"{level.name}: {s.num_short_outputs} of {s.num_ok} requests returned fewer output "
+            f"tokens than asked{ratio}; the server may ignore `ignore_eos`."
+        )
+    if s.num_ok and s.itl_token_level < 1.0:
+        out.append(
+            f"{level.name}: ITL is chunk-level for {1 - s.itl_token_level:.0%} of requests "
+            "(no per-chunk token counts and usage ≠ events): their tokens were apportioned."
+        )
+    if level.client.client_bound:
+        out.append(
+            f"{level.name}: the client is the bottleneck ({'; '.join(level.client.reasons)}); "
+            "its figures are distorted — use more --workers or a lower load."
+        )
+    if level.client.host_busy:
+        out.append(
+            f"{level.name}: the host is busy ({'; '.join(level.client.reasons)}, with the "
+            f"client at {level.client.cpu_busiest:.0%} of a core): time stamps run late."
+        )
+    if level.exhausted:
+        out.append(f"{level.name}: the closed loop ran out of requests before its duration.")
+    return out
+
+
+def _tokenizer_warning(records: Sequence[RequestRecord]) -> list[str]:
+    pairs = [
+        (r.output_tokens or 0, int(r.labels["tokenizer_output_tokens"]))
+        for r in records
+        if "tokenizer_output_tokens" in r.labels
+    ]
+    server, local = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    if server and abs(local - server) > 0.10 * server:
+        return [
+            f"the local tokenizer counts {local:,} output tokens where the server reported "
+            f"{server:,} ({local / server - 1:+.0%}): is it the served model's tokenizer?"
+        ]
+    return []
+
+
+def _environment(config: BenchConfig) -> dict[str, object]:
+    return {
+        "infertriage": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "uvloop": config.use_uvloop and have_uvloop(),
+        "workers": config.workers,
+    }
+
+
+def _validated(**fields: object) -> BenchConfig:
+    try:
+        return BenchConfig.model_validate(fields)
+    except ValidationError as err:
+        detail = err.errors()[0]
+        name = str(detail["loc"][0]) if detail["loc"] else "bench"
+        flag = "--" + name.removesuffix("_s").replace("_", "-")
+        raise UserError(f"{flag}: {detail['msg'].lower()}.") from err
+
+
+def _write_info(session: _Session, info: _ServerInfo, status: str, knee: Knee | None) -> None:
+    result = session.result(status == "interrupted", knee)
+    session.run.write_info(
+        RunInfo(
+            command="bench",
+            wall_anchor_s=session.clock.wall_anchor_s,
+            config=session.config.model_dump(mode="json"),
+            environment={
+                **_environment(session.config),
+                # Joins the run's clock to same-host monotonic stamps (a server's own log).
+                "perf_counter_start_ns": session.clock.start_ns,
+            },
+            server_config={"models": list(info.models), "max_model_len": info.max_model_len},
+            summary={"status": status, **bench_to_json(result, session.thresholds)},
+        )
+    )
+
+
+def _finish(session: _Session, info: _ServerInfo, interrupted: bool, knee: Knee | None) -> None:
+    with JsonlWriter(session.run.signals) as signals:
+        for level in session.levels:
+            for signal in summary_signals(level.summary, source=f"bench:{level.name}"):
+                signals.write(signal)
+    write_csv(session.run.root, session.result(interrupted, knee), session.all_records)
+    _write_info(session, info, "interrupted" if interrupted else "complete", knee)
+
+
+def run_bench(
+    *,
+    url: str,
+    model: str | None = None,
+    endpoint: str = "chat",
+    api_key: str | None = None,
+    rates: Sequence[float] = (),
+    concurrencies: Sequence[int] = (),
+    sweep: bool = False,
+    workload: str = DEFAULT_WORKLOAD,
+    arrival: str = "poisson",
+    duration_s: float | None = None,
+    num_requests: int | None = None,
+    workers: int = 1,
+    max_concurrency: int | None = None,
+    think_time_s: float = 0.0,
+    out: Path | None = None,
+    thresholds: Thresholds | None = None,
+    goodput: str | None = None,
+    headers: Sequence[str] = (),
+    timeout_s: float = 600.0,
+    stall_timeout_s: float | None = None,
+    drain_timeout_s: float | None = None,
+    seed: int = 0,
+    tokenizer: Path | None = None,
+    max_model_len: int | None = None,
+    continuous_usage: bool = True,
+    ignore_eos: bool = True,
+    use_uvloop: bool = True,
+    observer: BenchObserver | None = None,
+    clock: RunClock | None = None,
+) -> BenchResult:
+    """The `bench` command: load levels against `url`, measured; see the module docstring."""
+    try:
+        endpoint_kind = Endpoint(endpoint)
+    except ValueError:
+        raise UserError(f"--endpoint must be chat or completions, not {endpoint!r}.") from None
+    base, pairs = normalize_base_url(url), _parse_headers(headers)
+    config = _validated(
+        url=base, model=model or "", endpoint=endpoint_kind, rates=tuple(rates),
+        concurrencies=tuple(concurrencies), sweep=sweep, workload=workload, arrival=arrival,
+        duration_s=duration_s, num_requests=num_requests, workers=workers,
+        max_concurrency=max_concurrency, think_time_s=think_time_s, timeout_s=timeout_s,
+        stall_timeout_s=stall_timeout_s or min(timeout_s, 60.0),
+        drain_timeout_s=min(timeout_s, 30.0) if drain_timeout_s is None else drain_timeout_s,
+        goodput=goodput, seed=seed, tokenizer=tokenizer, max_model_len=max_model_len,
+        continuous_usage=continuous_usage, ignore_eos=ignore_eos,
+        header_names=tuple(name for name, _ in pairs), use_uvloop=use_uvloop,
+    )  # fmt: skip
+    ws = parse_workload(workload)
+    levels = _levels(config, ws)
+    if config.rates:
+        parse_arrivals(config.arrival, 1.0)  # a bad --arrival fails before any network
+    thresholds = thresholds or Thresholds()
+    slos = parse_slos(goodput) if goodput else default_slos(thresholds)
+    local_tokenizer = LocalTokenizer(tokenizer) if tokenizer is not None else None
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    info = _preflight(base, {**dict(pairs), **auth}, need_model=model is None)
+    chosen = _choose_model(model, info, base)
+    config = config.model_copy(update={"model": chosen})
+    client = _client_config(config, api_key, pairs, keep_text=local_tokenizer is not None)
+    session = _Session(
+        config, client, run=RunDir.create(out, prefix="bench"), thresholds=thresholds, slos=slos,
+        tokenizer=local_tokenizer, observer=observer, clock=clock,
+    )  # fmt: skip
+    max_len = config.max_model_len or info.max_model_len or DEFAULT_MAX_MODEL_LEN
+    return _run_levels(session, info, ws, levels, max_len)
+
+
+def _client_config(
+    config: BenchConfig,
+    api_key: str | None,
+    headers: tuple[tuple[str, str], ...],
+    *,
+    keep_text: bool,
+) -> ClientConfig:
+    return ClientConfig(
+        base_url=config.url, model=config.model, endpoint=config.endpoint, api_key=api_key,
+        headers=headers, timeout_s=config.timeout_s, stall_timeout_s=config.stall_timeout_s,
+        connect_timeout_s=min(10.0, config.timeout_s), continuous_usage=config.continuous_usage,
+        send_ignore_eos=config.ignore_eos, keep_text=keep_text,
+    )  # fmt: skip
+
+
+def _choose_model(model: str | None, info: _ServerInfo, base: str) -> str:
+    if model is None:
+        if not info.models:
+            raise UserError(f"{base}/models lists no model: name one with --model.")
+        return info.models[0]
+    if info.models and model not in info.models:
+        served = ", ".join(info.models[:5])
+        raise UserError(f"model {model!r} is not served by {base} (it serves: {served}).")
+    return model
+
+
+def _run_levels(
+    session: _Session,
+    info: _ServerInfo,
+    ws: WorkloadSpec,
+    levels: list[tuple[str, str, float]],
+    max_len: int,
+) -> BenchResult:
+    config, knee, interrupted = session.config, None, False
+    _write_info(session, info, "running", None)
+    try:
+        index = 0
+        while index < len(levels) and not interrupted:
+            name, mode, value = levels[index]
+            schedule = _schedule(
+                config, ws, mode=mode, value=value, max_model_len=max_len,
+                tokenizer=session.tokenizer,
+            )  # fmt: skip
+            level = session.run_level(index, name, mode, value, schedule)
+            interrupted = level.interrupted
+            if config.sweep and index == 0:
+                peak = level.summary.request_throughput
+                levels += [(f"rate={r:.3g}", "rate", r) for r in sweep_rates(peak)]
+            index += 1
+            _write_info(session, info, "running", None)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        session.writer.close()
+    if config.sweep and session.levels:
+        probe = session.levels[0].summary.request_throughput
+        knee = find_knee(probe, [lv for lv in session.levels[1:] if lv.mode == "rate"])
+    _finish(session, info, interrupted, knee)
+    return session.result(interrupted, knee)

@@ -1,0 +1,291 @@
+"""api, level 5: the `diagnose` command — the whole pipeline, load to bottleneck map.
+
+Takes a server URL (or, with none, a twin scenario it starts), the load's
+duration, what else to watch (metrics, DCGM, the server's pid, traces) and
+the SLOs; does warm-up, a concurrency sweep, one open-loop step above the
+measured maximum and a drain, while the collector scrapes the server, DCGM
+and the host; captures a profile at the busiest step (the twin always does);
+then turns requests.jsonl, metrics.jsonl and the traces into signals.jsonl
+and the diagnosis (diagnosis.json). `--from-run` redoes the second half from
+a run directory; `--metrics-file` diagnoses one scrape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infertriage.analyze.client_signals import client_signals
+from infertriage.analyze.deployment_signals import config_signals
+from infertriage.analyze.metric_signals import Phases, metric_signals
+from infertriage.api.bench import run_bench
+from infertriage.api.collect_thread import CollectorThread
+from infertriage.api.evidence import plan_signals, trace_signals
+from infertriage.collect import adapt_scrape, detect, parse_metrics_text
+from infertriage.collect.scraper import samples_of
+from infertriage.diagnose import Evidence, diagnose_evidence
+from infertriage.loadgen.results import BenchResult
+from infertriage.schemas import (
+    Diagnosis,
+    JsonlWriter,
+    RequestRecord,
+    RunClock,
+    RunDir,
+    RunInfo,
+    Sample,
+    Signal,
+    Thresholds,
+    UserError,
+    load_thresholds,
+    write_json,
+)
+from infertriage.twin.process import TwinProcess
+from infertriage.twin.scenario import load_scenario
+
+__all__ = ["DiagnoseResult", "diagnose"]
+
+# The sweep's last level is the measured one: SLOs, server histograms and KV use are read
+# over it; the overload step after it shows whether the queue grows without bound.
+_SWEEP = (1, 4, 16)
+_OVERLOAD_FACTOR = 1.5
+_DRAIN_S = 2.0  # after the load: does the KV cache return to idle?
+_DRAIN_TIMEOUT_S = 3.0  # a level waits this long for its last streams, then cuts them
+_MIN_LEVEL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnoseResult:
+    run_dir: Path | None
+    diagnosis: Diagnosis
+    target: str  # the URL, "twin:<scenario>" or the metrics file
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    url: str
+    metrics_url: str | None
+    dcgm_url: str | None
+    server_pid: int | None
+    deployment: dict[str, Any]
+    name: str
+    profile: bool
+
+
+@contextlib.contextmanager
+def _twin_target(scenario: str, run: RunDir) -> Iterator[_Target]:
+    loaded = load_scenario(scenario)
+    with TwinProcess(scenario, load_time_s=0.2, profile_dir=run.raw) as twin:
+        yield _Target(
+            url=twin.url,
+            metrics_url=None,
+            dcgm_url=f"{twin.url}/dcgm/metrics",
+            server_pid=twin.pid,
+            deployment=_twin_deployment(loaded),
+            name=f"twin:{scenario}",
+            profile=True,
+        )
+
+
+def _twin_deployment(scenario: Any) -> dict[str, Any]:
+    return {
+        "model": scenario.model,
+        "gpu": scenario.gpu,
+        "dtype": scenario.dtype,
+        "tensor_parallel": scenario.tensor_parallel,
+        "interconnect": scenario.interconnect,
+        "max_num_seqs": scenario.engine.max_num_seqs,
+        "max_model_len": scenario.engine.max_model_len,
+        "num_draft_tokens": scenario.speculative.num_draft_tokens,
+    }
+
+
+def _post(url: str) -> bool:
+    request = urllib.request.Request(url, data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status: int = response.status
+            return 200 <= status < 300
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def _level_s(duration_s: float) -> tuple[float, float, float]:
+    """The duration shared out: warm-up levels ⅙ each, the measured level and overload ⅓ each."""
+    return (
+        max(_MIN_LEVEL_S, duration_s / 6),
+        max(_MIN_LEVEL_S, duration_s / 3),
+        max(_MIN_LEVEL_S, duration_s / 3),
+    )
+
+
+def _best_rate(results: Sequence[BenchResult]) -> float:
+    rates = [level.summary.request_throughput for r in results for level in r.levels]
+    return max([rate for rate in rates if rate > 0], default=1.0)
+
+
+def _measure(
+    target: _Target, run: RunDir, clock: RunClock, duration_s: float, bench: dict[str, Any]
+) -> tuple[Phases, list[str], dict[str, Any]]:
+    warm_s, level_s, overload_s = _level_s(duration_s)
+    collector = CollectorThread(
+        run,
+        clock,
+        url=target.url,
+        metrics_url=target.metrics_url,
+        dcgm_url=target.dcgm_url,
+        server_pid=target.server_pid,
+    )
+    collector.start()
+    try:
+        common = {"url": target.url, "out": run.root, "clock": clock, **bench}
+        common["drain_timeout_s"] = _DRAIN_TIMEOUT_S
+        warm = run_bench(concurrencies=(*_SWEEP[:-1],), duration_s=warm_s, **common)
+        profiling = target.profile and _post(f"{target.url}/start_profile")
+        main = run_bench(concurrencies=(_SWEEP[-1],), duration_s=level_s, **common)
+        if profiling:
+            _post(f"{target.url}/stop_profile")
+        overload_rate = _OVERLOAD_FACTOR * _best_rate((warm, main))
+        overload = run_bench(rates=(overload_rate,), duration_s=overload_s, **common)
+        time.sleep(_DRAIN_S)
+    finally:
+        collected = collector.stop()
+    main_name = main.levels[-1].name
+    over_name = overload.levels[-1].name
+    phases = _phases(run, main_name, over_name, clock.now_ts())
+    levels = [level.name for r in (warm, main, overload) for level in r.levels]
+    extra = {
+        "server_config": collected.get("server_config", {}),
+        "environment": collected.get("environment", {}),
+        "client_bound": any(lvl.client.client_bound for lvl in main.levels),
+        "main_level": main_name,
+    }
+    return phases, levels, extra
+
+
+def _records(run: RunDir) -> list[RequestRecord]:
+    return list(run.iter_records(run.requests, RequestRecord))
+
+
+def _phases(run: RunDir, main: str, overload: str, drain_end: float) -> Phases:
+    records = _records(run)
+    mine = [r for r in records if r.labels.get("level") == main]
+    over = [r for r in records if r.labels.get("level") == overload]
+    if not mine:
+        raise UserError("the measured load level finished no request; is the server serving?")
+    ends = [r.end_ts for r in mine if r.end_ts is not None]
+    over_ends = [r.end_ts or r.sent_ts for r in over]
+    return Phases(
+        load_start_ts=min(r.sent_ts for r in mine),
+        load_end_ts=max(ends, default=max(r.sent_ts for r in mine)),
+        overload_start_ts=min((r.sent_ts for r in over), default=None),
+        overload_end_ts=max(over_ends, default=None),
+        drain_end_ts=drain_end,
+    )
+
+
+def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
+    summary = info.summary
+    phases = Phases(**summary["phases"])
+    main = summary["main_level"]
+    records = [r for r in _records(run) if r.labels.get("level") == main]
+    samples = list(run.iter_records(run.metrics, Sample))
+    deployment = info.config.get("deployment", {})
+    signals = [
+        *client_signals(records, client_bound=bool(summary.get("client_bound"))),
+        *metric_signals(samples, phases),
+        *config_signals(info.server_config, deployment),
+        *trace_signals(sorted(run.raw.glob("*.pt.trace.json*"))),
+    ]
+    return signals + plan_signals(deployment, info.server_config, signals)
+
+
+def _diagnose_run(run: RunDir, thresholds: Thresholds, target: str) -> DiagnoseResult:
+    info = run.read_info()
+    signals = _signals_of_run(run, info)
+    if run.signals.exists():
+        run.signals.unlink()
+    with JsonlWriter(run.signals) as writer:
+        for signal in signals:
+            writer.write(signal)
+    diagnosis = diagnose_evidence(Evidence.of(signals), thresholds)
+    write_json(run.diagnosis, diagnosis)
+    return DiagnoseResult(run.root, diagnosis, target)
+
+
+def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
+    """One scrape: gauges only, at one instant; rules that need load or rates say `unknown`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}.") from err
+    exposition = parse_metrics_text(text, str(path))
+    adapted = adapt_scrape(exposition, detect(exposition))
+    samples = samples_of(0.0, adapted)
+    signals = metric_signals(samples, Phases(load_start_ts=0.0, load_end_ts=0.0))
+    diagnosis = diagnose_evidence(Evidence.of(signals), thresholds)
+    return DiagnoseResult(None, diagnosis, str(path))
+
+
+def diagnose(
+    *,
+    url: str | None = None,
+    scenario: str = "healthy",
+    metrics_url: str | None = None,
+    dcgm_url: str | None = None,
+    server_pid: int | None = None,
+    duration_s: float = 60.0,
+    from_run: Path | None = None,
+    metrics_file: Path | None = None,
+    slo: str | None = None,
+    out: Path | None = None,
+    model: str | None = None,
+    endpoint: str = "chat",
+    api_key: str | None = None,
+    deployment: dict[str, Any] | None = None,
+) -> DiagnoseResult:
+    thresholds = load_thresholds(slo)
+    if from_run is not None:
+        run = RunDir.open(from_run)
+        return _diagnose_run(run, thresholds, run.read_info().config.get("target", str(from_run)))
+    if metrics_file is not None:
+        return diagnose_metrics_file(metrics_file, thresholds)
+    if duration_s <= 0:
+        raise UserError("--duration must be positive.")
+    run = RunDir.create(out, prefix="diagnose")
+    clock = RunClock()
+    bench = {"model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds}
+    if url is None:
+        context: contextlib.AbstractContextManager[_Target] = _twin_target(scenario, run)
+    else:
+        context = contextlib.nullcontext(
+            _Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
+        )
+    with context as target:
+        phases, levels, extra = _measure(target, run, clock, duration_s, bench)
+    info = RunInfo(
+        command="diagnose",
+        wall_anchor_s=clock.wall_anchor_s,
+        config={"target": target.name, "deployment": target.deployment, "levels": levels},
+        environment=extra["environment"],
+        server_config=extra["server_config"],
+        summary={
+            "phases": {
+                "load_start_ts": phases.load_start_ts,
+                "load_end_ts": phases.load_end_ts,
+                "overload_start_ts": phases.overload_start_ts,
+                "overload_end_ts": phases.overload_end_ts,
+                "drain_end_ts": phases.drain_end_ts,
+            },
+            "main_level": extra["main_level"],
+            "client_bound": extra["client_bound"],
+        },
+    )
+    run.write_info(info)
+    return _diagnose_run(run, thresholds, target.name)

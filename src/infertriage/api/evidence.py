@@ -1,0 +1,126 @@
+"""api, level 5: evidence that needs a lower stage's heavier machinery — traces and the plan.
+
+Takes the trace files of a run and the deployment; gives the signals the
+rules read under their own names: the trace analysis's `trace.*` figures
+(renamed where the rules use a shorter name) and the roofline's throughput
+and ITL at the batch the run reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from infertriage.api.trace import analyze_trace
+from infertriage.plan import PlanInputs, get_gpu, load_model, make_capacity_plan
+from infertriage.schemas import Signal, UserError
+
+__all__ = ["plan_signals", "trace_signals"]
+
+# the rules' name ← the trace analysis's name
+_TRACE_NAMES = {
+    "trace.host_wait_fraction": "trace.idle.host_wait_fraction",
+    "trace.syncs_per_step": "trace.sync_calls_per_step",
+}
+
+
+def trace_signals(paths: Sequence[Path]) -> list[Signal]:
+    """Every trace signal, plus the derived ones the rules read."""
+    if not paths:
+        return []
+    report = analyze_trace(list(paths))
+    found = {s.name: s for s in report.signals}
+    out = list(report.signals)
+    for mine, theirs in _TRACE_NAMES.items():
+        if theirs in found:
+            out.append(_renamed(found[theirs], mine))
+    out += _launch_gap(found)
+    backends = [s for name, s in found.items() if name.startswith("trace.attention_backend.")]
+    if backends:
+        unfused = any(s.name.endswith(".math") for s in backends)
+        out.append(_renamed(backends[0], "trace.attention_unfused", 1.0 if unfused else 0.0))
+    return out
+
+
+def _launch_gap(found: Mapping[str, Signal]) -> list[Signal]:
+    """GPU idle waiting on launches: kernel-to-kernel gaps and host waits, outside CUDA graphs.
+
+    With graphs the host's waits are scheduling between steps, not launches, so the
+    share is scaled by the time not under graphs.
+    """
+    span = found.get("trace.gpu_span_s")
+    if span is None or span.value <= 0:
+        return []
+    idle = sum(
+        found[name].value
+        for name in ("trace.idle.kernel_to_kernel_s", "trace.idle.host_wait_s")
+        if name in found
+    )
+    graphs = found.get("trace.cuda_graph_fraction")
+    eager = 1.0 - (graphs.value if graphs is not None else 0.0)
+    share = idle / span.value * eager
+    out = [Signal("trace.launch_gap_fraction", share, "fraction", span.source, span.window)]
+    host = found.get("trace.idle.host_wait_s")
+    if host is not None:
+        # under CUDA graphs the GPU waits on the host only between steps: the scheduler's time
+        gap = host.value / span.value * (1.0 - eager)
+        out.append(Signal("trace.step_cpu_gap_fraction", gap, "fraction", span.source, span.window))
+    return out
+
+
+def _renamed(signal: Signal, name: str, value: float | None = None) -> Signal:
+    unit = "bool" if value is not None else signal.unit
+    return Signal(
+        name, signal.value if value is None else value, unit, signal.source, signal.window
+    )
+
+
+def _value(signals: Sequence[Signal], name: str) -> float | None:
+    return next((s.value for s in signals if s.name == name), None)
+
+
+def plan_signals(
+    deployment: Mapping[str, Any], server_config: Mapping[str, Any], measured: Sequence[Signal]
+) -> list[Signal]:
+    """The roofline at the batch and prompt length the run reached, when the deployment is known."""
+    model, gpu = deployment.get("model"), deployment.get("gpu")
+    batch = _value(measured, "client.max_concurrency")
+    if not isinstance(model, str) or not isinstance(gpu, str) or not batch:
+        return []
+    prompt = int(_value(measured, "client.mean_prompt_tokens") or 512)
+    output = int(_value(measured, "client.mean_output_tokens") or 256)
+    max_len = int(server_config.get("max_model_len") or deployment.get("max_model_len") or 8192)
+    try:
+        plan = make_capacity_plan(
+            PlanInputs(
+                model=load_model(model),
+                gpu=get_gpu(gpu),
+                max_model_len=max_len,
+                concurrency=max(1, int(batch)),
+                input_len=min(prompt, max_len - 1),
+                output_len=max(1, min(output, max_len - prompt)),
+                tp=int(deployment.get("tensor_parallel") or 1),
+                dtype=str(deployment.get("dtype") or "bf16"),
+                interconnect=str(deployment.get("interconnect") or "auto"),
+            )
+        )
+    except UserError:
+        return []
+    r = plan.roofline
+    pcie = _value(measured, "gpu.pcie_bytes_per_s")
+    extra = []
+    if pcie is not None:
+        share = pcie / plan.inputs.gpu.pcie_bw_bytes_per_s
+        extra.append(Signal("gpu.pcie_utilization", share, "fraction", "metrics+plan"))
+    # A request of the run holds its seat for its prefill and all its decode steps.
+    per_request_s = r.ttft_s + output * r.itl_s
+    ceiling = r.batch_size * output / per_request_s
+    return [
+        *extra,
+        Signal("plan.throughput_roofline_tok_s", ceiling, "tokens/s", "plan"),
+        Signal("plan.decode_itl_roofline_s", r.itl_s, "s", "plan"),
+        Signal("plan.decode_batch", float(r.batch_size), "requests", "plan"),
+        Signal("plan.tokens_per_request", float(plan.inputs.tokens_per_request), "tokens", "plan"),
+        Signal("plan.memory_headroom", plan.free_fraction, "fraction", "plan"),
+    ]

@@ -1,0 +1,34 @@
+"""api, level 5: the `trace` command's entry point.
+
+Takes trace paths (PyTorch-profiler JSON, a directory of per-rank traces,
+Nsight Systems SQLite exports) and an optional `TORCH_LOGS=recompiles` log;
+gives a `TraceReport`. Bad input is a `UserError` of one sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from infertriage.analyze.trace import (
+    TraceReport,
+    analyze_tables,
+    load_traces,
+    parse_recompile_log,
+)
+from infertriage.schemas import UserError
+
+__all__ = ["analyze_trace"]
+
+
+def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
+    """The `trace` command: load every trace once, run every analysis, merge the ranks."""
+    recompiles = None
+    if log is not None:
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError as err:
+            raise UserError(f"--log {log} cannot be read ({err.strerror}).") from err
+        recompiles = parse_recompile_log(text)
+    tables = load_traces(list(paths))
+    return analyze_tables(tables, recompiles, str(log) if log is not None else None)

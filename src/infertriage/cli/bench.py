@@ -1,0 +1,110 @@
+"""cli, level 6: `infertriage bench` — parse, call `api.bench.run_bench`, render.
+
+Exit codes: 0 done, 2 a user error (one sentence on stderr), 130 interrupted
+(Ctrl-C: the partial summary is printed and every record kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infertriage.api.bench import run_bench
+from infertriage.cli.common import print_json
+from infertriage.report.bench import BenchProgress, bench_to_json, render_bench
+from infertriage.schemas import UserError, load_thresholds, parse_duration
+
+EXIT_INTERRUPTED = 130
+
+
+def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[float]:
+    out: list[float] = []
+    for value in values:
+        for part in value.split(","):
+            text = part.strip().lower()
+            if not text:
+                continue
+            try:
+                number = float("inf") if text == "inf" and kind is float else kind(text)
+            except ValueError:
+                raise UserError(f"{flag} {value!r}: {part.strip()!r} is not a number.") from None
+            if number <= 0:
+                raise UserError(f"{flag} {value!r}: values must be positive.")
+            out.append(float(number))
+    return out
+
+
+def _seconds(text: str | None) -> float | None:
+    return parse_duration(text) if text else None
+
+
+def bench(
+    url: str = typer.Option(..., "--url", help="Server base URL (a trailing /v1 is fine)."),
+    model: str | None = typer.Option(None, "--model", help="Served model (default: the first)."),
+    endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        show_default=False,
+        help="Bearer key (or OPENAI_API_KEY); sent, never stored.",
+    ),
+    rate: list[str] = typer.Option([], "--rate", help="Requests/s, e.g. 1,2,4 or inf (open loop)."),
+    concurrency: list[str] = typer.Option([], "--concurrency", help="Closed-loop users: 1,4,16."),
+    sweep: bool = typer.Option(False, "--sweep", help="Find max throughput and the knee."),
+    workload: str = typer.Option("chat-mix", "--workload", help="chat-mix, synthetic:…, …"),
+    arrival: str = typer.Option(
+        "poisson", "--arrival", help="poisson, constant, gamma:B, ramp:R0."
+    ),
+    duration: str | None = typer.Option(None, "--duration", help="Issue for this long, e.g. 60s."),
+    num_requests: int | None = typer.Option(None, "--num-requests", help="Requests per level."),
+    workers: int = typer.Option(1, "--workers", help="Client processes (one event loop each)."),
+    max_concurrency: int | None = typer.Option(
+        None, "--max-concurrency", help="Cap on in-flight requests (the wait is reported)."
+    ),
+    think_time: str | None = typer.Option(None, "--think-time", help="Closed loop: pause."),
+    out: Path | None = typer.Option(None, "--out", help="Run directory (default runs/bench-…)."),
+    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    goodput: str | None = typer.Option(None, "--goodput", help="Per-request SLOs: ttft=200ms,…"),
+    header: list[str] = typer.Option([], "--header", help="NAME:VALUE, repeatable."),
+    timeout: str = typer.Option("600s", "--timeout", help="Per-request timeout."),
+    stall_timeout: str | None = typer.Option(None, "--stall-timeout", help="No byte for this."),
+    drain_timeout: str | None = typer.Option(None, "--drain-timeout", help="Wait after issuing."),
+    seed: int = typer.Option(0, "--seed", help="Seed of lengths and arrivals."),
+    tokenizer: Path | None = typer.Option(None, "--tokenizer", help="A local tokenizer.json."),
+    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Caps prompt lengths."),
+    continuous_usage: bool = typer.Option(
+        True, "--continuous-usage/--no-continuous-usage", help="Ask for usage in every chunk."
+    ),
+    ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Exact lengths."),
+    uvloop: bool = typer.Option(True, "--uvloop/--no-uvloop", help="Use uvloop where installed."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> int:
+    thresholds = load_thresholds(slo)
+    rates = _split(rate, "--rate", float)
+    concurrencies = [round(c) for c in _split(concurrency, "--concurrency", int)]
+    display = None if json_out else BenchProgress(Console(stderr=True))
+    with display if display is not None else contextlib.nullcontext():
+        result = run_bench(
+            url=url, model=model, endpoint=endpoint, api_key=api_key, rates=rates,
+            concurrencies=concurrencies, sweep=sweep, workload=workload, arrival=arrival,
+            duration_s=_seconds(duration), num_requests=num_requests, workers=workers,
+            max_concurrency=max_concurrency, think_time_s=_seconds(think_time) or 0.0, out=out,
+            thresholds=thresholds, goodput=goodput, headers=header,
+            timeout_s=parse_duration(timeout), stall_timeout_s=_seconds(stall_timeout),
+            drain_timeout_s=_seconds(drain_timeout), seed=seed, tokenizer=tokenizer,
+            max_model_len=max_model_len, continuous_usage=continuous_usage,
+            ignore_eos=ignore_eos, use_uvloop=uvloop, observer=display,
+        )  # fmt: skip
+    if json_out:
+        print_json(bench_to_json(result))
+    else:
+        render_bench(result, Console())
+    if result.interrupted:
+        sys.stderr.write("infertriage: interrupted; the records and a partial summary are kept.\n")
+        return EXIT_INTERRUPTED
+    return 0

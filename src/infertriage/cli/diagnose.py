@@ -1,0 +1,61 @@
+"""cli, level 6: `infertriage diagnose` — parse, call `api.diagnose`, render the map."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infertriage.api.diagnose import diagnose as run_diagnose
+from infertriage.cli.common import print_json
+from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
+
+
+def diagnose(
+    url: str | None = typer.Option(None, "--url", help="Server base URL; without it, the twin."),
+    scenario: str = typer.Option("healthy", "--scenario", help="Twin scenario (name or YAML)."),
+    metrics_url: str | None = typer.Option(None, "--metrics-url", help="Default URL/metrics."),
+    dcgm_url: str | None = typer.Option(None, "--dcgm-url", help="dcgm-exporter /metrics."),
+    server_pid: int | None = typer.Option(None, "--server-pid", help="The server's process."),
+    duration: float = typer.Option(60.0, "--duration", help="Seconds of load in all."),
+    from_run: Path | None = typer.Option(None, "--from-run", help="Re-diagnose a run dir."),
+    metrics_file: Path | None = typer.Option(None, "--metrics-file", help="One scrape."),
+    model: str | None = typer.Option(None, "--model", help="Served model name."),
+    model_config: str | None = typer.Option(None, "--model-config", help="Preset or config."),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU, for the roofline."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size, for the roofline."),
+    endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
+    api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
+    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    out: Path | None = typer.Option(None, "--out", help="Run directory."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    deployment: dict[str, object] = {"tensor_parallel": tp}
+    if model_config:
+        deployment["model"] = model_config
+    if gpu:
+        deployment["gpu"] = gpu
+    result = run_diagnose(
+        url=url,
+        scenario=scenario,
+        metrics_url=metrics_url,
+        dcgm_url=dcgm_url,
+        server_pid=server_pid,
+        duration_s=duration,
+        from_run=from_run,
+        metrics_file=metrics_file,
+        slo=slo,
+        out=out,
+        model=model,
+        endpoint=endpoint,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+        deployment=deployment,
+    )
+    if json_out:
+        print_json(diagnosis_to_json(result.diagnosis))
+        return
+    console = Console()
+    where = f" — run {result.run_dir}" if result.run_dir else ""
+    render_diagnosis(result.diagnosis, console, title=f"Bottleneck map: {result.target}{where}")

@@ -1,0 +1,29 @@
+"""cli, level 6: `infertriage trace` — parse, call `api.analyze_trace`, render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infertriage.api.trace import analyze_trace
+from infertriage.cli.common import print_json
+from infertriage.report.trace import render_trace, trace_to_json
+
+
+def trace(
+    files: list[Path] = typer.Argument(
+        ...,
+        help="PyTorch-profiler traces (.json, .json.gz), a directory of ranks, or nsys .sqlite.",
+    ),
+    log: Path | None = typer.Option(
+        None, "--log", help="A TORCH_LOGS=recompiles log to count recompilations from."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    report = analyze_trace(files, log=log)
+    if json_out:
+        print_json(trace_to_json(report))
+    else:
+        render_trace(report, Console())

@@ -1,0 +1,23 @@
+"""cli, level 6: `infertriage twin` — serve the simulated vLLM-like server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from infertriage import api
+
+
+def twin(
+    scenario: str = typer.Option("healthy", "--scenario", help="Packaged name or YAML path."),
+    port: int = typer.Option(8000, "--port", help="Port on 127.0.0.1 (0 picks a free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+    load_time: float | None = typer.Option(
+        None, "--load-time", help="Seconds /health answers 503 (default: the scenario's)."
+    ),
+    profile_dir: Path | None = typer.Option(
+        None, "--profile-dir", help="Serve /start_profile and /stop_profile; traces go here."
+    ),
+) -> None:
+    api.serve_twin(scenario, host=host, port=port, load_time_s=load_time, profile_dir=profile_dir)

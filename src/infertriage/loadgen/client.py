@@ -1,0 +1,454 @@
+"""loadgen, level 2: one streaming request to an OpenAI-compatible server, measured.
+
+Takes a `ClientConfig` (base URL, model, endpoint, key, headers, timeouts), an
+aiohttp session and a `RequestSpec`; gives a `RequestRecord`. Every read is
+stamped with `time.perf_counter_ns()` the moment it returns, before any
+parsing; the events of one read become one chunk per kind (reasoning or
+output) at that stamp. Token counts come from `usage`
+(`stream_options.include_usage`, and per chunk with `continuous_usage_stats`
+where the server offers it). A role-only chunk is not content; reasoning
+deltas (`reasoning_content` or `reasoning`) are. Failures never raise: each
+becomes an `ErrorKind` with a finer `fault` (connect, reset, stall, timeout,
+http_5xx, error_event, malformed_event, truncated). The API key is sent in
+the `Authorization` header and appears in no record, text or repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+import orjson
+
+from infertriage.loadgen.sse import SseEvent, SseParser
+from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
+from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
+
+__all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState"]
+
+_ERROR_TEXT_LIMIT = 300
+_NOTHING, _OUTPUT, _REASONING = 0, 1, 2
+_loads = orjson.loads
+# The watchdog looks this often at most; timeouts are found within one look.
+_WATCH_INTERVAL_S = 0.25
+# After [DONE], wait at most this long for the body's end so the connection can be reused.
+_DONE_GRACE_S = 0.5
+
+
+class Endpoint(StrEnum):
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    base_url: str  # ends in /v1
+    model: str
+    endpoint: Endpoint = Endpoint.CHAT
+    api_key: str | None = field(default=None, repr=False)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    timeout_s: float = 600.0  # the whole request
+    stall_timeout_s: float = 60.0  # no byte for this long
+    connect_timeout_s: float = 10.0
+    continuous_usage: bool = True  # ask for usage in every chunk (vLLM, SGLang)
+    send_ignore_eos: bool = True  # send `ignore_eos` when a spec asks for exact lengths
+    keep_text: bool = False  # keep the output text, to count it with a local tokenizer
+
+    @property
+    def url(self) -> str:
+        path = "/chat/completions" if self.endpoint is Endpoint.CHAT else "/completions"
+        return self.base_url + path
+
+
+class StreamState:
+    """What one request has measured so far; survives cancellation, so partial runs keep it."""
+
+    __slots__ = (
+        "chat",
+        "chunks",
+        "done_ns",
+        "error_kind",
+        "error_text",
+        "exact",
+        "fault",
+        "finished",
+        "headers_ns",
+        "last_ns",
+        "parser",
+        "prev_cum",
+        "queue_s",
+        "scheduled_ns",
+        "sent_ns",
+        "spec",
+        "status",
+        "texts",
+        "timed_out",
+        "usage_completion",
+        "usage_prompt",
+    )
+
+    def __init__(self, spec: RequestSpec, scheduled_ns: int, *, chat: bool) -> None:
+        self.spec = spec
+        self.chat = chat
+        self.scheduled_ns = scheduled_ns
+        self.sent_ns = scheduled_ns
+        self.last_ns = scheduled_ns  # the last sign of life: the send, the headers, a read
+        self.timed_out = ""  # the watchdog's fault, once it has cancelled the request
+        self.queue_s = 0.0
+        self.headers_ns: int | None = None
+        self.done_ns: int | None = None
+        self.chunks: list[tuple[int, int, bool]] = []
+        self.parser = SseParser()
+        self.status: int | None = None
+        self.error_kind = ErrorKind.NONE
+        self.error_text = ""
+        self.fault = ""
+        self.finished = False
+        self.exact = True
+        self.prev_cum = 0
+        self.usage_prompt: int | None = None
+        self.usage_completion: int | None = None
+        self.texts: list[str] | None = None
+
+    def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
+        """Record the first failure; a later one (a reset after an error event) does not mask it."""
+        if self.error_kind is ErrorKind.NONE:
+            self.error_kind, self.fault, self.error_text = kind, fault, text[:_ERROR_TEXT_LIMIT]
+
+    def _error_event(self, data: bytes) -> None:
+        message = data.decode("utf-8", "replace")
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            message = str(err.get("message", err) if isinstance(err, dict) else err)
+        self.fail(ErrorKind.STREAM, "error_event", message)
+
+    def _usage(self, usage: Any) -> int:
+        """Tokens since the last count, from cumulative `usage`; 1 when it has no count."""
+        if isinstance(usage, dict):
+            cum = usage.get("completion_tokens")
+            self.usage_prompt = usage.get("prompt_tokens", self.usage_prompt)
+            if isinstance(cum, int):
+                self.usage_completion = cum
+                tokens, self.prev_cum = cum - self.prev_cum, cum
+                return max(tokens, 0)
+        self.exact = False
+        return 1
+
+    def _kind(self, obj: dict[str, Any]) -> int:
+        """What the event's first choice carries; a role-only delta carries nothing."""
+        choices = obj.get("choices")
+        if not choices:
+            return _NOTHING
+        first = choices[0]
+        if first.get("finish_reason"):
+            self.finished = True
+        if self.chat:
+            delta = first.get("delta")
+            if not delta:
+                return _NOTHING
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                return _REASONING
+            text = delta.get("content")
+        else:
+            text = first.get("text")
+        if not text:
+            return _NOTHING
+        if self.texts is not None:
+            self.texts.append(text)
+        return _OUTPUT
+
+    def _event(self, name: bytes, data: bytes, ns: int) -> tuple[int, int]:
+        """One event → (kind, tokens): kind `_OUTPUT`, `_REASONING` or `_NOTHING`."""
+        if name or data == b"[DONE]":
+            if name == b"error":
+                self._error_event(data)
+            elif not name:
+                self.done_ns = self.done_ns or ns
+            return _NOTHING, 0
+        try:
+            obj = _loads(data)
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is not dict:
+            self.fail(ErrorKind.STREAM, "malformed_event", data[:80].decode("utf-8", "replace"))
+            return _NOTHING, 0
+        if "error" in obj:
+            self._error_event(data)
+            return _NOTHING, 0
+        kind = self._kind(obj)
+        usage = obj.get("usage")
+        if usage is not None:
+            return kind, self._usage(usage)  # a usage-only event still moves the count on
+        if kind:
+            self.exact = False
+            return kind, 1
+        return _NOTHING, 0
+
+    def on_events(self, events: list[SseEvent], ns: int) -> None:
+        """Fold the events of one read, all stamped `ns`, into at most two chunks."""
+        output = reasoning = -1
+        for name, data in events:
+            kind, tokens = self._event(name, data, ns)
+            if kind == _OUTPUT:
+                output = max(output, 0) + tokens
+            elif kind == _REASONING:
+                reasoning = max(reasoning, 0) + tokens
+        if reasoning >= 0:
+            self.chunks.append((ns, reasoning, True))
+        if output >= 0:
+            self.chunks.append((ns, output, False))
+
+    def record(
+        self,
+        record_id: str,
+        start_ns: int,
+        tokenizer: TokenCounter | None = None,
+        labels: tuple[tuple[str, str], ...] = (),
+    ) -> RequestRecord:
+        """The finished record on the run's clock (seconds since `start_ns`)."""
+
+        def ts(ns: int | None) -> float | None:
+            return None if ns is None else (ns - start_ns) * 1e-9
+
+        chunks = tuple(Chunk((ns - start_ns) * 1e-9, k, r) for ns, k, r in self.chunks)
+        counted = sum(k for _, k, _ in self.chunks)
+        output, output_source = self._output_tokens(counted, tokenizer)
+        prompt_source = TokenSource.USAGE if self.usage_prompt is not None else TokenSource.ESTIMATE
+        end_ns = self.done_ns or (self.chunks[-1][0] if self.chunks else None)
+        all_labels = dict(self.spec.labels)
+        all_labels.update(labels)
+        if tokenizer is not None and self.texts is not None and output_source is TokenSource.USAGE:
+            # The cross-check: what the local tokenizer makes of the text the server sent.
+            all_labels["tokenizer_output_tokens"] = str(tokenizer.count("".join(self.texts)))
+        return RequestRecord(
+            id=record_id,
+            scheduled_ts=(self.scheduled_ns - start_ns) * 1e-9,
+            sent_ts=(self.sent_ns - start_ns) * 1e-9,
+            first_token_ts=chunks[0].ts if chunks else None,
+            last_token_ts=chunks[-1].ts if chunks else None,
+            end_ts=ts(end_ns),
+            chunks=chunks,
+            prompt_tokens=self.usage_prompt
+            if self.usage_prompt is not None
+            else self.spec.prompt_tokens,
+            output_tokens=output,
+            prompt_tokens_source=prompt_source,
+            output_tokens_source=output_source,
+            http_status=self.status,
+            error_kind=self.error_kind,
+            error_text=self.error_text,
+            labels=all_labels,
+            client_queue_s=self.queue_s,
+            max_tokens=self.spec.max_tokens,
+            headers_ts=ts(self.headers_ns),
+            chunk_tokens_exact=bool(self.chunks)
+            and (self.exact or self.usage_completion == counted),
+            fault=self.fault,
+        )
+
+    def _output_tokens(
+        self, counted: int, tokenizer: TokenCounter | None
+    ) -> tuple[int | None, TokenSource]:
+        if self.usage_completion is not None:
+            return self.usage_completion, TokenSource.USAGE
+        if tokenizer is not None and self.texts is not None:
+            return tokenizer.count("".join(self.texts)), TokenSource.TOKENIZER
+        return (counted if self.chunks else None), TokenSource.ESTIMATE
+
+
+class RequestClient:
+    """Sends specs over one aiohttp session and fills their `StreamState`s."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        session: aiohttp.ClientSession,
+        renderer: TextRenderer | None = None,
+    ) -> None:
+        self.config = config
+        self.session = session
+        self.renderer = renderer or TextRenderer()
+        self._chat = config.endpoint is Endpoint.CHAT
+        self._url = config.url
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers.update(dict(config.headers))
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._headers = headers
+        self._active: dict[StreamState, asyncio.Task[Any]] = {}
+        self._watchdog: asyncio.Task[None] | None = None
+
+    def body(self, spec: RequestSpec) -> bytes:
+        cfg = self.config
+        stream_options: dict[str, bool] = {"include_usage": True}
+        if cfg.continuous_usage:
+            stream_options["continuous_usage_stats"] = True
+        payload: dict[str, object] = {
+            "model": cfg.model,
+            "max_tokens": spec.max_tokens,
+            "stream": True,
+            "stream_options": stream_options,
+        }
+        messages = self.renderer.messages(spec.turns)
+        if self._chat:
+            payload["messages"] = [{"role": role, "content": text} for role, text in messages]
+        else:
+            payload["prompt"] = "\n\n".join(text for _, text in messages)
+        if spec.ignore_eos and cfg.send_ignore_eos:
+            payload["ignore_eos"] = True
+        return orjson.dumps(payload)
+
+    def new_state(self, spec: RequestSpec, scheduled_ns: int) -> StreamState:
+        state = StreamState(spec, scheduled_ns, chat=self._chat)
+        if self.config.keep_text:
+            state.texts = []
+        return state
+
+    async def fetch(self, state: StreamState, request_id: str) -> None:
+        """Send the request and read its stream into `state`; never raises but for cancellation."""
+        try:
+            body = self.body(state.spec)
+        except Exception as err:  # a spec the client cannot encode is the user's data
+            state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
+            return
+        headers = {**self._headers, "X-Request-Id": request_id}
+        task = asyncio.current_task()
+        assert task is not None
+        self._active[state] = task
+        if self._watchdog is None:
+            self._watchdog = asyncio.create_task(self._watch())
+        state.sent_ns = state.last_ns = time.perf_counter_ns()
+        try:
+            async with self.session.post(self._url, data=body, headers=headers) as resp:
+                state.headers_ns = state.last_ns = time.perf_counter_ns()
+                state.status = resp.status
+                if resp.status != 200:
+                    await self._http_error(state, resp)
+                    return
+                await self._read(state, resp)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            _classify(state, err)
+        except asyncio.CancelledError:
+            if not state.timed_out:
+                raise
+            task.uncancel()  # the watchdog's own cancel: a timeout, not the run's end
+            limit = self.config.timeout_s if state.timed_out == "timeout" else None
+            text = f"no byte for {self.config.stall_timeout_s:g} s"
+            if limit is not None:
+                text = f"the request outlasted its {limit:g} s timeout"
+            state.fail(ErrorKind.TIMEOUT, state.timed_out, text)
+        finally:
+            self._active.pop(state, None)
+
+    async def _watch(self) -> None:
+        """One timer for every request in flight, instead of one per read.
+
+        aiohttp's `sock_read` and `total` timeouts reschedule a timer on every chunk; this
+        looks a few times a second at each request's last sign of life and its age.
+        """
+        cfg = self.config
+        stall_ns, total_ns = round(cfg.stall_timeout_s * 1e9), round(cfg.timeout_s * 1e9)
+        interval = max(0.01, min(_WATCH_INTERVAL_S, cfg.stall_timeout_s / 4, cfg.timeout_s / 4))
+        try:
+            while self._active:
+                await asyncio.sleep(interval)
+                now = time.perf_counter_ns()
+                for state, task in list(self._active.items()):
+                    if state.timed_out:
+                        continue
+                    if now - state.sent_ns > total_ns:
+                        state.timed_out = "timeout"
+                    elif now - state.last_ns > stall_ns:
+                        state.timed_out = "stall"
+                    else:
+                        continue
+                    if state.headers_ns is None:
+                        state.timed_out = "slow_headers"
+                    task.cancel()
+        finally:
+            self._watchdog = None
+
+    async def _http_error(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
+        try:
+            text = (await resp.content.read(_ERROR_TEXT_LIMIT)).decode("utf-8", "replace")
+        except (TimeoutError, aiohttp.ClientError):
+            text = ""
+        fault = f"http_{resp.status // 100}xx"
+        state.fail(ErrorKind.HTTP, fault, f"HTTP {resp.status}: {text}".strip())
+
+    async def _read(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
+        read = resp.content.readany
+        feed = state.parser.feed
+        on_events = state.on_events
+        perf = time.perf_counter_ns
+        while True:
+            data = await read()
+            ns = perf()
+            if not data:
+                break
+            state.last_ns = ns
+            events = feed(data)
+            if events:
+                on_events(events, ns)
+            if state.done_ns is not None:
+                await _finish_body(resp)
+                break
+        tail = state.parser.close()
+        if tail:
+            state.on_events(tail, perf())
+        if state.done_ns is None and not state.finished:
+            state.fail(ErrorKind.STREAM, "truncated", "the stream ended before [DONE]")
+
+
+async def _finish_body(resp: aiohttp.ClientResponse) -> None:
+    """Read to the body's end, briefly, so the connection is reused; nothing after [DONE] counts."""
+    try:
+        async with asyncio.timeout(_DONE_GRACE_S):
+            while await resp.content.readany():
+                pass
+    except (TimeoutError, aiohttp.ClientError):
+        resp.close()
+
+
+def _classify(state: StreamState, err: BaseException) -> None:
+    before_headers = state.headers_ns is None
+    text = f"{type(err).__name__}: {err}"
+    if isinstance(err, aiohttp.ClientConnectorError):
+        state.fail(ErrorKind.CONNECT, "connect", text)
+    elif isinstance(err, aiohttp.ConnectionTimeoutError):
+        state.fail(ErrorKind.TIMEOUT, "connect_timeout", text)
+    elif isinstance(err, aiohttp.SocketTimeoutError):
+        state.fail(ErrorKind.TIMEOUT, "slow_headers" if before_headers else "stall", text)
+    elif isinstance(err, TimeoutError):
+        state.fail(ErrorKind.TIMEOUT, "slow_headers" if before_headers else "timeout", text)
+    elif isinstance(err, aiohttp.ClientPayloadError):
+        state.fail(ErrorKind.STREAM, "reset", text)
+    elif isinstance(err, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | OSError):
+        state.fail(ErrorKind.CONNECT if before_headers else ErrorKind.STREAM, "reset", text)
+    else:
+        kind = ErrorKind.CONNECT if before_headers else ErrorKind.STREAM
+        state.fail(kind, "protocol", text)
+
+
+def make_session(config: ClientConfig) -> aiohttp.ClientSession:
+    """One session per process: no connection limit (a hidden pool would queue requests).
+
+    Only the connect timeout is aiohttp's; stalls and the request timeout are the
+    client's watchdog's, which costs nothing per chunk.
+    """
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout_s)
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        timeout=timeout,
+        connector=connector,
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent",),
+    )

@@ -1,0 +1,121 @@
+"""loadgen, level 2: the typed results of `bench`, and the hook a progress display implements.
+
+Takes nothing; gives `BenchConfig` (the validated run configuration that
+run.json stores; never the API key or header values), `ClientDiagnostics`
+(the client's own health and the `client_bound` verdict), `LevelResult` (one
+load level: its summary and diagnostics), `Knee` (a sweep's saturation
+point and the criterion used), `BenchResult` (the whole run) and
+`BenchObserver` (what a live display is told). `report` imports these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from infertriage.analyze.latency import Distribution, LatencySummary
+from infertriage.loadgen.client import Endpoint
+from infertriage.schemas import RequestRecord, Thresholds
+
+__all__ = [
+    "BenchConfig",
+    "BenchObserver",
+    "BenchResult",
+    "ClientDiagnostics",
+    "Knee",
+    "LevelResult",
+]
+
+
+class BenchConfig(BaseModel):
+    """What was asked for; safe to write to run.json (no key, no header values)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    model: str
+    endpoint: Endpoint = Endpoint.CHAT
+    rates: tuple[float, ...] = ()
+    concurrencies: tuple[int, ...] = ()
+    sweep: bool = False
+    workload: str = "chat-mix"
+    arrival: str = "poisson"
+    duration_s: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, gt=0)
+    workers: int = Field(default=1, ge=1, le=256)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    think_time_s: float = Field(default=0.0, ge=0)
+    timeout_s: float = Field(default=600.0, gt=0)
+    stall_timeout_s: float = Field(default=60.0, gt=0)
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+    goodput: str | None = None
+    seed: int = 0
+    tokenizer: Path | None = None
+    max_model_len: int | None = Field(default=None, gt=0)
+    continuous_usage: bool = True
+    ignore_eos: bool = True
+    header_names: tuple[str, ...] = ()
+    use_uvloop: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ClientDiagnostics:
+    """The load client's own health during one level; `client_bound` says whether to trust it."""
+
+    num_workers: int
+    uvloop: bool
+    cpu_s: float
+    wall_s: float
+    cpu_busiest: float  # the busiest worker's CPU, in cores
+    loop_lag: Distribution | None
+    num_chunks: int
+    cpu_s_per_10k_chunks: float | None
+    client_bound: bool
+    host_busy: bool  # stamps ran late though the client was mostly idle
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LevelResult:
+    """One load level: a rate (open loop), a concurrency (closed loop) or the sweep's probe."""
+
+    name: str
+    mode: str  # "rate" | "concurrency"
+    value: float
+    summary: LatencySummary
+    client: ClientDiagnostics
+    interrupted: bool
+    exhausted: bool = False
+    stable: bool | None = None  # sweeps: did latency stay bounded at this rate
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    max_throughput: float  # requests/s of the throughput probe
+    knee_rate: float | None  # the highest rate that stayed stable below the first that did not
+    criterion: str
+
+
+@dataclass(frozen=True, slots=True)
+class BenchResult:
+    run_dir: Path
+    config: BenchConfig
+    levels: tuple[LevelResult, ...]
+    knee: Knee | None
+    interrupted: bool
+    warnings: tuple[str, ...]
+    wall_anchor_s: float
+    thresholds: Thresholds
+
+
+class BenchObserver(Protocol):
+    """A live display: told when a level starts, of each record, and when a level ends."""
+
+    def level_started(self, name: str, total: int, duration_s: float | None) -> None: ...
+
+    def record(self, record: RequestRecord) -> None: ...
+
+    def level_finished(self, level: LevelResult) -> None: ...

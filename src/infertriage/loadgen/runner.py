@@ -1,0 +1,273 @@
+"""loadgen, level 2: the scheduler — one event loop sending a schedule, open or closed loop.
+
+Takes a `LoadPlan` (a schedule with absolute deadlines, or a closed loop of N
+users with think time; an optional `max_concurrency`; the run's bounds), a
+`ClientConfig` and a sink for records; gives a `WorkerReport` (CPU, wall time,
+event-loop lag samples, whether it was interrupted). Each request's record
+goes to the sink the moment it finishes. An open loop sleeps until
+`load_start + offset` for each request, so a late send never delays the next;
+under `max_concurrency` the wait for a slot is the request's client queue
+time, recorded, never hidden. Issuing stops at the duration; in-flight
+requests then get `drain_timeout_s` before they are cancelled and recorded as
+`timeout:run_deadline`. Cancelling the run (Ctrl-C, or `stop()` turning true)
+records every in-flight request as `client:cancelled` with what it measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from infertriage.loadgen.client import ClientConfig, RequestClient, make_session
+from infertriage.schemas import ErrorKind, RequestRecord
+from infertriage.workload import RequestSpec, Schedule, TextRenderer, TokenCounter
+
+__all__ = ["LoadPlan", "WorkerReport", "have_uvloop", "run_load", "run_sync"]
+
+T = TypeVar("T")
+Sink = Callable[[RequestRecord], None]
+_LAG_INTERVAL_S = 0.010
+_STOP_POLL_S = 0.05
+_TIMER_TICK_S = 0.001
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPlan:
+    """What one load level sends: open loop when the schedule has offsets, else closed."""
+
+    schedule: Schedule
+    concurrency: int | None = None  # closed loop: this many users
+    max_concurrency: int | None = None  # open loop: in-flight cap (the wait is client queue)
+    think_time_s: float = 0.0  # closed loop: pause between a user's requests
+    duration_s: float | None = None  # stop issuing after this
+    drain_timeout_s: float = 30.0  # then wait this long for in-flight requests
+    id_prefix: str = "r"
+    labels: tuple[tuple[str, str], ...] = ()  # added to every record (the level's name)
+
+    @property
+    def closed(self) -> bool:
+        return self.schedule.offsets_s is None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """One event loop's view of its own health during the load."""
+
+    worker: int
+    num_records: int
+    cpu_s: float
+    wall_s: float
+    loop_lag_s: tuple[float, ...]
+    interrupted: bool
+    exhausted: bool  # a closed loop ran out of requests before its duration
+    uvloop: bool
+
+
+def have_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401, PLC0415  # optional: probing for it is the point
+    except ImportError:
+        return False
+    return True
+
+
+def run_sync(coro: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
+    """Run a coroutine on a fresh loop (uvloop where installed); Ctrl-C cancels its task."""
+    factory = None
+    if use_uvloop and have_uvloop():
+        import uvloop  # noqa: PLC0415  # optional dependency
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)
+
+
+async def sleep_until(deadline_ns: int) -> None:
+    """Sleep until `perf_counter_ns() >= deadline_ns`: late by at most a timer tick, never early.
+
+    uvloop's timers have millisecond resolution and may fire up to a tick early.
+    """
+    delay = deadline_ns - time.perf_counter_ns()
+    while delay > 0:
+        await asyncio.sleep(max(delay * 1e-9, _TIMER_TICK_S))
+        delay = deadline_ns - time.perf_counter_ns()
+
+
+class _Run:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        client: RequestClient,
+        *,
+        clock_start_ns: int,
+        load_start_ns: int,
+        sink: Sink,
+        tokenizer: TokenCounter | None,
+    ) -> None:
+        self.plan = plan
+        self.client = client
+        self.clock_start_ns = clock_start_ns
+        self.load_start_ns = load_start_ns
+        self.sink = sink
+        self.tokenizer = tokenizer
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.cancel_fault = "cancelled"
+        self.num_records = 0
+        self.exhausted = False
+        self.lag: list[float] = []
+        cap = plan.max_concurrency if not plan.closed else None
+        self.slots = asyncio.Semaphore(cap) if cap else None
+        duration = plan.duration_s
+        self.issue_until_ns = None if duration is None else load_start_ns + round(duration * 1e9)
+
+    def _emit(self, state: Any, request_id: str) -> None:
+        record = state.record(request_id, self.clock_start_ns, self.tokenizer, self.plan.labels)
+        self.sink(record)
+        self.num_records += 1
+
+    async def one(self, spec: RequestSpec, scheduled_ns: int) -> None:
+        state = self.client.new_state(spec, scheduled_ns)
+        request_id = f"{self.plan.id_prefix}-{spec.index}"
+        acquired = False
+        try:
+            if self.slots is not None:
+                waited = time.perf_counter_ns()
+                await self.slots.acquire()
+                acquired = True
+                state.queue_s = (time.perf_counter_ns() - waited) * 1e-9
+            await self.client.fetch(state, request_id)
+        except asyncio.CancelledError:
+            deadline = self.cancel_fault == "run_deadline"
+            kind = ErrorKind.TIMEOUT if deadline else ErrorKind.CLIENT
+            state.fail(kind, self.cancel_fault, "the run ended before the request finished")
+            self._emit(state, request_id)
+            raise
+        finally:
+            if acquired and self.slots is not None:
+                self.slots.release()
+        self._emit(state, request_id)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def open_loop(self) -> None:
+        offsets = self.plan.schedule.offsets_s
+        assert offsets is not None
+        start, limit = self.load_start_ns, self.issue_until_ns
+        for spec, offset in zip(self.plan.schedule.specs, offsets.tolist(), strict=True):
+            deadline = start + round(offset * 1e9)
+            if limit is not None and deadline >= limit:
+                break
+            await sleep_until(deadline)
+            self._spawn(self.one(spec, deadline))
+
+    async def _user(self, specs: Iterator[RequestSpec]) -> None:
+        think = self.plan.think_time_s
+        limit = self.issue_until_ns
+        scheduled = time.perf_counter_ns()
+        for spec in specs:
+            if limit is not None and time.perf_counter_ns() >= limit:
+                return
+            await self.one(spec, scheduled)
+            if think > 0:
+                await asyncio.sleep(think)
+            scheduled = time.perf_counter_ns()
+        self.exhausted = self.issue_until_ns is not None
+
+    async def closed_loop(self) -> None:
+        specs = iter(self.plan.schedule.specs)  # shared: each user takes the next request
+        users = [self._spawn(self._user(specs)) for _ in range(self.plan.concurrency or 1)]
+        if self.issue_until_ns is not None:
+            remaining = (self.issue_until_ns - time.perf_counter_ns()) * 1e-9
+            await asyncio.wait(users, timeout=max(remaining, 0.0))
+        else:
+            await asyncio.wait(users)
+
+    async def drain(self) -> None:
+        pending = set(self.tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=self.plan.drain_timeout_s)
+        if pending:
+            await self.cancel_all("run_deadline")
+
+    async def cancel_all(self, fault: str) -> None:
+        self.cancel_fault = fault
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def monitor_lag(self) -> None:
+        interval_ns = round(_LAG_INTERVAL_S * 1e9)
+        while True:
+            before = time.perf_counter_ns()
+            await asyncio.sleep(_LAG_INTERVAL_S)
+            self.lag.append(max(0, time.perf_counter_ns() - before - interval_ns) * 1e-9)
+
+
+async def _watch(stop: Callable[[], bool], task: asyncio.Task[Any]) -> None:
+    while not stop():
+        await asyncio.sleep(_STOP_POLL_S)
+    task.cancel()
+
+
+async def run_load(
+    plan: LoadPlan,
+    config: ClientConfig,
+    *,
+    clock_start_ns: int,
+    load_start_ns: int,
+    sink: Sink,
+    stop: Callable[[], bool] | None = None,
+    worker: int = 0,
+    renderer: TextRenderer | None = None,
+    tokenizer: TokenCounter | None = None,
+) -> WorkerReport:
+    """Send the plan from `load_start_ns` (perf_counter_ns); every record goes to `sink`."""
+    me = asyncio.current_task()
+    assert me is not None
+    async with make_session(config) as session:
+        run = _Run(
+            plan,
+            RequestClient(config, session, renderer),
+            clock_start_ns=clock_start_ns,
+            load_start_ns=load_start_ns,
+            sink=sink,
+            tokenizer=tokenizer,
+        )
+        helpers = [asyncio.create_task(run.monitor_lag())]
+        if stop is not None:
+            helpers.append(asyncio.create_task(_watch(stop, me)))
+        interrupted = False
+        cpu0, wall0 = time.process_time(), time.perf_counter_ns()
+        try:
+            await sleep_until(load_start_ns)
+            await (run.closed_loop() if plan.closed else run.open_loop())
+            await run.drain()
+        except asyncio.CancelledError:
+            me.uncancel()
+            interrupted = True
+            await run.cancel_all("cancelled")
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*helpers, return_exceptions=True)
+        cpu_s, wall_s = time.process_time() - cpu0, (time.perf_counter_ns() - wall0) * 1e-9
+    return WorkerReport(
+        worker=worker,
+        num_records=run.num_records,
+        cpu_s=cpu_s,
+        wall_s=wall_s,
+        loop_lag_s=tuple(run.lag),
+        interrupted=interrupted,
+        exhausted=run.exhausted,
+        uvloop=type(asyncio.get_running_loop()).__module__.startswith("uvloop"),
+    )

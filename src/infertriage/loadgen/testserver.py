@@ -1,0 +1,590 @@
+"""loadgen, level 2: a loopback OpenAI-compatible streaming server with known timing and faults.
+
+Takes a `ServerConfig` (a default `Behavior`, named presets chosen per request
+by the `X-Test-Behavior` header, periodic faults, a capacity, an API key);
+gives `/v1/chat/completions`, `/v1/completions` (SSE), `/v1/models`,
+`/health` and `/_log` (per request id: the perf_counter_ns of its first and
+last token writes and its token count — the truth a client is judged
+against). Tokens go out on absolute deadlines: the first at arrival + TTFT,
+event i at first + i·ITL, so the schedule is known exactly. Pathologies:
+coalesced events, a buffering proxy, a slow first chunk, role-only chunks,
+reasoning deltas, CRLF framing, comments, multi-line data, UTF-8 split
+across writes, mid-stream error events, stalls, connection resets, invalid
+JSON, non-200 statuses, slow headers. Binds 127.0.0.1 only. For tests and
+benchmarks; `python -m infertriage.loadgen.testserver --help` serves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+__all__ = [
+    "PRESETS",
+    "Behavior",
+    "PathServer",
+    "ServerConfig",
+    "fetch_log",
+    "fetch_writes",
+    "serve_in_process",
+    "serve_in_thread",
+    "with_behavior",
+]
+
+_WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as")
+_UTF8_WORDS = ("café", "naïve", "€uro", "日本")
+_MAX_TOKENS_CAP = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Behavior:
+    """How one response streams. Event i (1-based) of the output goes out at TTFT + (i−1)·ITL."""
+
+    ttft_s: float = 0.02
+    itl_s: float = 0.005
+    num_tokens: int | None = None  # None: the request's max_tokens
+    tokens_per_event: int = 1
+    events_per_write: int = 1  # > 1: events coalesce, written together at the last one's time
+    buffered: bool = False  # a buffering proxy: the whole body in one write at the end
+    role_chunk: bool = True  # chat: a first chunk with only the role
+    reasoning_tokens: int = 0  # the first N tokens are reasoning deltas
+    crlf: bool = False
+    comments: bool = False  # a ": keep-alive" comment before every event
+    multiline: bool = False  # each event's JSON split over two data: lines
+    split_utf8: bool = False  # multi-byte words, each event written in two halves
+    error_after: int | None = None  # an error event after N tokens, then [DONE]
+    named_error: bool = False  # the error as `event: error` rather than data {"error": …}
+    reset_after: int | None = None  # abort the connection after N tokens
+    stall_after: int | None = None  # after N tokens, hold the stream open silently
+    stall_s: float = 10.0
+    invalid_json_at: int | None = None  # event N (1-based) is not JSON
+    status: int = 200
+    headers_delay_s: float = 0.0
+    send_done: bool = True
+    usage: bool = True  # honour include_usage and continuous_usage_stats
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Behavior:
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown behavior fields: {sorted(unknown)}")
+        return cls(**values)
+
+
+PRESETS: dict[str, Behavior] = {
+    "normal": Behavior(),
+    "coalesce": Behavior(events_per_write=4),
+    "buffered": Behavior(buffered=True),
+    "slow_first": Behavior(ttft_s=0.3),
+    "multi_token": Behavior(tokens_per_event=3),
+    "reasoning": Behavior(reasoning_tokens=3),
+    "crlf": Behavior(crlf=True, comments=True, multiline=True),
+    "utf8": Behavior(split_utf8=True),
+    "error": Behavior(error_after=3),
+    "named_error": Behavior(error_after=3, named_error=True),
+    "reset": Behavior(reset_after=3),
+    "stall": Behavior(stall_after=2, stall_s=5.0),
+    "invalid_json": Behavior(invalid_json_at=3),
+    "http_503": Behavior(status=503),
+    "slow_headers": Behavior(headers_delay_s=5.0),
+    "no_done": Behavior(send_done=False),
+    "no_usage": Behavior(usage=False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    behavior: Behavior = field(default_factory=Behavior)
+    presets: Mapping[str, Behavior] = field(default_factory=lambda: dict(PRESETS))
+    faults: tuple[tuple[int, str], ...] = ()  # (n, preset): every nth request gets the preset
+    capacity: int | None = None  # concurrent streams; more wait in a queue (a queue-bound server)
+    api_key: str | None = None  # when set, requests must carry `Authorization: Bearer <key>`
+    model: str = "test-model"
+    max_model_len: int = 4096
+    # One decode step of ITL writes the next token of every running stream, as an engine's
+    # batch does, instead of a timer per stream: fast enough for 32 streams at 1 ms. Only
+    # the timing fields of the default behaviour apply.
+    engine: bool = False
+    log_writes: bool = False  # keep every token write's time (GET /_writes)
+
+
+@dataclass(slots=True)
+class _Job:
+    """One stream in engine mode: what to write next and what it carried."""
+
+    resp: web.StreamResponse
+    events: Iterator[tuple[int | None, bytes, int]]
+    done: asyncio.Future[None]
+    start_ns: int
+    pending: list[bytes] = field(default_factory=list)
+    pending_tokens: int = 0
+    finished: bool = False
+    writes: list[int] = field(default_factory=list)
+
+    def advance(self) -> tuple[bytes, int]:
+        """This step's bytes: the pending token event and what follows it up to the next one."""
+        out, tokens = self.pending, self.pending_tokens
+        self.pending, self.pending_tokens = [], 0
+        for due, payload, carried in self.events:
+            if due is not None:
+                self.pending, self.pending_tokens = [payload], carried
+                return b"".join(out), tokens
+            out.append(payload)
+        self.finished = True
+        return b"".join(out), tokens
+
+
+class PathServer:
+    """The aiohttp application and the truth it logged."""
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig()
+        self.log: dict[str, tuple[int, int, int]] = {}  # id → (first ns, last ns, tokens)
+        self.seen_keys: set[str] = set()
+        self.num_requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._slots = asyncio.Semaphore(self.config.capacity) if self.config.capacity else None
+        self.writes: dict[str, list[int]] = {}  # id → every token write (log_writes)
+        self._jobs: list[_Job] = []
+        self._ticker: asyncio.Task[None] | None = None
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/_log", self._log)
+        app.router.add_get("/_writes", self._writes)
+        self.app = app
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._check_key(request)) is not None:
+            return denied
+        model = {
+            "id": self.config.model,
+            "object": "model",
+            "owned_by": "infertriage",
+            "max_model_len": self.config.max_model_len,
+        }
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def _health(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text="ok")
+
+    async def _log(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=orjson.dumps(self.log), content_type="application/json")
+
+    async def _writes(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=orjson.dumps(self.writes), content_type="application/json")
+
+    def _check_key(self, request: web.Request) -> web.StreamResponse | None:
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            self.seen_keys.add(auth[7:])
+        if self.config.api_key is not None and auth != f"Bearer {self.config.api_key}":
+            return web.json_response({"error": {"message": "bad key"}}, status=401)
+        return None
+
+    def _behavior(self, request: web.Request) -> Behavior:
+        name = request.headers.get("X-Test-Behavior")
+        if name:
+            return self.config.presets[name]
+        for every, preset in self.config.faults:
+            if self.num_requests % every == every - 1:
+                return self.config.presets[preset]
+        return self.config.behavior
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, chat=False)
+
+    async def _serve(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        if (denied := self._check_key(request)) is not None:
+            return denied
+        behavior = self._behavior(request)
+        self.num_requests += 1
+        body = orjson.loads(await request.read())
+        if behavior.headers_delay_s:
+            await asyncio.sleep(behavior.headers_delay_s)
+        if behavior.status != 200:
+            error = {
+                "error": {"message": "overloaded", "type": "server_error", "code": behavior.status}
+            }
+            return web.json_response(error, status=behavior.status)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.config.engine:
+                return await self._stream_engine(request, body, behavior, chat)
+            if self._slots is None:
+                return await self._stream(request, body, behavior, chat)
+            async with self._slots:
+                return await self._stream(request, body, behavior, chat)
+        finally:
+            self.in_flight -= 1
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], behavior: Behavior, chat: bool
+    ) -> web.StreamResponse:
+        arrival = time.perf_counter_ns()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        stream = _Stream(behavior, body, chat, self.config.model)
+        request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
+        first_ns = last_ns = 0
+        pending: list[bytes] = []
+        for due, payload, tokens in stream.events():
+            if due is not None:
+                deadline = arrival + round((behavior.ttft_s + due * behavior.itl_s) * 1e9)
+                if behavior.stall_after is not None and stream.sent >= behavior.stall_after:
+                    await asyncio.sleep(behavior.stall_s)
+                    return resp
+                if behavior.reset_after is not None and stream.sent >= behavior.reset_after:
+                    await resp.write(b"".join(pending))
+                    assert request.transport is not None
+                    request.transport.abort()
+                    return resp
+                delay = deadline - time.perf_counter_ns()
+                if delay > 0 and not behavior.buffered:
+                    await asyncio.sleep(delay * 1e-9)
+            pending.append(payload)
+            flush = len(pending) >= behavior.events_per_write or due is None
+            if flush and not behavior.buffered:
+                await _write(resp, pending, behavior.split_utf8)
+                now = time.perf_counter_ns()
+                if tokens:
+                    first_ns, last_ns = first_ns or now, now
+                pending = []
+        if behavior.buffered:
+            await asyncio.sleep(max(0.0, stream.total_time_s(behavior)))
+            await _write(resp, pending, False)
+            first_ns = last_ns = time.perf_counter_ns()
+        self.log[request_id] = (first_ns, last_ns, stream.sent)
+        await resp.write_eof()
+        return resp
+
+    async def _stream_engine(
+        self, request: web.Request, body: dict[str, Any], behavior: Behavior, chat: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        arrival = time.perf_counter_ns()
+        job = _Job(resp, _Stream(behavior, body, chat, self.config.model).events(),
+                   asyncio.get_running_loop().create_future(),
+                   arrival + round(behavior.ttft_s * 1e9))  # fmt: skip
+        head, _ = job.advance()  # the role chunk goes at once; the first token waits
+        await resp.write(head)
+        self._jobs.append(job)
+        if self._ticker is None:
+            self._ticker = asyncio.create_task(self._tick(behavior.itl_s))
+        await job.done
+        request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
+        tokens = len(job.writes)
+        self.log[request_id] = (job.writes[0], job.writes[-1], tokens) if tokens else (0, 0, 0)
+        if self.config.log_writes:
+            self.writes[request_id] = job.writes
+        await resp.write_eof()
+        return resp
+
+    async def _tick(self, itl_s: float) -> None:
+        """The engine loop: every ITL, on absolute deadlines, one token for every stream."""
+        step = max(1, round(itl_s * 1e9))
+        next_ns = time.perf_counter_ns()
+        try:
+            while self._jobs:
+                next_ns += step
+                delay = next_ns - time.perf_counter_ns()
+                if delay > 0:
+                    await asyncio.sleep(delay * 1e-9)
+                now = time.perf_counter_ns()
+                for job in [j for j in self._jobs if j.start_ns <= now]:
+                    data, tokens = job.advance()
+                    await job.resp.write(data)
+                    if tokens:
+                        job.writes.append(time.perf_counter_ns())
+                    if job.finished:
+                        self._jobs.remove(job)
+                        job.done.set_result(None)
+        except (ConnectionError, RuntimeError) as err:  # a client left: end every stream
+            for job in self._jobs:
+                job.done.set_exception(err)
+            self._jobs.clear()
+        finally:
+            self._ticker = None
+
+
+async def _write(resp: web.StreamResponse, pending: list[bytes], split: bool) -> None:
+    data = b"".join(pending)
+    if split and len(data) > 2:
+        cut = _utf8_cut(data)
+        await resp.write(data[:cut])
+        await asyncio.sleep(0.001)
+        data = data[cut:]
+    await resp.write(data)
+
+
+def _utf8_cut(data: bytes) -> int:
+    """An index inside a multi-byte character, when there is one."""
+    for i, byte in enumerate(data):
+        if byte >= 0xC0:
+            return i + 1
+    return len(data) // 2
+
+
+class _Stream:
+    """The SSE byte strings of one response, each with the token offset it is due at."""
+
+    def __init__(self, behavior: Behavior, body: dict[str, Any], chat: bool, model: str) -> None:
+        self.b = behavior
+        self.chat = chat
+        self.model = model
+        asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        self.num_tokens = behavior.num_tokens or min(asked, _MAX_TOKENS_CAP)
+        options = body.get("stream_options") or {}
+        self.include_usage = behavior.usage and bool(options.get("include_usage"))
+        self.continuous = behavior.usage and bool(options.get("continuous_usage_stats"))
+        self.prompt_tokens = _count_prompt(body)
+        self.sent = 0
+        self.num_events = 0
+
+    def total_time_s(self, b: Behavior) -> float:
+        events = -(-self.num_tokens // b.tokens_per_event)
+        return b.ttft_s + (events - 1) * b.itl_s
+
+    def _frame(self, obj: dict[str, Any], *, raw: bytes | None = None) -> bytes:
+        data = raw if raw is not None else orjson.dumps(obj)
+        nl = b"\r\n" if self.b.crlf else b"\n"
+        head = b": keep-alive" + nl + nl if self.b.comments else b""
+        if self.b.multiline and raw is None and len(data) > 8:
+            # JSON allows a newline between tokens: split after the first comma.
+            cut = data.index(b",") + 1
+            return head + b"data: " + data[:cut] + nl + b"data: " + data[cut:] + nl + nl
+        return head + b"data: " + data + nl + nl
+
+    def _chunk(self, delta: dict[str, Any] | None, finish: str | None) -> dict[str, Any]:
+        if self.chat:
+            choice: dict[str, Any] = {"index": 0, "delta": delta or {}, "finish_reason": finish}
+            kind = "chat.completion.chunk"
+        else:
+            text = (delta or {}).get("content", "")
+            choice = {"index": 0, "text": text, "finish_reason": finish}
+            kind = "text_completion"
+        obj: dict[str, Any] = {
+            "id": "cmpl-test",
+            "object": kind,
+            "created": 0,
+            "model": self.model,
+            "choices": [choice],
+        }
+        if self.continuous:
+            obj["usage"] = self._usage(self.sent + self._carried(delta))
+        return obj
+
+    def _carried(self, delta: dict[str, Any] | None) -> int:
+        if not delta or not (delta.get("content") or delta.get("reasoning_content")):
+            return 0
+        return min(self.b.tokens_per_event, self.num_tokens - self.sent)
+
+    def _usage(self, completion: int) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+        }
+
+    def _text(self, count: int) -> str:
+        words = _UTF8_WORDS if self.b.split_utf8 else _WORDS
+        return "".join(" " + words[(self.sent + j) % len(words)] for j in range(count))
+
+    def events(self) -> Iterator[tuple[int | None, bytes, int]]:
+        """(event offset it is due at, or None for 'right after the last'; bytes; tokens)."""
+        b = self.b
+        if self.chat and b.role_chunk:
+            yield None, self._frame(self._chunk({"role": "assistant", "content": ""}, None)), 0
+        index = 0
+        while self.sent < self.num_tokens:
+            index += 1
+            count = min(b.tokens_per_event, self.num_tokens - self.sent)
+            due = index - 1  # event offset: it is due at TTFT + due·ITL
+            if b.error_after is not None and self.sent >= b.error_after:
+                yield None, self._error(), 0
+                break
+            if b.invalid_json_at == index:
+                yield due, self._frame({}, raw=b'{"choices": [{"delta": {"content": "x"'), 0
+                continue
+            field_name = "reasoning_content" if self.sent < b.reasoning_tokens else "content"
+            delta = {field_name: self._text(count)}
+            yield due, self._frame(self._chunk(delta, None)), count
+            self.sent += count
+        yield None, self._frame(self._chunk({}, "length")), 0
+        if self.include_usage:
+            final = {
+                "id": "cmpl-test",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": self.model,
+                "choices": [],
+                "usage": self._usage(self.sent),
+            }
+            yield None, self._frame(final), 0
+        if b.send_done:
+            yield None, self._frame({}, raw=b"[DONE]"), 0
+
+    def _error(self) -> bytes:
+        error = {"error": {"message": "engine died", "type": "InternalServerError", "code": 500}}
+        if self.b.named_error:
+            return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+        return self._frame(error)
+
+
+def _count_prompt(body: dict[str, Any]) -> int:
+    if "messages" in body:
+        return sum(len(str(m.get("content", "")).split()) for m in body["messages"]) + 4
+    return len(str(body.get("prompt", "")).split())
+
+
+@contextlib.contextmanager
+def serve_in_thread(config: ServerConfig | None = None) -> Iterator[tuple[str, PathServer]]:
+    """Serve on 127.0.0.1:<ephemeral> from a thread with its own loop; yields (base URL, server)."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        box["loop"] = loop
+        server = PathServer(config)
+        runner = web.AppRunner(server.app, access_log=None, shutdown_timeout=0.5)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        box["server"], box["port"] = server, runner.addresses[0][1]
+        ready.set()
+        loop.run_until_complete(box.setdefault("stopped", asyncio.Event()).wait())
+        loop.run_until_complete(runner.cleanup())
+        # Handlers still asleep (a stall) are cancelled, not left for the loop's collector.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+
+    thread = threading.Thread(target=main, name="pathserver", daemon=True)
+    thread.start()
+    if not ready.wait(10.0):
+        raise RuntimeError("the test server did not start")
+    try:
+        yield f"http://127.0.0.1:{box['port']}", box["server"]
+    finally:
+        loop = box["loop"]
+        loop.call_soon_threadsafe(box["stopped"].set)
+        thread.join(timeout=10.0)
+
+
+@contextlib.contextmanager
+def serve_in_process(
+    behavior: Behavior | None = None,
+    *,
+    capacity: int | None = None,
+    api_key: str | None = None,
+    uvloop: bool = False,
+    engine: bool = False,
+    log_writes: bool = False,
+) -> Iterator[str]:
+    """Serve from a child process (its own GIL and loop); yields the base URL."""
+    command = [sys.executable, "-m", "infertriage.loadgen.testserver",
+               "--behavior", orjson.dumps(asdict(behavior or Behavior())).decode()]  # fmt: skip
+    if capacity is not None:
+        command += ["--capacity", str(capacity)]
+    if api_key is not None:
+        command += ["--api-key", api_key]
+    if uvloop:
+        command.append("--uvloop")
+    if engine:
+        command.append("--engine")
+    if log_writes:
+        command.append("--log-writes")
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            if not line.startswith("listening on "):
+                raise RuntimeError(f"the test server did not start: {line!r}")
+            yield line.removeprefix("listening on ")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def fetch_writes(url: str) -> dict[str, list[int]]:
+    """With `log_writes`: request id → the perf_counter_ns of every token write."""
+    with urllib.request.urlopen(url + "/_writes", timeout=30) as resp:  # 127.0.0.1 only
+        data: dict[str, list[int]] = orjson.loads(resp.read())
+    return data
+
+
+def fetch_log(url: str) -> dict[str, tuple[int, int, int]]:
+    """The server's truth: request id → (first token write ns, last write ns, tokens)."""
+    with urllib.request.urlopen(url + "/_log", timeout=10) as resp:  # 127.0.0.1 only
+        data: dict[str, list[int]] = orjson.loads(resp.read())
+    return {key: (v[0], v[1], v[2]) for key, v in data.items()}
+
+
+async def _serve_forever(config: ServerConfig, port: int) -> None:
+    server = PathServer(config)
+    runner = web.AppRunner(server.app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    sys.stdout.write(f"listening on http://127.0.0.1:{runner.addresses[0][1]}\n")
+    sys.stdout.flush()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve the loopback test server on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--behavior", default="{}", help="JSON object of Behavior fields.")
+    parser.add_argument("--capacity", type=int, default=None)
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--uvloop", action="store_true", help="Serve on uvloop.")
+    parser.add_argument("--engine", action="store_true", help="One decode step for all streams.")
+    parser.add_argument("--log-writes", action="store_true", help="Keep every write's time.")
+    args = parser.parse_args(argv)
+    behavior = Behavior.from_mapping(orjson.loads(args.behavior))
+    config = ServerConfig(behavior=behavior, capacity=args.capacity, api_key=args.api_key,
+                          engine=args.engine, log_writes=args.log_writes)  # fmt: skip
+    factory = None
+    if args.uvloop:
+        import uvloop  # noqa: PLC0415  # optional
+
+        factory = uvloop.new_event_loop
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve_forever(config, args.port))
+
+
+def with_behavior(config: ServerConfig, **changes: Any) -> ServerConfig:
+    """A copy of `config` whose default behaviour has `changes`."""
+    return replace(config, behavior=replace(config.behavior, **changes))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""loadgen, level 2: `--workers N` — one event loop per process, one schedule, one run.
+
+Takes a `LoadPlan`, a `ClientConfig`, a worker count and a sink; gives every
+record to the sink (in this process, as each request finishes) and one
+`WorkerReport` per worker. The parent splits the precomputed schedule
+round-robin (each worker keeps the absolute deadlines of its share, so the
+union is the schedule asked for) and the closed loop's users as evenly as it
+can. Workers start on one shared `perf_counter_ns` instant (the clock is
+system-wide on Linux and macOS), so their records share the run's clock.
+Workers ignore SIGINT: the parent turns Ctrl-C into a stop that every worker
+obeys, recording its in-flight requests, so a partial run keeps every record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.synchronize import Event
+from typing import Any
+
+from infertriage.loadgen.client import ClientConfig
+from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
+from infertriage.schemas import RequestRecord, UserError
+from infertriage.workload import TextRenderer, TokenCounter
+
+__all__ = ["run_parallel", "split_plan"]
+
+_READY_TIMEOUT_S = 60.0
+# Workers begin this long after the last says it is ready, so none starts late.
+_START_MARGIN_S = 0.05
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    worker: int
+    plan: LoadPlan
+    config: ClientConfig
+    clock_start_ns: int
+    tokenizer: TokenCounter | None
+
+
+def split_plan(plan: LoadPlan, num_workers: int) -> list[LoadPlan]:
+    """Each worker's share: every Nth request (deadlines kept) and its part of the users."""
+    shares = []
+    for w in range(num_workers):
+        schedule = plan.schedule.take(slice(w, None, num_workers))
+        users = None
+        if plan.closed:
+            total = plan.concurrency or 1
+            users = total // num_workers + (1 if w < total % num_workers else 0)
+        cap = plan.max_concurrency
+        if cap is not None:
+            cap = max(1, cap // num_workers + (1 if w < cap % num_workers else 0))
+        shares.append(replace(plan, schedule=schedule, concurrency=users, max_concurrency=cap))
+    return [share for share in shares if len(share.schedule) and (share.concurrency or 1) > 0]
+
+
+def _worker_main(job: _Job, out: Any, start: Event, start_ns: Any, stop: Event) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        out.put(("ready", job.worker))
+        if not start.wait(_READY_TIMEOUT_S * 2):
+            return
+        renderer = TextRenderer(job.tokenizer)
+        report = run_sync(
+            run_load(
+                job.plan,
+                job.config,
+                clock_start_ns=job.clock_start_ns,
+                load_start_ns=int(start_ns.value),
+                sink=lambda record: out.put(("record", record)),
+                stop=stop.is_set,
+                worker=job.worker,
+                renderer=renderer,
+                tokenizer=job.tokenizer,
+            )
+        )
+        out.put(("report", report))
+    except Exception as err:  # surfaced in the parent as one sentence
+        out.put(("error", f"worker {job.worker} failed: {type(err).__name__}: {err}"))
+
+
+class _Pool:
+    def __init__(self, jobs: list[_Job]) -> None:
+        ctx = mp.get_context("spawn")
+        self.out: Any = ctx.Queue()
+        self.start = ctx.Event()
+        self.stop = ctx.Event()
+        self.start_ns: Any = ctx.Value("q", 0)
+        self.procs = [
+            ctx.Process(
+                target=_worker_main,
+                args=(job, self.out, self.start, self.start_ns, self.stop),
+                name=f"infertriage-bench-{job.worker}",
+                daemon=True,
+            )
+            for job in jobs
+        ]
+
+    def alive(self) -> bool:
+        return any(proc.is_alive() for proc in self.procs)
+
+    def get(self) -> tuple[str, Any] | None:
+        try:
+            item: tuple[str, Any] = self.out.get(timeout=_POLL_S)
+        except queue.Empty:
+            return None
+        return item
+
+    def close(self) -> None:
+        self.stop.set()
+        for proc in self.procs:
+            if proc.pid is None:  # never started: nothing to join
+                continue
+            proc.join(timeout=5.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5.0)
+
+
+def _await_ready(pool: _Pool) -> None:
+    ready, deadline = 0, time.monotonic() + _READY_TIMEOUT_S
+    while ready < len(pool.procs):
+        if time.monotonic() > deadline or not pool.alive():
+            raise UserError("the load-generator workers did not start; try fewer --workers.")
+        item = pool.get()
+        if item is not None and item[0] == "ready":
+            ready += 1
+        elif item is not None and item[0] == "error":
+            raise UserError(str(item[1]))
+
+
+def run_parallel(
+    plan: LoadPlan,
+    config: ClientConfig,
+    num_workers: int,
+    *,
+    clock_start_ns: int,
+    sink: Callable[[RequestRecord], None],
+    tokenizer: TokenCounter | None = None,
+) -> tuple[list[WorkerReport], bool]:
+    """Run the plan on `num_workers` processes; returns their reports and whether Ctrl-C cut it."""
+    jobs = [
+        _Job(w, share, config, clock_start_ns, tokenizer)
+        for w, share in enumerate(split_plan(plan, num_workers))
+    ]
+    pool = _Pool(jobs)
+    reports: list[WorkerReport] = []
+    errors: list[str] = []
+    interrupted = False
+    try:
+        for proc in pool.procs:
+            proc.start()
+        _await_ready(pool)
+        pool.start_ns.value = time.perf_counter_ns() + round(_START_MARGIN_S * 1e9)
+        pool.start.set()
+        while len(reports) + len(errors) < len(jobs):
+            try:
+                item = pool.get()
+            except KeyboardInterrupt:
+                interrupted = True
+                pool.stop.set()
+                continue
+            if item is None:
+                if not pool.alive() and pool.out.empty():
+                    break
+                continue
+            kind, value = item
+            if kind == "record":
+                sink(value)
+            elif kind == "report":
+                reports.append(value)
+            elif kind == "error":
+                errors.append(str(value))
+    finally:
+        with contextlib.suppress(KeyboardInterrupt):
+            pool.close()
+    if errors and not reports:
+        raise UserError(errors[0])
+    return sorted(reports, key=lambda r: r.worker), interrupted or any(
+        r.interrupted for r in reports
+    )

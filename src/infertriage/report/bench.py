@@ -1,0 +1,344 @@
+"""report, level 4: `bench` results on screen, as one JSON document and as CSV.
+
+Takes a `BenchResult` (and the records, for the per-request CSV); gives a rich
+summary table, a live progress display (`BenchProgress`, a `BenchObserver`),
+`bench_to_json` (schema `infertriage.bench/v1`; each level's figures use
+vLLM's `bench serve` field names with `_s` for its `_ms`: `mean_ttft_s`,
+`p99_itl_s`, `request_throughput`, `output_throughput`, …) and `write_csv`
+(requests.csv, one row per request, and summary.csv, one row per level).
+Milliseconds appear only on screen.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from infertriage.analyze.latency import (
+    Distribution,
+    LatencySummary,
+    e2e_s,
+    tpot_s,
+    ttfo_s,
+)
+from infertriage.loadgen.results import BenchResult, ClientDiagnostics, Knee, LevelResult
+from infertriage.schemas import RequestRecord, Thresholds
+
+__all__ = ["BENCH_SCHEMA", "BenchProgress", "bench_to_json", "render_bench", "write_csv"]
+
+BENCH_SCHEMA = "infertriage.bench/v1"
+# Our metric → the stem vLLM's `bench serve` uses in its result JSON.
+_VLLM_STEMS = {
+    "ttft": "ttft",
+    "ttft_intended": "ttft_intended",
+    "ttfo": "ttfo",
+    "tpot": "tpot",
+    "itl": "itl",
+    "icl": "icl",
+    "e2e": "e2el",
+    "e2e_intended": "e2el_intended",
+    "dispatch_lag": "dispatch_lag",
+    "client_queue": "client_queue",
+}
+
+
+def _dist_fields(stem: str, dist: Distribution | None) -> dict[str, object]:
+    if dist is None:
+        return {}
+    out: dict[str, object] = {
+        f"mean_{stem}_s": dist.mean,
+        f"median_{stem}_s": dist.p50,
+        f"std_{stem}_s": dist.std,
+        f"min_{stem}_s": dist.min,
+        f"max_{stem}_s": dist.max,
+        f"p90_{stem}_s": dist.p90,
+        f"p95_{stem}_s": dist.p95,
+        f"p99_{stem}_s": dist.p99,
+        f"p99.9_{stem}_s": dist.p999,
+    }
+    if dist.mean_ci is not None:
+        out[f"mean_{stem}_ci95_s"] = list(dist.mean_ci)
+    return out
+
+
+def _summary_json(s: LatencySummary) -> dict[str, object]:
+    out: dict[str, object] = {
+        "completed": s.num_ok,
+        "failed": s.num_failed,
+        "incomplete": s.num_incomplete,
+        "num_requests": s.num_requests,
+        "duration": s.window.duration_s,
+        "window": {"start_ts": s.window.start_ts, "end_ts": s.window.end_ts,
+                   "basis": s.window.basis},
+        "total_input_tokens": s.total_input_tokens,
+        "total_output_tokens": s.total_output_tokens,
+        "request_throughput": s.request_throughput,
+        "request_goodput": s.goodput,
+        "goodput_slos": {slo.metric: slo.limit_s for slo in s.slos},
+        "output_throughput": s.output_throughput,
+        "total_token_throughput": s.total_token_throughput,
+        "error_rate": s.error_rate,
+        "errors": dict(s.errors),
+        "itl_token_level": s.itl_token_level,
+        "num_short_outputs": s.num_short_outputs,
+        "output_ratio": s.output_ratio,
+    }  # fmt: skip
+    for name, stem in _VLLM_STEMS.items():
+        out.update(_dist_fields(stem, getattr(s, name)))
+    if s.tokens_per_chunk is not None:
+        out["mean_tokens_per_chunk"] = s.tokens_per_chunk.mean
+        out["max_tokens_per_chunk"] = s.tokens_per_chunk.max
+    return out
+
+
+def _client_json(c: ClientDiagnostics) -> dict[str, object]:
+    return {
+        "client_bound": c.client_bound,
+        "host_busy": c.host_busy,
+        "reasons": list(c.reasons),
+        "num_workers": c.num_workers,
+        "uvloop": c.uvloop,
+        "cpu_s": c.cpu_s,
+        "wall_s": c.wall_s,
+        "cpu_busiest": c.cpu_busiest,
+        "cpu_s_per_10k_chunks": c.cpu_s_per_10k_chunks,
+        "num_chunks": c.num_chunks,
+        "loop_lag_p50_s": c.loop_lag.p50 if c.loop_lag else None,
+        "loop_lag_p99_s": c.loop_lag.p99 if c.loop_lag else None,
+        "loop_lag_max_s": c.loop_lag.max if c.loop_lag else None,
+    }
+
+
+def _slo_json(s: LatencySummary, t: Thresholds) -> list[dict[str, object]]:
+    checks = [
+        ("ttft_p95", t.ttft_p95_s, s.ttft.p95 if s.ttft else None, "s"),
+        ("itl_p95", t.itl_p95_s, s.itl.p95 if s.itl else None, "s"),
+        ("error_rate", t.error_rate, s.error_rate if s.num_requests else None, "fraction"),
+    ]
+    return [
+        {"name": name, "target": target, "measured": measured, "unit": unit,
+         "passed": None if measured is None else measured <= target}
+        for name, target, measured, unit in checks
+    ]  # fmt: skip
+
+
+def level_to_json(level: LevelResult, thresholds: Thresholds) -> dict[str, object]:
+    return {
+        "name": level.name,
+        "mode": level.mode,
+        "value": level.value,
+        "interrupted": level.interrupted,
+        "stable": level.stable,
+        **_summary_json(level.summary),
+        "slo": _slo_json(level.summary, thresholds),
+        "client": _client_json(level.client),
+    }
+
+
+def _knee_json(knee: Knee | None) -> dict[str, object] | None:
+    if knee is None:
+        return None
+    return {"max_throughput": knee.max_throughput, "knee_rate": knee.knee_rate,
+            "criterion": knee.criterion}  # fmt: skip
+
+
+def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> dict[str, object]:
+    """The whole run as one JSON document (what `--json` prints and run.json summarises)."""
+    t = thresholds or result.thresholds
+    return {
+        "schema": BENCH_SCHEMA,
+        "run_dir": str(result.run_dir),
+        "url": result.config.url,
+        "model": result.config.model,
+        "endpoint": result.config.endpoint.value,
+        "interrupted": result.interrupted,
+        "client_bound": any(level.client.client_bound for level in result.levels),
+        "levels": [level_to_json(level, t) for level in result.levels],
+        "knee": _knee_json(result.knee),
+        "warnings": list(result.warnings),
+    }
+
+
+# --- CSV ------------------------------------------------------------------------------------
+
+_REQUEST_COLUMNS = (
+    "id", "level", "scheduled_ts", "sent_ts", "client_queue_s", "headers_ts", "first_token_ts",
+    "last_token_ts", "end_ts", "ttft_s", "ttft_intended_s", "ttfo_s", "tpot_s", "e2e_s",
+    "num_chunks", "prompt_tokens", "output_tokens", "max_tokens", "output_tokens_source",
+    "http_status", "error_kind", "fault", "error_text",
+)  # fmt: skip
+
+
+def _request_row(r: RequestRecord) -> list[object]:
+    ttft_intended = None if r.first_token_ts is None else r.first_token_ts - r.scheduled_ts
+    return [
+        r.id, r.labels.get("level", ""), r.scheduled_ts, r.sent_ts, r.client_queue_s,
+        r.headers_ts, r.first_token_ts, r.last_token_ts, r.end_ts, r.ttft_s, ttft_intended,
+        ttfo_s(r), tpot_s(r), e2e_s(r), len(r.chunks), r.prompt_tokens, r.output_tokens,
+        r.max_tokens, r.output_tokens_source.value, r.http_status, r.error_kind.value, r.fault,
+        r.error_text,
+    ]  # fmt: skip
+
+
+def _cell(value: object) -> object:
+    return "" if value is None else value
+
+
+def write_csv(root: Path, result: BenchResult, records: Sequence[RequestRecord]) -> None:
+    """requests.csv (one row per request) and summary.csv (one row per level) in `root`."""
+    with (root / "requests.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(_REQUEST_COLUMNS)
+        for record in records:
+            writer.writerow([_cell(v) for v in _request_row(record)])
+    rows = [level_to_json(level, result.thresholds) for level in result.levels]
+    flat = [{k: v for k, v in row.items() if not isinstance(v, dict | list)} for row in rows]
+    columns = list(dict.fromkeys(key for row in flat for key in row))
+    with (root / "summary.csv").open("w", newline="", encoding="utf-8") as handle:
+        dict_writer = csv.DictWriter(handle, fieldnames=columns, restval="")
+        dict_writer.writeheader()
+        for row in flat:
+            dict_writer.writerow({k: _cell(v) for k, v in row.items()})
+
+
+# --- screen -----------------------------------------------------------------------------------
+
+
+def _ms(dist: Distribution | None, stat: str) -> str:
+    if dist is None:
+        return "–"
+    return f"{getattr(dist, stat) * 1e3:,.1f}"
+
+
+def _levels_table(result: BenchResult) -> Table:
+    table = Table(title="bench (latencies in ms)", title_justify="left")
+    table.add_column("level")
+    for name in ("ok/err", "req/s", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p99"):
+        table.add_column(name, justify="right")
+    for level in result.levels:
+        s = level.summary
+        table.add_row(
+            level.name, f"{s.num_ok}/{s.num_failed}", f"{s.request_throughput:,.2f}",
+            f"{s.output_throughput:,.0f}", _ms(s.ttft, "p50"), _ms(s.ttft, "p99"),
+            _ms(s.tpot, "p50"), _ms(s.itl, "p99"),
+        )  # fmt: skip
+    return table
+
+
+def _level_lines(level: LevelResult, text: Text) -> None:
+    s, c = level.summary, level.client
+    notes = [note for flag, note in ((level.stable is False, "unstable"),
+                                     (c.client_bound, "client-bound")) if flag]  # fmt: skip
+    head = f"{level.name}{' (' + ', '.join(notes) + ')' if notes else ''}:"
+    text.append(
+        f"{head} goodput {s.goodput:,.2f} req/s; E2E p99 {_ms(s.e2e, 'p99')} ms; TTFT from "
+        f"intended start p99 {_ms(s.ttft_intended, 'p99')} ms; dispatch lag p99 "
+        f"{_ms(s.dispatch_lag, 'p99')} ms",
+        style="yellow" if notes else "",
+    )
+    if s.client_queue is not None and s.client_queue.max > 0:
+        text.append(f"; client queue p99 {_ms(s.client_queue, 'p99')} ms")
+    text.append(
+        f"; client CPU {c.cpu_busiest:.0%} of a core, loop lag p99 {_ms(c.loop_lag, 'p99')} ms"
+        f"{'' if c.uvloop else ' (no uvloop)'}\n"
+    )
+    if s.errors:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in s.errors)
+        text.append(f"  errors: {kinds}\n", style="red")
+
+
+def render_bench(result: BenchResult, console: Console) -> None:
+    console.print(Text(f"{result.config.model} at {result.config.url}", style="bold"))
+    console.print(_levels_table(result))
+    text = Text()
+    for level in result.levels:
+        _level_lines(level, text)
+    if result.knee is not None:
+        k = result.knee
+        at = f"{k.knee_rate:.3g} req/s" if k.knee_rate is not None else "none found"
+        text.append(f"Knee: {at} (max throughput {k.max_throughput:.3g} req/s)\n", style="bold")
+        text.append(f"  criterion: {k.criterion}\n")
+    for warning in result.warnings:
+        text.append(f"warning: {warning}\n", style="yellow")
+    if result.interrupted:
+        text.append("Interrupted: the summary covers the requests measured so far.\n", style="red")
+    text.append(f"Run directory: {result.run_dir}\n")
+    console.print(text)
+
+
+class BenchProgress:
+    """A live bar per level with throughput and a rolling TTFT median; a `BenchObserver`."""
+
+    _WINDOW = 256
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[stats]}"), console=console,
+            transient=False,
+        )  # fmt: skip
+        self._task: TaskID | None = None
+        self._start = time.monotonic()
+        self._count = self._errors = self._tokens = 0
+        self._ttft: deque[float] = deque(maxlen=self._WINDOW)
+        self._last_refresh = 0.0
+        self._started = False
+
+    def __enter__(self) -> Self:
+        return self  # the display starts with the first level: a failed start prints nothing
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._started:
+            self._progress.stop()
+
+    def level_started(self, name: str, total: int, duration_s: float | None) -> None:
+        if not self._started:
+            self._progress.start()
+            self._started = True
+        self._start, self._count, self._errors, self._tokens = time.monotonic(), 0, 0, 0
+        self._ttft.clear()
+        self._task = self._progress.add_task(name, total=total, stats="")
+
+    def record(self, record: RequestRecord) -> None:
+        self._count += 1
+        self._errors += not record.ok
+        self._tokens += record.output_tokens or 0
+        if record.ttft_s is not None:
+            self._ttft.append(record.ttft_s)
+        now = time.monotonic()
+        if self._task is None or now - self._last_refresh < 0.1:
+            return
+        self._last_refresh = now
+        elapsed = max(now - self._start, 1e-9)
+        ttft = sorted(self._ttft)[len(self._ttft) // 2] * 1e3 if self._ttft else 0.0
+        stats = (
+            f"{self._count / elapsed:,.1f} req/s  {self._tokens / elapsed:,.0f} tok/s  "
+            f"TTFT p50 {ttft:,.0f} ms  errors {self._errors}"
+        )
+        self._progress.update(self._task, completed=self._count, stats=stats)
+
+    def level_finished(self, level: LevelResult) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=self._count)

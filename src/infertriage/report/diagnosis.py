@@ -1,0 +1,113 @@
+"""report, level 4: the seven-layer bottleneck map on screen (rich) and as JSON."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from infertriage.schemas import Diagnosis, Evidence, Finding, LayerResult, Status
+
+__all__ = ["diagnosis_to_json", "render_diagnosis"]
+
+_STYLE = {
+    Status.OK: "green",
+    Status.WARNING: "yellow",
+    Status.BOTTLENECK: "bold red",
+    Status.UNKNOWN: "dim",
+    Status.NOT_APPLICABLE: "dim",
+}
+
+
+def diagnosis_to_json(diagnosis: Diagnosis) -> dict[str, object]:
+    return diagnosis.to_json_dict()
+
+
+def _value(item: Evidence) -> str:
+    unit, value = item.unit, item.value
+    if unit == "s":
+        return f"{value * 1e3:.1f} ms"
+    if unit == "fraction":
+        return f"{value:.0%}"
+    if unit == "bool":
+        return "yes" if value else "no"
+    return f"{value:,.3g}"
+
+
+def _threshold(item: Evidence) -> str:
+    if item.threshold is None:
+        return ""
+    probe = item.model_copy(update={"value": item.threshold})
+    return f" (limit {_value(probe)})"
+
+
+def _evidence_text(finding: Finding) -> str:
+    return "; ".join(f"{e.signal} {_value(e)}{_threshold(e)}" for e in finding.evidence[:3])
+
+
+def _layer_cell(result: LayerResult, primary: str | None) -> Text:
+    text = Text()
+    for finding in result.findings[:2]:
+        marker = "▶ " if finding.id == primary else ""
+        style = _STYLE[finding.status]
+        text.append(f"{marker}{finding.title}\n", style=style)
+        text.append(f"  {_evidence_text(finding)}\n", style="dim")
+        if finding.next_steps:
+            text.append(f"  → {finding.next_steps[0]}\n")
+    if not result.findings and result.missing:
+        text.append(f"missing: {result.missing[0]}", style="dim")
+    return text
+
+
+def render_diagnosis(diagnosis: Diagnosis, console: Console, *, title: str = "") -> None:
+    primary = diagnosis.primary.finding if diagnosis.primary else None
+    table = Table(title=title or "Bottleneck map", title_justify="left", show_lines=True)
+    table.add_column("layer", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("findings, evidence and next step")
+    for result in diagnosis.layers:
+        status = Text(result.status.value, style=_STYLE[result.status])
+        name = (
+            f"▶ {result.layer.value}"
+            if diagnosis.primary and (diagnosis.primary.layer is result.layer)
+            else result.layer.value
+        )
+        table.add_row(name, status, _layer_cell(result, primary))
+    parts: list[Table | Text] = [table]
+    parts.append(_summary(diagnosis))
+    console.print(Group(*parts))
+
+
+def _summary(diagnosis: Diagnosis) -> Text:
+    text = Text()
+    slo = ", ".join(
+        f"{r.name} {'n/a' if r.measured is None else _slo_value(r.measured, r.unit)}"
+        f" {'✓' if r.passed else '✗' if r.passed is not None else ''}"
+        for r in diagnosis.slo
+    )
+    text.append(f"SLOs: {slo}\n")
+    if diagnosis.client_bound:
+        text.append("The load client fell behind: its figures are not trustworthy.\n", style="red")
+    if diagnosis.primary is None:
+        missed = [r.name for r in diagnosis.slo if r.passed is False]
+        if missed:
+            text.append(
+                f"No bottleneck found, but {', '.join(missed)} missed its SLO: read the warnings "
+                "and the missing evidence.\n",
+                style="yellow",
+            )
+        else:
+            text.append("No bottleneck: every SLO holds.\n", style="green")
+        return text
+    text.append("Primary bottleneck: ", style="bold")
+    text.append(
+        f"{diagnosis.primary.layer.value} ({diagnosis.primary.finding})\n", style="bold red"
+    )
+    if len(diagnosis.chain) > 1:
+        chain = " → ".join(f"{link.layer.value}: {link.finding}" for link in diagnosis.chain)
+        text.append(f"Chain: {chain}\n")
+    return text
+
+
+def _slo_value(value: float, unit: str) -> str:
+    return f"{value * 1e3:.0f} ms" if unit == "s" else f"{value:.2%}"

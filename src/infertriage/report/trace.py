@@ -1,0 +1,182 @@
+"""report, level 4: the `trace` result on screen (rich) and as one JSON document.
+
+Takes a `TraceReport`; gives the terminal summary (ranks, GPU time, launches
+and steps, kernel mix, communication, memcpy, then the top findings of the
+kernel, parallelism and hardware layers) and `trace_to_json`, which holds
+every signal (name, value, unit, source, window), the findings, the ranks and
+the heaviest kernels (schema `infertriage.trace/v1`).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from infertriage.analyze.trace import TraceReport
+from infertriage.schemas.layers import Layer, Status
+from infertriage.schemas.units import format_bytes, format_seconds
+
+__all__ = ["TRACE_LAYERS", "TRACE_SCHEMA", "render_trace", "trace_to_json"]
+
+TRACE_SCHEMA = "infertriage.trace/v1"
+TRACE_LAYERS = (Layer.KERNEL, Layer.PARALLELISM, Layer.HARDWARE)
+_TOP_FINDINGS = 3
+_NAME_WIDTH = 72
+
+
+def trace_to_json(report: TraceReport) -> dict[str, object]:
+    return {
+        "schema": TRACE_SCHEMA,
+        "paths": list(report.paths),
+        "log": report.log_path,
+        "attention_backend": report.attention_backend,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "path": r.path,
+                "format": r.fmt,
+                "devices": list(r.devices),
+                "num_kernels": r.num_kernels,
+                "span_s": r.span_s,
+                "busy_s": r.busy_s,
+                "compute_s": r.compute_s,
+                "comm_s": r.comm_s,
+                "steps": r.steps,
+                "step_source": r.step_source,
+                "kernels_per_step": r.kernels_per_step,
+            }
+            for r in report.ranks
+        ],
+        "signals": [
+            {
+                "name": s.name,
+                "value": s.value,
+                "unit": s.unit,
+                "source": s.source,
+                "window": list(s.window) if s.window is not None else None,
+            }
+            for s in report.signals
+        ],
+        "findings": [f.model_dump(mode="json") for f in report.findings],
+        "top_kernels": [
+            {
+                "name": k.name,
+                "category": k.category.name.lower(),
+                "count": k.count,
+                "total_s": k.total_ns * 1e-9,
+            }
+            for k in report.mix.top
+        ],
+    }
+
+
+def _pct(report: TraceReport, name: str) -> str:
+    value = report.value(name)
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _secs(report: TraceReport, name: str) -> str:
+    value = report.value(name)
+    return "–" if value is None else format_seconds(value)
+
+
+def _count(report: TraceReport, name: str, digits: int = 0) -> str:
+    value = report.value(name)
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _overview(report: TraceReport) -> Table:
+    table = Table(title="GPU time", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    rows = (
+        ("traced span (all GPUs)", _secs(report, "trace.gpu_span_s")),
+        ("busy", _pct(report, "trace.gpu_busy_fraction")),
+        ("idle: host wait", _secs(report, "trace.idle.host_wait_s")),
+        ("idle: kernel-to-kernel", _secs(report, "trace.idle.kernel_to_kernel_s")),
+        ("idle: other", _secs(report, "trace.idle.other_s")),
+        ("kernels", _count(report, "trace.kernels")),
+        ("launch latency p50 / p95", _launch_latency(report)),
+        ("short kernels (GPU < launch CPU)", _pct(report, "trace.short_kernel_fraction")),
+        ("CUDA-graph share of kernel time", _pct(report, "trace.cuda_graph_fraction")),
+        ("steps / kernels per step", _steps(report)),
+        ("sync calls per step", _count(report, "trace.sync_calls_per_step", 1)),
+        ("attention backend", report.attention_backend),
+        ("NCCL share / overlap", f"{_pct(report, 'trace.nccl_fraction')} / "
+         f"{_pct(report, 'trace.comm_overlap_fraction')}"),
+        ("memcpy HtoD / DtoH (pageable share)", _copies(report)),
+        ("recompilations", _count(report, "trace.recompilations")),
+    )  # fmt: skip
+    for what, value in rows:
+        table.add_row(what, value)
+    return table
+
+
+def _launch_latency(report: TraceReport) -> str:
+    p50 = _secs(report, "trace.launch_latency_p50_s")
+    return f"{p50} / {_secs(report, 'trace.launch_latency_p95_s')}"
+
+
+def _steps(report: TraceReport) -> str:
+    steps = report.signal("trace.steps")
+    if steps is None:
+        return "not found"
+    source = steps.source.removeprefix("trace:")
+    return f"{steps.value:.0f} / {_count(report, 'trace.kernels_per_step', 1)} ({source})"
+
+
+def _copies(report: TraceReport) -> str:
+    htod = report.value("trace.memcpy.htod_bytes") or 0.0
+    dtoh = report.value("trace.memcpy.dtoh_bytes") or 0.0
+    pageable = _pct(report, "trace.memcpy.pageable_fraction")
+    return f"{format_bytes(htod)} / {format_bytes(dtoh)} ({pageable})"
+
+
+def _mix(report: TraceReport) -> Table:
+    table = Table(title="Heaviest kernels", title_justify="left")
+    table.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
+    table.add_column("category")
+    table.add_column("count", justify="right")
+    table.add_column("GPU time", justify="right")
+    for kernel in report.mix.top[:8]:
+        name = kernel.name.removeprefix("void ")
+        table.add_row(
+            name,
+            kernel.category.name.lower(),
+            f"{kernel.count:,}",
+            format_seconds(kernel.total_ns * 1e-9),
+        )
+    return table
+
+
+def _findings(report: TraceReport) -> Text:
+    text = Text()
+    for layer in TRACE_LAYERS:
+        found = [f for f in report.findings if f.layer == layer][:_TOP_FINDINGS]
+        text.append(f"\n{layer.value}: ", style="bold")
+        if not found:
+            text.append("no finding\n", style="green")
+            continue
+        text.append("\n")
+        for finding in found:
+            style = "red" if finding.status is Status.BOTTLENECK else "yellow"
+            text.append(f"  [{finding.status}] ", style=style)
+            text.append(f"{finding.title} (score {finding.score:.2f})\n")
+            for step in finding.next_steps[:1]:
+                text.append(f"      → {step}\n", style="dim")
+    return text
+
+
+def render_trace(report: TraceReport, console: Console) -> None:
+    ranks = report.ranks
+    devices = sorted({d for r in ranks for d in r.devices})
+    formats = sorted({r.fmt for r in ranks})
+    console.print(
+        Text(
+            f"{len(ranks)} rank(s) from {len(report.paths)} trace(s) ({', '.join(formats)}) on "
+            f"{', '.join(devices) or 'unknown GPU'}",
+            style="bold",
+        )
+    )
+    console.print(Group(_overview(report), _mix(report), _findings(report)))

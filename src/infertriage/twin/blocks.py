@@ -1,0 +1,271 @@
+"""twin, level 2: the paged KV cache: a block pool with prefix caching, and its manager.
+
+Takes a block count (from `twin.capacity`), a block size and requests; gives
+`BlockPool` (blocks, ref counts, the free queue, the hash → block map of cached
+full blocks, leak accounting) and `KVCacheManager` (which blocks each request
+holds; prefix-cache lookups; `allocate_slots` / `free`), modelled on vLLM V1's
+`block_pool.py` and `kv_cache_manager.py`:
+
+- block 0 is the null block, never handed out; usage is over the other blocks;
+- a full block's hash chains its parent's: `hash((parent_hash, block_token_ids))`, so
+  two requests share a block only when everything before it is equal too;
+- freed blocks go to the tail of the free queue and keep their hash: a later request
+  can still hit them until `take_new_blocks` evicts them from the head (LRU); a request
+  frees its blocks tail first, so its last blocks are evicted first;
+- a prefix hit never covers the whole prompt: the last token is always recomputed;
+  lookups are counted (tokens asked, tokens hit) once per admission, not per attempt;
+- `free(request, num_leaked=k)` keeps `k` blocks referenced for ever (the
+  `kv_leak_blocks_per_request` fault) and counts them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from infertriage.twin.request import Request
+
+__all__ = ["NONE_HASH", "BlockPool", "KVBlock", "KVCacheManager", "hash_block_tokens"]
+
+NONE_HASH = 0x5EED_CAFE  # the parent hash of a sequence's first block
+
+
+def hash_block_tokens(parent_hash: int, token_ids: Sequence[int]) -> int:
+    """The chained hash of one full block (ints hash the same in every process)."""
+    return hash((parent_hash, tuple(token_ids)))
+
+
+class KVBlock:
+    """One paged block: its id, how many requests hold it, and its hash once full and cached."""
+
+    __slots__ = ("block_hash", "block_id", "ref_cnt")
+
+    def __init__(self, block_id: int, ref_cnt: int = 0) -> None:
+        self.block_id = block_id
+        self.ref_cnt = ref_cnt
+        self.block_hash: int | None = None
+
+    def __repr__(self) -> str:
+        return f"KVBlock({self.block_id}, ref={self.ref_cnt}, hash={self.block_hash})"
+
+
+class BlockPool:
+    """All KV blocks of one GPU: the free queue (LRU order) and the prefix-cache map."""
+
+    def __init__(self, num_gpu_blocks: int, *, enable_caching: bool = True) -> None:
+        if num_gpu_blocks < 2:
+            raise ValueError(f"a block pool needs at least 2 blocks, not {num_gpu_blocks}")
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = enable_caching
+        # vLLM's free queue starts as every block in id order and freed blocks join its tail,
+        # so its head is the never-used blocks: those are made on first use (`_next_fresh_id`
+        # on), and `_free` holds the freed ones, head = next to evict. OrderedDict gives O(1)
+        # pop-from-head and removal from the middle.
+        self._free: OrderedDict[int, KVBlock] = OrderedDict()
+        self._cached: dict[int, KVBlock] = {}
+        self.null_block = KVBlock(0)
+        self.null_block.ref_cnt = 1
+        self._next_fresh_id = 1
+        self.num_leaked_blocks = 0
+        self.num_evictions = 0
+
+    # ------------------------------------------------------------------ reads
+    def get_num_free_blocks(self) -> int:
+        """Blocks a new allocation can take, cached-but-unreferenced ones included (as vLLM)."""
+        return len(self._free) + self.num_gpu_blocks - self._next_fresh_id
+
+    def get_usage(self) -> float:
+        """vLLM's KV-cache usage: 1 − free / (blocks − the null block)."""
+        return 1.0 - self.get_num_free_blocks() / (self.num_gpu_blocks - 1)
+
+    def get_cached_block(self, block_hash: int) -> KVBlock | None:
+        return self._cached.get(block_hash) if self.enable_caching else None
+
+    @property
+    def num_cached_blocks(self) -> int:
+        return len(self._cached)
+
+    # ------------------------------------------------------------------ changes
+    def take_new_blocks(self, num_blocks: int) -> list[KVBlock]:
+        """Pop `num_blocks` from the head of the free queue, evicting their cached hashes."""
+        num_free = self.get_num_free_blocks()
+        if num_blocks > num_free:
+            raise ValueError(f"cannot take {num_blocks} blocks, {num_free} free")
+        num_fresh = min(num_blocks, self.num_gpu_blocks - self._next_fresh_id)
+        first = self._next_fresh_id
+        taken = [KVBlock(block_id, 1) for block_id in range(first, first + num_fresh)]
+        self._next_fresh_id += num_fresh
+        for _ in range(num_blocks - num_fresh):
+            block = self._free.popitem(last=False)[1]
+            if block.block_hash is not None:
+                if self._cached.get(block.block_hash) is block:
+                    del self._cached[block.block_hash]
+                block.block_hash = None
+                self.num_evictions += 1
+            block.ref_cnt = 1
+            taken.append(block)
+        return taken
+
+    def touch(self, blocks: Iterable[KVBlock]) -> None:
+        """A prefix hit: hold the blocks, taking unreferenced ones off the free queue."""
+        for block in blocks:
+            if block.ref_cnt == 0:
+                del self._free[block.block_id]
+            block.ref_cnt += 1
+
+    def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
+        """Release blocks in eviction order: each that nobody holds goes to the queue's tail."""
+        for block in ordered_blocks:
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                self._free[block.block_id] = block
+
+    def cache_block(self, block: KVBlock, block_hash: int) -> None:
+        """Register a full block under its chained hash (the first block with a hash wins)."""
+        if not self.enable_caching or block.block_hash is not None:
+            return
+        block.block_hash = block_hash
+        self._cached.setdefault(block_hash, block)
+
+    def leak(self, blocks: Sequence[KVBlock]) -> None:
+        """Never return these blocks (they stay referenced); count them."""
+        self.num_leaked_blocks += len(blocks)
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached hash (vLLM's /reset_prefix_cache); held blocks are kept."""
+        for block in self._cached.values():
+            block.block_hash = None
+        self._cached.clear()
+
+
+class KVCacheManager:
+    """Which blocks each request holds; allocation, prefix lookups and their counters."""
+
+    def __init__(self, pool: BlockPool, block_size: int, max_model_len: int) -> None:
+        self.pool = pool
+        self.block_size = block_size
+        self.max_blocks_per_request = -(-max_model_len // block_size)
+        self._blocks: dict[str, list[KVBlock]] = {}
+        self._num_cached: dict[str, int] = {}
+        self.prefix_cache_queries = 0  # prompt tokens looked up (cumulative)
+        self.prefix_cache_hits = 0  # of those, tokens found cached
+
+    @property
+    def enable_caching(self) -> bool:
+        return self.pool.enable_caching
+
+    def get_blocks(self, request_id: str) -> list[KVBlock]:
+        return self._blocks.get(request_id, [])
+
+    def _update_hashes(self, request: Request) -> None:
+        hashes = request.block_hashes
+        size = self.block_size
+        tokens = request.token_ids
+        for index in range(len(hashes), len(tokens) // size):
+            parent = hashes[-1] if hashes else NONE_HASH
+            hashes.append(hash_block_tokens(parent, tokens[index * size : (index + 1) * size]))
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVBlock], int]:
+        """The longest cached prefix of a request about to be admitted: (blocks, tokens).
+
+        Counts nothing: `record_lookup` counts the admission that used it.
+        """
+        if not self.enable_caching:
+            return [], 0
+        self._update_hashes(request)
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        hits: list[KVBlock] = []
+        for block_hash in request.block_hashes[:max_blocks]:
+            block = self.pool.get_cached_block(block_hash)
+            if block is None:
+                break
+            hits.append(block)
+        return hits, len(hits) * self.block_size
+
+    def record_lookup(self, num_tokens: int, num_hit_tokens: int) -> None:
+        """Count one admission's prefix lookup (tokens asked, tokens found)."""
+        if self.enable_caching:
+            self.prefix_cache_queries += num_tokens
+            self.prefix_cache_hits += num_hit_tokens
+
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        new_computed_blocks: Sequence[KVBlock] = (),
+        num_lookahead_tokens: int = 0,
+    ) -> bool:
+        """Blocks for `num_new_tokens` (+ lookahead for draft tokens); False when they don't fit.
+
+        On success the prefix hits are held, new blocks appended and newly full blocks cached.
+        """
+        request_id = request.request_id
+        blocks = self._blocks.get(request_id)
+        if blocks is None:
+            blocks = self._blocks[request_id] = []
+        size = self.block_size
+        num_computed = request.num_computed_tokens + len(new_computed_blocks) * size
+        total = num_computed + num_new_tokens + num_lookahead_tokens
+        num_required = min(-(-total // size), self.max_blocks_per_request)
+        num_new_blocks = num_required - len(blocks) - len(new_computed_blocks)
+        if num_new_blocks > 0 or new_computed_blocks:
+            evictable = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+            if max(num_new_blocks, 0) + evictable > self.pool.get_num_free_blocks():
+                return False
+            if new_computed_blocks:
+                self.pool.touch(new_computed_blocks)
+                blocks.extend(new_computed_blocks)
+                self._num_cached[request_id] = len(blocks)
+            if num_new_blocks > 0:
+                blocks.extend(self.pool.take_new_blocks(num_new_blocks))
+        if self.pool.enable_caching:
+            num_full = min(num_computed + num_new_tokens, request.num_tokens) // size
+            if num_full > self._num_cached.get(request_id, 0):
+                self._cache_full_blocks(request, num_full)
+        return True
+
+    def _cache_full_blocks(self, request: Request, num_full: int) -> None:
+        self._update_hashes(request)
+        blocks = self._blocks[request.request_id]
+        hashes = request.block_hashes
+        for index in range(self._num_cached.get(request.request_id, 0), num_full):
+            self.pool.cache_block(blocks[index], hashes[index])
+        self._num_cached[request.request_id] = num_full
+
+    def grow(self, request: Request, num_new_tokens: int) -> None:
+        """`allocate_slots` for a running request that fits (checked by `num_new_blocks_for`)."""
+        blocks = self._blocks[request.request_id]
+        size = self.block_size
+        num_computed = request.num_computed_tokens
+        total = num_computed + num_new_tokens
+        num_new_blocks = min(-(-total // size), self.max_blocks_per_request) - len(blocks)
+        if num_new_blocks > 0:
+            blocks.extend(self.pool.take_new_blocks(num_new_blocks))
+        if self.pool.enable_caching:
+            num_full = min(total, request.num_tokens) // size
+            if num_full > self._num_cached.get(request.request_id, 0):
+                self._cache_full_blocks(request, num_full)
+
+    def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:
+        """Blocks that `num_new_tokens` more computed tokens for each request would take."""
+        size = self.block_size
+        total = 0
+        for request in requests:
+            held = len(self._blocks.get(request.request_id, ()))
+            needed = -(-(request.num_computed_tokens + num_new_tokens) // size)
+            total += max(0, min(needed, self.max_blocks_per_request) - held)
+        return total
+
+    def free(self, request: Request, num_leaked: int = 0) -> int:
+        """Return a request's blocks, tail first; `num_leaked` of its last blocks are kept.
+
+        Returns how many blocks leaked.
+        """
+        blocks = self._blocks.pop(request.request_id, [])
+        self._num_cached.pop(request.request_id, None)
+        leaked = blocks[len(blocks) - min(num_leaked, len(blocks)) :]
+        kept = blocks[: len(blocks) - len(leaked)]
+        if leaked:
+            self.pool.leak(leaked)
+        self.pool.free_blocks(reversed(kept))
+        return len(leaked)

@@ -1,0 +1,347 @@
+"""twin, level 2: how long one engine step takes, and what the GPU did during it.
+
+Takes the `Hardware` and the scenario's engine settings, then per step a
+`BatchShape` (prefill chunks with their cached context, decode sequences with
+theirs, draft tokens); gives a frozen `StepBreakdown`: the wall time split into
+host time (GPU idle), kernel time (roofline math, all-reduce, draft model) and
+launch gaps, plus the activity integrals that /metrics and /dcgm derive from.
+
+The math comes from the `plan` roofline: the decode part is one
+`decode_step_time` at the batch's mean context (interpolated between 64-token
+grid points and cached), each prefill chunk one `prefill_time`; weights are
+counted once for the step's tokens together, and the all-reduces carry all of
+them. On top of `plan`:
+
+- draft tokens are verified like decode tokens (FLOPs scale with 1 + k, KV reads
+  do not) and the proposer costs `draft_cost_fraction` of a decode per position;
+- `attention_backend: naive` materialises FP32 scores (16 bytes per query-key pair
+  and head: write, read, softmax write, read) and gathers the paged KV twice more;
+- each kernel runs at least `_KERNEL_FLOOR_S`; with `cuda_graphs` off every kernel
+  also costs `launch_us_per_kernel` of host time, and the GPU waits whenever the
+  launches are slower than the kernels (the launch gap);
+- host time per step: `plan`'s step overhead plus `scheduler_overhead_us_per_seq`
+  per scheduled sequence, during which the GPU idles.
+
+Activity (what DCGM would read): `util_busy_s` counts the step as NVML's coarse
+sampler does, gaps under `_UTIL_RESOLUTION_S` between kernels or steps read as
+busy, so GPU_UTIL stays high when launch-bound; `sm_active_s` weights roofline
+kernels by `_SM_BUSY`, kernel-floor time (tiny kernels) by `_SM_BUSY_TINY` and
+NCCL kernels by `_SM_BUSY_NCCL`; `tensor_active_s` and `dram_active_s` are the
+compute and memory roofline times at the pipe activity those roofs show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from infertriage.plan import (
+    DEFAULT_ROOFLINE,
+    RooflineParams,
+    StepCost,
+    decode_step_time,
+    prefill_time,
+)
+from infertriage.twin.capacity import Hardware
+from infertriage.twin.scenario_model import Scenario
+
+__all__ = ["BatchShape", "CostModel", "DecodeRunCost", "StepBreakdown"]
+
+Bound = Literal["compute", "memory", "idle"]
+
+_KERNELS_PER_LAYER = 12  # norms, QKV, RoPE, cache write, attention, O, residuals, MLP
+_KERNELS_PER_MOE_LAYER = 4  # router, top-k, permute, unpermute
+_KERNELS_PER_NAIVE_ATTENTION = 5  # gather, QKᵀ, mask+scale, softmax, PV
+_KERNELS_FIXED = 10  # embedding, final norm, lm_head, sampler
+_KERNEL_FLOOR_S = 2e-6
+_UTIL_RESOLUTION_S = 1e-3
+_SM_BUSY = 0.85
+_SM_BUSY_TINY = 0.15
+_SM_BUSY_NCCL = 0.15
+_TENSOR_AT_COMPUTE_ROOF = 0.9
+_DRAM_AT_MEMORY_ROOF = 0.85
+_SCORE_BYTES = 16
+_CONTEXT_GRID = 64
+_CACHE_LIMIT = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class BatchShape:
+    """The work of one step, as the cost model needs it."""
+
+    prefill_chunks: tuple[tuple[int, int], ...] = ()  # (new tokens, cached context before)
+    num_decode_seqs: int = 0
+    decode_context_sum: int = 0  # Σ cached tokens over decode sequences
+    num_decode_tokens: int = 0  # decode tokens, draft tokens to verify included
+    max_draft_tokens: int = 0  # draft positions the proposer ran this step
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.prefill_chunks) + self.num_decode_seqs
+
+    @property
+    def num_prefill_tokens(self) -> int:
+        return sum(n for n, _ in self.prefill_chunks)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prefill_tokens + self.num_decode_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class StepBreakdown:
+    """One step's wall time and its parts, in seconds; activity integrals in seconds too."""
+
+    total_s: float  # = cpu_s + kernel_s + launch_gap_s
+    cpu_s: float  # host: scheduling, sampling, bookkeeping (GPU idle)
+    kernel_s: float  # some kernel runs: forward + comm + draft
+    launch_gap_s: float  # GPU idle between eager launches
+    forward_s: float  # the model's kernels: max(compute, memory), floored per kernel
+    compute_s: float
+    memory_s: float
+    comm_s: float  # all-reduce kernels
+    draft_s: float  # the draft proposer's kernels
+    util_busy_s: float  # what GPU_UTIL counts
+    sm_active_s: float
+    tensor_active_s: float
+    dram_active_s: float
+    flops: float
+    bytes: float
+    comm_bytes: float  # bytes each GPU sends over its link
+    num_kernels: int
+    bound: Bound
+
+    @property
+    def gpu_span_s(self) -> float:
+        """First kernel to last: kernels and the launch gaps between them."""
+        return self.kernel_s + self.launch_gap_s
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeRunCost:
+    """Back-to-back decode steps of one batch: when each ends, and their summed breakdown."""
+
+    step_end_ts: tuple[float, ...]
+    total: StepBreakdown
+    memory_bound_s: float  # of the steps' time, memory-bound
+
+
+_SUMMED = tuple(
+    name for name in StepBreakdown.__dataclass_fields__ if name not in {"num_kernels", "bound"}
+)
+_IDLE = StepBreakdown(
+    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, "idle"
+)
+
+
+class CostModel:
+    """Step times for one scenario; caches the `plan` calls it interpolates between."""
+
+    def __init__(
+        self, hardware: Hardware, scenario: Scenario, params: RooflineParams = DEFAULT_ROOFLINE
+    ) -> None:
+        self.hw = hardware
+        self.params = params
+        self.engine = scenario.engine
+        self.draft_cost_fraction = scenario.speculative.draft_cost_fraction
+        spec = hardware.spec
+        per_layer = _KERNELS_PER_LAYER + (2 if hardware.tensor_parallel > 1 else 0)
+        if self.engine.attention_backend == "naive":
+            per_layer += _KERNELS_PER_NAIVE_ATTENTION
+        self.num_kernels = (
+            per_layer * spec.num_layers + _KERNELS_PER_MOE_LAYER * spec.num_moe_layers
+        ) + _KERNELS_FIXED
+        self._heads_per_gpu = max(1, spec.num_attention_heads // hardware.tensor_parallel)
+        self._probes: dict[int, tuple[float, float]] = {}
+        self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
+        self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
+        probe = self._prefill_call(1024, 0)
+        self._flops_per_s = probe.flops / probe.compute_s
+        self._bytes_per_s = probe.bytes / probe.memory_s
+
+    # ------------------------------------------------------------------ plan calls
+    def _decode_call(self, batch: int, context: int) -> StepCost:
+        hw = self.hw
+        return decode_step_time(
+            hw.spec, hw.gpu, hw.dtype, batch, context, tp=hw.tensor_parallel,
+            kv_dtype=hw.kv_dtype, params=self.params, interconnect=hw.interconnect,
+        )  # fmt: skip
+
+    def _prefill_call(self, num_tokens: int, context: int) -> StepCost:
+        hw = self.hw
+        return prefill_time(
+            hw.spec, hw.gpu, hw.dtype, num_tokens, tp=hw.tensor_parallel, kv_dtype=hw.kv_dtype,
+            params=self.params, context_before=context, interconnect=hw.interconnect,
+        )  # fmt: skip
+
+    def _probe(self, num_tokens: int) -> tuple[float, float]:
+        """(weight bytes a step of `num_tokens` reads per GPU, its all-reduce seconds)."""
+        hit = self._probes.get(num_tokens)
+        if hit is None:
+            cost = self._decode_call(num_tokens, 0)
+            hit = (cost.bytes - num_tokens * self.hw.kv_bytes_per_token, cost.comm_s)
+            self._probes[num_tokens] = hit
+        return hit
+
+    def _decode_at(self, batch: int, context: int) -> tuple[float, float]:
+        key = (batch, context)
+        hit = self._decodes.get(key)
+        if hit is None:
+            if len(self._decodes) > _CACHE_LIMIT:
+                self._decodes.clear()
+            cost = self._decode_call(batch, context)
+            hit = (cost.flops, cost.bytes - self._probe(batch)[0])
+            self._decodes[key] = hit
+        return hit
+
+    def _prefill_at(self, num_tokens: int, context: int) -> tuple[float, float]:
+        key = (num_tokens, context)
+        hit = self._prefills.get(key)
+        if hit is None:
+            if len(self._prefills) > _CACHE_LIMIT:
+                self._prefills.clear()
+            cost = self._prefill_call(num_tokens, context)
+            hit = (cost.flops, cost.bytes - self._probe(num_tokens)[0])
+            self._prefills[key] = hit
+        return hit
+
+    # ------------------------------------------------------------------ parts
+    def _decode_work(self, shape: BatchShape) -> tuple[float, float, float]:
+        """(FLOPs, non-weight bytes, plain-decode forward seconds) of the decode sequences."""
+        batch = shape.num_decode_seqs
+        if batch == 0:
+            return 0.0, 0.0, 0.0
+        mean = shape.decode_context_sum / batch
+        low = int(mean // _CONTEXT_GRID) * _CONTEXT_GRID
+        weight = (mean - low) / _CONTEXT_GRID
+        f0, b0 = self._decode_at(batch, low)
+        f1, b1 = self._decode_at(batch, low + _CONTEXT_GRID)
+        flops, kv_bytes = f0 + weight * (f1 - f0), b0 + weight * (b1 - b0)
+        plain_s = max(
+            flops / self._flops_per_s, (kv_bytes + self._probe(batch)[0]) / self._bytes_per_s
+        )
+        extra = shape.num_decode_tokens - batch  # draft tokens verified
+        flops *= shape.num_decode_tokens / batch
+        kv_bytes += extra * self.hw.kv_bytes_per_token
+        if self.engine.attention_backend == "naive":
+            kv_bytes += self._naive_bytes(
+                shape.num_decode_tokens * (mean + 1), shape.decode_context_sum
+            )
+        return flops, kv_bytes, plain_s
+
+    def _naive_bytes(self, num_pairs: float, context_tokens: float) -> float:
+        """Materialised scores for `num_pairs` query-key pairs, and the KV gathered twice more."""
+        scores = _SCORE_BYTES * self._heads_per_gpu * self.hw.spec.num_layers * num_pairs
+        return scores + 2 * self.hw.kv_bytes_per_token * context_tokens
+
+    def _prefill_work(self, shape: BatchShape) -> tuple[float, float]:
+        flops = 0.0
+        kv_bytes = 0.0
+        naive = self.engine.attention_backend == "naive"
+        for num_tokens, context in shape.prefill_chunks:
+            f, b = self._prefill_at(num_tokens, context)
+            flops += f
+            kv_bytes += b
+            if naive:
+                pairs = num_tokens * context + num_tokens * (num_tokens + 1) / 2
+                kv_bytes += self._naive_bytes(pairs, context)
+        return flops, kv_bytes
+
+    def _comm_bytes(self, num_tokens: int) -> float:
+        tp = self.hw.tensor_parallel
+        if tp == 1:
+            return 0.0
+        message = num_tokens * self.hw.spec.hidden_size * self.params.activation_bytes
+        return 2 * self.hw.spec.num_layers * 2 * (tp - 1) / tp * message
+
+    # ------------------------------------------------------------------ the step
+    def step_cost(self, shape: BatchShape) -> StepBreakdown:
+        """The breakdown of one step; an empty shape costs nothing."""
+        num_tokens = shape.num_tokens
+        if num_tokens == 0:
+            return _IDLE
+        d_flops, d_bytes, plain_decode_s = self._decode_work(shape)
+        p_flops, p_bytes = self._prefill_work(shape)
+        weights, comm_s = self._probe(num_tokens)
+        flops = d_flops + p_flops
+        moved = d_bytes + p_bytes + weights
+        compute_s = flops / self._flops_per_s
+        memory_s = moved / self._bytes_per_s
+        roof_s = max(compute_s, memory_s)
+        forward_s = max(roof_s, self.num_kernels * _KERNEL_FLOOR_S)
+        draft_s = self.draft_cost_fraction * plain_decode_s * shape.max_draft_tokens
+        kernel_s = forward_s + comm_s + draft_s
+        launch_gap_s = 0.0
+        if not self.engine.cuda_graphs:
+            num_launches = self.num_kernels * (1 + shape.max_draft_tokens)
+            launch_gap_s = max(
+                0.0, num_launches * self.engine.launch_us_per_kernel * 1e-6 - kernel_s
+            )
+        cpu_s = self.params.step_overhead_s + (
+            self.engine.scheduler_overhead_us_per_seq * 1e-6 * shape.num_seqs
+        )
+        span_s = kernel_s + launch_gap_s
+        return StepBreakdown(
+            total_s=cpu_s + span_s,
+            cpu_s=cpu_s,
+            kernel_s=kernel_s,
+            launch_gap_s=launch_gap_s,
+            forward_s=forward_s,
+            compute_s=compute_s,
+            memory_s=memory_s,
+            comm_s=comm_s,
+            draft_s=draft_s,
+            util_busy_s=span_s + (cpu_s if cpu_s < _UTIL_RESOLUTION_S else 0.0),
+            sm_active_s=(roof_s + draft_s) * _SM_BUSY
+            + (forward_s - roof_s) * _SM_BUSY_TINY
+            + comm_s * _SM_BUSY_NCCL,
+            tensor_active_s=compute_s * _TENSOR_AT_COMPUTE_ROOF,
+            dram_active_s=memory_s * _DRAM_AT_MEMORY_ROOF,
+            flops=flops,
+            bytes=moved,
+            comm_bytes=self._comm_bytes(num_tokens),
+            num_kernels=self.num_kernels,
+            bound="compute" if compute_s >= memory_s else "memory",
+        )
+
+    def decode_run(
+        self, batch: int, context_sum: int, max_steps: int, start_ts: float, until_ts: float
+    ) -> DecodeRunCost:
+        """Up to `max_steps` decode steps of `batch` sequences from `start_ts`, stopping after
+        the first that ends at or after `until_ts`.
+
+        Over a run the context grows by one token per sequence and step, and a decode step's
+        parts are linear in context, so the steps in between are interpolated between the
+        first and the last: two `step_cost` calls whatever the run's length.
+        """
+        first = self.step_cost(BatchShape((), batch, context_sum, batch))
+        last = first
+        if max_steps > 1:
+            last_context = context_sum + (max_steps - 1) * batch
+            last = self.step_cost(BatchShape((), batch, last_context, batch))
+        span = max(1, max_steps - 1)
+        # Steps only lengthen as the context grows, so the first step's length bounds the count.
+        horizon_s = until_ts - start_ts
+        if horizon_s < first.total_s * max_steps:
+            max_steps = max(1, min(max_steps, int(horizon_s / first.total_s) + 2))
+        position = np.arange(max_steps) / span
+        durations = first.total_s + (last.total_s - first.total_s) * position
+        ends = start_ts + np.cumsum(durations)
+        num_steps = min(int(np.searchsorted(ends, until_ts, side="left")) + 1, max_steps)
+        weight = num_steps * (num_steps - 1) / 2 / span  # Σ position over the steps taken
+        values = [
+            num_steps * getattr(first, name) + weight * (getattr(last, name) - getattr(first, name))
+            for name in _SUMMED
+        ]
+        merged = dict(zip(_SUMMED, values, strict=True))
+        bound: Bound = "compute" if merged["compute_s"] >= merged["memory_s"] else "memory"
+        first_margin = first.compute_s - first.memory_s
+        last_margin = last.compute_s - last.memory_s
+        margin = first_margin + (last_margin - first_margin) * position[:num_steps]
+        return DecodeRunCost(
+            step_end_ts=tuple(ends[:num_steps].tolist()),
+            total=StepBreakdown(**merged, num_kernels=first.num_kernels, bound=bound),
+            memory_bound_s=float(durations[:num_steps][margin < 0].sum()),
+        )

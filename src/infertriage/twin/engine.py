@@ -1,0 +1,386 @@
+"""twin, level 2: the engine core: schedule → execute → update, on an injectable clock.
+
+Takes a `Scenario` and a `Clock` (`MonotonicClock` behind the HTTP server,
+`VirtualClock` in `simulate`); requests come in through `add_request`. Each
+`step()` gives a frozen `StepResult`: the scheduled batch's shape, its
+`StepBreakdown` from the cost model, the `RequestOutput`s (new token ids, finish
+reasons, and `RequestTimings` for finished requests), and a `SchedulerStats`
+snapshot. `get_gpu_counters()` gives cumulative GPU activity from which DCGM-style
+gauges follow as deltas over a scrape window.
+
+The engine never sleeps and never moves the clock: a step starts at
+`max(clock.now(), previous step's end)` and its outputs carry `start + duration`;
+the driver waits (real time) or advances the clock (virtual time) to that moment.
+`step_decode_run(until_ts)` is the virtual-time shortcut: the run of plain decode
+steps that `step()` would take until something changes (a request finishes, one
+arrives, blocks run short), applied at once and given as one `DecodeRun`.
+
+Execution is simulated: a sampling request gets its next output token by the rule
+in `twin.request`; with speculative decoding each of its k draft positions is
+accepted with probability `acceptance_rate` until the first rejection (seeded RNG),
+and the step yields the accepted drafts plus one token. With
+`faults.error_rate` > 0 a seeded fraction of requests fail in their first step.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from infertriage.plan import DEFAULT_ROOFLINE, RooflineParams
+from infertriage.twin.blocks import BlockPool, KVCacheManager
+from infertriage.twin.capacity import Hardware, make_hardware
+from infertriage.twin.costmodel import BatchShape, CostModel, StepBreakdown
+from infertriage.twin.request import (
+    FinishReason,
+    Request,
+    SamplingParams,
+    request_seed,
+)
+from infertriage.twin.scenario_model import Scenario
+from infertriage.twin.scheduler import (
+    RequestOutput,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+    SchedulerStats,
+)
+
+__all__ = [
+    "Clock",
+    "DecodeRun",
+    "EngineCore",
+    "GpuCounters",
+    "MonotonicClock",
+    "RequestRejectedError",
+    "StepResult",
+    "VirtualClock",
+]
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the clock's start."""
+        ...
+
+
+class MonotonicClock:
+    """Real time: seconds on `time.monotonic` since construction."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self._start
+
+
+class VirtualClock:
+    """Simulated time that moves only when told to."""
+
+    def __init__(self, start_ts: float = 0.0) -> None:
+        self._now = start_ts
+
+    def now(self) -> float:
+        return self._now
+
+    def advance_to(self, ts: float) -> None:
+        """Move forward to `ts` (never backwards)."""
+        self._now = max(self._now, ts)
+
+
+class RequestRejectedError(ValueError):
+    """A request the engine cannot take (the HTTP server answers 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCounters:
+    """Cumulative per-GPU activity since the engine started, in seconds (and bytes, FLOPs)."""
+
+    num_steps: int = 0
+    step_s: float = 0.0
+    util_busy_s: float = 0.0
+    kernel_s: float = 0.0
+    launch_gap_s: float = 0.0
+    cpu_s: float = 0.0
+    comm_s: float = 0.0
+    sm_active_s: float = 0.0
+    tensor_active_s: float = 0.0
+    dram_active_s: float = 0.0
+    comm_bytes: float = 0.0
+    flops: float = 0.0
+    bytes: float = 0.0
+
+
+_COUNTER_FIELDS = (
+    "util_busy_s",
+    "kernel_s",
+    "launch_gap_s",
+    "cpu_s",
+    "comm_s",
+    "sm_active_s",
+    "tensor_active_s",
+    "dram_active_s",
+    "comm_bytes",
+    "flops",
+    "bytes",
+)
+
+
+class _CounterSums:
+    """The running sums behind `GpuCounters` (one list add per field and step)."""
+
+    __slots__ = ("num_steps", "step_s", "sums")
+
+    def __init__(self) -> None:
+        self.num_steps = 0
+        self.step_s = 0.0
+        self.sums = [0.0] * len(_COUNTER_FIELDS)
+
+    def add(self, cost: StepBreakdown, num_steps: int = 1) -> None:
+        self.num_steps += num_steps
+        self.step_s += cost.total_s
+        sums = self.sums
+        for index, name in enumerate(_COUNTER_FIELDS):
+            sums[index] += getattr(cost, name)
+
+    def snapshot(self) -> GpuCounters:
+        values = dict(zip(_COUNTER_FIELDS, self.sums, strict=True))
+        return GpuCounters(num_steps=self.num_steps, step_s=self.step_s, **values)
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One engine step; `outputs` are stamped `end_ts`."""
+
+    step_index: int
+    start_ts: float
+    end_ts: float
+    shape: BatchShape
+    cost: StepBreakdown
+    outputs: tuple[RequestOutput, ...]
+    preempted_ids: tuple[str, ...]
+    kv_usage: float  # right after scheduling: the step's peak
+    stats: SchedulerStats  # after the update
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_ts - self.start_ts
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeRun:
+    """Several pure-decode steps taken at once: every running request gained one token each."""
+
+    start_ts: float
+    step_end_ts: tuple[float, ...]
+    cost: StepBreakdown  # the steps summed
+    memory_bound_s: float  # of those steps' time, memory-bound
+    request_ids: tuple[str, ...]  # the batch, in scheduling order
+    finished: tuple[RequestOutput, ...]  # requests that finished in the last step
+    kv_usage: float  # after the run's allocations
+    stats: SchedulerStats
+
+    @property
+    def end_ts(self) -> float:
+        return self.step_end_ts[-1]
+
+
+class EngineCore:
+    """A simulated vLLM-V1 engine core for one scenario."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        clock: Clock | None = None,
+        *,
+        params: RooflineParams = DEFAULT_ROOFLINE,
+    ) -> None:
+        self.scenario = scenario
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self.hardware: Hardware = make_hardware(scenario)
+        engine = scenario.engine
+        pool = BlockPool(self.hardware.num_gpu_blocks, enable_caching=engine.enable_prefix_caching)
+        self.kv = KVCacheManager(pool, engine.block_size, engine.max_model_len)
+        config = SchedulerConfig(
+            max_num_seqs=engine.max_num_seqs,
+            max_num_batched_tokens=engine.max_num_batched_tokens,
+            max_model_len=engine.max_model_len,
+            enable_chunked_prefill=engine.enable_chunked_prefill,
+            num_spec_tokens=scenario.speculative.num_draft_tokens,
+            kv_leak_blocks_per_request=scenario.faults.kv_leak_blocks_per_request,
+        )
+        self.scheduler = Scheduler(config, self.kv)
+        self.cost_model = CostModel(self.hardware, scenario, params)
+        self._spec_rng = random.Random(scenario.seed)
+        self._fault_rng = random.Random(scenario.seed + 1)
+        self._acceptance_rate = scenario.speculative.acceptance_rate
+        self._last_end_ts = self.clock.now()
+        self._step_index = 0
+        self._counters = _CounterSums()
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def max_model_len(self) -> int:
+        return self.scenario.engine.max_model_len
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hardware.spec.vocab_size
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.hardware.num_gpu_blocks
+
+    # ------------------------------------------------------------------ requests
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        arrival_ts: float | None = None,
+        output_seed: int | None = None,
+    ) -> None:
+        """Queue a request; `RequestRejectedError` when the prompt is empty or too long."""
+        params = params if params is not None else SamplingParams()
+        num_prompt = len(prompt_token_ids)
+        if num_prompt == 0:
+            raise RequestRejectedError("the prompt has no tokens")
+        if num_prompt >= self.max_model_len:
+            raise RequestRejectedError(
+                f"the prompt has {num_prompt} tokens; this model's maximum context length "
+                f"is {self.max_model_len}"
+            )
+        error_rate = self.scenario.faults.error_rate
+        request = Request(
+            request_id,
+            prompt_token_ids,
+            params,
+            self.clock.now() if arrival_ts is None else arrival_ts,
+            min(params.max_tokens, self.max_model_len - num_prompt),
+            request_seed(request_id) if output_seed is None else output_seed,
+            self.vocab_size,
+            will_fail=error_rate > 0 and self._fault_rng.random() < error_rate,
+        )
+        self.scheduler.add_request(request)
+
+    def abort_requests(self, request_ids: Iterable[str]) -> list[RequestOutput]:
+        """Drop requests (the client went away); their blocks return at once."""
+        return self.scheduler.finish_requests(request_ids, FinishReason.ABORT, self.clock.now())
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    # ------------------------------------------------------------------ the step
+    def step(self) -> StepResult:
+        """Schedule, execute (cost model) and update once; an idle step lasts zero seconds."""
+        start_ts = max(self.clock.now(), self._last_end_ts)
+        output = self.scheduler.schedule(start_ts)
+        shape = _make_shape(output)
+        cost = self.cost_model.step_cost(shape)
+        end_ts = start_ts + cost.total_s
+        outputs = self.scheduler.update_from_output(output, self._sample(output), end_ts)
+        self._last_end_ts = end_ts
+        self._step_index += 1
+        if shape.num_tokens:
+            self._counters.add(cost)
+        return StepResult(
+            step_index=self._step_index,
+            start_ts=start_ts,
+            end_ts=end_ts,
+            shape=shape,
+            cost=cost,
+            outputs=tuple(outputs),
+            preempted_ids=output.preempted_ids,
+            kv_usage=output.kv_usage,
+            stats=self.scheduler.make_stats(),
+        )
+
+    def step_decode_run(self, until_ts: float, max_steps: int | None = None) -> DecodeRun | None:
+        """Take back-to-back pure-decode steps, exactly as `step()` would, up to and including
+        the first that ends at or after `until_ts`.
+
+        A shortcut for virtual time: None when the next step is not a plain decode of the
+        whole batch (admission possible, a prefill, speculation, blocks running short); then
+        call `step()`.
+        """
+        scheduler = self.scheduler
+        limit = scheduler.max_decode_run()
+        if max_steps is not None:
+            limit = min(limit, max_steps)
+        running = scheduler.running
+        limit = self._steps_that_fit(running, limit)
+        if limit <= 0:
+            return None
+        start_ts = max(self.clock.now(), self._last_end_ts)
+        context = sum(r.num_computed_tokens for r in running)
+        run = self.cost_model.decode_run(len(running), context, limit, start_ts, until_ts)
+        ends = run.step_end_ts
+        request_ids = tuple(r.request_id for r in running)
+        finished = scheduler.apply_decode_run(ends)
+        self._counters.add(run.total, len(ends))
+        self._last_end_ts = ends[-1]
+        self._step_index += len(ends)
+        return DecodeRun(
+            start_ts=start_ts,
+            step_end_ts=ends,
+            cost=run.total,
+            memory_bound_s=run.memory_bound_s,
+            request_ids=request_ids,
+            finished=tuple(finished),
+            kv_usage=self.kv.pool.get_usage(),
+            stats=scheduler.make_stats(),
+        )
+
+    def _steps_that_fit(self, running: Sequence[Request], limit: int) -> int:
+        """The most decode steps, up to `limit`, whose blocks are free (no preemption)."""
+        free = self.kv.pool.get_num_free_blocks()
+        need = self.kv.num_new_blocks_for
+        if limit <= 0 or need(running, limit) <= free:
+            return limit
+        low, high = 0, limit - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if need(running, middle) <= free:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def _sample(self, output: SchedulerOutput) -> Mapping[str, Sequence[int]]:
+        """The simulated model runner: accepted draft tokens plus one, for each sampler."""
+        sampled: dict[str, list[int]] = {}
+        rng = self._spec_rng.random
+        rate = self._acceptance_rate
+        for item in output.scheduled:
+            if not item.samples:
+                continue
+            accepted = 0
+            while accepted < item.num_draft_tokens and rng() < rate:
+                accepted += 1
+            sampled[item.request.request_id] = item.request.next_output_tokens(accepted + 1)
+        return sampled
+
+    # ------------------------------------------------------------------ stats
+    def get_stats(self) -> SchedulerStats:
+        return self.scheduler.make_stats()
+
+    def get_gpu_counters(self) -> GpuCounters:
+        return self._counters.snapshot()
+
+
+def _make_shape(output: SchedulerOutput) -> BatchShape:
+    chunks: list[tuple[int, int]] = []
+    num_decode = context_sum = decode_tokens = max_drafts = 0
+    for item in output.scheduled:
+        if item.is_decode:
+            num_decode += 1
+            context_sum += item.num_computed_before
+            decode_tokens += item.num_new_tokens
+            max_drafts = max(max_drafts, item.num_draft_tokens)
+        else:
+            chunks.append((item.num_new_tokens, item.num_computed_before))
+    return BatchShape(tuple(chunks), num_decode, context_sum, decode_tokens, max_drafts)

@@ -1,0 +1,106 @@
+"""twin, level 2: the scenario file's schema (pydantic, every level closed to unknown keys).
+
+Takes nothing; gives `Scenario` and its sections `EngineSettings`,
+`SpeculativeSettings`, `FrontendSettings` and `FaultSettings`, whose defaults are
+the healthy server of DESIGN.md. Validation is strict: a string is never read as a
+number or a boolean. Loading, the error sentences and the packaged files live in
+`twin.scenario`.
+
+Keys the twin adds to DESIGN's list: `engine.num_gpu_blocks_override` (vLLM's
+`--num-gpu-blocks-override`, to force KV pressure), `engine.launch_us_per_kernel`
+(host time of one eager kernel launch, paid on every kernel when `cuda_graphs` is
+off) and `speculative.draft_cost_fraction` (one draft forward as a fraction of a
+target decode step).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+__all__ = [
+    "EngineSettings",
+    "FaultSettings",
+    "FrontendSettings",
+    "Scenario",
+    "SpeculativeSettings",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class EngineSettings(_Section):
+    """The engine's flags, named as vLLM names them."""
+
+    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    max_model_len: int = Field(8192, ge=2)
+    block_size: int = Field(16, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    cuda_graphs: bool = True
+    attention_backend: Literal["flash", "naive"] = "flash"
+    scheduler_overhead_us_per_seq: float = Field(20.0, ge=0)
+    load_time_s: float = Field(1.0, ge=0)
+    num_gpu_blocks_override: int | None = Field(None, ge=2)
+    launch_us_per_kernel: float = Field(12.0, ge=0)
+
+
+class SpeculativeSettings(_Section):
+    """Speculative decoding: `num_draft_tokens` 0 turns it off.
+
+    `acceptance_rate` is the chance that a draft token is accepted given that every
+    earlier one in its step was, so the measured rate (accepted / drafted) is lower.
+    """
+
+    num_draft_tokens: int = Field(0, ge=0, le=16)
+    acceptance_rate: float = Field(0.7, ge=0, le=1)
+    draft_cost_fraction: float = Field(0.05, ge=0, le=1)
+
+
+class FrontendSettings(_Section):
+    """CPU cost of the API server's work, per prompt token, output token and streamed chunk."""
+
+    tokenize_us_per_token: float = Field(1.0, ge=0)
+    detokenize_us_per_token: float = Field(2.0, ge=0)
+    serialize_us_per_chunk: float = Field(20.0, ge=0)
+
+
+class FaultSettings(_Section):
+    """Injected faults: blocks each finished request never returns; a fraction of requests fail."""
+
+    kv_leak_blocks_per_request: int = Field(0, ge=0)
+    error_rate: float = Field(0.0, ge=0, le=1)
+
+
+class Scenario(_Section):
+    """One twin configuration; every key optional, the defaults are the healthy server."""
+
+    description: str = "A healthy Llama-3.1-8B server on one H100: no bottleneck at moderate load."
+    model: str = "llama-3.1-8b"
+    dtype: str = "bf16"
+    gpu: str = "H100-SXM"
+    tensor_parallel: int = Field(1, ge=1, le=64)
+    interconnect: Literal["nvlink", "pcie"] = "nvlink"
+    engine: EngineSettings = EngineSettings()
+    speculative: SpeculativeSettings = SpeculativeSettings()
+    frontend: FrontendSettings = FrontendSettings()
+    faults: FaultSettings = FaultSettings()
+    seed: int = 0
+
+    _source: str = PrivateAttr(default="<defaults>")
+    _base_dir: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str:
+        """Where the scenario came from: a packaged name, a file path, or `<defaults>`."""
+        return self._source
+
+    @property
+    def base_dir(self) -> str | None:
+        """The folder relative model paths are read from (the YAML's folder)."""
+        return self._base_dir

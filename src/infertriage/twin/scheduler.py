@@ -1,0 +1,427 @@
+"""twin, level 2: the engine core's scheduler, after vLLM V1's `Scheduler`.
+
+Takes requests (`add_request`), a `KVCacheManager` and the engine's limits; each
+step `schedule(now_ts)` gives a `SchedulerOutput` (which requests run how many
+tokens, which were preempted) and `update_from_output` applies the model's sampled
+tokens, finishes requests and gives their `RequestOutput`s. `make_stats` gives a
+plain `SchedulerStats`; the core never imports Prometheus.
+
+Policy, as vLLM V1 with its default FCFS policy:
+- running requests first, in admission order, each up to its remaining tokens
+  (1 + draft tokens in decode) under the step's token budget (`max_num_batched_tokens`);
+- when blocks run out, the most recently admitted running request is preempted by
+  recompute: its blocks are freed, its computed tokens reset, and it goes to the front
+  of the waiting queue; if that is the request being scheduled, the loop stops;
+- then, only in a step without preemptions, waiting requests in FCFS order while
+  running < `max_num_seqs` and budget remains: each takes its prefix-cache hit and a
+  prompt chunk that fits the budget (without chunked prefill, a prompt that does not
+  fit whole ends admission); the first that cannot get blocks ends admission.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from infertriage.twin.blocks import KVCacheManager
+from infertriage.twin.request import FinishReason, Request, RequestStatus, RequestTimings
+
+__all__ = [
+    "RequestOutput",
+    "ScheduledRequest",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerOutput",
+    "SchedulerStats",
+    "SpecDecodeCounters",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    enable_chunked_prefill: bool = True
+    num_spec_tokens: int = 0
+    kv_leak_blocks_per_request: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledRequest:
+    """One request's share of a step."""
+
+    request: Request
+    num_new_tokens: int  # tokens computed this step, draft tokens included
+    num_computed_before: int  # tokens already in the KV cache (the attention context)
+    num_draft_tokens: int  # draft tokens to verify (decode steps with speculation only)
+    samples: bool  # reaches the end of its known tokens, so it samples this step
+    is_decode: bool  # computes only its last sampled token (and drafts)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOutput:
+    scheduled: tuple[ScheduledRequest, ...]
+    num_scheduled_tokens: int
+    preempted_ids: tuple[str, ...]
+    kv_usage: float  # right after this step's allocations: the step's peak
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutput:
+    """What one request gained in a step (vLLM's `EngineCoreOutput`)."""
+
+    request_id: str
+    new_token_ids: tuple[int, ...]
+    finish_reason: FinishReason | None
+    ts: float
+    timings: RequestTimings | None = None  # set when the request finished
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecodeCounters:
+    """Cumulative speculative-decoding counters (vLLM's `spec_decode_*`)."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_accepted_tokens_per_pos: tuple[int, ...] = ()
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        if not self.num_draft_tokens:
+            return None
+        return self.num_accepted_tokens / self.num_draft_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    """A snapshot of the scheduler: gauges now, counters cumulative since start."""
+
+    num_running_reqs: int
+    num_waiting_reqs: int
+    kv_cache_usage: float
+    num_free_blocks: int
+    num_gpu_blocks: int
+    prefix_cache_queries: int  # tokens looked up, once per admission (re-admissions too)
+    prefix_cache_hits: int  # tokens
+    num_preemptions: int
+    num_leaked_blocks: int
+    num_prompt_tokens: int  # prompt tokens of requests that got their first token (as vLLM)
+    num_prefill_tokens: int  # tokens computed in prefill chunks (hits excluded, recompute in)
+    num_generation_tokens: int
+    num_finished_reqs: int
+    spec_decode: SpecDecodeCounters
+
+
+class Scheduler:
+    """Waiting and running queues, the token budget, preemption by recompute."""
+
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager) -> None:
+        self.config = config
+        self.kv = kv
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self._requests: dict[str, Request] = {}
+        self.num_preemptions = 0
+        self.num_prompt_tokens = 0
+        self.num_prefill_tokens = 0
+        self.num_generation_tokens = 0
+        self.num_finished_reqs = 0
+        self._num_drafts = 0
+        self._num_draft_tokens = 0
+        self._accepted_per_pos = [0] * config.num_spec_tokens
+        # Free blocks when the last admission failed for want of blocks: until more are free,
+        # every later attempt fails too (decode steps only take blocks).
+        self._blocked_at_free: int | None = None
+
+    # ------------------------------------------------------------------ requests
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self._requests:
+            raise ValueError(f"request id {request.request_id!r} is already in the engine")
+        self._requests[request.request_id] = request
+        self.waiting.append(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def get_request(self, request_id: str) -> Request | None:
+        return self._requests.get(request_id)
+
+    def finish_requests(
+        self, request_ids: Iterable[str], reason: FinishReason, now_ts: float
+    ) -> list[RequestOutput]:
+        """End requests from outside (abort); unknown or finished ids are ignored."""
+        outputs = []
+        for request_id in request_ids:
+            request = self._requests.get(request_id)
+            if request is None:
+                continue
+            if request in self.running:
+                self.running.remove(request)
+            else:
+                self.waiting.remove(request)
+            outputs.append(self._finish(request, reason, now_ts))
+        return outputs
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(self, now_ts: float) -> SchedulerOutput:
+        budget = self.config.max_num_batched_tokens
+        self._blocked_at_free = None
+        scheduled: list[ScheduledRequest] = []
+        preempted: list[str] = []
+        budget = self._schedule_running(budget, scheduled, preempted)
+        if not preempted:
+            self._schedule_waiting(budget, scheduled, now_ts)
+        return SchedulerOutput(
+            scheduled=tuple(scheduled),
+            num_scheduled_tokens=sum(s.num_new_tokens for s in scheduled),
+            preempted_ids=tuple(preempted),
+            kv_usage=self.kv.pool.get_usage(),
+        )
+
+    def _num_drafts_for(self, request: Request) -> int:
+        # Drafts only in decode, and never past the request's last output token.
+        if request.num_computed_tokens != request.num_tokens - 1:
+            return 0
+        remaining = request.max_output_tokens - request.num_output_tokens
+        return max(0, min(self.config.num_spec_tokens, remaining - 1))
+
+    def _schedule_running(
+        self, budget: int, scheduled: list[ScheduledRequest], preempted: list[str]
+    ) -> int:
+        index = 0
+        speculate = self.config.num_spec_tokens > 0
+        while index < len(self.running) and budget > 0:
+            request = self.running[index]
+            num_drafts = self._num_drafts_for(request) if speculate else 0
+            remaining = len(request.token_ids) - request.num_computed_tokens
+            num_new = min(remaining + num_drafts, budget)
+            num_drafts = max(0, num_new - remaining)
+            while not self.kv.allocate_slots(request, num_new):
+                victim = self.running.pop()
+                self._preempt(victim)
+                preempted.append(victim.request_id)
+                if victim is request:
+                    return budget
+            scheduled.append(self._scheduled(request, num_new, num_drafts))
+            budget -= num_new
+            index += 1
+        return budget
+
+    def _schedule_waiting(
+        self, budget: int, scheduled: list[ScheduledRequest], now_ts: float
+    ) -> None:
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            request = self.waiting[0]
+            hits, num_hit_tokens = self.kv.get_computed_blocks(request)
+            num_new = request.num_tokens - num_hit_tokens
+            if not self.config.enable_chunked_prefill and num_new > budget:
+                break
+            num_new = min(num_new, budget)
+            if not self.kv.allocate_slots(request, num_new, hits):
+                self._blocked_at_free = self.kv.pool.get_num_free_blocks()
+                break
+            self.waiting.popleft()
+            self.kv.record_lookup(request.num_tokens, num_hit_tokens)
+            request.num_computed_tokens = num_hit_tokens
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_hit_tokens
+            if request.first_scheduled_ts is None:
+                request.first_scheduled_ts = now_ts
+            request.status = RequestStatus.RUNNING
+            self.running.append(request)
+            scheduled.append(self._scheduled(request, num_new, 0))
+            budget -= num_new
+
+    @staticmethod
+    def _scheduled(request: Request, num_new: int, num_drafts: int) -> ScheduledRequest:
+        computed = request.num_computed_tokens
+        num_tokens = len(request.token_ids)
+        samples = computed + num_new - num_drafts >= num_tokens
+        is_decode = samples and computed == num_tokens - 1
+        return ScheduledRequest(request, num_new, computed, num_drafts, samples, is_decode)
+
+    def _preempt(self, request: Request) -> None:
+        self.kv.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(request)
+
+    # ------------------------------------------------------------------ update
+    def update_from_output(
+        self,
+        output: SchedulerOutput,
+        sampled: Mapping[str, Sequence[int]],
+        now_ts: float,
+    ) -> list[RequestOutput]:
+        """Apply a step: `sampled[id]` is the accepted tokens of each sampling request."""
+        outputs: list[RequestOutput] = []
+        finished: list[Request] = []
+        for item in output.scheduled:
+            request = item.request
+            if request.will_fail:
+                finished.append(request)
+                outputs.append(self._finish(request, FinishReason.ERROR, now_ts))
+                continue
+            if not item.is_decode:
+                self.num_prefill_tokens += item.num_new_tokens
+            if not item.samples:
+                request.num_computed_tokens += item.num_new_tokens
+                continue
+            tokens = sampled[request.request_id]
+            if item.num_draft_tokens:
+                self._count_spec(item.num_draft_tokens, len(tokens) - 1)
+            if request.first_token_ts is None:
+                self.num_prompt_tokens += request.num_prompt_tokens
+            request.num_computed_tokens = request.num_tokens + len(tokens) - 1
+            new_tokens, reason = self._append(request, tokens, now_ts)
+            self.num_generation_tokens += len(new_tokens)
+            if reason is not None:
+                finished.append(request)
+                outputs.append(self._finish(request, reason, now_ts, new_tokens))
+            else:
+                outputs.append(RequestOutput(request.request_id, new_tokens, None, now_ts))
+        if finished:
+            gone = set(map(id, finished))
+            self.running = [r for r in self.running if id(r) not in gone]
+        return outputs
+
+    def _count_spec(self, num_drafts: int, num_accepted: int) -> None:
+        if num_drafts <= 0:
+            return
+        self._num_drafts += 1
+        self._num_draft_tokens += num_drafts
+        for pos in range(num_accepted):
+            self._accepted_per_pos[pos] += 1
+
+    def _append(
+        self, request: Request, tokens: Sequence[int], now_ts: float
+    ) -> tuple[tuple[int, ...], FinishReason | None]:
+        """Append sampled tokens, stopping at the first that ends the request (vLLM's check)."""
+        params = request.params
+        reason: FinishReason | None = None
+        count = 0
+        if len(tokens) == 1 and not params.stop_token_ids:  # the common case, kept cheap
+            request.token_ids.extend(tokens)
+            count = 1
+            if request.num_output_tokens >= request.max_output_tokens:
+                reason = FinishReason.LENGTH
+            tokens = ()
+        for token in tokens:
+            request.token_ids.append(token)
+            count += 1
+            num_out = request.num_output_tokens
+            if num_out >= request.max_output_tokens:
+                reason = FinishReason.LENGTH
+            elif token in params.stop_token_ids and num_out >= params.min_tokens:
+                reason = FinishReason.STOP
+            if reason is not None:
+                break
+        if request.first_token_ts is None:
+            request.first_token_ts = now_ts
+        request.output_event_ts.append(now_ts)
+        request.output_event_tokens.append(count)
+        return tuple(request.token_ids[-count:]), reason
+
+    def _finish(
+        self,
+        request: Request,
+        reason: FinishReason,
+        now_ts: float,
+        new_tokens: tuple[int, ...] = (),
+    ) -> RequestOutput:
+        leak = self.config.kv_leak_blocks_per_request if reason is not FinishReason.ABORT else 0
+        self.kv.free(request, num_leaked=leak)
+        request.status = RequestStatus.FINISHED
+        request.finish_reason = reason
+        request.finished_ts = now_ts
+        del self._requests[request.request_id]
+        self.num_finished_reqs += 1
+        return RequestOutput(request.request_id, new_tokens, reason, now_ts, request.make_timings())
+
+    # ------------------------------------------------------------------ decode runs
+    def max_decode_run(self) -> int:
+        """Steps that would be pure decode back to back with nothing else changing; 0 if none.
+
+        Only without speculation, stop tokens or pending faults, and with no waiting request
+        that could be admitted (none waiting, `max_num_seqs` reached, or the last admission
+        failed for want of blocks and none have been freed since). The run ends when the first
+        running request would finish; the blocks are the caller's to check.
+        """
+        running = self.running
+        config = self.config
+        if not running or config.num_spec_tokens or len(running) > config.max_num_batched_tokens:
+            return 0
+        if self.waiting and len(running) < config.max_num_seqs:
+            blocked = self._blocked_at_free
+            if blocked is None or self.kv.pool.get_num_free_blocks() > blocked:
+                return 0
+        steps = config.max_model_len
+        for request in running:
+            if (
+                request.num_computed_tokens != request.num_tokens - 1
+                or request.will_fail
+                or request.params.stop_token_ids
+            ):
+                return 0
+            steps = min(steps, request.max_output_tokens - request.num_output_tokens)
+        return steps
+
+    def apply_decode_run(self, step_end_ts: Sequence[float]) -> list[RequestOutput]:
+        """Apply `len(step_end_ts)` decode steps to every running request at once.
+
+        Gives the outputs of the requests that finished in the last step; the blocks must
+        fit (`KVCacheManager.num_new_blocks_for`).
+        """
+        num_steps = len(step_end_ts)
+        last_ts = step_end_ts[-1]
+        ones = [1] * num_steps
+        outputs: list[RequestOutput] = []
+        finished = False
+        for request in self.running:
+            tokens = request.next_output_tokens(num_steps)
+            request.token_ids.extend(tokens)
+            self.kv.grow(request, num_steps)
+            request.num_computed_tokens = request.num_tokens - 1
+            request.output_event_ts.extend(step_end_ts)
+            request.output_event_tokens.extend(ones)
+            if request.num_output_tokens >= request.max_output_tokens:
+                finished = True
+                outputs.append(self._finish(request, FinishReason.LENGTH, last_ts, (tokens[-1],)))
+        self.num_generation_tokens += num_steps * len(self.running)
+        if finished:
+            self.running = [r for r in self.running if not r.is_finished]
+        return outputs
+
+    # ------------------------------------------------------------------ stats
+    def make_stats(self) -> SchedulerStats:
+        pool = self.kv.pool
+        return SchedulerStats(
+            num_running_reqs=len(self.running),
+            num_waiting_reqs=len(self.waiting),
+            kv_cache_usage=pool.get_usage(),
+            num_free_blocks=pool.get_num_free_blocks(),
+            num_gpu_blocks=pool.num_gpu_blocks,
+            prefix_cache_queries=self.kv.prefix_cache_queries,
+            prefix_cache_hits=self.kv.prefix_cache_hits,
+            num_preemptions=self.num_preemptions,
+            num_leaked_blocks=pool.num_leaked_blocks,
+            num_prompt_tokens=self.num_prompt_tokens,
+            num_prefill_tokens=self.num_prefill_tokens,
+            num_generation_tokens=self.num_generation_tokens,
+            num_finished_reqs=self.num_finished_reqs,
+            spec_decode=SpecDecodeCounters(
+                num_drafts=self._num_drafts,
+                num_draft_tokens=self._num_draft_tokens,
+                num_accepted_tokens=sum(self._accepted_per_pos),
+                num_accepted_tokens_per_pos=tuple(self._accepted_per_pos),
+            ),
+        )

@@ -1,0 +1,403 @@
+"""workload, level 1: `--workload SPEC` → a seed-deterministic `Schedule`.
+
+Takes a workload spec string, an arrival process (or none, for a closed
+loop), a bound and a seed; gives the schedule every load generator worker
+shares. Specs are `KIND[:ARG][,key=value…]`:
+
+- `chat-mix` (default): DESIGN.md's synthetic chat mix — prompts log-normal
+  with median 512 and p90 2,048 tokens, capped at half of `max_model_len`;
+  outputs log-normal with median 256 and p90 1,024; 20 % of requests open with
+  one shared 1,024-token system prefix, drawn from the prompts long enough to
+  hold it, so the prompt-length distribution stays as stated.
+- `synthetic:input=DIST,output=DIST[,prefix=N,prefix_share=F]` — lengths as
+  `lengths.parse_length` reads them; `input=512,output=128` is exact targets;
+  a `prefix` (shared by `prefix_share` of requests, all by default) is added
+  before the input.
+- `prefix:groups=G,prefix=N,input=DIST,output=DIST` — G groups, each with its
+  own N-token prefix, for prefix-cache diagnosis.
+- `multiturn:turns=T,input=DIST,output=DIST[,parallel=P,system=N]` —
+  conversations carrying their history (earlier user turns and replies of the
+  lengths asked); P conversations interleave, so turn k+1 of a conversation is
+  sent P requests after turn k.
+- `sharegpt:FILE`, `jsonl:FILE` (timestamps, when present, replay), and
+  `trace:FILE[,speed=S]` (replay at S× speed).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from infertriage.schemas import UserError
+from infertriage.workload.arrivals import Arrivals, make_offsets
+from infertriage.workload.lengths import LengthDist, parse_length
+from infertriage.workload.sources import DatasetItem, read_jsonl_requests, read_sharegpt
+from infertriage.workload.spec import RequestSpec, Schedule, SynthText, Turn
+from infertriage.workload.text import TokenCounter
+
+__all__ = [
+    "DEFAULT_WORKLOAD",
+    "WorkloadKind",
+    "WorkloadSpec",
+    "closed_loop_count",
+    "make_schedule",
+    "make_specs",
+    "parse_workload",
+]
+
+DEFAULT_WORKLOAD = "chat-mix"
+DEFAULT_MAX_MODEL_LEN = 8192
+# A closed loop bounded only by time gets this many requests per slot per second at most:
+# enough for requests as short as 10 ms, small enough to build in a blink.
+_CLOSED_LOOP_PER_SLOT_S = 100
+_CLOSED_LOOP_MAX = 200_000
+# Keys of synthetic text: distinct ranges keep prefixes, bodies and turns from ever colliding.
+_PREFIX_KEY = 1 << 40
+_BODY_KEY = 1 << 41
+# A request that opens with the shared prefix still asks something of its own.
+_MIN_BODY = 16
+_SPLIT = re.compile(r",(?![^()]*\))")
+
+
+class WorkloadKind(StrEnum):
+    CHAT_MIX = "chat-mix"
+    SYNTHETIC = "synthetic"
+    PREFIX = "prefix"
+    MULTITURN = "multiturn"
+    SHAREGPT = "sharegpt"
+    JSONL = "jsonl"
+    TRACE = "trace"
+
+
+_FILE_KINDS = {WorkloadKind.SHAREGPT, WorkloadKind.JSONL, WorkloadKind.TRACE}
+_KEYS: dict[WorkloadKind, set[str]] = {
+    WorkloadKind.CHAT_MIX: {"prefix", "prefix_share", "output", "ignore_eos"},
+    WorkloadKind.SYNTHETIC: {"input", "output", "prefix", "prefix_share", "ignore_eos"},
+    WorkloadKind.PREFIX: {"groups", "prefix", "input", "output", "ignore_eos"},
+    WorkloadKind.MULTITURN: {"turns", "input", "output", "parallel", "system", "ignore_eos"},
+    WorkloadKind.SHAREGPT: {"output", "max_output", "ignore_eos"},
+    WorkloadKind.JSONL: {"ignore_eos", "replay"},
+    WorkloadKind.TRACE: {"speed", "ignore_eos"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A parsed `--workload`: its kind, file (for file kinds) and options."""
+
+    kind: WorkloadKind
+    path: Path | None
+    options: tuple[tuple[str, str], ...]
+    text: str
+
+    def option(self, key: str, default: str) -> str:
+        return dict(self.options).get(key, default)
+
+    def length(self, key: str, default: str) -> LengthDist:
+        return parse_length(self.option(key, default))
+
+    def number(self, key: str, default: float) -> float:
+        raw = self.option(key, "")
+        if not raw:
+            return default
+        try:
+            return float(raw)
+        except ValueError:
+            raise UserError(f"--workload {self.text!r}: {key}={raw!r} is not a number.") from None
+
+    def flag(self, key: str, default: bool) -> bool:
+        raw = self.option(key, "").lower()
+        if not raw:
+            return default
+        if raw not in {"true", "false", "1", "0", "yes", "no"}:
+            raise UserError(f"--workload {self.text!r}: {key}={raw!r} is not true or false.")
+        return raw in {"true", "1", "yes"}
+
+    @property
+    def is_replay(self) -> bool:
+        return self.kind is WorkloadKind.TRACE or (
+            self.kind is WorkloadKind.JSONL and self.flag("replay", True)
+        )
+
+
+def parse_workload(text: str) -> WorkloadSpec:
+    head, _, rest = text.strip().partition(":")
+    try:
+        kind = WorkloadKind(head.strip().lower())
+    except ValueError:
+        known = ", ".join(k.value for k in WorkloadKind)
+        raise UserError(f"unknown workload {head!r} (use one of {known}).") from None
+    parts = [part.strip() for part in _SPLIT.split(rest)] if rest else []
+    path: Path | None = None
+    if kind in _FILE_KINDS:
+        if not parts or "=" in parts[0] or not parts[0]:
+            raise UserError(f"--workload {kind}:FILE needs a file.")
+        path = Path(parts.pop(0))
+    options: list[tuple[str, str]] = []
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise UserError(f"--workload {text!r}: {part!r} is not key=value.")
+        if key.strip() not in _KEYS[kind]:
+            known = ", ".join(sorted(_KEYS[kind]))
+            raise UserError(f"--workload {kind} has no option {key.strip()!r} (known: {known}).")
+        options.append((key.strip(), value.strip()))
+    return WorkloadSpec(kind, path, tuple(options), text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    rng: np.random.Generator
+    count: int
+    max_model_len: int
+    ignore_eos: bool
+    tokenizer: TokenCounter | None
+
+
+def _fit_output(prompt: int, output: int, max_model_len: int) -> int:
+    return max(1, min(output, max_model_len - prompt))
+
+
+def _pick_shared(
+    rng: np.random.Generator, prompts: npt.NDArray[np.int64], share: float, room: int
+) -> npt.NDArray[np.bool_]:
+    """Which requests open with the shared prefix: `share` of them, drawn from those with room."""
+    n = len(prompts)
+    want = round(share * n)
+    shared = np.zeros(n, dtype=bool)
+    if want <= 0:
+        return shared
+    eligible = np.flatnonzero(prompts >= room)
+    if len(eligible) >= want:
+        shared[rng.choice(eligible, want, replace=False)] = True
+        return shared
+    # Too few long prompts: take them all and lengthen random others to hold the prefix.
+    others = np.flatnonzero(prompts < room)
+    shared[eligible] = True
+    shared[rng.choice(others, want - len(eligible), replace=False)] = True
+    return shared
+
+
+def _synthetic_specs(
+    ctx: _Ctx,
+    prompts: npt.NDArray[np.int64],
+    outputs: npt.NDArray[np.int64],
+    shared: npt.NDArray[np.bool_],
+    prefix_len: int,
+    *,
+    inside: bool,
+) -> list[RequestSpec]:
+    """A prefix `inside` the prompt length keeps the length distribution; else it is added."""
+    prefix = SynthText(prefix_len, _PREFIX_KEY)
+    specs = []
+    rows = zip(prompts.tolist(), outputs.tolist(), shared.tolist(), strict=True)
+    for i, (length, out, has_prefix) in enumerate(rows):
+        if has_prefix:
+            body_len = max(_MIN_BODY, length - prefix_len) if inside else length
+            body = SynthText(body_len, _BODY_KEY + i)
+            turns: tuple[Turn, ...] = (Turn("system", prefix), Turn("user", body))
+            labels: tuple[tuple[str, str], ...] = (("prefix", "shared"),)
+            total = prefix_len + body_len
+        else:
+            turns, total, labels = (Turn("user", SynthText(length, _BODY_KEY + i)),), length, ()
+        output = _fit_output(total, out, ctx.max_model_len)
+        specs.append(RequestSpec(i, turns, total, output, ctx.ignore_eos, labels))
+    return specs
+
+
+def _chat_mix(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
+    cap = max(2, ctx.max_model_len // 2)
+    prompts = parse_length("lognormal(512,2048)").sample(ctx.rng, ctx.count, cap=cap)
+    outputs = ws.length("output", "lognormal(256,1024)").sample(
+        ctx.rng, ctx.count, cap=ctx.max_model_len
+    )
+    prefix_len = min(round(ws.number("prefix", 1024)), cap // 2)
+    share = ws.number("prefix_share", 0.2) if prefix_len > 0 else 0.0
+    shared = _pick_shared(ctx.rng, prompts, share, prefix_len + _MIN_BODY)
+    return _synthetic_specs(ctx, prompts, outputs, shared, prefix_len, inside=True)
+
+
+def _plain_synthetic(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
+    prompts = ws.length("input", "512").sample(ctx.rng, ctx.count)
+    outputs = ws.length("output", "256").sample(ctx.rng, ctx.count, cap=ctx.max_model_len)
+    prefix_len = round(ws.number("prefix", 0))
+    share = ws.number("prefix_share", 1.0) if prefix_len > 0 else 0.0
+    shared = ctx.rng.random(ctx.count) < share
+    return _synthetic_specs(ctx, prompts, outputs, shared, prefix_len, inside=False)
+
+
+def _prefix_groups(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
+    num_groups = max(1, round(ws.number("groups", 8)))
+    prefix_len = max(1, round(ws.number("prefix", 1024)))
+    suffixes = ws.length("input", "256").sample(ctx.rng, ctx.count)
+    outputs = ws.length("output", "128").sample(ctx.rng, ctx.count, cap=ctx.max_model_len)
+    groups = ctx.rng.integers(0, num_groups, ctx.count)
+    specs = []
+    for i in range(ctx.count):
+        group = int(groups[i])
+        prefix = SynthText(prefix_len, _PREFIX_KEY + group)
+        body = SynthText(int(suffixes[i]), _BODY_KEY + i)
+        total = prefix_len + body.num_tokens
+        out = _fit_output(total, int(outputs[i]), ctx.max_model_len)
+        turns = (Turn("system", prefix), Turn("user", body))
+        specs.append(RequestSpec(i, turns, total, out, ctx.ignore_eos, (("group", str(group)),)))
+    return specs
+
+
+def _multiturn(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
+    num_turns = max(1, round(ws.number("turns", 4)))
+    parallel = max(1, round(ws.number("parallel", 16)))
+    system_len = round(ws.number("system", 0))
+    num_convs = math.ceil(ctx.count / num_turns)
+    users = ws.length("input", "128").sample(ctx.rng, num_convs * num_turns)
+    replies = ws.length("output", "128").sample(ctx.rng, num_convs * num_turns)
+    specs: list[RequestSpec] = []
+    for block in range(0, num_convs, parallel):
+        for turn in range(num_turns):
+            for conv in range(block, min(block + parallel, num_convs)):
+                if len(specs) == ctx.count:
+                    return specs
+                history: list[Turn] = []
+                if system_len > 0:
+                    history.append(Turn("system", SynthText(system_len, _PREFIX_KEY + conv)))
+                for k in range(turn + 1):
+                    j = conv * num_turns + k
+                    history.append(Turn("user", SynthText(int(users[j]), _BODY_KEY + 2 * j)))
+                    if k < turn:
+                        reply = SynthText(int(replies[j]), _BODY_KEY + 2 * j + 1)
+                        history.append(Turn("assistant", reply))
+                total = sum(
+                    t.content.num_tokens for t in history if isinstance(t.content, SynthText)
+                )
+                out = _fit_output(total, int(replies[conv * num_turns + turn]), ctx.max_model_len)
+                labels = (("conversation", str(conv)), ("turn", str(turn)))
+                specs.append(
+                    RequestSpec(len(specs), tuple(history), total, out, ctx.ignore_eos, labels)
+                )
+    return specs
+
+
+def _dataset_items(ws: WorkloadSpec, tokenizer: TokenCounter | None) -> list[DatasetItem]:
+    assert ws.path is not None
+    if ws.kind is WorkloadKind.SHAREGPT:
+        return read_sharegpt(ws.path, tokenizer)
+    items = read_jsonl_requests(ws.path, tokenizer, key_base=_BODY_KEY)
+    if ws.kind is WorkloadKind.TRACE and items[0].timestamp_s is None:
+        raise UserError(f"{ws.path}: a trace needs a `timestamp` on every line.")
+    return items
+
+
+def _from_items(ws: WorkloadSpec, ctx: _Ctx, items: list[DatasetItem]) -> list[RequestSpec]:
+    order = np.arange(len(items))
+    if ws.kind is WorkloadKind.SHAREGPT:
+        ctx.rng.shuffle(order)
+    override = ws.length("output", "1") if "output" in dict(ws.options) else None
+    overrides = override.sample(ctx.rng, ctx.count) if override is not None else None
+    max_output = round(ws.number("max_output", ctx.max_model_len))
+    specs = []
+    for i in range(ctx.count):
+        item = items[int(order[i % len(order)])]
+        out = int(overrides[i]) if overrides is not None else item.output_tokens
+        out = _fit_output(item.prompt_tokens, min(out, max_output), ctx.max_model_len)
+        specs.append(RequestSpec(i, item.turns, item.prompt_tokens, out, ctx.ignore_eos))
+    return specs
+
+
+_BUILDERS: dict[WorkloadKind, Callable[[WorkloadSpec, _Ctx], list[RequestSpec]]] = {
+    WorkloadKind.CHAT_MIX: _chat_mix,
+    WorkloadKind.SYNTHETIC: _plain_synthetic,
+    WorkloadKind.PREFIX: _prefix_groups,
+    WorkloadKind.MULTITURN: _multiturn,
+}
+
+
+def make_specs(
+    ws: WorkloadSpec,
+    count: int,
+    *,
+    seed: int = 0,
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN,
+    tokenizer: TokenCounter | None = None,
+    items: list[DatasetItem] | None = None,
+) -> tuple[RequestSpec, ...]:
+    """`count` requests of the workload; datasets are cycled (ShareGPT shuffled, seeded)."""
+    ctx = _Ctx(
+        np.random.default_rng(seed), count, max_model_len, ws.flag("ignore_eos", True), tokenizer
+    )
+    builder = _BUILDERS.get(ws.kind)
+    if builder is not None:
+        return tuple(builder(ws, ctx))
+    return tuple(
+        _from_items(ws, ctx, items if items is not None else _dataset_items(ws, tokenizer))
+    )
+
+
+def closed_loop_count(concurrency: int, duration_s: float | None, num_requests: int | None) -> int:
+    """How many requests a closed loop gets: the asked number, or enough for the duration."""
+    if num_requests is not None:
+        return num_requests
+    if duration_s is None:
+        raise UserError("give --num-requests or --duration to bound the run.")
+    per_slot = max(64, math.ceil(duration_s * _CLOSED_LOOP_PER_SLOT_S))
+    return min(_CLOSED_LOOP_MAX, concurrency * per_slot)
+
+
+def _replay_offsets(
+    ws: WorkloadSpec, items: list[DatasetItem], num_requests: int | None, duration_s: float | None
+) -> npt.NDArray[np.float64]:
+    speed = ws.number("speed", 1.0)
+    if speed <= 0:
+        raise UserError(f"--workload {ws.text!r}: speed must be positive.")
+    stamps = np.asarray([item.timestamp_s for item in items], dtype=np.float64)
+    if np.any(np.diff(stamps) < 0):
+        raise UserError(f"{ws.path}: trace timestamps must not go backwards.")
+    offsets = (stamps - stamps[0]) / speed
+    if duration_s is not None:
+        offsets = offsets[offsets < duration_s]
+    if num_requests is not None:
+        offsets = offsets[:num_requests]
+    return np.asarray(offsets, dtype=np.float64)
+
+
+def make_schedule(
+    ws: WorkloadSpec,
+    arrivals: Arrivals | None,
+    *,
+    num_requests: int | None,
+    duration_s: float | None,
+    concurrency: int = 1,
+    seed: int = 0,
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN,
+    tokenizer: TokenCounter | None = None,
+) -> Schedule:
+    """The run's schedule: offsets from `arrivals` (open loop), the trace, or none (closed)."""
+    items = None
+    if ws.kind in _FILE_KINDS:
+        items = _dataset_items(ws, tokenizer)
+    offsets: npt.NDArray[np.float64] | None
+    if items is not None and ws.is_replay and items[0].timestamp_s is not None:
+        if arrivals is not None:
+            raise UserError("a trace replays its own timestamps: drop --rate or use replay=false.")
+        offsets = _replay_offsets(ws, items, num_requests, duration_s)
+        count = len(offsets)
+    elif arrivals is not None:
+        offsets = make_offsets(
+            arrivals, num_requests=num_requests, duration_s=duration_s, seed=seed
+        )
+        count = len(offsets)
+    else:
+        offsets = None
+        count = closed_loop_count(concurrency, duration_s, num_requests)
+    if count == 0:
+        raise UserError("the run's bounds leave no request to send.")
+    specs = make_specs(
+        ws, count, seed=seed, max_model_len=max_model_len, tokenizer=tokenizer, items=items
+    )
+    return Schedule(specs, offsets)

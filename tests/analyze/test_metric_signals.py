@@ -1,0 +1,81 @@
+"""metrics.jsonl samples → the signals the diagnosis reads, on hand-made series."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertriage.analyze.metric_signals import Phases, metric_signals
+from infertriage.schemas import Sample
+
+
+def _hist(t: float, name: str, buckets: dict[str, float], total: float) -> list[Sample]:
+    out = [Sample(t, name, count, {"le": le}) for le, count in buckets.items()]
+    count = buckets["+Inf"]
+    return [
+        *out,
+        Sample(t, name, total, {"stat": "sum"}),
+        Sample(t, name, count, {"stat": "count"}),
+    ]
+
+
+def _by_name(samples: list[Sample], phases: Phases) -> dict[str, float]:
+    return {s.name: s.value for s in metric_signals(samples, phases)}
+
+
+PHASES = Phases(load_start_ts=0.0, load_end_ts=10.0, overload_start_ts=11.0,
+                overload_end_ts=15.0, drain_end_ts=18.0)  # fmt: skip
+
+
+def test_histogram_deltas_over_the_measured_level() -> None:
+    samples = [
+        *_hist(0.0, "server.ttft", {"0.1": 0, "0.5": 0, "+Inf": 0}, 0.0),
+        *_hist(10.0, "server.ttft", {"0.1": 50, "0.5": 100, "+Inf": 100}, 12.0),
+        *_hist(15.0, "server.ttft", {"0.1": 50, "0.5": 100, "+Inf": 200}, 500.0),  # overload
+    ]
+    got = _by_name(samples, PHASES)
+    assert got["server.ttft_mean_s"] == pytest.approx(0.12)
+    assert got["server.ttft_p50_s"] == pytest.approx(0.1)  # the 50th of 100 is at the 0.1 bound
+    assert 0.1 < got["server.ttft_p95_s"] <= 0.5
+
+
+def test_memory_and_queue_read_up_to_the_end_of_overload() -> None:
+    samples = [Sample(t, "kv.usage", u) for t, u in ((1, 0.2), (9, 0.5), (13, 0.99), (17, 0.0))]
+    samples += [Sample(t, "preemptions", p) for t, p in ((0, 5), (10, 5), (15, 9))]
+    samples += [
+        Sample(t, "queue.waiting", float(w)) for t, w in ((11, 0), (12, 4), (13, 8), (14, 12))
+    ]
+    samples += [Sample(17, "queue.running", 0.0)]
+    got = _by_name(samples, PHASES)
+    assert got["kv.usage_max"] == 0.99
+    assert got["preemptions.total"] == 4
+    assert got["queue.waiting_slope"] == pytest.approx(4.0)
+    assert got["kv.usage_after_drain"] == 0.0
+
+
+def test_kv_still_held_after_the_drain_is_a_residue() -> None:
+    samples = [Sample(16, "kv.usage", 0.3), Sample(17.5, "kv.usage", 0.31)]
+    samples += [Sample(17.5, "queue.running", 0.0)]
+    assert _by_name(samples, PHASES)["kv.usage_after_drain"] == pytest.approx(0.31)
+
+
+def test_no_idle_reading_while_requests_still_run() -> None:
+    samples = [Sample(17.5, "kv.usage", 0.31), Sample(17.5, "queue.running", 3.0)]
+    assert "kv.usage_after_drain" not in _by_name(samples, PHASES)
+
+
+def test_threads_are_told_apart_by_tid() -> None:
+    samples = []
+    for t in range(1, 10):
+        samples.append(Sample(t, "proc.cpu_thread", 0.98, {"thread": "python", "tid": "1"}))
+        samples.append(Sample(t, "proc.cpu_thread", 0.01, {"thread": "python", "tid": "2"}))
+        samples.append(Sample(t, "proc.cpu_thread", 0.4, {"thread": "engine-core", "tid": "3"}))
+    got = _by_name(samples, PHASES)
+    assert got["proc.frontend_thread_cpu"] == pytest.approx(0.98)
+    assert got["proc.engine_thread_cpu"] == pytest.approx(0.4)
+
+
+def test_gpu_profiling_fields_absent_is_said() -> None:
+    samples = [Sample(t, "gpu.util", 0.9) for t in range(1, 5)]
+    got = _by_name(samples, PHASES)
+    assert got["gpu.util_mean"] == pytest.approx(0.9)
+    assert got["gpu.prof_fields_present"] == 0.0

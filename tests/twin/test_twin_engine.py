@@ -1,0 +1,210 @@
+"""twin.engine and twin.costmodel: the step loop, tokens, speculation, faults, step costs."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertriage.twin.capacity import make_hardware
+from infertriage.twin.costmodel import BatchShape, CostModel
+from infertriage.twin.engine import EngineCore, RequestRejectedError, StepResult, VirtualClock
+from infertriage.twin.request import (
+    FinishReason,
+    RequestTimings,
+    SamplingParams,
+    output_token_id,
+    output_token_ids,
+    request_seed,
+)
+from infertriage.twin.scenario import scenario_from_mapping
+from infertriage.twin.scenario_model import Scenario
+
+
+def drain(engine: EngineCore, clock: VirtualClock, *, use_runs: bool = False) -> list[StepResult]:
+    results = []
+    while engine.has_unfinished_requests():
+        if use_runs and engine.step_decode_run(float("inf")) is not None:
+            continue
+        result = engine.step()
+        clock.advance_to(result.end_ts)
+        results.append(result)
+    return results
+
+
+def finished_timings(results: list[StepResult]) -> dict[str, RequestTimings]:
+    return {o.request_id: o.timings for r in results for o in r.outputs if o.timings is not None}
+
+
+def test_a_request_gets_exactly_max_tokens_by_the_token_rule() -> None:
+    clock = VirtualClock()
+    engine = EngineCore(Scenario(), clock)
+    engine.add_request("r1", list(range(100)), SamplingParams(max_tokens=7, ignore_eos=True))
+    results = drain(engine, clock)
+    tokens = [t for r in results for o in r.outputs for t in o.new_token_ids]
+    seed = request_seed("r1")
+    assert tokens == [output_token_id(seed, i, engine.vocab_size) for i in range(7)]
+    assert tokens == output_token_ids(seed, 0, 7, engine.vocab_size)
+    assert results[-1].outputs[0].finish_reason is FinishReason.LENGTH
+    assert all(0 <= t < engine.vocab_size for t in tokens)
+
+
+def test_timings_and_realistic_step_times_on_the_healthy_server() -> None:
+    clock = VirtualClock()
+    engine = EngineCore(Scenario(), clock)
+    engine.add_request("r", list(range(512)), SamplingParams(max_tokens=20), arrival_ts=0.0)
+    results = drain(engine, clock)
+    timings = finished_timings(results)["r"]
+    ttft = timings.ttft_s
+    assert timings.queue_s == 0.0 and ttft is not None
+    assert ttft == pytest.approx(results[0].duration_s)
+    assert 0.005 < ttft < 0.05  # a 512-token prefill of an 8B model on an H100
+    itl = timings.itl_s()
+    assert len(itl) == 19 and all(0.007 < gap < 0.012 for gap in itl)
+    assert timings.e2e_s == pytest.approx(ttft + sum(itl))
+    assert timings.decode_s == pytest.approx(sum(itl))
+
+
+def test_steps_never_overlap_and_the_engine_never_moves_the_clock() -> None:
+    clock = VirtualClock()
+    engine = EngineCore(Scenario(), clock)
+    engine.add_request("r", [1, 2, 3], SamplingParams(max_tokens=3))
+    first, second = engine.step(), engine.step()
+    assert clock.now() == 0.0
+    assert second.start_ts == first.end_ts > 0
+
+
+def test_prompts_that_do_not_fit_are_rejected() -> None:
+    engine = EngineCore(Scenario(), VirtualClock())
+    with pytest.raises(RequestRejectedError, match="maximum context length is 8192"):
+        engine.add_request("long", [1] * 8192)
+    with pytest.raises(RequestRejectedError, match="no tokens"):
+        engine.add_request("empty", [])
+
+
+def timeline(use_runs: bool) -> tuple[dict[str, RequestTimings], EngineCore]:
+    clock = VirtualClock()
+    engine = EngineCore(Scenario(), clock)
+    for index in range(6):
+        engine.add_request(f"r{index}", list(range(50 * index + 10)), SamplingParams(30 + index))
+    timings: dict[str, RequestTimings] = {}
+    while engine.has_unfinished_requests():
+        run = engine.step_decode_run(float("inf")) if use_runs else None
+        outputs = run.finished if run is not None else engine.step().outputs
+        timings.update({o.request_id: o.timings for o in outputs if o.timings is not None})
+    return timings, engine
+
+
+def test_decode_runs_give_the_same_timeline_as_single_steps() -> None:
+    single, _ = timeline(use_runs=False)
+    batched, engine = timeline(use_runs=True)
+    assert batched.keys() == single.keys()
+    for request_id, timings in single.items():
+        other = batched[request_id]
+        assert other.output_event_ts == pytest.approx(timings.output_event_ts, rel=1e-6)
+        assert other.num_output_tokens == timings.num_output_tokens
+    assert engine.get_stats().num_generation_tokens == sum(30 + i for i in range(6))
+
+
+def test_speculative_decoding_accepts_each_position_with_the_configured_rate() -> None:
+    scenario = scenario_from_mapping(
+        {"speculative": {"num_draft_tokens": 3, "acceptance_rate": 0.6}}, "spec"
+    )
+    clock = VirtualClock()
+    engine = EngineCore(scenario, clock)
+    for index in range(8):
+        engine.add_request(f"r{index}", list(range(64)), SamplingParams(max_tokens=400))
+    results = drain(engine, clock)
+    spec = engine.get_stats().spec_decode
+    per_pos = [n / spec.num_drafts for n in spec.num_accepted_tokens_per_pos]
+    for position, share in enumerate(per_pos):
+        assert share == pytest.approx(0.6 ** (position + 1), abs=0.04)
+    assert spec.acceptance_rate == pytest.approx((0.6 + 0.36 + 0.216) / 3, abs=0.03)
+    decode_steps = [r for r in results if r.shape.num_decode_seqs and not r.shape.prefill_chunks]
+    assert any(r.shape.num_decode_tokens == 4 * r.shape.num_decode_seqs for r in decode_steps)
+    timings = finished_timings(results)
+    assert all(t.num_output_tokens == 400 for t in timings.values())
+    assert max(max(t.output_event_tokens) for t in timings.values()) == 4
+
+
+def test_injected_errors_fail_a_seeded_fraction_of_requests() -> None:
+    scenario = scenario_from_mapping({"faults": {"error_rate": 0.25}, "seed": 5}, "faults")
+    clock = VirtualClock()
+    engine = EngineCore(scenario, clock)
+    for index in range(400):
+        engine.add_request(f"r{index}", [index % 50, 2, 3], SamplingParams(max_tokens=2))
+    timings = finished_timings(drain(engine, clock))
+    failed = [t for t in timings.values() if t.finish_reason is FinishReason.ERROR]
+    assert 70 < len(failed) < 130
+    assert all(t.num_output_tokens == 0 and t.first_token_ts is None for t in failed)
+    assert engine.get_stats().num_free_blocks == engine.num_gpu_blocks - 1
+
+
+def test_the_kv_leak_fault_keeps_blocks_for_ever() -> None:
+    scenario = scenario_from_mapping({"faults": {"kv_leak_blocks_per_request": 3}}, "leak")
+    clock = VirtualClock()
+    engine = EngineCore(scenario, clock)
+    free_after = []
+    for index in range(4):
+        engine.add_request(f"r{index}", list(range(100 * index, 100 * index + 80)))
+        drain(engine, clock)
+        free_after.append(engine.get_stats().num_free_blocks)
+    usable = engine.num_gpu_blocks - 1
+    assert free_after == [usable - 3, usable - 6, usable - 9, usable - 12]
+    assert engine.get_stats().num_leaked_blocks == 12
+
+
+# ---------------------------------------------------------------------------- cost model
+
+
+def cost_model(**overrides: object) -> CostModel:
+    scenario = scenario_from_mapping(overrides, "cost")
+    return CostModel(make_hardware(scenario), scenario)
+
+
+DECODE_32 = BatchShape((), 32, 32 * 1000, 32)
+
+
+def test_decode_is_memory_bound_and_realistic_on_an_h100() -> None:
+    one = cost_model().step_cost(BatchShape((), 1, 500, 1))
+    assert one.bound == "memory" and 0.007 < one.total_s < 0.010
+    prefill = cost_model().step_cost(BatchShape(((4096, 0),)))
+    assert prefill.bound == "compute" and prefill.tensor_active_s > prefill.dram_active_s
+
+
+def test_tensor_parallel_over_pcie_pays_far_more_communication_than_nvlink() -> None:
+    nvlink = cost_model(tensor_parallel=4).step_cost(DECODE_32)
+    pcie = cost_model(tensor_parallel=4, interconnect="pcie").step_cost(DECODE_32)
+    assert pcie.comm_s > 2 * nvlink.comm_s > 0
+    assert pcie.comm_bytes == nvlink.comm_bytes > 0
+    assert cost_model().step_cost(DECODE_32).comm_s == 0.0
+
+
+def test_eager_mode_adds_launch_gaps_that_read_as_busy_but_not_as_sm_activity() -> None:
+    graphs = cost_model(model="qwen2.5-0.5b").step_cost(DECODE_32)
+    eager = cost_model(model="qwen2.5-0.5b", engine={"cuda_graphs": False}).step_cost(DECODE_32)
+    assert graphs.launch_gap_s == 0.0 and eager.launch_gap_s > 3 * eager.kernel_s
+    assert eager.total_s > 2.5 * graphs.total_s
+    assert eager.util_busy_s == pytest.approx(eager.total_s)  # gaps under NVML's resolution
+    assert eager.sm_active_s / eager.total_s < 0.3 < graphs.sm_active_s / graphs.total_s
+
+
+def test_naive_attention_is_slower_than_flash_on_long_contexts() -> None:
+    shape = BatchShape(((4096, 4096),), 16, 16 * 6000, 16)
+    flash = cost_model().step_cost(shape)
+    naive = cost_model(engine={"attention_backend": "naive"}).step_cost(shape)
+    assert naive.bytes > 2 * flash.bytes and naive.total_s > 1.2 * flash.total_s
+
+
+def test_scheduler_cpu_time_grows_with_the_batch() -> None:
+    model = cost_model(engine={"scheduler_overhead_us_per_seq": 100})
+    small, large = model.step_cost(BatchShape((), 2, 200, 2)), model.step_cost(DECODE_32)
+    assert large.cpu_s - small.cpu_s == pytest.approx(30 * 100e-6)
+
+
+def test_a_decode_run_sums_its_steps() -> None:
+    model = cost_model()
+    run = model.decode_run(8, 8 * 300, 50, 0.0, float("inf"))
+    steps = [model.step_cost(BatchShape((), 8, 8 * (300 + i), 8)) for i in range(50)]
+    assert run.step_end_ts[-1] == pytest.approx(sum(s.total_s for s in steps), rel=1e-6)
+    assert run.total.dram_active_s == pytest.approx(sum(s.dram_active_s for s in steps), rel=1e-6)
+    cut = model.decode_run(8, 8 * 300, 50, 0.0, run.step_end_ts[9])
+    assert len(cut.step_end_ts) == 10

@@ -1,0 +1,59 @@
+"""twin.simulate and twin.traffic: the chat mix, arrivals, the result, and the speed-up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infertriage.twin.scenario_model import Scenario
+from infertriage.twin.simulate import simulate
+from infertriage.twin.traffic import make_traffic
+
+
+def test_the_chat_mix_has_the_designed_shape() -> None:
+    traffic = make_traffic(rate=4, num_requests=4000, max_model_len=8192, vocab_size=1000, seed=1)
+    own = np.array([len(t.prompt_token_ids) for t in traffic if not t.shares_prefix])
+    outputs = np.array([t.max_tokens for t in traffic])
+    assert np.median(own) == pytest.approx(512, rel=0.08)
+    assert np.percentile(own, 90) == pytest.approx(2048, rel=0.12)
+    assert own.max() <= 4096
+    assert np.median(outputs) == pytest.approx(256, rel=0.08)
+    shared = [t for t in traffic if t.shares_prefix]
+    assert len(shared) / len(traffic) == pytest.approx(0.2, abs=0.03)
+    assert len({t.prompt_token_ids[:1024] for t in shared}) == 1
+    gaps = np.diff([t.arrival_ts for t in traffic])
+    assert gaps.mean() == pytest.approx(0.25, rel=0.06)
+
+
+def test_fixed_lengths_and_constant_arrivals() -> None:
+    traffic = make_traffic(
+        rate=2,
+        num_requests=5,
+        max_model_len=8192,
+        vocab_size=1000,
+        input_len=100,
+        output_len=7,
+        arrivals="constant",
+    )
+    assert [t.arrival_ts for t in traffic] == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert {len(t.prompt_token_ids) for t in traffic} == {100}
+    assert {t.max_tokens for t in traffic} == {7}
+
+
+def test_a_simulation_is_seeded_and_its_result_serialises() -> None:
+    first = simulate(Scenario(), rate=8, num_requests=40)
+    again = simulate(Scenario(), rate=8, num_requests=40)
+    assert first.ttft == again.ttft and first.itl == again.itl
+    assert first.num_completed == 40
+    assert first.output_throughput_tok_s > 0 and first.request_throughput_rps > 0
+    assert 0 < first.gpu_util <= 1 and 0 <= first.frontend_busy < 0.2
+    assert '"ttft"' in first.model_dump_json()
+    other = simulate(Scenario(), rate=8, num_requests=40, seed=9)
+    assert other.ttft != first.ttft
+
+
+def test_a_thousand_requests_simulate_far_faster_than_real_time() -> None:
+    # The strict 100x figure is benchmarks/simulate_speed.py's; this guards against collapse.
+    result = simulate(Scenario(), rate=4, num_requests=1000)
+    assert result.num_completed == 1000
+    assert result.speedup >= 20, f"only {result.speedup:.0f}x faster than real time"
