@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SCENARIO ?= kv-pressure
+DURATION ?= 30
 
 .PHONY: demo test lint typecheck contracts unit clean
 
@@ -13,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/infertriage plan --model llama-3.1-8b --gpu H100-SXM --concurrency 64 --input-len 512 --output-len 256
+	$(BIN)/infertriage diagnose --scenario $(SCENARIO) --duration $(DURATION)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,23 @@ from infertriage.schemas import RequestRecord, RunDir, parse_duration
 CLIENT_NICE = 5  # the default of --client-nice
 
 
-def _infertriage(
-    url: str, streams: int, requests: int, tokens: int, workers: int
-) -> dict[str, Any]:
-    os.nice(CLIENT_NICE)
+@dataclass(frozen=True)
+class Load:
+    url: str
+    streams: int
+    requests: int
+    tokens: int
+    workers: int
+    nice: int
+
+
+def _infertriage(load: Load) -> dict[str, Any]:
+    os.nice(load.nice)
     out = Path(tempfile.mkdtemp(prefix="bench-client-"))
     result = run_bench(
-        url=url, concurrencies=[streams], num_requests=requests, workers=workers,
-        workload=f"synthetic:input=16,output={tokens}", out=out / "run",
+        url=load.url, concurrencies=[load.streams], num_requests=load.requests,
+        workers=load.workers, workload=f"synthetic:input=16,output={load.tokens}",
+        out=out / "run",
     )  # fmt: skip
     client = result.levels[0].client
     return {"cpu_s": client.cpu_s, "wall_s": client.wall_s, "run": str(out / "run"),
@@ -87,11 +97,9 @@ async def _raw_load(url: str, streams: int, requests: int, tokens: int) -> tuple
         return time.process_time() - cpu0, time.perf_counter() - wall0
 
 
-def _raw(
-    url: str, streams: int, requests: int, tokens: int, workers: int, nice: int
-) -> dict[str, Any]:
-    os.nice(nice)
-    cpu_s, wall_s = asyncio.run(_raw_load(url, streams, requests, tokens))
+def _raw(load: Load) -> dict[str, Any]:
+    os.nice(load.nice)
+    cpu_s, wall_s = asyncio.run(_raw_load(load.url, load.streams, load.requests, load.tokens))
     return {"cpu_s": cpu_s, "wall_s": wall_s}
 
 
@@ -139,13 +147,14 @@ def _accuracy(run_dir: Path, writes: dict[str, list[int]]) -> dict[str, float]:
 
 def _one_itl(itl_s: float, args: argparse.Namespace) -> dict[str, Any]:
     behavior = Behavior(ttft_s=0.01, itl_s=itl_s, num_tokens=args.tokens)
-    load = (args.streams, args.requests, args.tokens, args.workers, args.client_nice)
     ours: list[dict[str, Any]] = []
     raw: list[dict[str, Any]] = []
     with serve_in_process(behavior, uvloop=True, engine=True, log_writes=True) as url:
         for _ in range(args.repeat):  # interleaved, so drift in the host hits both alike
-            ours.append(_in_child(_infertriage, url, *load))
-            raw.append(_in_child(_raw, url, *load))
+            load = Load(url, args.streams, args.requests, args.tokens, args.workers,
+                        args.client_nice)  # fmt: skip
+            ours.append(_in_child(_infertriage, load))
+            raw.append(_in_child(_raw, load))
         writes = fetch_writes(url)
     ours_ids = [w for key, w in writes.items() if not key.startswith("raw-")]
     chunks_per_run = sum(len(w) for w in ours_ids) / args.repeat

@@ -107,7 +107,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
     "scheduling.unbounded_queue": (
         {"queue__waiting_slope": 5, "queue__waiting_max": 200},
         {"queue__waiting_slope": 0.1, "queue__waiting_max": 3},
-        "queue.waiting_slope",
+        "queue.waiting_max",
     ),
     "parallelism.communication_share": (
         {"trace__nccl_fraction": 0.45, "config__interconnect_pcie": 1},
@@ -140,7 +140,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         "server.ttft_p50_s",
     ),
     "application.frontend_saturated": (
-        {"proc__frontend_thread_cpu": 0.99},
+        {"proc__frontend_thread_cpu": 0.95},
         {"proc__frontend_thread_cpu": 0.5},
         "proc.frontend_thread_cpu",
     ),

@@ -67,7 +67,7 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
     # Latency over the steady window: the requests of a closed loop's first burst queue
     # behind each other as no steady load does.
     steady = [r for r in records if window[0] <= r.sent_ts <= window[1]]
-    if len(steady) >= max(10, len(records) // 4):
+    if len(steady) >= 5:
         summary = summarize(steady)
 
     def signal(name: str, value: float, unit: str) -> Signal:

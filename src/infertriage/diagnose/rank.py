@@ -38,6 +38,8 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "application.frontend_saturated": (
         "application.client_vs_server_ttft",
         "hardware.below_roofline",
+        "kernel.host_wait",
+        "scheduling.step_cpu_gap",
     ),
     "parallelism.communication_share": (
         "hardware.below_roofline",

@@ -90,9 +90,9 @@ def step_cpu_gap(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("scheduling.unbounded_queue", _L, ("queue.waiting_slope", "queue.waiting_max"))
+@rule("scheduling.unbounded_queue", _L, ("queue.waiting_max",))
 def unbounded_queue(ev: Evidence, t: Thresholds) -> Finding | None:
-    slope = ev.get("queue.waiting_slope") or 0.0
+    slope = ev.get("queue.waiting_slope") or 0.0  # absent from one scrape: depth alone then
     waiting = ev.get("queue.waiting_max") or 0.0
     if slope < _UNBOUNDED_SLOPE and waiting < _QUEUED_FOR_MINUTES:
         return None

@@ -1,0 +1,59 @@
+"""Run `diagnose` on every packaged twin scenario and print the maps as a Markdown table.
+
+    .venv/bin/python benchmarks/scenario_maps.py [--duration 12]
+
+Each row is one real run of the whole pipeline against the twin (load, scraping,
+profiling, rules); the README's scenario table is this script's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from infertriage.api.diagnose import diagnose
+from infertriage.twin.scenario import list_scenarios
+
+
+def _slo(result_slo: tuple[object, ...]) -> str:
+    parts = []
+    for r in result_slo:
+        measured = getattr(r, "measured", None)
+        if measured is None:
+            continue
+        unit = getattr(r, "unit", "")
+        value = f"{measured * 1e3:.0f} ms" if unit == "s" else f"{measured:.1%}"
+        parts.append(
+            f"{getattr(r, 'name', '')} {value}{'' if getattr(r, 'passed', True) else ' ✗'}"
+        )
+    return ", ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--duration", type=float, default=12.0)
+    args = parser.parse_args()
+    print("| scenario | primary | chain | other findings | SLOs (client) | wall s |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in list_scenarios():
+            started = time.monotonic()
+            result = diagnose(scenario=name, duration_s=args.duration, out=Path(tmp) / name)
+            d = result.diagnosis
+            primary = f"{d.primary.layer.value}: `{d.primary.finding}`" if d.primary else "none"
+            chain = " → ".join(link.finding for link in d.chain) if len(d.chain) > 1 else ""
+            chained = {link.finding for link in d.chain}
+            others = ", ".join(
+                f"{f.id} ({f.status.value})"
+                for layer in d.layers
+                for f in layer.findings
+                if f.id not in chained
+            )
+            wall = time.monotonic() - started
+            print(f"| {name} | {primary} | {chain} | {others} | {_slo(d.slo)} | {wall:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
