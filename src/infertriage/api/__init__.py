@@ -5,7 +5,21 @@ command and returns a typed result; the CLI only parses and renders. Errors
 the user can fix are `UserError`s. One module per command.
 """
 
+from infertriage.api.bench import run_bench
+from infertriage.api.diagnose import diagnose
+from infertriage.api.metrics import scrape_metrics
 from infertriage.api.plan import plan, summarize_run_workload
+from infertriage.api.simulate import simulate
+from infertriage.api.trace import analyze_trace
 from infertriage.api.twin import serve_twin
 
-__all__ = ["plan", "serve_twin", "summarize_run_workload"]
+__all__ = [
+    "analyze_trace",
+    "diagnose",
+    "plan",
+    "run_bench",
+    "scrape_metrics",
+    "serve_twin",
+    "simulate",
+    "summarize_run_workload",
+]

@@ -12,6 +12,7 @@ from infertriage.cli import bench as bench_cmd
 from infertriage.cli import diagnose as diagnose_cmd
 from infertriage.cli import metrics as metrics_cmd
 from infertriage.cli import plan as plan_cmd
+from infertriage.cli import simulate as simulate_cmd
 from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.schemas import EXIT_USER_ERROR, UserError
@@ -35,6 +36,9 @@ app.command("trace", help="Kernel, launch and communication analysis of profiler
 )
 app.command("metrics", help="Detect the engine and show the normalised view of its metrics.")(
     metrics_cmd.metrics
+)
+app.command("simulate", help="The twin's engine on a virtual clock: latency, KV, throughput.")(
+    simulate_cmd.simulate
 )
 app.command("twin", help="Serve the twin: a simulated vLLM-like server on 127.0.0.1.")(
     twin_cmd.twin

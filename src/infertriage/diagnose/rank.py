@@ -31,7 +31,11 @@ __all__ = ["CAUSES", "diagnose_evidence", "run_rules"]
 # cause → effects: a present cause is the root of its effects.
 CAUSES: dict[str, tuple[str, ...]] = {
     "memory.kv_leak": ("memory.kv_pressure",),
-    "memory.kv_pressure": ("scheduling.queue_dominates_ttft", "scheduling.unbounded_queue"),
+    "memory.kv_pressure": (
+        "scheduling.queue_dominates_ttft",
+        "scheduling.unbounded_queue",
+        "hardware.below_roofline",
+    ),
     "scheduling.queue_dominates_ttft": ("scheduling.unbounded_queue",),
     "kernel.launch_bound": ("hardware.busy_not_computing", "hardware.below_roofline"),
     "kernel.unfused_attention": ("hardware.below_roofline",),
@@ -46,6 +50,13 @@ CAUSES: dict[str, tuple[str, ...]] = {
         "hardware.busy_not_computing",
     ),
     "speculative.low_acceptance": ("hardware.below_roofline",),
+    # requests held up in front of the engine reach it late: the GPU waits, the queue looks long
+    "application.client_vs_server_ttft": (
+        "kernel.host_wait",
+        "scheduling.step_cpu_gap",
+        "scheduling.queue_dominates_ttft",
+        "hardware.below_roofline",
+    ),
     "scheduling.engine_loop_cpu": ("kernel.host_wait", "hardware.busy_not_computing"),
     "scheduling.step_cpu_gap": ("kernel.host_wait", "hardware.below_roofline"),
 }

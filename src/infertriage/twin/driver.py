@@ -68,6 +68,8 @@ class EngineDriver:
         self._stop = threading.Event()
         self._stats: SchedulerStats = engine.get_stats()
         self._max_tokens: dict[str, int] = {}
+        self._arrival_ts: dict[str, float] = {}
+        self._last_output_ts: dict[str, float] = {}
         self.step_slip_s: list[float] = []
         self.on_step: Callable[[StepResult], None] | None = None
         self._thread = threading.Thread(target=self._run, name="engine-core", daemon=True)
@@ -105,6 +107,7 @@ class EngineDriver:
                 return aborted
             if isinstance(command, AddCommand):
                 self._max_tokens[command.request_id] = command.params.max_tokens
+                self._arrival_ts[command.request_id] = command.arrival_ts
                 self.engine.add_request(
                     command.request_id,
                     command.prompt_token_ids,
@@ -132,11 +135,27 @@ class EngineDriver:
                 self.step_slip_s.append(self.engine.clock.now() - result.end_ts)
             self._finish_step(result)
 
+    def _observe_tokens(self, metrics: VllmMetrics, output: RequestOutput) -> None:
+        rid = output.request_id
+        if output.new_token_ids:
+            last = self._last_output_ts.get(rid)
+            if last is None:
+                arrival = self._arrival_ts.get(rid)
+                if arrival is not None:
+                    metrics.observe_first_token(output.ts - arrival)
+            else:
+                metrics.observe_token_gap(output.ts - last)
+            self._last_output_ts[rid] = output.ts
+        if output.finished:
+            self._last_output_ts.pop(rid, None)
+            self._arrival_ts.pop(rid, None)
+
     def _finish_step(self, result: StepResult) -> None:
         self._stats = result.stats
         if self._metrics is not None:
             self._metrics.observe_step(result.shape.num_tokens)
             for output in result.outputs:
+                self._observe_tokens(self._metrics, output)
                 if output.timings is not None:
                     max_tokens = self._max_tokens.pop(output.request_id, 0)
                     self._metrics.observe_finished(output.timings, max_tokens)

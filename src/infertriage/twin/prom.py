@@ -293,19 +293,24 @@ class VllmMetrics:
             self._success.labels(*values, reason)
         self._values = values
 
+    def observe_first_token(self, ttft_s: float) -> None:
+        """At the step that sampled a request's first token, as vLLM's iteration stats do."""
+        self._ttft.observe(ttft_s)
+
+    def observe_token_gap(self, gap_s: float) -> None:
+        self._itl.observe(gap_s)
+
     def observe_step(self, num_scheduled_tokens: int) -> None:
         if num_scheduled_tokens:
             self._iteration.observe(num_scheduled_tokens)
 
     def observe_finished(self, timings: RequestTimings, max_tokens: int) -> None:
-        """Record one finished request as vLLM's `PrometheusStatLogger.record` does."""
+        """Record one finished request as vLLM's `PrometheusStatLogger.record` does.
+
+        TTFT and inter-token gaps are recorded when they happen, not here: observing them at
+        the finish would hide the requests still waiting when a window closes."""
         if timings.finish_reason is not FinishReason.ERROR:
             self._success.labels(*self._values, str(timings.finish_reason)).inc()
-        ttft = timings.ttft_s
-        if ttft is not None:
-            self._ttft.observe(ttft)
-        for gap in timings.itl_s():
-            self._itl.observe(gap)
         e2e = timings.finished_ts - timings.arrival_ts
         self._e2e.observe(e2e)
         if timings.queue_s is not None:

@@ -1,0 +1,35 @@
+"""cli, level 6: `infertriage simulate` — the twin's engine on a virtual clock."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from infertriage import api
+from infertriage.cli.common import print_json
+from infertriage.report.simulate import render_simulation
+
+
+def simulate(
+    scenario: str = typer.Option("healthy", "--scenario", help="Packaged name or YAML path."),
+    rate: float = typer.Option(4.0, "--rate", help="Arrivals per second."),
+    num_requests: int = typer.Option(1000, "--num-requests", help="Requests to simulate."),
+    input_len: int | None = typer.Option(None, "--input-len", help="Fixed prompt tokens."),
+    output_len: int | None = typer.Option(None, "--output-len", help="Fixed output tokens."),
+    arrivals: str = typer.Option("poisson", "--arrivals", help="poisson or constant."),
+    seed: int | None = typer.Option(None, "--seed", help="Default: the scenario's."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    result = api.simulate(
+        scenario=scenario,
+        rate=rate,
+        num_requests=num_requests,
+        input_len=input_len,
+        output_len=output_len,
+        arrivals=arrivals,
+        seed=seed,
+    )
+    if json_out:
+        print_json(result.model_dump(mode="json"))
+    else:
+        render_simulation(result, Console())
