@@ -92,7 +92,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
     "scheduling.queue_dominates_ttft": (
         {"server__queue_time_mean_s": 0.6, "server__ttft_mean_s": 0.8, **SLOW},
         {"server__queue_time_mean_s": 0.6, "server__ttft_mean_s": 0.8, "kv__usage_max": 0.97},
-        "server.queue_time_mean_s",
+        "queue.running_max",
     ),
     "scheduling.engine_loop_cpu": (
         {"proc__engine_thread_cpu": 0.99},
@@ -206,6 +206,19 @@ def test_rule_with_missing_evidence_is_not_evaluated(rule_id: str) -> None:
     assert any(line.startswith(needed + ":") for line in layer.missing) or (
         layer.status is Status.NOT_APPLICABLE
     )
+
+
+def test_a_full_batch_with_kv_room_is_queue_bound_without_queue_times() -> None:
+    evidence = make_evidence(
+        server__queue_time_mean_s=None,
+        config__max_num_seqs=8,
+        queue__running_max=8,
+        queue__waiting_max=8,
+        **SLOW,
+    )
+    finding = RULES["scheduling.queue_dominates_ttft"].fn(evidence, Thresholds())
+    assert finding is not None and finding.status is Status.BOTTLENECK
+    assert "8 requests wait while all 8 seats are taken" in finding.title
 
 
 def test_healthy_run_has_no_bottleneck() -> None:

@@ -49,6 +49,7 @@ def test_knee_is_the_highest_stable_rate_below_the_first_unstable() -> None:
     assert sweep_rates(10.0) == [2.5, 5.0, 7.5, 9.0, 10.0, 11.0, 12.5]
 
 
+@pytest.mark.slow
 def test_sweep_finds_the_knee_of_a_queue_bound_server(tmp_path: Path) -> None:
     # Two slots, each request 10 ms to first token then 9 × 4 ms: capacity 2 / 46 ms ≈ 43/s.
     behavior = Behavior(ttft_s=0.010, itl_s=0.004, num_tokens=10)

@@ -108,8 +108,11 @@ def _slope(points: _Points) -> float | None:
 def _server(series: _Series, phases: Phases) -> list[Signal]:
     start, end = phases.load_start_ts, phases.load_end_ts
     out: list[Signal] = []
+    # Up to the overload step: vLLM observes queue time when a request finishes, so the
+    # measured level's last requests land in its drain, before the overload begins.
+    hist_end = phases.overload_start_ts or end
     for name in ("server.ttft", "server.itl", "server.queue_time"):
-        out += _histogram(series, name, start, end)
+        out += _histogram(series, name, start, hist_end)
     # Memory and queues are read up to the end of the overload step, their peak.
     end = max(end, phases.overload_end_ts or end)
     span = (start, end)

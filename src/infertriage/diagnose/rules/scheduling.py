@@ -19,25 +19,36 @@ _QUEUED_FOR_MINUTES = 1000
 @rule(
     "scheduling.queue_dominates_ttft",
     _L,
-    ("server.queue_time_mean_s", "server.ttft_mean_s", "kv.usage_max"),
+    ("server.ttft_mean_s", "kv.usage_max", "queue.waiting_max", "queue.running_max"),
 )
 def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
-    queue = ev.get("server.queue_time_mean_s") or 0.0
+    """Requests wait for a seat, not for memory: by queue time, or by a full batch with room."""
     ttft = ev.get("server.ttft_mean_s") or 0.0
     usage = ev.get("kv.usage_max") or 0.0
-    if ttft <= 0 or queue / ttft < _QUEUE_SHARE or usage >= _KV_ROOM:
+    waiting, running = ev.get("queue.waiting_max") or 0.0, ev.get("queue.running_max") or 0.0
+    seats = ev.get("config.max_num_seqs")
+    queue = ev.get("server.queue_time_mean_s")
+    share = queue / ttft if queue is not None and ttft > 0 else 0.0
+    seats_full = seats is not None and running >= seats and waiting > 0
+    if usage >= _KV_ROOM or (share < _QUEUE_SHARE and not seats_full):
         return None
-    share = queue / ttft
+    share_text = (
+        f"queueing is {share:.0%} of TTFT"
+        if share >= _QUEUE_SHARE
+        else (f"{waiting:.0f} requests wait while all {running:.0f} seats are taken")
+    )
     return make_finding(
         "scheduling.queue_dominates_ttft",
         _L,
         bottleneck=ttft_missed(ev, t),
-        severity=severity_above(share, _QUEUE_SHARE, 0.95),
-        explains=share,
-        title=f"queueing is {share:.0%} of TTFT while the KV cache has room ({usage:.0%} used)",
+        severity=max(severity_above(share, _QUEUE_SHARE, 0.95), 0.6 if seats_full else 0.0),
+        explains=max(share, 0.7 if seats_full else 0.0),
+        title=f"{share_text} while the KV cache has room ({usage:.0%} used)",
         evidence=ev,
         used=(
             ("server.queue_time_mean_s", _QUEUE_SHARE * ttft),
+            ("queue.waiting_max", 0.0),
+            ("config.max_num_seqs", None),
             ("kv.usage_max", _KV_ROOM),
         ),
         explanation=(
