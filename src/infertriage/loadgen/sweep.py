@@ -8,7 +8,8 @@ completes at least 90 % as many requests as were sent, and TTFT measured
 from the intended start does not grow without bound — its least-squares
 slope against the scheduled time stays under 0.05 s per s, or the last
 quarter's median TTFT stays under 1.5× the first quarter's. The knee is the
-highest stable rate below the first unstable one.
+highest stable rate below the trailing run of unstable rates (saturation
+persists above it; one spurious verdict lower down does not move it).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ _MAX_LATE_RATIO = 1.5
 CRITERION = (
     "stable while completions (any outcome) reach 90 % of sends in the window and TTFT "
     "from the intended start does not grow (slope < 0.05 s/s or last-quarter median "
-    "< 1.5× the first quarter's); knee = highest stable rate below the first unstable one"
+    "< 1.5× the first quarter's); knee = highest stable rate below the trailing run of "
+    "unstable rates"
 )
 
 
@@ -67,12 +69,18 @@ def judge_stable(records: Sequence[RequestRecord], window: Window) -> bool:
 
 
 def find_knee(max_throughput: float, levels: Sequence[LevelResult]) -> Knee:
-    """The knee from rate levels that carry a `stable` verdict, in increasing rate."""
-    knee: float | None = None
-    for level in sorted(levels, key=lambda lv: lv.value):
-        if level.stable is False:
-            break
-        knee = level.value
-    if knee is None:
+    """The knee: the highest stable rate below the trailing run of unstable rates.
+
+    Saturation persists: every rate above the knee is unstable. One unstable verdict
+    lower down (a host's hiccup in a short level) does not move the knee.
+    """
+    ordered = sorted(levels, key=lambda lv: lv.value)
+    start = len(ordered)
+    while start > 0 and ordered[start - 1].stable is False:
+        start -= 1
+    stable = [lv.value for lv in ordered[:start] if lv.stable is not False]
+    if not stable:
         return Knee(max_throughput, None, "unstable at every probed rate; " + CRITERION)
-    return Knee(max_throughput, knee, CRITERION)
+    if start == len(ordered):
+        return Knee(max_throughput, stable[-1], "no probed rate saturated; " + CRITERION)
+    return Knee(max_throughput, stable[-1], CRITERION)
