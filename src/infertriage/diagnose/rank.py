@@ -54,7 +54,6 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "application.client_vs_server_ttft": (
         "kernel.host_wait",
         "scheduling.step_cpu_gap",
-        "scheduling.queue_dominates_ttft",
         "hardware.below_roofline",
     ),
     "scheduling.engine_loop_cpu": ("kernel.host_wait", "hardware.busy_not_computing"),
