@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.api.diagnose import diagnose
+from infertriage.analyze.trace.synth import SynthSpec, trace_chunks
+from infertriage.api.diagnose import diagnose, keep_traces
 from infertriage.cli import main
-from infertriage.schemas import Layer, Status
+from infertriage.schemas import Layer, RunDir, RunInfo, Status
 
 # scenario → the layer its injected fault lives in (None: no bottleneck at all)
 EXPECTED: dict[str, Layer | None] = {
@@ -92,3 +93,29 @@ def test_garbage_metrics_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     path.write_text("this is {not prometheus text\n")
     assert main(["diagnose", "--metrics-file", str(path)]) == 2
     assert "garbage.txt" in capsys.readouterr().err
+
+
+def test_trace_given_with_the_run_is_kept_and_read_by_from_run(tmp_path: Path) -> None:
+    """A `--trace` file lands in raw/traces/ and its kernel evidence reaches the map."""
+    trace = tmp_path / "eager.json"
+    trace.write_bytes(b"".join(trace_chunks(SynthSpec(num_steps=10, cuda_graphs=False))))
+    run = RunDir.create(tmp_path / "run")
+    keep_traces(run, [trace])
+    phases = {"load_start_ts": 0.0, "load_end_ts": 1.0}
+    run.write_info(
+        RunInfo(
+            command="diagnose", wall_anchor_s=0.0, summary={"phases": phases, "main_level": "x"}
+        )
+    )
+    result = diagnose(from_run=run.root)
+    kernel = result.diagnosis.layer(Layer.KERNEL)
+    assert kernel.status is not Status.UNKNOWN
+    assert any(f.id in {"kernel.launch_bound", "kernel.host_wait"} for f in kernel.findings)
+
+
+def test_missing_trace_file_is_exit_2_before_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["diagnose", "--trace", str(tmp_path / "none.json"), "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    assert "is not a file" in capsys.readouterr().err

@@ -13,6 +13,7 @@ a run directory; `--metrics-file` diagnoses one scrape.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -48,7 +49,7 @@ from infertriage.schemas import (
 from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
 
-__all__ = ["DiagnoseResult", "diagnose"]
+__all__ = ["DiagnoseResult", "diagnose", "keep_traces"]
 
 # The sweep's last level is the measured one: SLOs, server histograms and KV use are read
 # over it; the overload step after it shows whether the queue grows without bound.
@@ -190,6 +191,24 @@ def _phases(run: RunDir, main: str, overload: str, drain_end: float) -> Phases:
     )
 
 
+def _trace_files(run: RunDir) -> list[Path]:
+    """Profiles captured during the run, and the `--trace` files copied into raw/traces/."""
+    given = run.raw / "traces"
+    extra = sorted(p for p in given.iterdir() if p.is_file()) if given.is_dir() else []
+    return sorted(run.raw.glob("*.pt.trace.json*")) + extra
+
+
+def keep_traces(run: RunDir, traces: Sequence[Path]) -> None:
+    """Copy `--trace` files into the run, so `--from-run` finds them; a bad path fails first."""
+    for path in traces:
+        if not path.is_file():
+            raise UserError(f"--trace {path} is not a file.")
+    target = run.raw / "traces"
+    target.mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(traces):
+        shutil.copyfile(path, target / f"{index:02d}-{path.name}")
+
+
 def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
     summary = info.summary
     phases = Phases(**summary["phases"])
@@ -201,7 +220,7 @@ def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
         *client_signals(records, client_bound=bool(summary.get("client_bound"))),
         *metric_signals(samples, phases),
         *config_signals(info.server_config, deployment),
-        *trace_signals(sorted(run.raw.glob("*.pt.trace.json*"))),
+        *trace_signals(_trace_files(run)),
     ]
     return signals + plan_signals(deployment, info.server_config, signals)
 
@@ -249,6 +268,7 @@ def diagnose(
     endpoint: str = "chat",
     api_key: str | None = None,
     deployment: dict[str, Any] | None = None,
+    traces: Sequence[Path] = (),
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
@@ -259,6 +279,7 @@ def diagnose(
     if duration_s <= 0:
         raise UserError("--duration must be positive.")
     run = RunDir.create(out, prefix="diagnose")
+    keep_traces(run, traces)
     clock = RunClock()
     bench = {"model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds}
     if url is None:

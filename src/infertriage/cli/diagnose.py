@@ -30,6 +30,9 @@ def diagnose(
     api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
     slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
+    trace: list[Path] = typer.Option(
+        [], "--trace", help="Profiler trace or nsys SQLite export to analyse (repeatable)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
@@ -52,6 +55,7 @@ def diagnose(
         endpoint=endpoint,
         api_key=api_key or os.environ.get("OPENAI_API_KEY"),
         deployment=deployment,
+        traces=trace,
     )
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))
