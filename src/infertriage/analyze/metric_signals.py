@@ -86,12 +86,11 @@ def _histogram(series: _Series, name: str, start: float, end: float) -> list[Sig
     window = histogram_increase(snapshots)
     if window is None or window.count <= 0:
         return []
-    base = {"server.ttft": "server.ttft", "server.itl": "server.itl"}.get(name, name)
     span = (start, end)
-    out = _signal(f"{base}_mean_s", window.mean, "s", span)
+    out = _signal(f"{name}_mean_s", window.mean, "s", span)
     for q, label in ((0.5, "p50"), (0.95, "p95")):
         estimate = histogram_quantile(q, window.buckets)
-        out += _signal(f"{base}_{label}_s", None if estimate is None else estimate.value, "s", span)
+        out += _signal(f"{name}_{label}_s", None if estimate is None else estimate.value, "s", span)
     return out
 
 

@@ -195,10 +195,8 @@ class TwinApp:
             raise ApiError(400, f"the request body is not valid JSON: {err.msg}.") from err
 
     def _prompt_tokens(self, body: Any) -> list[str]:
-        if isinstance(body, dict) and "messages" in body:
-            return apply_chat_template(parse_generate(body, chat=True).messages)
-        prompt = parse_generate(body, chat=False).prompt or ""
-        return split_tokens(prompt)
+        chat = isinstance(body, dict) and "messages" in body
+        return _tokens_of(parse_generate(body, chat=chat))
 
     def _check_model(self, spec: GenerateRequest) -> None:
         if spec.model is not None and spec.model != self.model_name:
@@ -239,7 +237,7 @@ class TwinApp:
         try:
             spec = parse_generate(await self._body(request), chat)
             self._check_model(spec)
-            tokens = apply_chat_template(spec.messages) if chat else split_tokens(spec.prompt or "")
+            tokens = _tokens_of(spec)
             ids = self.frontend.tokenize(tokens)
             params = self._sampling(spec, len(ids))
         except ApiError as err:
@@ -260,6 +258,11 @@ class TwinApp:
             self._streams.pop(request_id, None)
             if not generation.engine_finished:
                 self.driver.abort(request_id)
+
+
+def _tokens_of(spec: GenerateRequest) -> list[str]:
+    """The prompt as tokens: the chat template for messages, the rule for a plain prompt."""
+    return apply_chat_template(spec.messages) if spec.chat else split_tokens(spec.prompt or "")
 
 
 class _Generation:
