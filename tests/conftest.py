@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from .badserver import serve_bad_server
+
 _PROJECT = Path(__file__).resolve().parent.parent
 
 
@@ -38,3 +40,10 @@ def shared_fixture():  # type: ignore[no-untyped-def]
         return path
 
     return get
+
+
+@pytest.fixture
+def bad_server():  # type: ignore[no-untyped-def]
+    """A faulty OpenAI-compatible server on 127.0.0.1 (see tests/badserver.py); its base URL."""
+    with serve_bad_server() as url:
+        yield url

@@ -55,6 +55,7 @@ __all__ = [
     "describe",
     "e2e_s",
     "icl_samples",
+    "is_incomplete",
     "itl_samples",
     "judge_client",
     "parse_slos",
@@ -323,6 +324,11 @@ class LatencySummary:
 _INCOMPLETE_FAULTS = {"cancelled", "run_deadline"}
 
 
+def is_incomplete(record: RequestRecord) -> bool:
+    """Cut by the run (its deadline, Ctrl-C), not failed by the server."""
+    return record.fault in _INCOMPLETE_FAULTS
+
+
 def _error_counts(records: Iterable[RequestRecord]) -> tuple[tuple[str, int], ...]:
     counts = Counter(
         f"{r.error_kind.value}:{r.fault}" if r.fault else r.error_kind.value
@@ -375,7 +381,7 @@ def summarize(
         num_requests=len(records),
         num_ok=len(ok),
         num_failed=len(records) - len(ok),
-        num_incomplete=sum(1 for r in records if r.fault in _INCOMPLETE_FAULTS),
+        num_incomplete=sum(1 for r in records if is_incomplete(r)),
         window=window,
         ttft=describe(_values(ok, lambda r: r.ttft_s), ci=True, seed=seed),
         ttft_intended=describe(_values(ok, SLO_METRICS["ttft_intended"]), seed=seed),

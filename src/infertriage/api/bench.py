@@ -214,8 +214,10 @@ class _Session:
         tokenizer: LocalTokenizer | None,
         observer: BenchObserver | None,
         clock: RunClock | None = None,
+        labels: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.config = config
+        self.labels = labels  # added to every record, e.g. validate's ("phase", "soak")
         self.client = client
         self.run = run
         self.thresholds = thresholds
@@ -273,7 +275,7 @@ class _Session:
             duration_s=cfg.duration_s,
             drain_timeout_s=cfg.drain_timeout_s,
             id_prefix=f"{self.tag}-{index}",
-            labels=(("level", name),),
+            labels=(("level", name), *self.labels),
         )
         self.records = []
         if self.observer is not None:
@@ -471,6 +473,7 @@ def run_bench(
     use_uvloop: bool = True,
     observer: BenchObserver | None = None,
     clock: RunClock | None = None,
+    labels: Sequence[tuple[str, str]] = (),
 ) -> BenchResult:
     """The `bench` command: load levels against `url`, measured; see the module docstring."""
     try:
@@ -503,7 +506,7 @@ def run_bench(
     client = _client_config(config, api_key, pairs, keep_text=local_tokenizer is not None)
     session = _Session(
         config, client, run=RunDir.create(out, prefix="bench"), thresholds=thresholds, slos=slos,
-        tokenizer=local_tokenizer, observer=observer, clock=clock,
+        tokenizer=local_tokenizer, observer=observer, clock=clock, labels=tuple(labels),
     )  # fmt: skip
     max_len = config.max_model_len or info.max_model_len or DEFAULT_MAX_MODEL_LEN
     return _run_levels(session, info, ws, levels, max_len)

@@ -17,7 +17,7 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.api.bench import run_bench
 from infertriage.api.collect_thread import CollectorThread
 from infertriage.api.evidence import plan_signals, trace_signals
+from infertriage.api.target import Target, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
@@ -46,8 +47,6 @@ from infertriage.schemas import (
     load_thresholds,
     write_json,
 )
-from infertriage.twin.process import TwinProcess
-from infertriage.twin.scenario import load_scenario
 
 __all__ = ["DiagnoseResult", "diagnose", "keep_traces"]
 
@@ -66,45 +65,6 @@ class DiagnoseResult:
     diagnosis: Diagnosis
     target: str  # the URL, "twin:<scenario>" or the metrics file
     notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    url: str
-    metrics_url: str | None
-    dcgm_url: str | None
-    server_pid: int | None
-    deployment: dict[str, Any]
-    name: str
-    profile: bool
-
-
-@contextlib.contextmanager
-def _twin_target(scenario: str, run: RunDir) -> Iterator[_Target]:
-    loaded = load_scenario(scenario)
-    with TwinProcess(scenario, load_time_s=0.2, profile_dir=run.raw) as twin:
-        yield _Target(
-            url=twin.url,
-            metrics_url=None,
-            dcgm_url=f"{twin.url}/dcgm/metrics",
-            server_pid=twin.pid,
-            deployment=_twin_deployment(loaded),
-            name=f"twin:{scenario}",
-            profile=True,
-        )
-
-
-def _twin_deployment(scenario: Any) -> dict[str, Any]:
-    return {
-        "model": scenario.model,
-        "gpu": scenario.gpu,
-        "dtype": scenario.dtype,
-        "tensor_parallel": scenario.tensor_parallel,
-        "interconnect": scenario.interconnect,
-        "max_num_seqs": scenario.engine.max_num_seqs,
-        "max_model_len": scenario.engine.max_model_len,
-        "num_draft_tokens": scenario.speculative.num_draft_tokens,
-    }
 
 
 def _post(url: str) -> bool:
@@ -132,7 +92,7 @@ def _best_rate(results: Sequence[BenchResult]) -> float:
 
 
 def _measure(
-    target: _Target, run: RunDir, clock: RunClock, duration_s: float, bench: dict[str, Any]
+    target: Target, run: RunDir, clock: RunClock, duration_s: float, bench: dict[str, Any]
 ) -> tuple[Phases, list[str], dict[str, Any]]:
     warm_s, level_s, overload_s = _level_s(duration_s)
     collector = CollectorThread(
@@ -283,10 +243,10 @@ def diagnose(
     clock = RunClock()
     bench = {"model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds}
     if url is None:
-        context: contextlib.AbstractContextManager[_Target] = _twin_target(scenario, run)
+        context: contextlib.AbstractContextManager[Target] = twin_target(scenario, run.raw)
     else:
         context = contextlib.nullcontext(
-            _Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
+            Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
         )
     with context as target:
         phases, levels, extra = _measure(target, run, clock, duration_s, bench)

@@ -9,12 +9,14 @@ import typer
 
 from infertriage import __version__
 from infertriage.cli import bench as bench_cmd
+from infertriage.cli import compare as compare_cmd
 from infertriage.cli import diagnose as diagnose_cmd
 from infertriage.cli import metrics as metrics_cmd
 from infertriage.cli import plan as plan_cmd
 from infertriage.cli import simulate as simulate_cmd
 from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
+from infertriage.cli import validate as validate_cmd
 from infertriage.schemas import EXIT_USER_ERROR, UserError
 
 app = typer.Typer(
@@ -42,6 +44,13 @@ app.command("simulate", help="The twin's engine on a virtual clock: latency, KV,
 )
 app.command("twin", help="Serve the twin: a simulated vLLM-like server on 127.0.0.1.")(
     twin_cmd.twin
+)
+app.command(
+    "validate", help="Go-live checklist: functional, performance, stability; exit 1 if not ready."
+)(validate_cmd.validate)
+app.add_typer(compare_cmd.baseline_app, name="baseline")
+app.command("compare", help="Compare a run with a baseline, or A/B two servers, with statistics.")(
+    compare_cmd.compare
 )
 
 

@@ -56,11 +56,12 @@ class Collector:
         interval_s: float = 1.0,
         sample_host: bool = True,
         sample_gpus: bool = True,
+        scrape_engine: bool = True,  # False: `url` only finds the server's process
     ) -> None:
         self.run, self.clock, self.url = run, clock, url
         self.interval_s = interval_s
         targets = []
-        if metrics_url or url:
+        if metrics_url or (url and scrape_engine):
             targets.append(ScrapeTarget("engine", metrics_url or metrics_url_of(url or "")))
         if dcgm_url:
             targets.append(ScrapeTarget("dcgm", dcgm_url))

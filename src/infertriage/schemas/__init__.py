@@ -6,6 +6,8 @@ base, the normalised metric vocabulary, run-directory IO and the one
 user-error type. Imports nothing else from infertriage.
 """
 
+from infertriage.schemas.baselines import BaselineStore, SavedBaseline, default_store_root
+from infertriage.schemas.checks import Check, CheckGroup, CheckStatus, checklist_ready
 from infertriage.schemas.diagnosis import (
     DIAGNOSIS_SCHEMA,
     ChainLink,
@@ -57,7 +59,11 @@ __all__ = [
     "MIB",
     "RUN_SCHEMA",
     "VOCABULARY",
+    "BaselineStore",
     "ChainLink",
+    "Check",
+    "CheckGroup",
+    "CheckStatus",
     "Chunk",
     "Diagnosis",
     "ErrorKind",
@@ -74,6 +80,7 @@ __all__ = [
     "RunDir",
     "RunInfo",
     "Sample",
+    "SavedBaseline",
     "Signal",
     "SloProfile",
     "SloResult",
@@ -81,6 +88,8 @@ __all__ = [
     "Thresholds",
     "TokenSource",
     "UserError",
+    "checklist_ready",
+    "default_store_root",
     "format_bytes",
     "format_seconds",
     "get_metric",

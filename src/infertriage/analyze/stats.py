@@ -1,0 +1,444 @@
+"""analyze, level 1: small statistical tests and intervals, numpy only.
+
+Takes plain samples (sequences or float arrays); gives p-values, confidence
+intervals and fits as floats and frozen dataclasses. Pure: no I/O, no clock;
+every random step takes an explicit seed.
+
+What each function reproduces (checked against scipy in the tests):
+
+- `mann_whitney`: `scipy.stats.mannwhitneyu(a, b, method="asymptotic",
+  use_continuity=True)`, two-sided, with the tie correction.
+- `ks_two_sample`: the statistic of `scipy.stats.ks_2samp`; the p-value is the
+  classic asymptotic one, the Kolmogorov distribution's tail at
+  (√nₑ + 0.12 + 0.11/√nₑ)·D with nₑ = n·m/(n + m) (Stephens 1970).
+- `normal_quantile`: Acklam's rational approximation, polished by one Halley step.
+- `t_quantile`: exact for df 1 and 2, Hill (1970, CACM algorithm 396) above.
+- `wilson_interval`: the Wilson score interval without continuity correction.
+- `two_proportion_p`: the pooled two-sided z test (the uncorrected 2×2 χ² test).
+
+Non-finite samples (NaN, ±inf) are dropped before any computation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "MannWhitney",
+    "Trend",
+    "bootstrap_diff_ci",
+    "bootstrap_quantile_ci",
+    "ks_two_sample",
+    "linear_trend",
+    "mann_whitney",
+    "normal_quantile",
+    "t_quantile",
+    "two_proportion_p",
+    "wilson_interval",
+]
+
+FloatArray = npt.NDArray[np.float64]
+Samples = Sequence[float] | FloatArray
+
+# Elements gathered per bootstrap block for the mean: bounds memory whatever the input size.
+_BLOCK_ELEMENTS = 2_000_000
+
+
+def _clean(values: Samples) -> FloatArray:
+    data = np.asarray(values, dtype=np.float64).ravel()
+    return data[np.isfinite(data)]
+
+
+def _normal_sf(z: float) -> float:
+    """P(Z > z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+# --- Mann–Whitney U ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MannWhitney:
+    """The U test of `a` against `b`.
+
+    `u` is U of `a` (scipy's statistic): the pairs with a > b, ties counting ½.
+    `prob_superiority` is P(b > a) + ½·P(b = a) = 1 − u/(n·m): above ½ when
+    `b` tends to be larger. `p_value` is two-sided.
+    """
+
+    u: float
+    p_value: float
+    prob_superiority: float
+
+
+def _average_ranks(data: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """1-based ranks, ties given their average, and the size of each tie group."""
+    _, inverse, counts = np.unique(data, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    average = ends - (counts - 1) / 2.0
+    return average[inverse].astype(np.float64), counts.astype(np.int64)
+
+
+def mann_whitney(a: Samples, b: Samples) -> MannWhitney:
+    """Two-sided Mann–Whitney U test by the normal approximation.
+
+    Ties are corrected for and the continuity correction applied, as scipy's
+    `method="asymptotic", use_continuity=True`. Empty inputs, or all values
+    equal, give p 1.0 (and `prob_superiority` ½ when either side is empty).
+    O((n + m) log(n + m)): ranks come from one sort.
+    """
+    x, y = _clean(a), _clean(b)
+    n1, n2 = x.size, y.size
+    if n1 == 0 or n2 == 0:
+        return MannWhitney(u=0.0, p_value=1.0, prob_superiority=0.5)
+    ranks, ties = _average_ranks(np.concatenate((x, y)))
+    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
+    pairs = float(n1) * float(n2)
+    n = n1 + n2
+    tie_term = float(np.sum(ties.astype(np.float64) ** 3 - ties))
+    variance = pairs / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    if variance <= 0.0:
+        return MannWhitney(u=u1, p_value=1.0, prob_superiority=1.0 - u1 / pairs)
+    z = (max(u1, pairs - u1) - pairs / 2.0 - 0.5) / math.sqrt(variance)
+    p_value = min(1.0, 2.0 * _normal_sf(z))
+    return MannWhitney(u=u1, p_value=p_value, prob_superiority=1.0 - u1 / pairs)
+
+
+# --- bootstrap -----------------------------------------------------------------------------
+
+
+def _resampled_means(data: FloatArray, num: int, rng: np.random.Generator) -> FloatArray:
+    means = np.empty(num)
+    # Resample in blocks: a large run's index matrix would not fit in memory at once.
+    block = max(1, _BLOCK_ELEMENTS // data.size)
+    for start in range(0, num, block):
+        stop = min(num, start + block)
+        picks = rng.integers(0, data.size, (stop - start, data.size))
+        means[start:stop] = data[picks].mean(axis=1)
+    return means
+
+
+def _resampled_quantiles(
+    ordered: FloatArray, q: float, num: int, rng: np.random.Generator
+) -> FloatArray:
+    """The q-quantile (numpy's linear rule) of `num` bootstrap resamples of sorted data.
+
+    A resample is `ordered[floor(n·U)]` for n uniforms U, so its k-th smallest
+    value is `ordered[floor(n·U₍ₖ₎)]`, with U₍ₖ₎ ~ Beta(k, n − k + 1) and the
+    next order statistic U₍ₖ₊₁₎ = U₍ₖ₎ + (1 − U₍ₖ₎)·Beta(1, n − k). Drawing those
+    two is exactly the percentile bootstrap, in O(num) memory and time however
+    large the input (the index-matrix way costs n per resample).
+    """
+    n = ordered.size
+    position = (n - 1) * q
+    lower = math.floor(position)
+    frac = position - lower
+    k = lower + 1  # the 1-based order statistic below the quantile
+    u_low = rng.beta(k, n - k + 1, num)
+    low = ordered[np.minimum((u_low * n).astype(np.int64), n - 1)]
+    if frac == 0.0 or k >= n:
+        return low
+    u_high = u_low + (1.0 - u_low) * rng.beta(1, n - k, num)
+    high = ordered[np.minimum((u_high * n).astype(np.int64), n - 1)]
+    return low + frac * (high - low)
+
+
+def _resampled(data: FloatArray, q: float | None, num: int, rng: np.random.Generator) -> FloatArray:
+    if q is None:
+        return _resampled_means(data, num, rng)
+    return _resampled_quantiles(np.sort(data), q, num, rng)
+
+
+def _check_quantile(q: float | None) -> None:
+    if q is not None and not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile {q} is not within [0, 1]")
+
+
+def _percentile_interval(stats: FloatArray, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(stats, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def _statistic(data: FloatArray, q: float | None) -> float:
+    return float(data.mean()) if q is None else float(np.quantile(data, q))
+
+
+def bootstrap_quantile_ci(
+    values: Samples,
+    q: float | None,
+    *,
+    level: float = 0.95,
+    num_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A seeded percentile-bootstrap interval of the q-quantile (0..1; None: the mean).
+
+    Quantiles use numpy's linear rule. No values give (nan, nan); one value, (v, v).
+    """
+    _check_quantile(q)
+    data = _clean(values)
+    if data.size < 2:
+        value = _statistic(data, q) if data.size else math.nan
+        return value, value
+    stats = _resampled(data, q, num_resamples, np.random.default_rng(seed))
+    return _percentile_interval(stats, level)
+
+
+def bootstrap_diff_ci(
+    a: Samples,
+    b: Samples,
+    q: float | None,
+    *,
+    level: float = 0.95,
+    num_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A seeded percentile-bootstrap interval of stat(b) − stat(a), a and b resampled apart.
+
+    `stat` is the q-quantile (0..1) or, for None, the mean. Either side empty
+    gives (nan, nan); a one-value side is taken as fixed.
+    """
+    _check_quantile(q)
+    x, y = _clean(a), _clean(b)
+    if x.size == 0 or y.size == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    stats_a = _resampled(x, q, num_resamples, rng) if x.size > 1 else _statistic(x, q)
+    stats_b = _resampled(y, q, num_resamples, rng) if y.size > 1 else _statistic(y, q)
+    diffs = np.broadcast_to(np.asarray(stats_b - stats_a, dtype=np.float64), (num_resamples,))
+    return _percentile_interval(diffs, level)
+
+
+# --- Kolmogorov–Smirnov --------------------------------------------------------------------
+
+
+def _kolmogorov_sf(lam: float) -> float:
+    """P(K > λ) for the Kolmogorov distribution; each series is used where it converges fast."""
+    if lam <= 0.0:
+        return 1.0
+    if lam < 1.18:
+        # The Jacobi-theta form of the CDF: √(2π)/λ · Σ exp(−(2j − 1)²π²/(8λ²)).
+        y = math.exp(-(math.pi**2) / (8.0 * lam * lam))
+        terms = (y ** float((2 * j - 1) ** 2) for j in range(1, 6))
+        cdf = math.sqrt(2.0 * math.pi) / lam * math.fsum(terms)
+        return min(1.0, max(0.0, 1.0 - cdf))
+    signs = (1.0 if j % 2 else -1.0 for j in range(1, 101))
+    tail = 2.0 * sum(s * math.exp(-2.0 * j * j * lam * lam) for j, s in enumerate(signs, 1))
+    return min(1.0, max(0.0, tail))
+
+
+def ks_two_sample(a: Samples, b: Samples) -> tuple[float, float]:
+    """Two-sample Kolmogorov–Smirnov D and its asymptotic two-sided p-value.
+
+    D is the largest gap between the two empirical CDFs. Either side empty
+    gives (0.0, 1.0).
+    """
+    x, y = np.sort(_clean(a)), np.sort(_clean(b))
+    if x.size == 0 or y.size == 0:
+        return 0.0, 1.0
+    points = np.concatenate((x, y))
+    cdf_x = np.searchsorted(x, points, side="right") / x.size
+    cdf_y = np.searchsorted(y, points, side="right") / y.size
+    d = float(np.max(np.abs(cdf_x - cdf_y)))
+    root = math.sqrt(x.size * y.size / (x.size + y.size))
+    return d, _kolmogorov_sf((root + 0.12 + 0.11 / root) * d)
+
+
+# --- linear trend --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """An ordinary-least-squares line y = intercept + slope·t.
+
+    `slope_ci` is the slope's Student-t interval at the asked level, on n − 2
+    degrees of freedom. With fewer than 3 points, or all t equal, there is no
+    slope to estimate: `slope` is 0, `intercept` the mean of y (nan without
+    points), `slope_ci` (−inf, inf) and `r2` 0. `r2` is also 0 when y is constant.
+    """
+
+    slope: float
+    intercept: float
+    slope_ci: tuple[float, float]
+    n: int
+    r2: float
+
+
+def _finite_pairs(t: Samples, y: Samples) -> tuple[FloatArray, FloatArray]:
+    tt = np.asarray(t, dtype=np.float64).ravel()
+    yy = np.asarray(y, dtype=np.float64).ravel()
+    if tt.size != yy.size:
+        raise ValueError(f"t has {tt.size} values but y has {yy.size}")
+    keep = np.isfinite(tt) & np.isfinite(yy)
+    return tt[keep], yy[keep]
+
+
+def linear_trend(t: Samples, y: Samples, *, level: float = 0.95) -> Trend:
+    """OLS fit of y on t with the slope's t interval (see `Trend` for the degenerate cases)."""
+    tt, yy = _finite_pairs(t, y)
+    n = int(tt.size)
+    t_dev = tt - tt.mean() if n else tt
+    sxx = float(np.dot(t_dev, t_dev))
+    if n < 3 or sxx <= 0.0:
+        intercept = float(yy.mean()) if n else math.nan
+        return Trend(0.0, intercept, (-math.inf, math.inf), n, 0.0)
+    y_dev = yy - yy.mean()
+    slope = float(np.dot(t_dev, y_dev)) / sxx
+    intercept = float(yy.mean()) - slope * float(tt.mean())
+    residuals = y_dev - slope * t_dev
+    sse = float(np.dot(residuals, residuals))
+    sst = float(np.dot(y_dev, y_dev))
+    half = t_quantile(0.5 + level / 2.0, n - 2) * math.sqrt(sse / (n - 2) / sxx)
+    r2 = 1.0 - sse / sst if sst > 0.0 else 0.0
+    return Trend(slope, intercept, (slope - half, slope + half), n, r2)
+
+
+# --- quantile functions --------------------------------------------------------------------
+
+# Acklam's coefficients: central region, then the tails.
+_ACKLAM_A = (
+    -3.969683028665376e01,
+    2.209460984245205e02,
+    -2.759285104469687e02,
+    1.383577518672690e02,
+    -3.066479806614716e01,
+    2.506628277459239e00,
+)
+_ACKLAM_B = (
+    -5.447609879822406e01,
+    1.615858368580409e02,
+    -1.556989798598866e02,
+    6.680131188771972e01,
+    -1.328068155288572e01,
+)
+_ACKLAM_C = (
+    -7.784894002430293e-03,
+    -3.223964580411365e-01,
+    -2.400758277161838e00,
+    -2.549732539343734e00,
+    4.374664141464968e00,
+    2.938163982698783e00,
+)
+_ACKLAM_D = (
+    7.784695709041462e-03,
+    3.224671290700398e-01,
+    2.445134137142996e00,
+    3.754408661907416e00,
+)
+_ACKLAM_P_LOW = 0.02425
+
+
+def _horner(coefficients: Sequence[float], x: float) -> float:
+    out = 0.0
+    for c in coefficients:
+        out = out * x + c
+    return out
+
+
+def _acklam(p: float) -> float:
+    if p < _ACKLAM_P_LOW:
+        q = math.sqrt(-2.0 * math.log(p))
+        return _horner(_ACKLAM_C, q) / (_horner(_ACKLAM_D, q) * q + 1.0)
+    if p > 1.0 - _ACKLAM_P_LOW:
+        return -_acklam(1.0 - p)
+    q = p - 0.5
+    r = q * q
+    return _horner(_ACKLAM_A, r) * q / (_horner(_ACKLAM_B, r) * r + 1.0)
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal quantile Φ⁻¹(p), p in (0, 1).
+
+    Acklam's rational approximation (relative error < 1.2e-9), refined by one
+    Halley step on `math.erfc`, which brings it to about machine precision.
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability {p} is not within (0, 1)")
+    x = _acklam(p)
+    error = 0.5 * math.erfc(-x / math.sqrt(2.0)) - p
+    step = error * math.sqrt(2.0 * math.pi) * math.exp(x * x / 2.0)
+    return x - step / (1.0 + x * step / 2.0)
+
+
+def _hill_upper(two_tailed: float, df: float) -> float:
+    """Hill's algorithm 396: the t with P(|T| > t) = `two_tailed`, df > 2."""
+    a = 1.0 / (df - 0.5)
+    b = 48.0 / (a * a)
+    c = ((20700.0 * a / b - 98.0) * a - 16.0) * a + 96.36
+    d = ((94.5 / (b + c) - 3.0) / b + 1.0) * math.sqrt(a * math.pi / 2.0) * df
+    y = (d * two_tailed) ** (2.0 / df)
+    if y > 0.05 + a:
+        # The asymptotic inverse expansion about the normal quantile.
+        x = normal_quantile(0.5 * two_tailed)
+        y = x * x
+        if df < 5:
+            c += 0.3 * (df - 4.5) * (x + 0.6)
+        c = (((0.05 * d * x - 5.0) * x - 7.0) * x - 2.0) * x + b + c
+        y = (((((0.4 * y + 6.3) * y + 36.0) * y + 94.5) / c - y - 3.0) / b + 1.0) * x
+        y = math.expm1(a * y * y)
+    else:
+        inner = 1.0 / (((df + 6.0) / (df * y) - 0.089 * d - 0.822) * (df + 2.0) * 3.0)
+        y = ((inner + 0.5 / (df + 4.0)) * y - 1.0) * (df + 1.0) / (df + 2.0) + 1.0 / y
+    return math.sqrt(df * y)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The Student-t quantile: the t with P(T ≤ t) = p on `df` ≥ 1 degrees of freedom.
+
+    Exact in closed form for df 1 and 2; otherwise Hill (1970), "Algorithm 396:
+    Student's t-quantiles", CACM 13(10): within a relative 3e-5 of the exact
+    value for df ≥ 2 and p from 1e-5 to 1 − 1e-5. Non-integer df is allowed,
+    but strictly between 1 and 2 Hill's approximation is off by up to ~1 %.
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability {p} is not within (0, 1)")
+    if not df >= 1.0:
+        raise ValueError(f"degrees of freedom {df} is below 1")
+    if p == 0.5:
+        return 0.0
+    two_tailed = 2.0 * min(p, 1.0 - p)
+    if df == 1.0:
+        upper = math.tan(math.pi / 2.0 * (1.0 - two_tailed))
+    elif df == 2.0:
+        upper = math.sqrt(2.0 / (two_tailed * (2.0 - two_tailed)) - 2.0)
+    else:
+        upper = _hill_upper(two_tailed, df)
+    return upper if p > 0.5 else -upper
+
+
+# --- proportions ---------------------------------------------------------------------------
+
+
+def wilson_interval(k: int, n: int, *, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k/n; (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= k <= n:
+        raise ValueError(f"{k} successes out of {n} trials")
+    z = normal_quantile(0.5 + level / 2.0)
+    share = k / n
+    z2n = z * z / n
+    centre = (share + z2n / 2.0) / (1.0 + z2n)
+    half = z * math.sqrt(share * (1.0 - share) / n + z2n / (4.0 * n)) / (1.0 + z2n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def two_proportion_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of the pooled z test that k1/n1 and k2/n2 are equal.
+
+    1.0 when it is undefined: a side without trials, or a pooled rate of 0 or 1.
+    """
+    if n1 <= 0 or n2 <= 0:
+        return 1.0
+    pooled = (k1 + k2) / (n1 + n2)
+    variance = pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2)
+    if variance <= 0.0:
+        return 1.0
+    z = abs(k1 / n1 - k2 / n2) / math.sqrt(variance)
+    return min(1.0, math.erfc(z / math.sqrt(2.0)))

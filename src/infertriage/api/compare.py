@@ -1,0 +1,229 @@
+"""api, level 5: `baseline save|list|delete` and `compare` — regressions and A/B.
+
+`compare BASE RUN` takes a saved baseline's name (or a run directory) and a
+run directory; pairs their load levels (the measured level of a diagnose or
+validate run, else the levels both ran), compares each pair's per-request
+samples with `analyze.compare`, diffs the environment and the server
+configuration, and warns when the traffic was not like for like.
+
+`compare --url A --url B` drives both servers with the same seeded schedule,
+interleaved in blocks (A B B A A B …, so a drift in time hits both arms
+alike): each block's requests go to A and then to B, or to B and then to A.
+The records (labelled `arm` A or B) land in one run directory; A is the
+base.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infertriage.analyze.compare import compare_records, config_diff
+from infertriage.api.bench import run_bench
+from infertriage.api.collect_thread import CollectorThread
+from infertriage.api.target import has_metrics
+from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
+from infertriage.schemas import (
+    BaselineStore,
+    RequestRecord,
+    RunClock,
+    RunDir,
+    RunInfo,
+    SavedBaseline,
+    UserError,
+    write_json,
+)
+from infertriage.workload import DEFAULT_WORKLOAD
+
+__all__ = [
+    "compare_ab",
+    "compare_runs",
+    "delete_baseline",
+    "list_baselines",
+    "save_baseline",
+]
+
+_ARMS = ("A", "B")
+
+
+# --- baselines -----------------------------------------------------------------------------
+
+
+def save_baseline(
+    name: str, run: Path, *, store: Path | None = None, force: bool = False
+) -> SavedBaseline:
+    return BaselineStore(store).save(name, RunDir.open(run), force=force)
+
+
+def list_baselines(*, store: Path | None = None) -> list[SavedBaseline]:
+    return BaselineStore(store).list()
+
+
+def delete_baseline(name: str, *, store: Path | None = None) -> None:
+    BaselineStore(store).delete(name)
+
+
+def _resolve(base: str, store: Path | None) -> RunDir:
+    """A run directory when `base` is one, else the saved baseline of that name."""
+    path = Path(base)
+    if (path / "run.json").is_file():
+        return RunDir.open(path)
+    if path.exists():
+        raise UserError(f"{base} is not a run directory (no run.json in it).")
+    return BaselineStore(store).get(base)
+
+
+# --- pairing load levels -------------------------------------------------------------------
+
+
+def group_key(record: RequestRecord) -> str:
+    """validate labels its records by phase; bench and diagnose by level."""
+    return record.labels.get("phase") or record.labels.get("level", "")
+
+
+def _groups(run: RunDir) -> dict[str, list[RequestRecord]]:
+    if not run.requests.exists():
+        raise UserError(f"{run.root} has no requests.jsonl: nothing to compare.")
+    groups: dict[str, list[RequestRecord]] = {}
+    for record in run.iter_records(run.requests, RequestRecord):
+        groups.setdefault(group_key(record), []).append(record)
+    return groups
+
+
+def _pairs(base: RunDir, run: RunDir) -> tuple[list[tuple[str, str]], list[str]]:
+    """(base level, run level) pairs to compare, and notes on how they were chosen."""
+    base_groups, run_groups = _groups(base), _groups(run)
+    base_main = base.read_info().summary.get("main_level")
+    run_main = run.read_info().summary.get("main_level")
+    if base_main in base_groups and run_main in run_groups:
+        note = (
+            [] if base_main == run_main else [f"measured levels differ: {base_main} vs {run_main}"]
+        )
+        return [(base_main, run_main)], note
+    common = [key for key in base_groups if key in run_groups]
+    if common:
+        return [(key, key) for key in common], []
+    if len(base_groups) == 1 and len(run_groups) == 1:
+        b, r = next(iter(base_groups)), next(iter(run_groups))
+        return [(b, r)], [f"the runs share no load level: comparing {b} with {r}"]
+    raise UserError(
+        f"{base.root} and {run.root} share no load level ({', '.join(base_groups)} vs "
+        f"{', '.join(run_groups)}): rerun with the same --rate or --concurrency."
+    )
+
+
+def _compare_dirs(
+    base: RunDir, run: RunDir, *, threshold: float, seed: int
+) -> tuple[tuple[LevelComparison, ...], list[str]]:
+    pairs, notes = _pairs(base, run)
+    base_groups, run_groups = _groups(base), _groups(run)
+    levels = tuple(
+        LevelComparison(
+            b, r, compare_records(base_groups[b], run_groups[r], threshold=threshold, seed=seed)
+        )
+        for b, r in pairs
+    )
+    return levels, notes
+
+
+def compare_runs(
+    *, base: str, run: Path, threshold: float = 0.10, store: Path | None = None, seed: int = 0
+) -> CompareResult:
+    """`compare BASE RUN`; see the module docstring."""
+    if not 0 < threshold < 10:
+        raise UserError("--threshold must be a relative change such as 10% or 0.1.")
+    base_dir, run_dir = _resolve(base, store), RunDir.open(run)
+    levels, notes = _compare_dirs(base_dir, run_dir, threshold=threshold, seed=seed)
+    base_info, run_info = base_dir.read_info(), run_dir.read_info()
+    if base_info.command != run_info.command:
+        notes.append(f"the base is a {base_info.command} run and the run a {run_info.command} run")
+    return CompareResult(
+        base=base,
+        run=str(run),
+        levels=levels,
+        environment=config_diff(base_info.environment, run_info.environment),
+        server_config=config_diff(base_info.server_config, run_info.server_config),
+        notes=tuple(notes),
+    )
+
+
+# --- A/B -----------------------------------------------------------------------------------
+
+
+def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> dict[str, Any]:
+    """Each arm's server configuration and environment, from one short collection."""
+    folder = RunDir.create(run.raw / f"arm-{arm}")
+    collector = CollectorThread(folder, clock, url=url, scrape_engine=has_metrics(url))
+    collector.start()
+    return collector.stop()
+
+
+def _block_order(index: int) -> tuple[int, int]:
+    """A B, B A, A B, … : each arm goes first in half of the blocks."""
+    return (0, 1) if index % 2 == 0 else (1, 0)
+
+
+def compare_ab(
+    *,
+    urls: tuple[str, str],
+    rate: float | None = None,
+    concurrency: int | None = None,
+    duration_s: float | None = 60.0,
+    num_requests: int | None = None,
+    blocks: int = 4,
+    workload: str = DEFAULT_WORKLOAD,
+    model: str | None = None,
+    endpoint: str = "chat",
+    api_key: str | None = None,
+    threshold: float = 0.10,
+    out: Path | None = None,
+    seed: int = 0,
+) -> CompareResult:
+    """`compare --url A --url B`; see the module docstring."""
+    if rate is not None and concurrency is not None:
+        raise UserError("give --rate or --concurrency, not both.")
+    if blocks < 1:
+        raise UserError("--blocks must be at least 1.")
+    if num_requests is not None and num_requests < blocks:
+        raise UserError(f"--num-requests must be at least --blocks ({blocks}).")
+    run, clock = RunDir.create(out, prefix="compare"), RunClock()
+    configs = [_arm_config(url, run, clock, arm) for url, arm in zip(urls, _ARMS, strict=True)]
+    per_block: dict[str, Any] = {
+        "duration_s": duration_s / blocks if duration_s and num_requests is None else None,
+        "num_requests": num_requests // blocks if num_requests else None,
+    }
+    common: dict[str, Any] = {
+        "rates": (rate,) if rate else (), "concurrencies": (concurrency or 8,) if not rate else (),
+        "workload": workload, "model": model, "endpoint": endpoint, "api_key": api_key,
+        "out": run.root, "clock": clock, **per_block,
+    }  # fmt: skip
+    for index in range(blocks):
+        for arm in _block_order(index):
+            labels = (("arm", _ARMS[arm]), ("block", str(index)))
+            run_bench(url=urls[arm], seed=seed + index, labels=labels, **common)
+    records = list(run.iter_records(run.requests, RequestRecord))
+    arms = [[r for r in records if r.labels.get("arm") == a] for a in _ARMS]
+    comparison = compare_records(arms[0], arms[1], threshold=threshold, seed=seed)
+    result = CompareResult(
+        base=f"A {urls[0]}",
+        run=f"B {urls[1]}",
+        levels=(LevelComparison("A", "B", comparison),),
+        environment=config_diff(
+            configs[0].get("environment", {}), configs[1].get("environment", {})
+        ),
+        server_config=config_diff(
+            configs[0].get("server_config", {}), configs[1].get("server_config", {})
+        ),
+        notes=(f"{blocks} interleaved blocks; each block's requests went to both servers",),
+        run_dir=run.root,
+    )
+    run.write_info(
+        RunInfo(
+            command="compare",
+            wall_anchor_s=clock.wall_anchor_s,
+            config={"urls": list(urls), "blocks": blocks, "rate": rate, "concurrency": concurrency},
+            summary={"regressed": result.regressed},
+        )
+    )
+    write_json(run.root / "compare.json", compare_to_json(result))
+    return result

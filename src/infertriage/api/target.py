@@ -1,0 +1,72 @@
+"""api, level 5: the server a command runs against — a URL, or a twin it starts and stops.
+
+`diagnose` and `validate` take `--url`, or with none a twin scenario; both
+see a `Target`: the base URL, where its metrics and DCGM counters are, its
+process id when it is on this host, and what is known of its deployment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infertriage.collect.http import metrics_url_of
+from infertriage.twin.process import TwinProcess
+from infertriage.twin.scenario import load_scenario
+
+__all__ = ["Target", "has_metrics", "twin_target"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    url: str
+    metrics_url: str | None
+    dcgm_url: str | None
+    server_pid: int | None
+    deployment: dict[str, Any]
+    name: str
+    profile: bool  # may the command ask it for a profile (/start_profile)?
+
+
+@contextlib.contextmanager
+def twin_target(scenario: str, profile_dir: Path | None = None) -> Iterator[Target]:
+    """A twin serving `scenario` on 127.0.0.1 for as long as the `with` lasts."""
+    loaded = load_scenario(scenario)
+    with TwinProcess(scenario, load_time_s=0.2, profile_dir=profile_dir) as twin:
+        yield Target(
+            url=twin.url,
+            metrics_url=None,
+            dcgm_url=f"{twin.url}/dcgm/metrics",
+            server_pid=twin.pid,
+            deployment=_twin_deployment(loaded),
+            name=f"twin:{scenario}",
+            profile=profile_dir is not None,
+        )
+
+
+def _twin_deployment(scenario: Any) -> dict[str, Any]:
+    return {
+        "model": scenario.model,
+        "gpu": scenario.gpu,
+        "dtype": scenario.dtype,
+        "tensor_parallel": scenario.tensor_parallel,
+        "interconnect": scenario.interconnect,
+        "max_num_seqs": scenario.engine.max_num_seqs,
+        "max_model_len": scenario.engine.max_model_len,
+        "num_draft_tokens": scenario.speculative.num_draft_tokens,
+    }
+
+
+def has_metrics(url: str) -> bool:
+    """Does the server answer /metrics? A server without them is still validated, less fully."""
+    try:
+        with urllib.request.urlopen(metrics_url_of(url), timeout=5) as response:
+            status: int = response.status
+            return status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+        return False

@@ -1,0 +1,263 @@
+"""api, level 5: the `validate` command — the go-live checklist.
+
+Takes a server URL (or, with none, a twin scenario it starts), the SLOs, the
+production-like load (a workload, a `--rate` or `--concurrency`, a duration)
+and the soak's length; does the functional probes, then the performance
+level and the soak at a steady rate while the collector scrapes the server,
+DCGM and the server process, then a drain; writes every request to
+requests.jsonl (labelled `phase` performance or soak), metrics.jsonl,
+validate.json (the checklist) and run.json; gives a `ValidateResult`, ready
+when no check failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infertriage.analyze.golive import Phase, performance_checks, stability_checks
+from infertriage.api.bench import run_bench
+from infertriage.api.collect_thread import CollectorThread
+from infertriage.api.target import Target, has_metrics, twin_target
+from infertriage.loadgen.probes import CheckResult, functional_checks
+from infertriage.schemas import (
+    Check,
+    CheckGroup,
+    CheckStatus,
+    RequestRecord,
+    RunClock,
+    RunDir,
+    RunInfo,
+    Sample,
+    Thresholds,
+    UserError,
+    checklist_ready,
+    load_thresholds,
+    write_json,
+)
+from infertriage.workload import DEFAULT_WORKLOAD
+
+__all__ = ["VALIDATE_SCHEMA", "ValidateResult", "validate", "validate_to_json"]
+
+VALIDATE_SCHEMA = "infertriage.validate/v1"
+_IDLE_S = 1.5  # scrapes before the load: the idle KV usage the drain returns to
+_DRAIN_S = 3.0  # after the last request: running, waiting and KV back to idle?
+_DEFAULT_CONCURRENCY = 16
+PERFORMANCE, SOAK = "performance", "soak"
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateResult:
+    run_dir: Path
+    target: str
+    checks: tuple[Check, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def ready(self) -> bool:
+        return checklist_ready(self.checks)
+
+
+def _functional(result: CheckResult) -> Check:
+    status = {True: CheckStatus.PASS, False: CheckStatus.FAIL, None: CheckStatus.SKIP}[result.ok]
+    figures = {"duration_s": result.duration_s}
+    return Check(CheckGroup.FUNCTIONAL, f"functional.{result.name}", status, result.detail, figures)
+
+
+def _phase_records(run: RunDir, phase: str) -> list[RequestRecord]:
+    records = run.iter_records(run.requests, RequestRecord) if run.requests.exists() else []
+    return [r for r in records if r.labels.get("phase") == phase]
+
+
+def _skipped_stability(reason: str) -> list[Check]:
+    names = ("leak", "drift", "errors")
+    return [Check(CheckGroup.STABILITY, f"stability.{n}", CheckStatus.SKIP, reason) for n in names]
+
+
+@dataclass(frozen=True, slots=True)
+class _Load:
+    rate: float | None
+    concurrency: int | None
+    duration_s: float
+    num_requests: int | None
+    soak_s: float
+    soak_rate: float | None
+    bench: dict[str, Any]
+
+
+def _run_phases(
+    target: Target, run: RunDir, clock: RunClock, load: _Load
+) -> tuple[Phase, dict[str, Any]]:
+    collector = CollectorThread(
+        run,
+        clock,
+        url=target.url,
+        metrics_url=target.metrics_url,
+        dcgm_url=target.dcgm_url,
+        server_pid=target.server_pid,
+        scrape_engine=target.metrics_url is not None or has_metrics(target.url),
+    )
+    collector.start()
+    try:
+        time.sleep(_IDLE_S)
+        idle_end = clock.now_ts()
+        common = {"url": target.url, "out": run.root, "clock": clock, **load.bench}
+        perf = run_bench(
+            rates=(load.rate,) if load.rate else (),
+            concurrencies=(load.concurrency,) if load.concurrency else (),
+            duration_s=None if load.num_requests else load.duration_s,
+            num_requests=load.num_requests,
+            labels=(("phase", PERFORMANCE),),
+            **common,
+        )
+        if load.soak_s > 0:
+            measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
+            soak_rate = load.soak_rate or load.rate or measured
+            if soak_rate <= 0:
+                raise UserError("the performance level finished no request: no rate to soak at.")
+            run_bench(
+                rates=(soak_rate,), duration_s=load.soak_s, labels=(("phase", SOAK),), **common
+            )
+        load_end = clock.now_ts()
+        time.sleep(_DRAIN_S)
+    finally:
+        collected = collector.stop()
+    return Phase(idle_end, load_end, clock.now_ts()), collected
+
+
+def _load(
+    rate: float | None, concurrency: int | None, soak_s: float, soak_rate: float | None
+) -> tuple[float | None, int | None]:
+    if rate is not None and concurrency is not None:
+        raise UserError("give --rate or --concurrency, not both.")
+    if soak_s < 0:
+        raise UserError("--soak must not be negative.")
+    if soak_rate is not None and soak_rate <= 0:
+        raise UserError("--soak-rate must be positive.")
+    if rate is None and concurrency is None:
+        return None, _DEFAULT_CONCURRENCY
+    return rate, concurrency
+
+
+def validate(
+    *,
+    url: str | None = None,
+    scenario: str = "healthy",
+    model: str | None = None,
+    endpoint: str = "chat",
+    api_key: str | None = None,
+    slo: str | None = None,
+    workload: str = DEFAULT_WORKLOAD,
+    rate: float | None = None,
+    concurrency: int | None = None,
+    duration_s: float = 60.0,
+    num_requests: int | None = None,
+    soak_s: float = 0.0,
+    soak_rate: float | None = None,
+    metrics_url: str | None = None,
+    dcgm_url: str | None = None,
+    server_pid: int | None = None,
+    functional: bool = True,
+    out: Path | None = None,
+    seed: int = 0,
+) -> ValidateResult:
+    """The `validate` command; see the module docstring."""
+    thresholds = load_thresholds(slo)
+    rate, concurrency = _load(rate, concurrency, soak_s, soak_rate)
+    if duration_s <= 0 and num_requests is None:
+        raise UserError("--duration must be positive.")
+    bench = {
+        "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
+        "workload": workload, "seed": seed, "drain_timeout_s": 10.0,
+    }  # fmt: skip
+    load = _Load(rate, concurrency, duration_s, num_requests, soak_s, soak_rate, bench)
+    run = RunDir.create(out, prefix="validate")
+    clock = RunClock()
+    notes: list[str] = []
+    if rate is None and concurrency == _DEFAULT_CONCURRENCY:
+        notes.append(
+            f"no --rate given: the performance level is a closed loop of {concurrency} "
+            "streams; give your expected peak --rate for a production-like check."
+        )
+    if url is None:
+        context: contextlib.AbstractContextManager[Target] = twin_target(scenario)
+    else:
+        context = contextlib.nullcontext(
+            Target(url, metrics_url, dcgm_url, server_pid, {}, url, profile=False)
+        )
+    with context as target:
+        checks = [
+            _functional(c) for c in functional_checks(target.url, model, api_key=api_key)
+        ] if functional else []  # fmt: skip
+        phase, collected = _run_phases(target, run, clock, load)
+    checks += _measured_checks(run, phase, thresholds, soak_s, seed)
+    result = ValidateResult(run.root, target.name, tuple(checks), tuple(notes))
+    _write(run, clock, result, load, collected)
+    return result
+
+
+def _measured_checks(
+    run: RunDir, phase: Phase, thresholds: Thresholds, soak_s: float, seed: int
+) -> list[Check]:
+    checks = performance_checks(_phase_records(run, PERFORMANCE), thresholds, seed=seed)
+    samples: list[Sample] = (
+        list(run.iter_records(run.metrics, Sample)) if run.metrics.exists() else []
+    )
+    if soak_s > 0:
+        return checks + stability_checks(_phase_records(run, SOAK), samples, phase, thresholds)
+    stability = stability_checks([], samples, phase, thresholds)[-1:]  # the drain still holds
+    return checks + _skipped_stability("no soak was run: add --soak (e.g. --soak 30m).") + stability
+
+
+def validate_to_json(result: ValidateResult) -> dict[str, Any]:
+    return {
+        "schema": VALIDATE_SCHEMA,
+        "target": result.target,
+        "ready": result.ready,
+        "run_dir": str(result.run_dir),
+        "notes": list(result.notes),
+        "checks": [
+            {
+                "group": c.group.value,
+                "name": c.name,
+                "status": c.status.value,
+                "detail": c.detail,
+                "figures": c.figures,
+            }
+            for c in result.checks
+        ],
+    }
+
+
+def _write(
+    run: RunDir, clock: RunClock, result: ValidateResult, load: _Load, collected: dict[str, Any]
+) -> None:
+    document = validate_to_json(result)
+    write_json(run.root / "validate.json", document)
+    config = {
+        "target": result.target,
+        "rate": load.rate,
+        "concurrency": load.concurrency,
+        "duration_s": load.duration_s,
+        "num_requests": load.num_requests,
+        "soak_s": load.soak_s,
+        "workload": load.bench["workload"],
+        "seed": load.bench["seed"],
+    }
+    run.write_info(
+        RunInfo(
+            command="validate",
+            wall_anchor_s=clock.wall_anchor_s,
+            config=config,
+            environment=collected.get("environment", {}),
+            server_config=collected.get("server_config", {}),
+            summary={
+                "ready": result.ready,
+                "main_level": PERFORMANCE,
+                "checks": document["checks"],
+            },
+        )
+    )

@@ -1,0 +1,130 @@
+"""cli, level 6: `infertriage baseline save|list|delete` and `infertriage compare`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infertriage.api.compare import (
+    compare_ab,
+    compare_runs,
+    delete_baseline,
+    list_baselines,
+    save_baseline,
+)
+from infertriage.cli.common import print_json
+from infertriage.report.compare import compare_markdown, compare_to_json, render_compare
+from infertriage.schemas import UserError, default_store_root, parse_duration
+
+baseline_app = typer.Typer(
+    help="Save runs as named baselines, list and delete them.", no_args_is_help=True
+)
+_STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
+
+
+@baseline_app.command("save", help="Store RUN (a run directory) as the baseline NAME.")
+def save(
+    name: str = typer.Argument(..., help="Baseline name."),
+    run: Path = typer.Argument(..., help="Run directory (bench, diagnose or validate)."),
+    force: bool = typer.Option(False, "--force", help="Replace a baseline of that name."),
+    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    saved = save_baseline(name, run, store=store, force=force)
+    typer.echo(
+        f"saved baseline {saved.name!r} ({saved.command} run from {saved.source}) in {saved.path}"
+    )
+
+
+@baseline_app.command("list", help="The saved baselines.")
+def list_(
+    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    saved = list_baselines(store=store)
+    if json_out:
+        print_json(
+            [
+                {
+                    "name": b.name,
+                    "command": b.command,
+                    "source": b.source,
+                    "saved_at": b.saved_at,
+                    "path": str(b.path),
+                }
+                for b in saved
+            ]
+        )
+        return
+    if not saved:
+        typer.echo(f"no baselines in {store or default_store_root()}")
+    for b in saved:
+        typer.echo(f"{b.name}\t{b.command}\t{b.saved_at}\t{b.source}")
+
+
+@baseline_app.command("delete", help="Delete the baseline NAME.")
+def delete(
+    name: str = typer.Argument(..., help="Baseline name."),
+    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    delete_baseline(name, store=store)
+    typer.echo(f"deleted baseline {name!r}")
+
+
+def _fraction(text: str) -> float:
+    text = text.strip()
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(f"--threshold {text!r} is not a fraction such as 10% or 0.1.") from None
+
+
+def compare(
+    base: str | None = typer.Argument(None, help="Saved baseline name or run directory."),
+    run: Path | None = typer.Argument(None, help="The run directory to judge."),
+    url: list[str] = typer.Option([], "--url", help="A/B: give --url A --url B."),
+    fail_on_regression: bool = typer.Option(
+        False, "--fail-on-regression", help="Exit 1 when any metric regressed."
+    ),
+    threshold: str = typer.Option("10%", "--threshold", help="Smallest change that matters."),
+    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+    rate: float | None = typer.Option(None, "--rate", help="A/B: requests/s."),
+    concurrency: int | None = typer.Option(None, "--concurrency", help="A/B: closed loop."),
+    duration: str = typer.Option("60s", "--duration", help="A/B: load per server, in all."),
+    num_requests: int | None = typer.Option(None, "--num-requests", help="A/B: per server."),
+    blocks: int = typer.Option(4, "--blocks", help="A/B: interleaved blocks."),
+    workload: str = typer.Option("chat-mix", "--workload", help="A/B: workload spec or file."),
+    model: str | None = typer.Option(None, "--model", help="A/B: served model name."),
+    endpoint: str = typer.Option("chat", "--endpoint", help="A/B: chat or completions."),
+    api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
+    seed: int = typer.Option(0, "--seed", help="Workload and bootstrap seed."),
+    out: Path | None = typer.Option(None, "--out", help="A/B: run directory."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Also write Markdown here."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> int:
+    limit = _fraction(threshold)
+    if url:
+        if len(url) != 2 or base is not None:
+            raise UserError("A/B takes exactly two --url (A then B) and no BASE or RUN.")
+        result = compare_ab(
+            urls=(url[0], url[1]), rate=rate, concurrency=concurrency,
+            duration_s=parse_duration(duration, "s"), num_requests=num_requests, blocks=blocks,
+            workload=workload, model=model, endpoint=endpoint,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY"), threshold=limit, out=out,
+            seed=seed,
+        )  # fmt: skip
+    else:
+        if base is None or run is None:
+            raise UserError(
+                "give BASE and RUN (a baseline or run directory, then a run) or --url A --url B."
+            )
+        result = compare_runs(base=base, run=run, threshold=limit, store=store, seed=seed)
+    if markdown is not None:
+        markdown.write_text(compare_markdown(result))
+    if json_out:
+        print_json(compare_to_json(result))
+    else:
+        render_compare(result, Console())
+    return 1 if fail_on_regression and result.regressed else 0

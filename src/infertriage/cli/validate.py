@@ -1,0 +1,69 @@
+"""cli, level 6: `infertriage validate` — parse, call `api.validate`, render the checklist."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infertriage.api.validate import validate as run_validate
+from infertriage.api.validate import validate_to_json
+from infertriage.cli.common import print_json
+from infertriage.report.validate import checklist_markdown, render_checklist
+from infertriage.schemas import parse_duration
+
+
+def validate(
+    url: str | None = typer.Option(None, "--url", help="Server base URL; without it, the twin."),
+    scenario: str = typer.Option("healthy", "--scenario", help="Twin scenario (name or YAML)."),
+    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    soak: str = typer.Option("0", "--soak", help="Soak length at a steady rate, e.g. 30m."),
+    soak_rate: float | None = typer.Option(None, "--soak-rate", help="Soak requests/s."),
+    rate: float | None = typer.Option(None, "--rate", help="Expected peak requests/s."),
+    concurrency: int | None = typer.Option(None, "--concurrency", help="Or a closed loop."),
+    duration: str = typer.Option("60s", "--duration", help="Length of the performance level."),
+    num_requests: int | None = typer.Option(None, "--num-requests", help="Or a request count."),
+    workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
+    model: str | None = typer.Option(None, "--model", help="Served model name."),
+    endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
+    api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
+    metrics_url: str | None = typer.Option(None, "--metrics-url", help="Default URL/metrics."),
+    dcgm_url: str | None = typer.Option(None, "--dcgm-url", help="dcgm-exporter /metrics."),
+    server_pid: int | None = typer.Option(None, "--server-pid", help="The server's process."),
+    skip_functional: bool = typer.Option(False, "--skip-functional", help="No probes."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Also write Markdown here."),
+    seed: int = typer.Option(0, "--seed", help="Workload seed."),
+    out: Path | None = typer.Option(None, "--out", help="Run directory."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> int:
+    result = run_validate(
+        url=url,
+        scenario=scenario,
+        model=model,
+        endpoint=endpoint,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+        slo=slo,
+        workload=workload,
+        rate=rate,
+        concurrency=concurrency,
+        duration_s=parse_duration(duration, "s"),
+        num_requests=num_requests,
+        soak_s=parse_duration(soak, "s"),
+        soak_rate=soak_rate,
+        metrics_url=metrics_url,
+        dcgm_url=dcgm_url,
+        server_pid=server_pid,
+        functional=not skip_functional,
+        out=out,
+        seed=seed,
+    )
+    title = f"Go-live checklist: {result.target} — run {result.run_dir}"
+    if markdown is not None:
+        markdown.write_text(checklist_markdown(result.checks, title=title, notes=result.notes))
+    if json_out:
+        print_json(validate_to_json(result))
+    else:
+        render_checklist(result.checks, Console(), title=title, notes=result.notes)
+    return 0 if result.ready else 1

@@ -1,0 +1,222 @@
+"""report, level 4: a comparison (baseline vs run, or A vs B) on screen, as JSON and Markdown.
+
+Takes a `CompareResult` — per paired load level the `analyze.compare`
+comparison, plus the environment and server-configuration changes and
+notes; gives a rich table per level, `compare_to_json` (schema
+`infertriage.compare/v1`, seconds and fractions) and `compare_markdown`
+(a CI comment: the verdict first, then the regressions, the table, the
+configuration diff and the traffic-shape warnings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from infertriage.analyze.compare import Comparison, ConfigChange, MetricComparison
+
+__all__ = [
+    "COMPARE_SCHEMA",
+    "CompareResult",
+    "LevelComparison",
+    "compare_markdown",
+    "compare_to_json",
+    "render_compare",
+]
+
+COMPARE_SCHEMA = "infertriage.compare/v1"
+_STYLE = {
+    "regression": "bold red",
+    "improvement": "green",
+    "unchanged": "",
+    "inconclusive": "yellow",
+}
+_MARK = {"regression": "❌", "improvement": "✅", "unchanged": "·", "inconclusive": "❔"}
+_SIGN = {"regression": "✗", "improvement": "✓", "unchanged": "·", "inconclusive": "?"}
+_SHORT = {"output_throughput": "throughput"}
+
+
+@dataclass(frozen=True, slots=True)
+class LevelComparison:
+    base_level: str
+    run_level: str
+    comparison: Comparison
+
+
+@dataclass(frozen=True, slots=True)
+class CompareResult:
+    base: str
+    run: str
+    levels: tuple[LevelComparison, ...]
+    environment: tuple[ConfigChange, ...]
+    server_config: tuple[ConfigChange, ...]
+    notes: tuple[str, ...]
+    run_dir: Path | None = None  # the A/B run's own directory
+
+    @property
+    def regressions(self) -> list[tuple[str, MetricComparison]]:
+        return [(lv.run_level, m) for lv in self.levels for m in lv.comparison.regressions]
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
+
+
+def _value(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value:.2f} s" if value >= 1.0 else f"{value * 1e3:.1f} ms"
+    if unit == "fraction":
+        return f"{value:.2%}"
+    if unit == "tokens/s":
+        return f"{value:,.0f} t/s"
+    return f"{value:,.1f} {unit}"
+
+
+def _side(m: MetricComparison, side: str, stat: str) -> str:
+    stats = getattr(m, side)
+    return "—" if stats is None else _value(getattr(stats, stat), m.unit)
+
+
+def _change(change: float | None) -> str:
+    if change is None:
+        return "—"
+    return f"{change + 1:.0f}×" if change >= 9 else f"{change:+.0%}"
+
+
+def _pair(m: MetricComparison, stat: str) -> str:
+    if m.base is None or m.run is None:
+        return "—"
+    base, run = getattr(m.base, stat), getattr(m.run, stat)
+    return f"{_value(base, m.unit)} → {_value(run, m.unit)}"
+
+
+def verdict_line(result: CompareResult) -> str:
+    regressions = result.regressions
+    if regressions:
+        names = ", ".join(f"{m.metric} ({level})" for level, m in regressions)
+        return f"REGRESSION: {len(regressions)} metric(s) worse — {names}."
+    improved = sum(len(lv.comparison.improvements) for lv in result.levels)
+    tail = f"; {improved} improved" if improved else ""
+    return f"No regression{tail}."
+
+
+def _level_table(level: LevelComparison) -> Table:
+    title = level.run_level if level.base_level == level.run_level else (
+        f"{level.base_level} → {level.run_level}"
+    )  # fmt: skip
+    caption = "✗ regression  ✓ improvement  ? inconclusive  · unchanged"
+    table = Table(title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD)
+    for column in ("metric", "base p50", "run p50", "Δ", "base p95", "run p95", "Δ"):
+        table.add_column(column, no_wrap=True, justify="left" if column == "metric" else "right")
+    for m in level.comparison.metrics:
+        name = Text(f"{_SIGN[m.verdict]} {_SHORT.get(m.metric, m.metric)}", style=_STYLE[m.verdict])
+        table.add_row(
+            name, _side(m, "base", "p50"), _side(m, "run", "p50"), _change(m.change_p50),
+            _side(m, "base", "p95"), _side(m, "run", "p95"), _change(m.change_p95),
+        )  # fmt: skip
+    return table
+
+
+def _changes(title: str, changes: Sequence[ConfigChange]) -> list[str]:
+    return [f"{title}: {c.key}: {c.base!r} → {c.run!r}" for c in changes]
+
+
+def render_compare(result: CompareResult, console: Console) -> None:
+    console.print(f"[bold]Compare[/bold] base {result.base}  vs  run {result.run}")
+    for level in result.levels:
+        console.print(_level_table(level))
+        for m in level.comparison.metrics:
+            if m.verdict in ("regression", "improvement", "inconclusive"):
+                console.print(f"  {m.metric}: {m.reason}", style=_STYLE[m.verdict] or None)
+        for warning in level.comparison.shape:
+            console.print(f"warning: {warning}", style="yellow")
+    for line in _changes("environment", result.environment) + _changes(
+        "server config", result.server_config
+    ):
+        console.print(line, style="cyan")
+    for note in result.notes:
+        console.print(f"note: {note}", style="dim")
+    style = "bold red" if result.regressed else "bold green"
+    console.print(Text(verdict_line(result), style=style))
+
+
+def _metric_json(m: MetricComparison) -> dict[str, Any]:
+    return {
+        "metric": m.metric,
+        "unit": m.unit,
+        "lower_is_better": m.lower_is_better,
+        "base_n": m.base_n,
+        "run_n": m.run_n,
+        "base": None
+        if m.base is None
+        else {"p50": m.base.p50, "p95": m.base.p95, "mean": m.base.mean},
+        "run": None if m.run is None else {"p50": m.run.p50, "p95": m.run.p95, "mean": m.run.mean},
+        "change_p50": m.change_p50,
+        "change_p95": m.change_p95,
+        "p50_diff_ci": m.p50_diff_ci,
+        "p95_diff_ci": m.p95_diff_ci,
+        "p_value": m.p_value,
+        "tail_p_value": m.tail_p_value,
+        "verdict": m.verdict,
+        "reason": m.reason,
+    }
+
+
+def _changes_json(changes: Sequence[ConfigChange]) -> list[dict[str, Any]]:
+    return [{"key": c.key, "base": c.base, "run": c.run} for c in changes]
+
+
+def compare_to_json(result: CompareResult) -> dict[str, Any]:
+    return {
+        "schema": COMPARE_SCHEMA,
+        "base": result.base,
+        "run": result.run,
+        "regressed": result.regressed,
+        "run_dir": str(result.run_dir) if result.run_dir else None,
+        "levels": [
+            {
+                "base_level": lv.base_level,
+                "run_level": lv.run_level,
+                "metrics": [_metric_json(m) for m in lv.comparison.metrics],
+                "traffic_shape": list(lv.comparison.shape),
+            }
+            for lv in result.levels
+        ],
+        "environment": _changes_json(result.environment),
+        "server_config": _changes_json(result.server_config),
+        "notes": list(result.notes),
+    }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def compare_markdown(result: CompareResult) -> str:
+    lines = [f"### infertriage compare: `{result.base}` → `{result.run}`", ""]
+    lines += [f"**{verdict_line(result)}**", ""]
+    for level, m in result.regressions:
+        lines.append(f"- ❌ **{m.metric}** ({level}): {_cell(m.reason)}")
+    for lv in result.levels:
+        lines += ["", f"#### {lv.run_level}", ""]
+        lines += ["| | metric | p50 | Δp50 | p95 | Δp95 | p |", "|---|---|---|---|---|---|---|"]
+        for m in lv.comparison.metrics:
+            lines.append(
+                f"| {_MARK[m.verdict]} | {m.metric} | {_pair(m, 'p50')} | {_change(m.change_p50)} "
+                f"| {_pair(m, 'p95')} | {_change(m.change_p95)} | {m.p_value:.2g} |"
+            )
+        lines += [f"\n> ⚠️ {_cell(w)}" for w in lv.comparison.shape]
+    changed = _changes("environment", result.environment) + _changes(
+        "server config", result.server_config
+    )
+    if changed:
+        lines += ["", "#### What changed", ""] + [f"- `{_cell(c)}`" for c in changed]
+    lines += [""] + [f"> note: {_cell(n)}" for n in result.notes]
+    return "\n".join(lines).rstrip() + "\n"

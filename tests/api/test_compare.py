@@ -1,0 +1,97 @@
+"""Baselines, regressions and A/B end to end against twins on 127.0.0.1.
+
+The base and the "same" run are two runs of the healthy twin with the same
+seed; the degraded run is the kv-pressure twin (a quarter of the GPU memory,
+so ~11k KV tokens): at the load below it preempts and queues.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertriage.api.compare import compare_ab, compare_runs
+from infertriage.api.validate import validate
+from infertriage.cli.app import main
+from infertriage.schemas import RequestRecord, RunDir, UserError
+from infertriage.twin.process import TwinProcess
+
+# 1,500-token prompts and 128-token outputs at 6 requests/s: ~20k tokens in flight, twice
+# what the kv-pressure twin holds; short outputs keep every drain short.
+_WORKLOAD = "synthetic:input=1500,output=128"
+_LOAD = {"rate": 6.0, "duration_s": 6.0, "functional": False, "seed": 3, "workload": _WORKLOAD}
+
+
+def _verdicts(document: dict) -> dict[str, str]:  # type: ignore[type-arg]
+    return {m["metric"]: m["verdict"] for m in document["levels"][0]["metrics"]}
+
+
+def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    base = validate(scenario="healthy", out=tmp_path / "base", **_LOAD)  # type: ignore[arg-type]
+    same = validate(scenario="healthy", out=tmp_path / "same", **_LOAD)  # type: ignore[arg-type]
+    worse = validate(scenario="kv-pressure", out=tmp_path / "worse", **_LOAD)  # type: ignore[arg-type]
+    assert main(["baseline", "save", "prod", str(base.run_dir), "--store", str(store)]) == 0
+
+    same_md = tmp_path / "same.md"
+    args = ["compare", "prod", str(same.run_dir), "--store", str(store), "--fail-on-regression"]
+    assert main([*args, "--markdown", str(same_md)]) == 0
+    assert "No regression" in same_md.read_text()
+
+    worse_md = tmp_path / "worse.md"
+    args = ["compare", "prod", str(worse.run_dir), "--store", str(store), "--fail-on-regression"]
+    assert main([*args, "--markdown", str(worse_md)]) == 1
+    result = compare_runs(base="prod", run=worse.run_dir, store=store)
+    regressed = {m.metric for _, m in result.regressions}
+    assert "ttft" in regressed, result.levels[0].comparison.metrics
+    changed = {c.key: (c.base, c.run) for c in result.server_config}
+    assert changed["gpu_memory_utilization"] == (0.9, 0.23)
+    text = worse_md.read_text()
+    assert "REGRESSION" in text and "gpu_memory_utilization" in text
+    # A run directory serves as the base as well as a saved name.
+    assert compare_runs(base=str(base.run_dir), run=same.run_dir).regressed is False
+
+
+def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: Path) -> None:
+    with (
+        TwinProcess("healthy", load_time_s=0.2) as a,
+        TwinProcess("kv-pressure", load_time_s=0.2) as b,
+    ):
+        result = compare_ab(
+            urls=(a.url, b.url),
+            rate=6.0,
+            duration_s=12.0,
+            blocks=2,
+            workload=_WORKLOAD,
+            out=tmp_path / "ab",
+            seed=3,
+        )
+    assert result.regressed
+    assert "ttft" in {m.metric for _, m in result.regressions}
+    run = RunDir.open(tmp_path / "ab")
+    records = list(run.iter_records(run.requests, RequestRecord))
+    arms = {arm: [r for r in records if r.labels["arm"] == arm] for arm in ("A", "B")}
+    # The same seeded schedule went to both: the same prompts, block by block, in A B / B A order.
+    for block in ("0", "1"):
+        lengths = [
+            sorted(r.prompt_tokens or 0 for r in arms[arm] if r.labels["block"] == block)
+            for arm in ("A", "B")
+        ]
+        assert lengths[0] == lengths[1] and lengths[0]
+    first_b = min(r.sent_ts for r in arms["B"] if r.labels["block"] == "1")
+    first_a = min(r.sent_ts for r in arms["A"] if r.labels["block"] == "1")
+    assert first_b < first_a
+    document = json.loads((run.root / "compare.json").read_text())
+    assert document["schema"] == "infertriage.compare/v1" and document["regressed"] is True
+    assert _verdicts(document)["ttft"] == "regression"
+
+
+def test_compare_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no baseline 'nope'"):
+        compare_runs(base="nope", run=tmp_path, store=tmp_path / "store")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="not a run directory"):
+        compare_runs(base=str(tmp_path / "empty"), run=tmp_path)
+    assert main(["compare", "--url", "http://127.0.0.1:9"]) == 2

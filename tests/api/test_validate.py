@@ -1,0 +1,80 @@
+"""`validate` end to end against real servers on 127.0.0.1: twins and a faulty server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infertriage.api.validate import validate
+from infertriage.cli.app import main
+from infertriage.schemas import CheckStatus, RequestRecord, RunDir, UserError
+
+
+def _statuses(result) -> dict[str, CheckStatus]:  # type: ignore[no-untyped-def]
+    return {c.name: c.status for c in result.checks}
+
+
+def test_healthy_twin_is_ready_and_the_run_keeps_every_phase(tmp_path: Path) -> None:
+    result = validate(scenario="healthy", rate=4, duration_s=5, soak_s=6, out=tmp_path / "run")
+    statuses = _statuses(result)
+    failed = {c.name: c.detail for c in result.checks if c.failed}
+    assert result.ready, failed
+    functional = [name for name in statuses if name.startswith("functional.")]
+    assert len(functional) == 18
+    assert statuses["performance.ttft_p95"] in (CheckStatus.PASS, CheckStatus.MARGINAL)
+    # 20-odd requests cannot prove a 0.1 % error rate: a marginal pass, and it says so.
+    assert statuses["performance.error_rate"] is CheckStatus.MARGINAL
+    assert statuses["stability.leak.kv"] is CheckStatus.PASS
+    assert statuses["stability.leak.proc"] is CheckStatus.PASS  # the twin's pid is known
+    assert statuses["stability.drain"] is CheckStatus.PASS
+    run = RunDir.open(tmp_path / "run")
+    assert run.read_info().command == "validate"
+    phases = {r.labels["phase"] for r in run.iter_records(run.requests, RequestRecord)}
+    assert phases == {"performance", "soak"}
+    document = json.loads((run.root / "validate.json").read_text())
+    assert document["schema"] == "infertriage.validate/v1" and document["ready"] is True
+
+
+def test_an_error_rate_fault_fails_with_the_error_rate(tmp_path: Path) -> None:
+    scenario = tmp_path / "errors.yaml"
+    scenario.write_text("description: one request in five fails\nfaults: {error_rate: 0.2}\n")
+    out = tmp_path / "run"
+    code = main(
+        ["validate", "--scenario", str(scenario), "--rate", "6", "--duration", "4s",
+         "--skip-functional", "--out", str(out), "--json"]
+    )  # fmt: skip
+    assert code == 1
+    document = json.loads((out / "validate.json").read_text())
+    checks = {c["name"]: c for c in document["checks"]}
+    assert checks["performance.error_rate"]["status"] == "fail"
+    assert "requests failed" in checks["performance.error_rate"]["detail"]
+    assert checks["stability.leak"]["status"] == "skip"  # no --soak
+
+
+def test_a_kv_leak_fails_the_drain(tmp_path: Path) -> None:
+    result = validate(
+        scenario="kv-leak", rate=4, duration_s=3, soak_s=6, functional=False, out=tmp_path / "r"
+    )
+    assert not result.ready
+    drain = next(c for c in result.checks if c.name == "stability.drain")
+    assert drain.status is CheckStatus.FAIL and "KV leak" in drain.detail
+
+
+def test_a_500_on_an_over_length_prompt_fails_functional(bad_server: str, tmp_path: Path) -> None:
+    result = validate(url=bad_server, rate=4, duration_s=2, out=tmp_path / "run")
+    statuses = _statuses(result)
+    assert not result.ready
+    over = next(c for c in result.checks if c.name == "functional.length.over_limit")
+    assert over.status is CheckStatus.FAIL and "HTTP 500" in over.detail
+    assert statuses["functional.chat.stream"] is CheckStatus.PASS
+    # It has no /metrics: the drain cannot be judged, and the check says what would judge it.
+    assert statuses["stability.drain"] is CheckStatus.SKIP
+
+
+def test_bad_arguments_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--rate or --concurrency"):
+        validate(rate=1, concurrency=2, out=tmp_path)
+    with pytest.raises(UserError, match="--soak"):
+        validate(soak_s=-1, out=tmp_path)
