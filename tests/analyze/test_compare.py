@@ -249,3 +249,11 @@ def test_config_diff() -> None:
     assert "perf_counter_start_ns" in DEFAULT_IGNORED
     assert config_diff(base, run, ignore=()) != config_diff(base, run)
     assert config_diff({"a": {"b": 1}}, {}) == (ConfigChange("a.b", 1, None),)
+
+
+def test_config_diff_drops_nested_echoes_and_model_card_times() -> None:
+    base = {"gpu_memory_utilization": 0.9, "details": {"cache": {"gpu_memory_utilization": 0.9}}}
+    run = {"gpu_memory_utilization": 0.5, "details": {"cache": {"gpu_memory_utilization": 0.5}}}
+    base["details"]["/v1/models"] = {"created": 1}  # type: ignore[index]
+    run["details"]["/v1/models"] = {"created": 2}  # type: ignore[index]
+    assert config_diff(base, run) == (ConfigChange("gpu_memory_utilization", 0.9, 0.5),)

@@ -462,6 +462,7 @@ def traffic_shape(base: Sequence[RequestRecord], run: Sequence[RequestRecord]) -
 DEFAULT_IGNORED: tuple[str, ...] = (
     "perf_counter_start_ns",
     "pid",
+    "created",  # /v1/models' card time stamp: when the server started
     "*_ts",
     "*started_at",
     "*captured_at",
@@ -512,4 +513,14 @@ def config_diff(
         changes.append(
             ConfigChange(key, None if old is missing else old, None if new is missing else new)
         )
-    return tuple(changes)
+    return _without_echoes(changes)
+
+
+def _without_echoes(changes: Sequence[ConfigChange]) -> tuple[ConfigChange, ...]:
+    """Drop a nested key that repeats a top-level change (`details.x.gpu_memory_utilization`)."""
+    top = {(c.key, repr(c.base), repr(c.run)) for c in changes if "." not in c.key}
+    return tuple(
+        c
+        for c in changes
+        if "." not in c.key or (c.key.rsplit(".", 1)[1], repr(c.base), repr(c.run)) not in top
+    )

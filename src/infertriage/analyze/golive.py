@@ -17,9 +17,12 @@ Stability, over the soak's steady window (first completion → last send):
   95 % interval above zero and the growth over the window is practical: KV
   usage ≥ 5 points of the cache, GPU memory ≥ 1 % of its mean, server RSS ≥
   5 % of its mean and ≥ 32 MiB. The check names when it would be full.
-- latency drifts when TTFT or TPOT against send time has a significant slope
-  whose rise over the window is ≥ 20 % of the median and ≥ 10 % of the SLO
-  (TTFT p95 for TTFT, ITL p95 for TPOT): a drift the SLO would feel.
+- latency drifts when the median TTFT (or TPOT) of the window's last third is
+  above that of its first third by ≥ 20 % and ≥ 10 % of the SLO (TTFT p95
+  for TTFT, ITL p95 for TPOT) — a drift the SLO would feel — and a
+  Mann–Whitney test of the two thirds gives p < 0.01. Medians, not a
+  regression line: single long prompts make TTFT heavy-tailed, and a few of
+  them late in a short soak tilt a least-squares slope.
 - errors accumulate when the soak breaks the error-rate SLO, or when the
   second half of the soak fails significantly more often than the first
   (two-proportion test, p < 0.05).
@@ -40,6 +43,7 @@ from infertriage.analyze.latency import Window, is_incomplete, itl_samples, stea
 from infertriage.analyze.stats import (
     bootstrap_quantile_ci,
     linear_trend,
+    mann_whitney,
     two_proportion_p,
     wilson_interval,
 )
@@ -58,7 +62,7 @@ __all__ = ["Phase", "performance_checks", "stability_checks"]
 
 _P, _S = CheckGroup.PERFORMANCE, CheckGroup.STABILITY
 _RESAMPLES = 400
-_DRIFT_SHARE, _DRIFT_SLO_SHARE = 0.20, 0.10
+_DRIFT_SHARE, _DRIFT_SLO_SHARE, _DRIFT_P = 0.20, 0.10, 0.01
 _DRAIN_RESIDUE = 0.02
 _SIGNIFICANT_P = 0.05
 
@@ -197,22 +201,24 @@ class _Resource:
     collect_hint: str
     practical: Callable[[float, float], bool]  # (growth over the window, mean) → material?
     show: Callable[[float], str]
+    limit: str  # the `practical` growth, in words
     capacity: float | None = None  # the value at which it is full, when known
 
 
 _RESOURCES = (
     _Resource(
         "kv.usage", "KV-cache usage", "scrape the engine's /metrics (--metrics-url)",
-        lambda growth, _mean: growth >= 0.05, lambda v: f"{v:.1%}", capacity=1.0,
+        lambda growth, _mean: growth >= 0.05, lambda v: f"{v:.1%}", "5 points", capacity=1.0,
     ),
     _Resource(
         "gpu.fb_used_bytes", "GPU memory",
         "scrape dcgm-exporter (--dcgm-url) or install nvidia-ml-py",
-        lambda growth, mean: growth >= 0.01 * mean, format_bytes,
+        lambda growth, mean: growth >= 0.01 * mean, format_bytes, "1 % of its mean",
     ),
     _Resource(
         "proc.rss_bytes", "server RSS", "give the server's process (--server-pid) on this host",
         lambda growth, mean: growth >= max(0.05 * mean, 32 * MIB), format_bytes,
+        "5 % of its mean and 32 MiB",
     ),
 )  # fmt: skip
 
@@ -243,7 +249,7 @@ def _leak_check(resource: _Resource, samples: Sequence[Sample], window: Window) 
         growth = trend.slope * window.duration_s
         leaking = trend.slope_ci[0] > 0 and resource.practical(growth, float(y.mean()))
         low, high = (resource.show(v * 60) for v in trend.slope_ci)
-        rate = f"{resource.show(trend.slope * 60)}/min (95 % interval {low}–{high})"
+        rate = f"{resource.show(trend.slope * 60)}/min, 95 % interval {low}–{high}"
         figures = {"slope_per_s": trend.slope, "slope_ci_low": trend.slope_ci[0], "growth": growth}
         if leaking:
             span = f"{window.duration_s:.0f} s of steady load"
@@ -254,7 +260,11 @@ def _leak_check(resource: _Resource, samples: Sequence[Sample], window: Window) 
                 figures["full_in_s"] = left_s
             check = Check(_S, name, CheckStatus.FAIL, detail + " — a leak.", figures)
         else:
-            detail = f"{resource.label} has no material trend under steady load: {rate}."
+            detail = (
+                f"{resource.label} changed {resource.show(growth)} over "
+                f"{window.duration_s:.0f} s of steady load ({rate}): a leak would need a "
+                f"significant rise of {resource.limit}."
+            )
             check = Check(_S, name, CheckStatus.PASS, detail, figures)
         if worst is None or (check.failed and not worst.failed):
             worst = check
@@ -265,32 +275,27 @@ def _leak_check(resource: _Resource, samples: Sequence[Sample], window: Window) 
 def _drift_check(
     name: str, label: str, points: Sequence[tuple[float, float]], window: Window, slo_s: float
 ) -> Check:
-    if len(points) < 10:
+    if len(points) < 15:
         return Check(
             _S, name, CheckStatus.SKIP, f"too few requests in the soak to judge {label} drift."
         )
-    t, y = np.array([p[0] for p in points]), np.array([p[1] for p in points])
-    trend = linear_trend(t, y)
-    rise, median = trend.slope * window.duration_s, float(np.median(y))
-    drifting = trend.slope_ci[0] > 0 and rise >= max(
-        _DRIFT_SHARE * median, _DRIFT_SLO_SHARE * slo_s
-    )
+    third = window.duration_s / 3
+    early = [v for t, v in points if t < window.start_ts + third]
+    late = [v for t, v in points if t > window.end_ts - third]
+    if len(early) < 5 or len(late) < 5:
+        return Check(_S, name, CheckStatus.SKIP, f"too few requests to compare {label} in time.")
+    first, last = float(np.median(early)), float(np.median(late))
+    rise, p = last - first, mann_whitney(early, late).p_value
+    drifting = p < _DRIFT_P and rise >= max(_DRIFT_SHARE * first, _DRIFT_SLO_SHARE * slo_s)
     detail = (
-        f"{label} rose {_ms(rise)} over {window.duration_s:.0f} s of steady load "
-        f"(median {_ms(median)}; slope {_ms(trend.slope * 60)}/min, 95 % interval "
-        f"{_ms(trend.slope_ci[0] * 60)}–{_ms(trend.slope_ci[1] * 60)})"
+        f"median {label} {_ms(first)} in the first third of {window.duration_s:.0f} s of "
+        f"steady load, {_ms(last)} in the last (p = {p:.2g})"
     )
+    figures = {"early_median_s": first, "late_median_s": last, "p_value": p}
     if drifting:
-        return Check(
-            _S,
-            name,
-            CheckStatus.FAIL,
-            detail + ": latency drifts — a queue or a leak is growing.",
-            {"rise_s": rise},
-        )
-    return Check(
-        _S, name, CheckStatus.PASS, f"no material {label} drift: {detail}.", {"rise_s": rise}
-    )
+        detail += ": latency drifts — a queue or a leak is growing."
+        return Check(_S, name, CheckStatus.FAIL, detail, figures)
+    return Check(_S, name, CheckStatus.PASS, f"no material {label} drift: {detail}.", figures)
 
 
 def _error_trend_check(records: Sequence[RequestRecord], window: Window, limit: float) -> Check:

@@ -20,8 +20,7 @@ from typing import Any
 
 from infertriage.analyze.compare import compare_records, config_diff
 from infertriage.api.bench import run_bench
-from infertriage.api.collect_thread import CollectorThread
-from infertriage.api.target import has_metrics
+from infertriage.api.target import Target, collector_for
 from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
 from infertriage.schemas import (
     BaselineStore,
@@ -153,7 +152,8 @@ def compare_runs(
 def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> dict[str, Any]:
     """Each arm's server configuration and environment, from one short collection."""
     folder = RunDir.create(run.raw / f"arm-{arm}")
-    collector = CollectorThread(folder, clock, url=url, scrape_engine=has_metrics(url))
+    target = Target(url, None, None, None, {}, f"arm {arm}", profile=False)
+    collector = collector_for(target, folder, clock, metrics_optional=True)
     collector.start()
     return collector.stop()
 

@@ -26,9 +26,8 @@ from infertriage.analyze.client_signals import client_signals
 from infertriage.analyze.deployment_signals import config_signals
 from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.api.bench import run_bench
-from infertriage.api.collect_thread import CollectorThread
 from infertriage.api.evidence import plan_signals, trace_signals
-from infertriage.api.target import Target, twin_target
+from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
@@ -47,6 +46,7 @@ from infertriage.schemas import (
     load_thresholds,
     write_json,
 )
+from infertriage.workload import DEFAULT_WORKLOAD
 
 __all__ = ["DiagnoseResult", "diagnose", "keep_traces"]
 
@@ -95,14 +95,7 @@ def _measure(
     target: Target, run: RunDir, clock: RunClock, duration_s: float, bench: dict[str, Any]
 ) -> tuple[Phases, list[str], dict[str, Any]]:
     warm_s, level_s, overload_s = _level_s(duration_s)
-    collector = CollectorThread(
-        run,
-        clock,
-        url=target.url,
-        metrics_url=target.metrics_url,
-        dcgm_url=target.dcgm_url,
-        server_pid=target.server_pid,
-    )
+    collector = collector_for(target, run, clock)
     collector.start()
     try:
         common = {"url": target.url, "out": run.root, "clock": clock, **bench}
@@ -229,6 +222,7 @@ def diagnose(
     api_key: str | None = None,
     deployment: dict[str, Any] | None = None,
     traces: Sequence[Path] = (),
+    workload: str = DEFAULT_WORKLOAD,
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
@@ -241,7 +235,10 @@ def diagnose(
     run = RunDir.create(out, prefix="diagnose")
     keep_traces(run, traces)
     clock = RunClock()
-    bench = {"model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds}
+    bench = {
+        "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
+        "workload": workload,
+    }  # fmt: skip
     if url is None:
         context: contextlib.AbstractContextManager[Target] = twin_target(scenario, run.raw)
     else:
@@ -253,7 +250,12 @@ def diagnose(
     info = RunInfo(
         command="diagnose",
         wall_anchor_s=clock.wall_anchor_s,
-        config={"target": target.name, "deployment": target.deployment, "levels": levels},
+        config={
+            "target": target.name,
+            "deployment": target.deployment,
+            "levels": levels,
+            "workload": workload,
+        },
         environment=extra["environment"],
         server_config=extra["server_config"],
         summary={

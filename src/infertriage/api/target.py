@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infertriage.api.collect_thread import CollectorThread
 from infertriage.collect.http import metrics_url_of
+from infertriage.schemas import RunClock, RunDir
 from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
 
-__all__ = ["Target", "has_metrics", "twin_target"]
+__all__ = ["Target", "collector_for", "has_metrics", "twin_target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +72,23 @@ def has_metrics(url: str) -> bool:
             return status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
         return False
+
+
+def collector_for(
+    target: Target, run: RunDir, clock: RunClock, *, metrics_optional: bool = False
+) -> CollectorThread:
+    """The collector of `target`'s metrics, DCGM counters and process, into `run`.
+
+    `metrics_optional`: a server without /metrics (none was named) is still
+    watched, its process and the host only, instead of failing the command.
+    """
+    scrape = not metrics_optional or target.metrics_url is not None or has_metrics(target.url)
+    return CollectorThread(
+        run,
+        clock,
+        url=target.url,
+        metrics_url=target.metrics_url,
+        dcgm_url=target.dcgm_url,
+        server_pid=target.server_pid,
+        scrape_engine=scrape,
+    )

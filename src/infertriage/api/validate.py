@@ -20,8 +20,7 @@ from typing import Any
 
 from infertriage.analyze.golive import Phase, performance_checks, stability_checks
 from infertriage.api.bench import run_bench
-from infertriage.api.collect_thread import CollectorThread
-from infertriage.api.target import Target, has_metrics, twin_target
+from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.loadgen.probes import CheckResult, functional_checks
 from infertriage.schemas import (
     Check,
@@ -90,16 +89,8 @@ class _Load:
 
 def _run_phases(
     target: Target, run: RunDir, clock: RunClock, load: _Load
-) -> tuple[Phase, dict[str, Any]]:
-    collector = CollectorThread(
-        run,
-        clock,
-        url=target.url,
-        metrics_url=target.metrics_url,
-        dcgm_url=target.dcgm_url,
-        server_pid=target.server_pid,
-        scrape_engine=target.metrics_url is not None or has_metrics(target.url),
-    )
+) -> tuple[Phase, dict[str, Any], bool]:
+    collector = collector_for(target, run, clock, metrics_optional=True)
     collector.start()
     try:
         time.sleep(_IDLE_S)
@@ -113,19 +104,21 @@ def _run_phases(
             labels=(("phase", PERFORMANCE),),
             **common,
         )
-        if load.soak_s > 0:
+        interrupted = perf.interrupted
+        if load.soak_s > 0 and not interrupted:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
             soak_rate = load.soak_rate or load.rate or measured
             if soak_rate <= 0:
                 raise UserError("the performance level finished no request: no rate to soak at.")
-            run_bench(
+            soak = run_bench(
                 rates=(soak_rate,), duration_s=load.soak_s, labels=(("phase", SOAK),), **common
             )
+            interrupted = soak.interrupted
         load_end = clock.now_ts()
         time.sleep(_DRAIN_S)
     finally:
         collected = collector.stop()
-    return Phase(idle_end, load_end, clock.now_ts()), collected
+    return Phase(idle_end, load_end, clock.now_ts()), collected, interrupted
 
 
 def _load(
@@ -192,7 +185,9 @@ def validate(
         checks = [
             _functional(c) for c in functional_checks(target.url, model, api_key=api_key)
         ] if functional else []  # fmt: skip
-        phase, collected = _run_phases(target, run, clock, load)
+        phase, collected, interrupted = _run_phases(target, run, clock, load)
+    if interrupted:
+        notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
     checks += _measured_checks(run, phase, thresholds, soak_s, seed)
     result = ValidateResult(run.root, target.name, tuple(checks), tuple(notes))
     _write(run, clock, result, load, collected)
@@ -206,10 +201,17 @@ def _measured_checks(
     samples: list[Sample] = (
         list(run.iter_records(run.metrics, Sample)) if run.metrics.exists() else []
     )
-    if soak_s > 0:
-        return checks + stability_checks(_phase_records(run, SOAK), samples, phase, thresholds)
-    stability = stability_checks([], samples, phase, thresholds)[-1:]  # the drain still holds
-    return checks + _skipped_stability("no soak was run: add --soak (e.g. --soak 30m).") + stability
+    soak = _phase_records(run, SOAK)
+    if soak:
+        return checks + stability_checks(soak, samples, phase, thresholds)
+    reason = (
+        "the run was interrupted before the soak began."
+        if soak_s > 0
+        else "no soak was run: add --soak (e.g. --soak 30m)."
+    )
+    skipped = _skipped_stability(reason)
+    drain = stability_checks([], samples, phase, thresholds)[-1:]  # the drain still holds
+    return checks + skipped + drain
 
 
 def validate_to_json(result: ValidateResult) -> dict[str, Any]:

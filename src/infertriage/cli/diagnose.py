@@ -33,6 +33,7 @@ def diagnose(
     trace: list[Path] = typer.Option(
         [], "--trace", help="Profiler trace or nsys SQLite export to analyse (repeatable)."
     ),
+    workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
@@ -56,6 +57,7 @@ def diagnose(
         api_key=api_key or os.environ.get("OPENAI_API_KEY"),
         deployment=deployment,
         traces=trace,
+        workload=workload,
     )
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))
