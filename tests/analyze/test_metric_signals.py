@@ -74,6 +74,36 @@ def test_threads_are_told_apart_by_tid() -> None:
     assert got["proc.engine_thread_cpu"] == pytest.approx(0.4)
 
 
+def _thread(t: float, cpu: float, name: str, pid: str, tid: str, process: str) -> Sample:
+    labels = {"thread": name, "pid": pid, "tid": tid, "process": process}
+    return Sample(t, "proc.cpu_thread", cpu, labels)
+
+
+def test_vllm_worker_process_is_not_the_front_end() -> None:
+    # Thread names and figures as sampled from vLLM 0.32.0 (CPU build) at concurrency 2:
+    # the API server process serves HTTP; EngineCore and Worker are its children.
+    samples = []
+    for t in range(1, 10):
+        samples.append(_thread(t, 0.15, "python", "100", "100", "server"))
+        samples.append(_thread(t, 0.62, "VLLM::EngineCor", "200", "200", "child"))
+        samples.append(_thread(t, 0.92, "VLLM::Worker", "300", "300", "child"))
+        samples.append(_thread(t, 0.02, "python", "300", "301", "child"))
+    got = _by_name(samples, PHASES)
+    assert got["proc.frontend_thread_cpu"] == pytest.approx(0.15)
+    assert got["proc.engine_thread_cpu"] == pytest.approx(0.62)
+
+
+def test_one_process_of_like_named_threads_names_no_front_end() -> None:
+    # llama-server: HTTP, slots and compute threads share the process and its name.
+    samples = [
+        _thread(t, 0.99, "llama-server", "7", str(k), "server")
+        for t in range(1, 10)
+        for k in (7, 8)
+    ]
+    got = _by_name(samples, PHASES)
+    assert "proc.frontend_thread_cpu" not in got and "proc.engine_thread_cpu" not in got
+
+
 def test_gpu_profiling_fields_absent_is_said() -> None:
     samples = [Sample(t, "gpu.util", 0.9) for t in range(1, 5)]
     got = _by_name(samples, PHASES)

@@ -44,7 +44,7 @@ class _Series:
         self.points: dict[str, _Points] = defaultdict(list)
         self.hist: dict[str, dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
         self.per_pos: dict[str, _Points] = defaultdict(list)
-        self.threads: dict[str, _Points] = defaultdict(list)
+        self.threads: dict[tuple[str, str], _Points] = defaultdict(list)
         for s in samples:
             self._add(s)
 
@@ -56,8 +56,8 @@ class _Series:
         elif s.name == "spec.accepted_tokens_per_pos":
             self.per_pos[labels.get("position", "0")].append((s.t, s.value))
         elif s.name == "proc.cpu_thread":
-            key = f"{labels.get('thread', '?')}:{labels.get('tid', '')}"
-            self.threads[key].append((s.t, s.value))
+            key = f"{labels.get('pid', '')}:{labels.get('tid', '')}"
+            self.threads[(_role(labels), key)].append((s.t, s.value))
         else:
             self.points[s.name].append((s.t, s.value))
 
@@ -203,19 +203,41 @@ def _gpu(series: _Series, phases: Phases) -> list[Signal]:
     return out
 
 
+_ENGINE_WORDS = ("engine", "scheduler")  # vLLM's VLLM::EngineCore, the twin's engine-core, SGLang
+_WORKER_WORDS = ("worker", "gloo", "nccl")  # model execution, not the API server
+
+
+def _role(labels: dict[str, str]) -> str:
+    """engine, worker or frontend: what a server's thread does, from its name and process.
+
+    The front end is a thread of the server's own process (the one serving HTTP) that
+    is neither the engine loop nor model execution; threads of child processes (vLLM's
+    EngineCore and Worker) are never the front end.
+    """
+    name = labels.get("thread", "").lower()
+    if any(word in name for word in _ENGINE_WORDS):
+        return "engine"
+    if any(word in name for word in _WORKER_WORDS) or labels.get("process") == "child":
+        return "worker"
+    return "frontend"
+
+
 def _threads(series: _Series, phases: Phases) -> list[Signal]:
-    """The busiest engine thread and the busiest other (front-end) thread, over the load."""
+    """The busiest engine thread and the busiest front-end thread, over the load.
+
+    With no engine thread to tell them apart (llama.cpp runs HTTP, scheduling and compute
+    in one process of like-named threads), no thread is called the front end.
+    """
     span = (phases.load_start_ts, phases.load_end_ts)
-    engine: list[float] = []
-    other: list[float] = []
-    for name, points in series.threads.items():
+    busiest: dict[str, list[float]] = defaultdict(list)
+    for (role, _key), points in series.threads.items():
         inside = [v for t, v in points if span[0] <= t <= span[1]]
-        if not inside:
-            continue
-        busy = float(np.median(inside))
-        (engine if "engine" in name.lower() else other).append(busy)
-    out = _signal("proc.engine_thread_cpu", max(engine, default=None), "fraction", span)
-    return out + _signal("proc.frontend_thread_cpu", max(other, default=None), "fraction", span)
+        if inside:
+            busiest[role].append(float(np.median(inside)))
+    engine = max(busiest["engine"], default=None)
+    frontend = max(busiest["frontend"], default=None) if engine is not None else None
+    out = _signal("proc.engine_thread_cpu", engine, "fraction", span)
+    return out + _signal("proc.frontend_thread_cpu", frontend, "fraction", span)
 
 
 def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:

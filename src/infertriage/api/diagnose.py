@@ -2,7 +2,8 @@
 
 Takes a server URL (or, with none, a twin scenario it starts), the load's
 duration, what else to watch (metrics, DCGM, the server's pid, traces) and
-the SLOs; does warm-up, a concurrency sweep, one open-loop step above the
+the SLOs; does warm-up, a concurrency sweep (1, ¼ of `--concurrency`, then
+it: 16 by default), one open-loop step above the
 measured maximum and a drain, while the collector scrapes the server, DCGM
 and the host; captures a profile at the busiest step (the twin always does);
 then turns requests.jsonl, metrics.jsonl and the traces into signals.jsonl
@@ -52,7 +53,7 @@ __all__ = ["DiagnoseResult", "diagnose", "keep_traces"]
 
 # The sweep's last level is the measured one: SLOs, server histograms and KV use are read
 # over it; the overload step after it shows whether the queue grows without bound.
-_SWEEP = (1, 4, 16)
+_CONCURRENCY = 16
 _OVERLOAD_FACTOR = 1.5
 _DRAIN_S = 2.0  # after the load: does the KV cache return to idle?
 _DRAIN_TIMEOUT_S = 3.0  # a level waits this long for its last streams, then cuts them
@@ -91,8 +92,19 @@ def _best_rate(results: Sequence[BenchResult]) -> float:
     return max([rate for rate in rates if rate > 0], default=1.0)
 
 
+def sweep_of(concurrency: int) -> tuple[int, ...]:
+    """The warm-up levels and the measured one: 1, a quarter of it, then it (16 → 1, 4, 16)."""
+    return tuple(sorted({1, max(1, concurrency // 4), concurrency}))
+
+
 def _measure(
-    target: Target, run: RunDir, clock: RunClock, duration_s: float, bench: dict[str, Any]
+    target: Target,
+    run: RunDir,
+    clock: RunClock,
+    duration_s: float,
+    bench: dict[str, Any],
+    *,
+    concurrency: int,
 ) -> tuple[Phases, list[str], dict[str, Any]]:
     warm_s, level_s, overload_s = _level_s(duration_s)
     collector = collector_for(target, run, clock)
@@ -100,9 +112,9 @@ def _measure(
     try:
         common = {"url": target.url, "out": run.root, "clock": clock, **bench}
         common["drain_timeout_s"] = _DRAIN_TIMEOUT_S
-        warm = run_bench(concurrencies=(*_SWEEP[:-1],), duration_s=warm_s, **common)
+        warm = run_bench(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s, **common)
         profiling = target.profile and _post(f"{target.url}/start_profile")
-        main = run_bench(concurrencies=(_SWEEP[-1],), duration_s=level_s, **common)
+        main = run_bench(concurrencies=(concurrency,), duration_s=level_s, **common)
         if profiling:
             _post(f"{target.url}/stop_profile")
         overload_rate = _OVERLOAD_FACTOR * _best_rate((warm, main))
@@ -223,6 +235,8 @@ def diagnose(
     deployment: dict[str, Any] | None = None,
     traces: Sequence[Path] = (),
     workload: str = DEFAULT_WORKLOAD,
+    tokenizer: Path | None = None,
+    concurrency: int = _CONCURRENCY,
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
@@ -232,12 +246,14 @@ def diagnose(
         return diagnose_metrics_file(metrics_file, thresholds)
     if duration_s <= 0:
         raise UserError("--duration must be positive.")
+    if concurrency < 1:
+        raise UserError("--concurrency must be at least 1.")
     run = RunDir.create(out, prefix="diagnose")
     keep_traces(run, traces)
     clock = RunClock()
     bench = {
         "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
-        "workload": workload,
+        "workload": workload, "tokenizer": tokenizer,
     }  # fmt: skip
     if url is None:
         context: contextlib.AbstractContextManager[Target] = twin_target(scenario, run.raw)
@@ -246,7 +262,9 @@ def diagnose(
             Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
         )
     with context as target:
-        phases, levels, extra = _measure(target, run, clock, duration_s, bench)
+        phases, levels, extra = _measure(
+            target, run, clock, duration_s, bench, concurrency=concurrency
+        )
     info = RunInfo(
         command="diagnose",
         wall_anchor_s=clock.wall_anchor_s,

@@ -156,6 +156,7 @@ def validate(
     functional: bool = True,
     out: Path | None = None,
     seed: int = 0,
+    tokenizer: Path | None = None,
 ) -> ValidateResult:
     """The `validate` command; see the module docstring."""
     thresholds = load_thresholds(slo)
@@ -164,7 +165,7 @@ def validate(
         raise UserError("--duration must be positive.")
     bench = {
         "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
-        "workload": workload, "seed": seed, "drain_timeout_s": 10.0,
+        "workload": workload, "seed": seed, "drain_timeout_s": 10.0, "tokenizer": tokenizer,
     }  # fmt: skip
     load = _Load(rate, concurrency, duration_s, num_requests, soak_s, soak_rate, bench)
     run = RunDir.create(out, prefix="validate")

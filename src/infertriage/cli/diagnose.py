@@ -34,6 +34,8 @@ def diagnose(
         [], "--trace", help="Profiler trace or nsys SQLite export to analyse (repeatable)."
     ),
     workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
+    concurrency: int = typer.Option(16, "--concurrency", help="The measured level's streams."),
+    tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
@@ -58,6 +60,8 @@ def diagnose(
         deployment=deployment,
         traces=trace,
         workload=workload,
+        tokenizer=tokenizer,
+        concurrency=concurrency,
     )
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))

@@ -35,6 +35,7 @@ def validate(
     skip_functional: bool = typer.Option(False, "--skip-functional", help="No probes."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write Markdown here."),
     seed: int = typer.Option(0, "--seed", help="Workload seed."),
+    tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
@@ -58,6 +59,7 @@ def validate(
         functional=not skip_functional,
         out=out,
         seed=seed,
+        tokenizer=tokenizer,
     )
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"
     if markdown is not None:

@@ -61,6 +61,7 @@ class HostSample:
     rss_bytes: int | None = None  # server tree
     threads: tuple[ThreadCpu, ...] = ()  # busiest first
     num_processes: int = 0
+    root_pid: int | None = None  # the server's own process (its children: engine, workers)
 
     @property
     def hottest(self) -> ThreadCpu | None:
@@ -80,6 +81,8 @@ class HostSample:
             out.append(Sample(self.t, "proc.cpu", self.proc_cpu))
         for rank, thread in enumerate(self.threads[:top_threads]):
             labels = {"thread": thread.name, "tid": str(thread.tid), "pid": str(thread.pid)}
+            if self.root_pid is not None:
+                labels["process"] = "server" if thread.pid == self.root_pid else "child"
             if rank == 0:
                 out.append(Sample(self.t, "proc.cpu_thread_max", thread.cpu, dict(labels)))
             out.append(Sample(self.t, "proc.cpu_thread", thread.cpu, labels))
@@ -221,6 +224,7 @@ class HostSampler:
             rss_bytes=rss if alive else None,
             threads=tuple(threads),
             num_processes=alive,
+            root_pid=self.process.pid,
         )
 
 
