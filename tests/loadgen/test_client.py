@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 from collections.abc import Callable
 
 import pytest
 
 from infertriage.analyze.latency import icl_samples, itl_samples, tpot_s, ttfo_s
-from infertriage.loadgen.client import ClientConfig, Endpoint
+from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, make_session
 from infertriage.loadgen.testserver import PathServer
 from infertriage.schemas import ErrorKind, RequestRecord, TokenSource
+
+from .conftest import spec
 
 Server = tuple[str, PathServer]
 Fetch = Callable[..., RequestRecord]
@@ -140,3 +144,27 @@ def test_key_and_headers_are_sent_and_the_key_is_in_no_repr(
     assert r.ok and srv.seen_keys == {"sk-very-secret"}
     assert "sk-very-secret" not in repr(r)
     assert "sk-very-secret" not in repr(ClientConfig("u", "m", api_key="sk-very-secret"))
+
+
+def test_a_kept_alive_connection_the_server_closed_is_retried_once(server: Server) -> None:
+    # llama-server answers keep-alive but closes after every streamed response: without a
+    # retry every other request on a reused connection fails before it is sent.
+    url, _ = server
+    cfg = ClientConfig(base_url=url + "/v1", model="test-model", endpoint=Endpoint.CHAT)
+
+    async def go() -> list[RequestRecord]:
+        async with make_session(cfg) as session:
+            client = RequestClient(cfg, session)
+            client._headers["X-Test-Behavior"] = "close_after"
+            records = []
+            for i in range(6):
+                start = time.perf_counter_ns()
+                state = client.new_state(spec(4), start)
+                await client.fetch(state, f"req-{i}")
+                records.append(state.record(f"req-{i}", start))
+            return records
+
+    records = asyncio.run(go())
+    assert all(r.ok for r in records), [r.error_text for r in records]
+    retried = [r for r in records if r.labels.get("retried") == "stale_connection"]
+    assert len(retried) == 1  # then every request asks for Connection: close

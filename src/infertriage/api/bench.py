@@ -130,7 +130,11 @@ def _preflight(base: str, headers: dict[str, str], *, need_model: bool) -> _Serv
     try:
         entries = orjson.loads(body).get("data") or []
         models = tuple(str(entry["id"]) for entry in entries)
-        lens = [entry.get("max_model_len") for entry in entries]
+        # vLLM and the twin list max_model_len; llama.cpp its per-slot context as meta.n_ctx.
+        lens = [
+            entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
+            for entry in entries
+        ]
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as err:
         raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
     max_len = next((v for v in lens if isinstance(v, int) and v > 0), None)
@@ -295,7 +299,9 @@ class _Session:
             else None,
         )
         self.levels.append(level)
-        self.warnings += _level_warnings(level) + _tokenizer_warning(self.records)
+        self.warnings += (
+            _level_warnings(level) + _tokenizer_warning(self.records) + _retry_warning(self.records)
+        )
         if self.observer is not None:
             self.observer.level_finished(level)
         return level
@@ -377,6 +383,17 @@ def _level_warnings(level: LevelResult) -> list[str]:
     if level.exhausted:
         out.append(f"{level.name}: the closed loop ran out of requests before its duration.")
     return out
+
+
+def _retry_warning(records: Sequence[RequestRecord]) -> list[str]:
+    retried = sum(1 for r in records if r.labels.get("retried") == "stale_connection")
+    if not retried:
+        return []
+    return [
+        f"the server closed kept-alive connections under {retried} request(s), which were "
+        "sent again on a fresh one; later requests asked for `Connection: close` (llama-server "
+        "closes after each streamed response although it answers keep-alive)."
+    ]
 
 
 def _tokenizer_warning(records: Sequence[RequestRecord]) -> list[str]:

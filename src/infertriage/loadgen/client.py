@@ -81,6 +81,7 @@ class StreamState:
         "parser",
         "prev_cum",
         "queue_s",
+        "retried",
         "scheduled_ns",
         "sent_ns",
         "spec",
@@ -113,6 +114,7 @@ class StreamState:
         self.usage_prompt: int | None = None
         self.usage_completion: int | None = None
         self.texts: list[str] | None = None
+        self.retried = False  # resent once on a fresh connection: the kept-alive one was closed
 
     def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
         """Record the first failure; a later one (a reset after an error event) does not mask it."""
@@ -225,6 +227,8 @@ class StreamState:
         end_ns = self.done_ns or (self.chunks[-1][0] if self.chunks else None)
         all_labels = dict(self.spec.labels)
         all_labels.update(labels)
+        if self.retried:
+            all_labels["retried"] = "stale_connection"
         if tokenizer is not None and self.texts is not None and output_source is TokenSource.USAGE:
             # The cross-check: what the local tokenizer makes of the text the server sent.
             all_labels["tokenizer_output_tokens"] = str(tokenizer.count("".join(self.texts)))
@@ -285,6 +289,7 @@ class RequestClient:
         self._headers = headers
         self._active: dict[StreamState, asyncio.Task[Any]] = {}
         self._watchdog: asyncio.Task[None] | None = None
+        self._no_keepalive = False  # set once the server is seen closing kept-alive connections
 
     def body(self, spec: RequestSpec) -> bytes:
         cfg = self.config
@@ -320,6 +325,8 @@ class RequestClient:
             state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
             return
         headers = {**self._headers, "X-Request-Id": request_id}
+        if self._no_keepalive:
+            headers["Connection"] = "close"
         task = asyncio.current_task()
         assert task is not None
         self._active[state] = task
@@ -327,13 +334,18 @@ class RequestClient:
             self._watchdog = asyncio.create_task(self._watch())
         state.sent_ns = state.last_ns = time.perf_counter_ns()
         try:
-            async with self.session.post(self._url, data=body, headers=headers) as resp:
-                state.headers_ns = state.last_ns = time.perf_counter_ns()
-                state.status = resp.status
-                if resp.status != 200:
-                    await self._http_error(state, resp)
-                    return
-                await self._read(state, resp)
+            try:
+                await self._send(state, body, headers)
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if state.headers_ns is not None or state.retried:
+                    raise
+                # The server closed the kept-alive connection this request went out on
+                # (llama-server does after every streamed response, though it says
+                # keep-alive): nothing was answered, so send it once more on a fresh one,
+                # as HTTP clients do, and from now on ask for no keep-alive. The time
+                # lost stays in its TTFT.
+                state.retried, self._no_keepalive = True, True
+                await self._send(state, body, {**headers, "Connection": "close"})
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             _classify(state, err)
         except asyncio.CancelledError:
@@ -347,6 +359,15 @@ class RequestClient:
             state.fail(ErrorKind.TIMEOUT, state.timed_out, text)
         finally:
             self._active.pop(state, None)
+
+    async def _send(self, state: StreamState, body: bytes, headers: dict[str, str]) -> None:
+        async with self.session.post(self._url, data=body, headers=headers) as resp:
+            state.headers_ns = state.last_ns = time.perf_counter_ns()
+            state.status = resp.status
+            if resp.status != 200:
+                await self._http_error(state, resp)
+                return
+            await self._read(state, resp)
 
     async def _watch(self) -> None:
         """One timer for every request in flight, instead of one per read.

@@ -460,7 +460,12 @@ async def _open(
     p.listed = tuple(str(card["id"]) for card in cards)
     p.model = model or (p.listed[0] if p.listed else None)
     if p.max_model_len is None:
-        lengths = [c.get("max_model_len") for c in cards if str(c["id"]) == p.model]
+        # vLLM lists max_model_len; llama.cpp its per-slot context as meta.n_ctx.
+        lengths = [
+            c.get("max_model_len") or (c.get("meta") or {}).get("n_ctx")
+            for c in cards
+            if str(c["id"]) == p.model
+        ]
         if lengths and isinstance(lengths[0], int) and lengths[0] > 0:
             p.max_model_len, p.limit_source = lengths[0], "from /v1/models"
     if p.max_model_len is None and p.model is not None:

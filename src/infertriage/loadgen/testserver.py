@@ -74,6 +74,7 @@ class Behavior:
     headers_delay_s: float = 0.0
     send_done: bool = True
     usage: bool = True  # honour include_usage and continuous_usage_stats
+    close_after: bool = False  # close the connection after each stream, yet answer keep-alive
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Behavior:
@@ -102,6 +103,7 @@ PRESETS: dict[str, Behavior] = {
     "slow_headers": Behavior(headers_delay_s=5.0),
     "no_done": Behavior(send_done=False),
     "no_usage": Behavior(usage=False),
+    "close_after": Behavior(close_after=True),  # as llama-server does
 }
 
 
@@ -276,6 +278,8 @@ class PathServer:
             first_ns = last_ns = time.perf_counter_ns()
         self.log[request_id] = (first_ns, last_ns, stream.sent)
         await resp.write_eof()
+        if behavior.close_after and request.transport is not None:
+            request.transport.close()
         return resp
 
     async def _stream_engine(

@@ -38,6 +38,14 @@ LLAMACPP = Adapter(
         metric("tokens.prompt_rate", "llamacpp:prompt_tokens_seconds", note=_RESETS),
         metric("tokens.generation_rate", "llamacpp:predicted_tokens_seconds", note=_RESETS),
         metric("server.steps", "llamacpp:n_decode_total", note="llama_decode() calls"),
+        metric(
+            "prefix_cache.hits",
+            "llamacpp:prompt_tokens_cached_total",
+            note="prompt tokens a slot reused from its cache; " + _ON_FINISH,
+        ),
+        metric("spec.drafts", "llamacpp:spec_decode_num_drafts_total"),
+        metric("spec.draft_tokens", "llamacpp:spec_decode_num_draft_tokens_total"),
+        metric("spec.accepted_tokens", "llamacpp:spec_decode_num_accepted_tokens_total"),
     ),
     unsupported={
         "server.ttft": _NO_HISTOGRAMS,

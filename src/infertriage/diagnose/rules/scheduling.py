@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
+from infertriage.diagnose.rules.memory import kv_blocks_short
 from infertriage.diagnose.symptom import current, slo_missed, ttft_missed
 from infertriage.schemas import Finding, Layer, Thresholds
 
@@ -30,7 +31,9 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     queue = ev.get("server.queue_time_mean_s")
     share = queue / ttft if queue is not None and ttft > 0 else 0.0
     seats_full = seats is not None and running >= seats and waiting > 0
-    if usage >= _KV_ROOM or (share < _QUEUE_SHARE and not seats_full):
+    if usage >= _KV_ROOM or kv_blocks_short(ev) is not None:
+        return None  # waiting for memory: the memory layer's finding
+    if share < _QUEUE_SHARE and not seats_full:
         return None
     share_text = (
         f"queueing is {share:.0%} of TTFT"
