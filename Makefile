@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCENARIO ?= kv-pressure
 DURATION ?= 30
 
-.PHONY: demo test lint typecheck contracts unit clean
+.PHONY: demo test test-engines lint typecheck contracts unit clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,8 @@ demo: $(STAMP)
 	$(BIN)/infertriage diagnose --scenario $(SCENARIO) --duration $(DURATION)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -32,6 +32,13 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test: lint typecheck contracts unit
+
+# Real engines: vLLM's CPU build and llama.cpp's llama-server, installed once into a cache
+# outside the repository ($$INFERTRIAGE_ENGINE_CACHE, default ~/.cache/infertriage/engines)
+# by scripts/engines/, then bench, metrics, diagnose and validate against each, one at a time.
+test-engines: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,tokenizers]'
+	INFERTRIAGE_ENGINES=1 $(BIN)/python -m pytest -p no:xdist -q -ra --durations=10 tests/engines
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

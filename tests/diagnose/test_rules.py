@@ -250,3 +250,16 @@ def test_coarse_blocks_make_the_cache_full_below_95_percent() -> None:
         f.id for layer in diagnose_evidence(roomy, Thresholds()).layers for f in layer.findings
     }
     assert "memory.kv_pressure" not in found
+
+
+def test_all_slots_taken_is_scheduling_without_histograms_or_kv_usage() -> None:
+    # llama-server -np 1 (build 11434): no TTFT histogram, no KV usage, /slots says 1 slot.
+    ev = make_evidence(
+        server__ttft_mean_s=None, server__queue_time_mean_s=None, kv__usage_max=None,
+        config__max_num_seqs=1, queue__running_max=1, queue__waiting_max=32,
+        client__ttft_p95_s=0.279,
+    )  # fmt: skip
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is not None and diagnosis.primary.layer == "scheduling"
+    finding = next(f for f in diagnosis.layers[3].findings if f.id.endswith("queue_dominates_ttft"))
+    assert finding.title == "32 requests wait while all 1 seats are taken"

@@ -45,6 +45,9 @@ VALIDATE_SCHEMA = "infertriage.validate/v1"
 _IDLE_S = 1.5  # scrapes before the load: the idle KV usage the drain returns to
 _DRAIN_S = 3.0  # after the last request: running, waiting and KV back to idle?
 _DEFAULT_CONCURRENCY = 16
+# With no --rate or --soak-rate the soak runs open-loop at half the closed loop's measured
+# throughput: a steady load with headroom. At all of it the queue grows, as it must.
+_SOAK_SHARE = 0.5
 PERFORMANCE, SOAK = "performance", "soak"
 
 
@@ -107,7 +110,7 @@ def _run_phases(
         interrupted = perf.interrupted
         if load.soak_s > 0 and not interrupted:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
-            soak_rate = load.soak_rate or load.rate or measured
+            soak_rate = load.soak_rate or load.rate or _SOAK_SHARE * measured
             if soak_rate <= 0:
                 raise UserError("the performance level finished no request: no rate to soak at.")
             soak = run_bench(

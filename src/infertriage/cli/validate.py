@@ -20,7 +20,9 @@ def validate(
     scenario: str = typer.Option("healthy", "--scenario", help="Twin scenario (name or YAML)."),
     slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
     soak: str = typer.Option("0", "--soak", help="Soak length at a steady rate, e.g. 30m."),
-    soak_rate: float | None = typer.Option(None, "--soak-rate", help="Soak requests/s."),
+    soak_rate: float | None = typer.Option(
+        None, "--soak-rate", help="Soak requests/s (default --rate, else ½ the measured)."
+    ),
     rate: float | None = typer.Option(None, "--rate", help="Expected peak requests/s."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Or a closed loop."),
     duration: str = typer.Option("60s", "--duration", help="Length of the performance level."),

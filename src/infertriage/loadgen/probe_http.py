@@ -163,6 +163,21 @@ async def _tokenize(p: _Probe, prompt: str) -> int | None:
     return None
 
 
+async def _count_tokens(p: _Probe, prompt: str) -> int | None:
+    """A token count good enough to size a prompt: vLLM's /tokenize, else llama.cpp's.
+
+    llama-server's /tokenize takes `content` and lists `tokens`; it may count a BOS the
+    completion does not, so it sizes prompts but is never cross-checked against usage.
+    """
+    count = await _tokenize(p, prompt)
+    if count is not None:
+        return count
+    reply = await _request(p, "/tokenize", {"content": prompt})
+    document = reply.document() if reply.status == 200 else None
+    tokens = document.get("tokens") if isinstance(document, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
 # ---------------------------------------------------------------------- bodies and answers
 
 

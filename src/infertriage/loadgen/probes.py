@@ -32,6 +32,7 @@ from infertriage.loadgen.probe_http import (
     _answer,
     _chat,
     _completion,
+    _count_tokens,
     _describe,
     _first_choice,
     _is_utf8,
@@ -239,14 +240,14 @@ def _words(num_words: int) -> str:
 
 async def _sized_prompt(p: _Probe, target: int, estimate_words: int) -> tuple[str, int | None]:
     """A prompt of about `target` tokens by /tokenize (with its count), else by estimate (None)."""
-    sample = await _tokenize(p, _words(_SAMPLE_WORDS))
+    sample = await _count_tokens(p, _words(_SAMPLE_WORDS))
     if sample is None or sample <= 0:
         return _words(estimate_words), None
     per_word = sample / _SAMPLE_WORDS
     num_words = max(1, round(target / per_word))
     count = sample
     for _ in range(_CALIBRATION_ROUNDS):
-        measured = await _tokenize(p, _words(num_words))
+        measured = await _count_tokens(p, _words(num_words))
         if measured is None:
             return _words(estimate_words), None
         count = measured
@@ -511,7 +512,10 @@ async def functional_checks_async(
     timeout = aiohttp.ClientTimeout(
         total=timeout_s, sock_connect=min(timeout_s, _CONNECT_TIMEOUT_S)
     )
-    async with aiohttp.ClientSession(headers=sent, timeout=timeout) as session:
+    # A fresh connection for every probe: llama-server closes a kept-alive connection after
+    # each streamed answer, and a probe must test the server, not connection reuse.
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(headers=sent, timeout=timeout, connector=connector) as session:
         probe = await _open(session, root, model, max_model_len)
         return [await _run(name, check, probe) for name, check in _CHECKS]
 

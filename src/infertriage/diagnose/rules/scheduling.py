@@ -20,10 +20,14 @@ _QUEUED_FOR_MINUTES = 1000
 @rule(
     "scheduling.queue_dominates_ttft",
     _L,
-    ("server.ttft_mean_s", "kv.usage_max", "queue.waiting_max", "queue.running_max"),
+    ("queue.waiting_max", "queue.running_max"),
 )
 def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
-    """Requests wait for a seat, not for memory: by queue time, or by a full batch with room."""
+    """Requests wait for a seat, not for memory: by queue time, or by a full batch with room.
+
+    Engines without latency histograms or KV usage (llama.cpp) are judged by the seats
+    alone: every slot taken while requests wait.
+    """
     ttft = ev.get("server.ttft_mean_s") or 0.0
     usage = ev.get("kv.usage_max") or 0.0
     waiting, running = ev.get("queue.waiting_max") or 0.0, ev.get("queue.running_max") or 0.0
@@ -46,7 +50,8 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=ttft_missed(ev, t),
         severity=max(severity_above(share, _QUEUE_SHARE, 0.95), 0.6 if seats_full else 0.0),
         explains=max(share, 0.7 if seats_full else 0.0),
-        title=f"{share_text} while the KV cache has room ({usage:.0%} used)",
+        title=share_text
+        + (f" while the KV cache has room ({usage:.0%} used)" if ev.has("kv.usage_max") else ""),
         evidence=ev,
         used=(
             ("server.queue_time_mean_s", _QUEUE_SHARE * ttft),
@@ -59,7 +64,9 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
             "the KV cache could hold."
         ),
         next_steps=(
-            "raise `--max-num-seqs`" + current(ev, "config.max_num_seqs"),
+            "raise `--max-num-seqs`"
+            + current(ev, "config.max_num_seqs")
+            + " (llama.cpp: `-np`; SGLang: `--max-running-requests`)",
             "raise the token budget `--max-num-batched-tokens`",
             "add replicas if the GPU is already saturated",
         ),
