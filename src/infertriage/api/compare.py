@@ -89,9 +89,13 @@ def _groups(run: RunDir) -> dict[str, list[RequestRecord]]:
     return groups
 
 
-def _pairs(base: RunDir, run: RunDir) -> tuple[list[tuple[str, str]], list[str]]:
+def _pairs(
+    base: RunDir,
+    run: RunDir,
+    base_groups: dict[str, list[RequestRecord]],
+    run_groups: dict[str, list[RequestRecord]],
+) -> tuple[list[tuple[str, str]], list[str]]:
     """(base level, run level) pairs to compare, and notes on how they were chosen."""
-    base_groups, run_groups = _groups(base), _groups(run)
     base_main = base.read_info().summary.get("main_level")
     run_main = run.read_info().summary.get("main_level")
     if base_main in base_groups and run_main in run_groups:
@@ -114,8 +118,8 @@ def _pairs(base: RunDir, run: RunDir) -> tuple[list[tuple[str, str]], list[str]]
 def _compare_dirs(
     base: RunDir, run: RunDir, *, threshold: float, seed: int
 ) -> tuple[tuple[LevelComparison, ...], list[str]]:
-    pairs, notes = _pairs(base, run)
     base_groups, run_groups = _groups(base), _groups(run)
+    pairs, notes = _pairs(base, run, base_groups, run_groups)
     levels = tuple(
         LevelComparison(
             b, r, compare_records(base_groups[b], run_groups[r], threshold=threshold, seed=seed)

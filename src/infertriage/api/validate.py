@@ -163,6 +163,7 @@ def validate(
 ) -> ValidateResult:
     """The `validate` command; see the module docstring."""
     thresholds = load_thresholds(slo)
+    defaulted = rate is None and concurrency is None
     rate, concurrency = _load(rate, concurrency, soak_s, soak_rate)
     if duration_s <= 0 and num_requests is None:
         raise UserError("--duration must be positive.")
@@ -174,7 +175,7 @@ def validate(
     run = RunDir.create(out, prefix="validate")
     clock = RunClock()
     notes: list[str] = []
-    if rate is None and concurrency == _DEFAULT_CONCURRENCY:
+    if defaulted:
         notes.append(
             f"no --rate given: the performance level is a closed loop of {concurrency} "
             "streams; give your expected peak --rate for a production-like check."
