@@ -7,6 +7,7 @@ so ~11k KV tokens): at the load below it preempts and queues.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from infertriage.api.compare import compare_ab, compare_runs
 from infertriage.api.validate import validate
 from infertriage.cli.app import main
-from infertriage.schemas import RequestRecord, RunDir, UserError
+from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
 from infertriage.twin.process import TwinProcess
 
 # 1,500-token prompts and 128-token outputs at 6 requests/s: ~20k tokens in flight, twice
@@ -95,3 +96,29 @@ def test_compare_user_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a run directory"):
         compare_runs(base=str(tmp_path / "empty"), run=tmp_path)
     assert main(["compare", "--url", "http://127.0.0.1:9"]) == 2
+
+
+def _bench_like_run(root: Path, lines: list[bytes]) -> Path:
+    run = RunDir.create(root)
+    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0))
+    run.requests.write_bytes(b"".join(lines))
+    return root
+
+
+def _line(i: int) -> bytes:
+    record = RequestRecord(
+        id=str(i), scheduled_ts=i, sent_ts=i, first_token_ts=i + 0.1, last_token_ts=i + 0.2,
+        end_ts=i + 0.2, labels={"level": "c=1"},
+    )  # fmt: skip
+    return json.dumps(dataclasses.asdict(record)).encode() + b"\n"
+
+
+def test_a_garbage_line_names_file_and_line_and_a_cut_tail_is_dropped(tmp_path: Path) -> None:
+    good = [_line(i) for i in range(30)]
+    base = _bench_like_run(tmp_path / "base", good)
+    cut = _bench_like_run(tmp_path / "cut", [*good, b'{"id": "30", "sched'])
+    result = compare_runs(base=str(base), run=cut)
+    assert result.levels[0].comparison.metrics[0].run_n == 30
+    broken = _bench_like_run(tmp_path / "broken", [*good[:5], b"not json\n", *good[5:]])
+    with pytest.raises(UserError, match=r"requests\.jsonl.*6"):
+        compare_runs(base=str(base), run=broken)

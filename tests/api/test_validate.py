@@ -78,3 +78,11 @@ def test_bad_arguments_are_user_errors(tmp_path: Path) -> None:
         validate(rate=1, concurrency=2, out=tmp_path)
     with pytest.raises(UserError, match="--soak"):
         validate(soak_s=-1, out=tmp_path)
+
+
+def test_a_wrong_url_is_one_sentence_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["validate", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("infertriage: error:") and "\n" not in err
