@@ -149,6 +149,17 @@ def start_detached(
 
 
 @dataclass(frozen=True, slots=True)
+class Server:
+    """A running server: its base URL (no /v1), process-group leader, log and served model."""
+
+    url: str
+    pid: int
+    ready_s: float
+    log_path: Path
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReadyCheck:
     """A server is ready once up_path answers 200, and then a completion with probe does."""
 

@@ -58,7 +58,6 @@ import tarfile
 import time
 import venv
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # also when loaded by path
@@ -110,15 +109,7 @@ READY_CHECK = engine_common.ReadyCheck(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Server:
-    """A running llama-server: its base URL (no /v1), process-group leader and log."""
-
-    url: str
-    pid: int
-    ready_s: float
-    log_path: Path
-    model: str = MODEL_NAME
+Server = engine_common.Server
 
 
 get_cache_root = engine_common.get_cache_root
@@ -446,7 +437,7 @@ def start_server(
             stop_server(proc.pid)
             raise
         ready_s = round(time.monotonic() - started, 3)
-        return proc, Server(url=url, pid=proc.pid, ready_s=ready_s, log_path=log)
+        return proc, Server(url=url, pid=proc.pid, ready_s=ready_s, log_path=log, model=MODEL_NAME)
     raise AssertionError("unreachable")
 
 

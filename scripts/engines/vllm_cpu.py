@@ -55,7 +55,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # also when loaded by path
@@ -80,15 +79,7 @@ READY_CHECK = engine_common.ReadyCheck(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Server:
-    """A running vLLM server: its base URL (no /v1), process-group leader and log."""
-
-    url: str
-    pid: int
-    ready_s: float
-    log_path: Path
-    model: str = MODEL_NAME
+Server = engine_common.Server
 
 
 # Servers this process started, by pid: stopping reaps each through its Popen, which would

@@ -58,7 +58,7 @@ from infertriage.schemas import (
     format_bytes,
 )
 
-__all__ = ["Phase", "performance_checks", "stability_checks"]
+__all__ = ["Phase", "drain_check", "performance_checks", "stability_checks"]
 
 _P, _S = CheckGroup.PERFORMANCE, CheckGroup.STABILITY
 _RESAMPLES = 400
@@ -331,7 +331,7 @@ def _last(samples: Sequence[Sample], name: str, start: float, end: float) -> flo
     return sum(points[-1][1] for points in series) if series else None
 
 
-def _drain_check(samples: Sequence[Sample], phase: Phase) -> Check:
+def drain_check(samples: Sequence[Sample], phase: Phase) -> Check:
     name = "stability.drain"
     start, end = phase.load_end_ts, phase.drain_end_ts
     running = _last(samples, "queue.running", start, end)
@@ -387,5 +387,5 @@ def stability_checks(
         _drift_check("stability.drift.ttft", "TTFT", ttft, window, thresholds.ttft_p95_s),
         _drift_check("stability.drift.tpot", "TPOT", tpot, window, thresholds.itl_p95_s),
         _error_trend_check(records, window, thresholds.error_rate),
-        _drain_check(samples, phase),
+        drain_check(samples, phase),
     ]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infertriage.analyze.golive import Phase, performance_checks, stability_checks
+from infertriage.analyze.golive import Phase, drain_check, performance_checks, stability_checks
 from infertriage.api.bench import run_bench
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.loadgen.probes import CheckResult, functional_checks
@@ -69,9 +69,12 @@ def _functional(result: CheckResult) -> Check:
     return Check(CheckGroup.FUNCTIONAL, f"functional.{result.name}", status, result.detail, figures)
 
 
-def _phase_records(run: RunDir, phase: str) -> list[RequestRecord]:
+def _by_phase(run: RunDir) -> dict[str, list[RequestRecord]]:
     records = run.iter_records(run.requests, RequestRecord) if run.requests.exists() else []
-    return [r for r in records if r.labels.get("phase") == phase]
+    phases: dict[str, list[RequestRecord]] = {PERFORMANCE: [], SOAK: []}
+    for record in records:
+        phases.setdefault(record.labels.get("phase", ""), []).append(record)
+    return phases
 
 
 def _skipped_stability(reason: str) -> list[Check]:
@@ -202,11 +205,12 @@ def validate(
 def _measured_checks(
     run: RunDir, phase: Phase, thresholds: Thresholds, soak_s: float, seed: int
 ) -> list[Check]:
-    checks = performance_checks(_phase_records(run, PERFORMANCE), thresholds, seed=seed)
+    phases = _by_phase(run)
+    checks = performance_checks(phases[PERFORMANCE], thresholds, seed=seed)
     samples: list[Sample] = (
         list(run.iter_records(run.metrics, Sample)) if run.metrics.exists() else []
     )
-    soak = _phase_records(run, SOAK)
+    soak = phases[SOAK]
     if soak:
         return checks + stability_checks(soak, samples, phase, thresholds)
     reason = (
@@ -215,8 +219,7 @@ def _measured_checks(
         else "no soak was run: add --soak (e.g. --soak 30m)."
     )
     skipped = _skipped_stability(reason)
-    drain = stability_checks([], samples, phase, thresholds)[-1:]  # the drain still holds
-    return checks + skipped + drain
+    return [*checks, *skipped, drain_check(samples, phase)]  # the drain holds without a soak
 
 
 def validate_to_json(result: ValidateResult) -> dict[str, Any]:
