@@ -8,11 +8,7 @@ instances and flag the imbalance. Skips when the binary is absent.
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,18 +17,13 @@ import orjson
 import pytest
 
 from infertriage.api.metrics import fleet_metrics
+from infertriage.cli import main
 from infertriage.schemas import UserError
 
+from ..prometheus_server import PROMETHEUS, running_prometheus
+
 pytestmark = pytest.mark.slow
-
-PROMETHEUS = shutil.which("prometheus")
 GEN = "vllm:generation_tokens_total"
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _growing(server: Any, base: str, tokens_per_s: float) -> None:
@@ -46,31 +37,6 @@ def _growing(server: Any, base: str, tokens_per_s: float) -> None:
     server.set("/metrics", make=body)
 
 
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=2) as response:
-        return bytes(response.read())
-
-
-def _up_targets(url: str) -> int:
-    try:
-        document = orjson.loads(_get(url + "/api/v1/targets"))
-    except (OSError, orjson.JSONDecodeError):
-        return 0
-    return sum(1 for t in document["data"]["activeTargets"] if t["health"] == "up")
-
-
-def _wait_scraping(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Until both replicas are up: Prometheus hands new targets to its scrapers every 5 s."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"prometheus exited: {log.read_text()[-2000:]}")
-        if _up_targets(url) == 2:
-            return
-        time.sleep(0.2)
-    pytest.fail(f"prometheus did not scrape both replicas within 20 s: {log.read_text()[-2000:]}")
-
-
 @pytest.fixture
 def prometheus(tmp_path: Path, make_live_server, shared_fixture) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """Prometheus on 127.0.0.1 scraping two replicas (200 and 20 tokens/s) every 0.5 s."""
@@ -80,41 +46,14 @@ def prometheus(tmp_path: Path, make_live_server, shared_fixture) -> Iterator[str
     fast, slow = make_live_server(), make_live_server()
     _growing(fast, base, 200.0)
     _growing(slow, base, 20.0)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 500ms, scrape_timeout: 400ms}\n"
-        "scrape_configs:\n"
-        "  - job_name: vllm\n"
-        "    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{fast.port}', '127.0.0.1:{slow.port}']\n"
-    )
-    port = _port()
-    log = tmp_path / "prometheus.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_scraping(url, process, log)
+    targets = [f"127.0.0.1:{fast.port}", f"127.0.0.1:{slow.port}"]
+    with running_prometheus(tmp_path, targets) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
-def test_fleet_imbalance_between_replicas(prometheus: str) -> None:
+def test_fleet_imbalance_between_replicas(
+    prometheus: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = prometheus
     time.sleep(2.5)  # five scrapes of each replica
     view = fleet_metrics(url, 'job="vllm"', window_s=2.0, step_s=0.5, rate_window_s=1.5)
@@ -129,3 +68,12 @@ def test_fleet_imbalance_between_replicas(prometheus: str) -> None:
     # One Prometheus start-up costs 5 s (target discovery), so the error case rides along.
     with pytest.raises(UserError, match="no engine metrics match"):
         fleet_metrics(url, '{job="nope"}', window_s=2.0)
+    # the command shows the replicas side by side
+    args = ["metrics", "--prometheus", url, "--selector", 'job="vllm"', "--duration", "3s"]
+    assert main([*args, "--json"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    assert document["schema"] == "infertriage.fleet/v1" and len(document["instances"]) == 2
+    assert main(args) == 0
+    assert "imbalanced: tokens.generation rate" in capsys.readouterr().out
+    assert main(["metrics", "--prometheus", url]) == 2
+    assert "--selector" in capsys.readouterr().err

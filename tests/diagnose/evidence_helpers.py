@@ -10,6 +10,8 @@ from infertriage.diagnose import SIGNALS, Evidence
 from infertriage.schemas import Signal
 
 HEALTHY: dict[str, float] = {
+    "fleet.replicas": 1.0,
+    "fleet.imbalance": 1.0,
     "client.ttft_p50_s": 0.05,
     "client.ttft_p95_s": 0.12,
     "client.itl_p50_s": 0.01,

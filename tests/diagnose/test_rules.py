@@ -165,6 +165,11 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         {"server__restarts": 0},
         "server.restarts",
     ),
+    "application.replica_imbalance": (
+        {"fleet__replicas": 4, "fleet__imbalance": 2.5},
+        {"fleet__replicas": 4, "fleet__imbalance": 1.2},
+        "fleet.replicas",
+    ),
 }
 
 

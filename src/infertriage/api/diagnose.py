@@ -14,6 +14,7 @@ a run directory; `--metrics-file` diagnoses one scrape.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import time
 import urllib.error
@@ -24,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from infertriage.analyze.client_signals import client_signals
-from infertriage.analyze.deployment_signals import config_signals
+from infertriage.analyze.deployment_signals import config_signals, fleet_signals
 from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.api.bench import run_bench
 from infertriage.api.evidence import plan_signals, trace_signals
+from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text
 from infertriage.collect.scraper import samples_of
@@ -45,6 +47,7 @@ from infertriage.schemas import (
     Thresholds,
     UserError,
     load_thresholds,
+    read_json,
     write_json,
 )
 from infertriage.workload import DEFAULT_WORKLOAD
@@ -126,8 +129,11 @@ def _measure(
     over_name = overload.levels[-1].name
     phases = _phases(run, main_name, over_name, clock.now_ts())
     levels = [level.name for r in (warm, main, overload) for level in r.levels]
+    server_config = collected.get("server_config", {})
+    if target.prometheus is not None:
+        server_config = read_fleet(run, clock, target, phases)
     extra = {
-        "server_config": collected.get("server_config", {}),
+        "server_config": server_config,
         "environment": collected.get("environment", {}),
         "client_bound": any(lvl.client.client_bound for lvl in main.levels),
         "main_level": main_name,
@@ -174,6 +180,11 @@ def keep_traces(run: RunDir, traces: Sequence[Path]) -> None:
         shutil.copyfile(path, target / f"{index:02d}-{path.name}")
 
 
+def _fleet_signals(run: RunDir) -> list[Signal]:
+    path = run.raw / FLEET_FILE
+    return fleet_signals(read_json(path)) if path.is_file() else []
+
+
 def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
     summary = info.summary
     phases = Phases(**summary["phases"])
@@ -185,6 +196,7 @@ def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
         *client_signals(records, client_bound=bool(summary.get("client_bound"))),
         *metric_signals(samples, phases),
         *config_signals(info.server_config, deployment),
+        *_fleet_signals(run),
         *trace_signals(_trace_files(run)),
     ]
     return signals + plan_signals(deployment, info.server_config, signals)
@@ -237,6 +249,8 @@ def diagnose(
     workload: str = DEFAULT_WORKLOAD,
     tokenizer: Path | None = None,
     concurrency: int = _CONCURRENCY,
+    prometheus: str | None = None,
+    selector: str = "",
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
@@ -248,6 +262,10 @@ def diagnose(
         raise UserError("--duration must be positive.")
     if concurrency < 1:
         raise UserError("--concurrency must be at least 1.")
+    if prometheus is not None:
+        if url is None:
+            raise UserError("--prometheus needs --url: the address the fleet serves on.")
+        check_fleet(prometheus, selector)
     run = RunDir.create(out, prefix="diagnose")
     keep_traces(run, traces)
     clock = RunClock()
@@ -258,9 +276,9 @@ def diagnose(
     if url is None:
         context: contextlib.AbstractContextManager[Target] = twin_target(scenario, run.raw)
     else:
-        context = contextlib.nullcontext(
-            Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
-        )
+        given = Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
+        fleet = dataclasses.replace(given, prometheus=prometheus, selector=selector)
+        context = contextlib.nullcontext(fleet)
     with context as target:
         phases, levels, extra = _measure(
             target, run, clock, duration_s, bench, concurrency=concurrency

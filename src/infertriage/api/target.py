@@ -33,6 +33,9 @@ class Target:
     deployment: dict[str, Any]
     name: str
     profile: bool  # may the command ask it for a profile (/start_profile)?
+    # A fleet behind `url` whose replicas Prometheus scrapes: read them there, scrape nothing.
+    prometheus: str | None = None
+    selector: str = ""
 
 
 @contextlib.contextmanager
@@ -45,7 +48,7 @@ def twin_target(scenario: str, profile_dir: Path | None = None) -> Iterator[Targ
             metrics_url=None,
             dcgm_url=f"{twin.url}/dcgm/metrics",
             server_pid=twin.pid,
-            deployment=_twin_deployment(loaded),
+            deployment={**_twin_deployment(loaded), "replicas": 1},
             name=f"twin:{scenario}",
             profile=profile_dir is not None,
         )
@@ -83,6 +86,7 @@ def collector_for(
     watched, its process and the host only, instead of failing the command.
     """
     scrape = not metrics_optional or target.metrics_url is not None or has_metrics(target.url)
+    scrape = scrape and target.prometheus is None
     return CollectorThread(
         run,
         clock,

@@ -18,6 +18,10 @@ def diagnose(
     scenario: str = typer.Option("healthy", "--scenario", help="Twin scenario (name or YAML)."),
     metrics_url: str | None = typer.Option(None, "--metrics-url", help="Default URL/metrics."),
     dcgm_url: str | None = typer.Option(None, "--dcgm-url", help="dcgm-exporter /metrics."),
+    prometheus: str | None = typer.Option(
+        None, "--prometheus", help="Read the replicas' metrics from this Prometheus instead."
+    ),
+    selector: str = typer.Option("", "--selector", help='With --prometheus: job="vllm".'),
     server_pid: int | None = typer.Option(None, "--server-pid", help="The server's process."),
     duration: float = typer.Option(60.0, "--duration", help="Seconds of load in all."),
     from_run: Path | None = typer.Option(None, "--from-run", help="Re-diagnose a run dir."),
@@ -62,6 +66,8 @@ def diagnose(
         workload=workload,
         tokenizer=tokenizer,
         concurrency=concurrency,
+        prometheus=prometheus,
+        selector=selector,
     )
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))

@@ -1,25 +1,50 @@
-"""cli, level 6: `infertriage metrics URL|FILE` — parse, call `scrape_metrics`, render."""
+"""cli, level 6: `infertriage metrics URL|FILE` — parse, call `scrape_metrics`, render.
+
+With `--prometheus P --selector SEL` it shows a fleet instead: the replicas'
+figures side by side from Prometheus (`fleet_metrics`), imbalance flagged.
+"""
 
 from __future__ import annotations
 
 import typer
 from rich.console import Console
 
-from infertriage.api.metrics import scrape_metrics
+from infertriage.api.metrics import fleet_metrics, scrape_metrics
 from infertriage.cli.common import print_json
+from infertriage.report.fleet import fleet_to_json, render_fleet
 from infertriage.report.metrics import metrics_to_json, render_metrics
-from infertriage.schemas import parse_duration
+from infertriage.schemas import UserError, parse_duration
+
+_FLEET_WINDOW_S = 300.0
 
 
 def metrics(
-    source: str = typer.Argument(
-        ..., help="The server's URL (its /metrics is scraped) or a file of Prometheus text."
+    source: str | None = typer.Argument(
+        None, help="The server's URL (its /metrics is scraped) or a file of Prometheus text."
     ),
     duration: str | None = typer.Option(
         None, "--duration", help="Scrape for this long (e.g. 30s) and show rates and quantiles."
     ),
+    prometheus: str | None = typer.Option(
+        None, "--prometheus", help="A Prometheus server: show the replicas it scrapes instead."
+    ),
+    selector: str = typer.Option("", "--selector", help='With --prometheus: job="vllm".'),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
+    if prometheus is not None:
+        if source is not None:
+            raise UserError("give a URL or file, or --prometheus with --selector, not both.")
+        if not selector.strip():
+            raise UserError("--prometheus needs --selector, e.g. --selector 'job=\"vllm\"'.")
+        window = parse_duration(duration) if duration else _FLEET_WINDOW_S
+        fleet = fleet_metrics(prometheus, selector, window)
+        if json_out:
+            print_json(fleet_to_json(fleet))
+        else:
+            render_fleet(fleet, Console())
+        return
+    if source is None:
+        raise UserError("give the server's URL or a metrics file (or --prometheus P --selector S).")
     view = scrape_metrics(source, parse_duration(duration) if duration else None)
     if json_out:
         print_json(metrics_to_json(view))

@@ -20,6 +20,7 @@ from infertriage.collect.adapters import (
     detect,
 )
 from infertriage.collect.environment import EnvironmentSnapshot, snapshot_environment
+from infertriage.collect.fleet_samples import FleetSamples, fleet_samples
 from infertriage.collect.gpu import GpuDevice, NvmlSampler, gpu_inventory, open_nvml
 from infertriage.collect.host import (
     HostSample,
@@ -71,6 +72,7 @@ __all__ = [
     "Exposition",
     "FetchError",
     "FleetFigure",
+    "FleetSamples",
     "FleetView",
     "GpuDevice",
     "GpuMemory",
@@ -100,6 +102,7 @@ __all__ = [
     "detect",
     "fetch_server_config",
     "find_server_process",
+    "fleet_samples",
     "gpu_inventory",
     "is_url",
     "metrics_url_of",

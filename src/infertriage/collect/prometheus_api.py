@@ -32,6 +32,7 @@ __all__ = [
     "PromSeries",
     "PrometheusClient",
     "collect_fleet",
+    "selector_matchers",
 ]
 
 # (normalised name, figure): the figures compared across replicas.
@@ -135,7 +136,8 @@ class FleetView:
         return tuple(f for f in self.figures if f.flagged)
 
 
-def _inner(selector: str) -> str:
+def selector_matchers(selector: str) -> str:
+    """The label matchers of a selector, without braces: `{job="vllm"}` → `job="vllm"`."""
     selector = selector.strip()
     return (
         selector[1:-1].strip() if selector.startswith("{") and selector.endswith("}") else selector
@@ -215,7 +217,7 @@ async def collect_fleet(
     if end_unix <= start_unix:
         raise UserError("the fleet window is empty (its end is not after its start).")
     client = PrometheusClient(session, prometheus_url)
-    inner = _inner(selector)
+    inner = selector_matchers(selector)
     step = step_s or max((end_unix - start_unix) / 120.0, 1.0)
     window = rate_window_s or max(4.0 * step, 60.0)
     names_query = f"count by (__name__) ({{{inner}}})" if inner else "count by (__name__) (up)"

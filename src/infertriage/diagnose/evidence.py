@@ -30,6 +30,7 @@ _DCGM = "run dcgm-exporter with the DCP profiling fields enabled and pass `--dcg
 _TRACE = "capture a trace: `--profile 5` (server started with a profiler dir) or `--trace FILE`"
 _HOST = "run infertriage on the server's host, or pass `--server-pid PID`"
 _PLAN = "give the deployment: `--model-config C --gpu G --tp N`"
+_FLEET = "read a fleet's replicas from Prometheus: `--prometheus URL --selector SEL`"
 _CONFIG = "a server that reports its config (vLLM `vllm:cache_config_info`, `/v1/models`)"
 
 SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
@@ -73,6 +74,9 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "spec.mean_accepted_tokens": SignalDef("tokens", _METRICS),
         "spec.acceptance_decay": SignalDef("fraction", _METRICS),
         "spec.num_draft_tokens": SignalDef("tokens", _CONFIG),
+        # a fleet of replicas behind one URL (Prometheus)
+        "fleet.replicas": SignalDef("1", _FLEET),
+        "fleet.imbalance": SignalDef("1", _FLEET),
         # live configuration
         "config.max_num_seqs": SignalDef("requests", _CONFIG),
         "config.num_gpu_blocks": SignalDef("1", _CONFIG),

@@ -12,6 +12,7 @@ _TTFT_GAP_S = 0.05
 _BUSY_THREAD = 0.8  # an event loop this busy queues every stream behind the others
 _BURSTY = 3.0  # client ITL p95 over the server's
 _STREAM_CUT = 0.05
+_IMBALANCE = 1.5  # the busiest replica over the mean replica, as `metrics --prometheus` flags
 
 
 @rule("application.client_vs_server_ttft", _L, ("client.ttft_p50_s", "server.ttft_p50_s"))
@@ -162,4 +163,31 @@ def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
         used=(("server.restarts", 0.0),),
         explanation="Counters went back or the process start time changed mid-run.",
         next_steps=("read the server's log and `dmesg` for an OOM kill at that time",),
+    )
+
+
+@rule("application.replica_imbalance", _L, ("fleet.replicas",))
+def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
+    ratio = ev.get("fleet.imbalance") or 0.0
+    if ratio < _IMBALANCE:
+        return None
+    replicas = max(2.0, ev.get("fleet.replicas") or 2.0)
+    return make_finding(
+        "application.replica_imbalance",
+        _L,
+        bottleneck=ttft_missed(ev, t),
+        severity=severity_above(ratio, _IMBALANCE, replicas),
+        explains=min(1.0, (ratio - 1.0) / (replicas - 1.0)),
+        title=f"one of {replicas:.0f} replicas does {ratio:.1f}× the mean replica's work",
+        evidence=ev,
+        used=(("fleet.imbalance", _IMBALANCE), ("fleet.replicas", None)),
+        explanation=(
+            "The load balancer in front of the replicas spreads requests unevenly: the busiest "
+            "replica queues while others idle, so the fleet's latency is that replica's."
+        ),
+        next_steps=(
+            "balance by outstanding requests or KV use, not round-robin over connections "
+            "(HTTP keep-alive pins clients to a replica)",
+            "compare the replicas' `vllm:num_requests_running` in Prometheus by instance",
+        ),
     )
