@@ -10,6 +10,7 @@ from infertriage.diagnose import SIGNALS, Evidence
 from infertriage.schemas import Signal
 
 HEALTHY: dict[str, float] = {
+    "log.oom_errors": 0.0,
     "fleet.replicas": 1.0,
     "fleet.imbalance": 1.0,
     "client.ttft_p50_s": 0.05,

@@ -165,6 +165,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         {"server__restarts": 0},
         "server.restarts",
     ),
+    "memory.out_of_memory": ({"log__oom_errors": 2}, {"log__oom_errors": 0}, "log.oom_errors"),
     "application.replica_imbalance": (
         {"fleet__replicas": 4, "fleet__imbalance": 2.5},
         {"fleet__replicas": 4, "fleet__imbalance": 1.2},

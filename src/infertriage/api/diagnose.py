@@ -17,8 +17,6 @@ import contextlib
 import dataclasses
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,9 @@ from typing import Any
 from infertriage.analyze.client_signals import client_signals
 from infertriage.analyze.deployment_signals import config_signals, fleet_signals
 from infertriage.analyze.metric_signals import Phases, metric_signals
+from infertriage.analyze.server_log import log_signals, merge_log_signals, parse_server_log
 from infertriage.api.bench import run_bench
+from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
 from infertriage.api.target import Target, collector_for, twin_target
@@ -64,21 +64,21 @@ _MIN_LEVEL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
+class Capture:
+    """What is captured beside the load: a profile of the measured level, the server's logs."""
+
+    profile_s: float | None = None  # None: the whole measured level
+    profile_dir: Path | None = None  # where the server writes its traces, on this host
+    logs: tuple[Path, ...] = ()
+    profiles_in_run: bool = False  # the twin writes its traces into raw/ itself
+
+
+@dataclass(frozen=True, slots=True)
 class DiagnoseResult:
     run_dir: Path | None
     diagnosis: Diagnosis
     target: str  # the URL, "twin:<scenario>" or the metrics file
     notes: tuple[str, ...] = ()
-
-
-def _post(url: str) -> bool:
-    request = urllib.request.Request(url, data=b"{}", method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            status: int = response.status
-            return 200 <= status < 300
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
 
 
 def _level_s(duration_s: float) -> tuple[float, float, float]:
@@ -108,6 +108,7 @@ def _measure(
     bench: dict[str, Any],
     *,
     concurrency: int,
+    capture: Capture,
 ) -> tuple[Phases, list[str], dict[str, Any]]:
     warm_s, level_s, overload_s = _level_s(duration_s)
     collector = collector_for(target, run, clock)
@@ -116,15 +117,20 @@ def _measure(
         common = {"url": target.url, "out": run.root, "clock": clock, **bench}
         common["drain_timeout_s"] = _DRAIN_TIMEOUT_S
         warm = run_bench(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s, **common)
-        profiling = target.profile and _post(f"{target.url}/start_profile")
+        window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
+        profiling = window is not None and window.start()
         main = run_bench(concurrencies=(concurrency,), duration_s=level_s, **common)
-        if profiling:
-            _post(f"{target.url}/stop_profile")
+        if window is not None:
+            window.stop()
         overload_rate = _OVERLOAD_FACTOR * _best_rate((warm, main))
         overload = run_bench(rates=(overload_rate,), duration_s=overload_s, **common)
         time.sleep(_DRAIN_S)
     finally:
         collected = collector.stop()
+    notes = list(window.notes) if window is not None else []
+    if profiling and window is not None:
+        notes += _take_profiles(run, capture, window.started_unix or 0.0)
+    keep_logs(run, capture.logs)
     main_name = main.levels[-1].name
     over_name = overload.levels[-1].name
     phases = _phases(run, main_name, over_name, clock.now_ts())
@@ -137,8 +143,23 @@ def _measure(
         "environment": collected.get("environment", {}),
         "client_bound": any(lvl.client.client_bound for lvl in main.levels),
         "main_level": main_name,
+        "notes": notes,
     }
     return phases, levels, extra
+
+
+def _take_profiles(run: RunDir, capture: Capture, since_unix: float) -> list[str]:
+    """Copy the profile the server wrote into the run; notes on what could not be."""
+    if capture.profiles_in_run:
+        return []
+    if capture.profile_dir is None:
+        return [
+            "the server wrote its trace where VLLM_TORCH_PROFILER_DIR points: pass "
+            "--profile-dir DIR when that is on this host, or the file to --trace later."
+        ]
+    if not take_profiles(capture.profile_dir, since_unix, run):
+        return [f"no trace appeared under {capture.profile_dir} after /stop_profile."]
+    return []
 
 
 def _records(run: RunDir) -> list[RequestRecord]:
@@ -185,6 +206,19 @@ def _fleet_signals(run: RunDir) -> list[Signal]:
     return fleet_signals(read_json(path)) if path.is_file() else []
 
 
+def _log_signals(run: RunDir, info: RunInfo, phases: Phases) -> list[Signal]:
+    folder = run.raw / "logs"
+    if not folder.is_dir():
+        return []
+    end_ts = phases.drain_end_ts or phases.load_end_ts
+    window_unix = (info.wall_anchor_s, info.wall_anchor_s + end_ts)
+    out: list[Signal] = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        parsed = parse_server_log(read_log(path), window_unix)
+        out += log_signals(parsed, (0.0, end_ts))
+    return out
+
+
 def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
     summary = info.summary
     phases = Phases(**summary["phases"])
@@ -199,6 +233,7 @@ def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
         *_fleet_signals(run),
         *trace_signals(_trace_files(run)),
     ]
+    signals = merge_log_signals(signals, _log_signals(run, info, phases))
     return signals + plan_signals(deployment, info.server_config, signals)
 
 
@@ -251,6 +286,9 @@ def diagnose(
     concurrency: int = _CONCURRENCY,
     prometheus: str | None = None,
     selector: str = "",
+    profile_s: float | None = None,
+    profile_dir: Path | None = None,
+    logs: Sequence[Path] = (),
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
@@ -262,6 +300,7 @@ def diagnose(
         raise UserError("--duration must be positive.")
     if concurrency < 1:
         raise UserError("--concurrency must be at least 1.")
+    _check_capture(profile_s, profile_dir, logs)
     if prometheus is not None:
         if url is None:
             raise UserError("--prometheus needs --url: the address the fleet serves on.")
@@ -273,15 +312,17 @@ def diagnose(
         "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
         "workload": workload, "tokenizer": tokenizer,
     }  # fmt: skip
+    capture = Capture(profile_s, profile_dir, tuple(logs), profiles_in_run=url is None)
     if url is None:
         context: contextlib.AbstractContextManager[Target] = twin_target(scenario, run.raw)
     else:
-        given = Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, False)
+        profile = profile_s is not None
+        given = Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, profile)
         fleet = dataclasses.replace(given, prometheus=prometheus, selector=selector)
         context = contextlib.nullcontext(fleet)
     with context as target:
         phases, levels, extra = _measure(
-            target, run, clock, duration_s, bench, concurrency=concurrency
+            target, run, clock, duration_s, bench, concurrency=concurrency, capture=capture
         )
     info = RunInfo(
         command="diagnose",
@@ -291,6 +332,7 @@ def diagnose(
             "deployment": target.deployment,
             "levels": levels,
             "workload": workload,
+            "notes": extra["notes"],
         },
         environment=extra["environment"],
         server_config=extra["server_config"],
@@ -307,4 +349,13 @@ def diagnose(
         },
     )
     run.write_info(info)
-    return _diagnose_run(run, thresholds, target.name)
+    result = _diagnose_run(run, thresholds, target.name)
+    return dataclasses.replace(result, notes=tuple(extra["notes"]))
+
+
+def _check_capture(profile_s: float | None, profile_dir: Path | None, logs: Sequence[Path]) -> None:
+    if profile_s is not None and profile_s <= 0:
+        raise UserError("--profile must be a positive number of seconds.")
+    if profile_dir is not None and not profile_dir.is_dir():
+        raise UserError(f"--profile-dir {profile_dir} is not a folder.")
+    check_files(logs, "--log")

@@ -37,6 +37,17 @@ def diagnose(
     trace: list[Path] = typer.Option(
         [], "--trace", help="Profiler trace or nsys SQLite export to analyse (repeatable)."
     ),
+    profile: float | None = typer.Option(
+        None,
+        "--profile",
+        help="Seconds of server profile (/start_profile) in the measured level.",
+    ),
+    profile_dir: Path | None = typer.Option(
+        None, "--profile-dir", help="Where the server writes traces (VLLM_TORCH_PROFILER_DIR)."
+    ),
+    log: list[Path] = typer.Option(
+        [], "--log", help="The server's log (vLLM, SGLang; .gz too), read after the load."
+    ),
     workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
     concurrency: int = typer.Option(16, "--concurrency", help="The measured level's streams."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
@@ -68,7 +79,12 @@ def diagnose(
         concurrency=concurrency,
         prometheus=prometheus,
         selector=selector,
+        profile_s=profile,
+        profile_dir=profile_dir,
+        logs=log,
     )
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))
         return

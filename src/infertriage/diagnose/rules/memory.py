@@ -179,3 +179,29 @@ def longer_than_plan(ev: Evidence, t: Thresholds) -> Finding | None:
         explanation="The KV cache was sized for shorter requests; fewer fit at once.",
         next_steps=("re-plan with `infertriage plan --from-run RUN`",),
     )
+
+
+@rule("memory.out_of_memory", _L, ("log.oom_errors",))
+def out_of_memory(ev: Evidence, t: Thresholds) -> Finding | None:
+    errors = ev.get("log.oom_errors") or 0.0
+    if errors < 1:
+        return None
+    return make_finding(
+        "memory.out_of_memory",
+        _L,
+        bottleneck=True,
+        severity=1.0,
+        explains=1.0,
+        title=f"the server's log shows {errors:.0f} CUDA out-of-memory error(s) during the run",
+        evidence=ev,
+        used=(("log.oom_errors", 0.0),),
+        explanation=(
+            "A forward pass asked for more GPU memory than was left beside the weights and the "
+            "KV cache: the requests in it failed, or the engine died."
+        ),
+        next_steps=(
+            "lower `gpu_memory_utilization` a little to leave room for activations, or "
+            "`max_num_batched_tokens` (the largest prefill chunk)",
+            "`infertriage plan --model … --gpu …` shows the activation peak beside the KV cache",
+        ),
+    )

@@ -1,0 +1,142 @@
+"""api, level 5: what `diagnose` captures from the server beside the load — a profile, its log.
+
+`ProfileWindow` asks the server for a PyTorch-profiler trace over part of the
+measured level (`POST /start_profile`, then `/stop_profile` after `--profile
+S` seconds or at the level's end), as vLLM serves them when started with
+`VLLM_TORCH_PROFILER_DIR`. The server writes the trace on its own disk:
+`take_profiles` copies the ones written since the start from `--profile-dir`
+(when that folder is on this host) into the run's raw/traces/, waiting for
+the writes to finish. `keep_logs` copies the server's log files into
+raw/logs/ once the load is over, so the lines written during the run are in
+them; `read_log` reads one (plain or gzip) for the analysis.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from infertriage.schemas import RunDir, UserError
+
+__all__ = ["ProfileWindow", "check_files", "keep_logs", "read_log", "take_profiles"]
+
+_STOP_TIMEOUT_S = 120.0  # the server may write a large trace before it answers
+_WRITE_WAIT_S = 30.0
+_POLL_S = 0.5
+_TRACE_GLOB = "*.pt.trace.json*"
+
+
+def _post(url: str, timeout_s: float) -> str | None:
+    """None when the server took it; else why not, in a few words."""
+    request = urllib.request.Request(url, data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            status: int = response.status
+            return None if 200 <= status < 300 else f"HTTP {status}"
+    except urllib.error.HTTPError as err:
+        return f"HTTP {err.code}"
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
+        return str(getattr(err, "reason", err))
+
+
+class ProfileWindow:
+    """`start()` before the measured level, `stop()` after it; stops early after `seconds`."""
+
+    def __init__(self, url: str, seconds: float | None) -> None:
+        self.url, self.seconds = url.rstrip("/"), seconds
+        self.started_unix: float | None = None
+        self.notes: list[str] = []
+        self._lock = threading.Lock()
+        self._running = False
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> bool:
+        self.started_unix = time.time()
+        refused = _post(f"{self.url}/start_profile", timeout_s=10.0)
+        if refused is not None:
+            self.notes.append(
+                f"the server refused /start_profile ({refused}): start vLLM with "
+                "VLLM_TORCH_PROFILER_DIR=DIR to allow profiling; no trace was captured."
+            )
+            return False
+        self._running = True
+        if self.seconds is not None:
+            self._timer = threading.Timer(self.seconds, self.stop)
+            self._timer.daemon = True
+            self._timer.start()
+        return True
+
+    def stop(self) -> None:
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+        if self._timer is not None:
+            self._timer.cancel()
+        refused = _post(f"{self.url}/stop_profile", timeout_s=_STOP_TIMEOUT_S)
+        if refused is not None:
+            self.notes.append(f"/stop_profile failed ({refused}); the trace may be incomplete.")
+
+
+def _settled(paths: Sequence[Path]) -> bool:
+    before = [p.stat().st_size for p in paths]
+    time.sleep(_POLL_S)
+    return before == [p.stat().st_size for p in paths]
+
+
+def take_profiles(profile_dir: Path, since_unix: float, run: RunDir) -> list[Path]:
+    """Copy the traces written under `profile_dir` since `since_unix` into raw/traces/."""
+    deadline = time.monotonic() + _WRITE_WAIT_S
+    found: list[Path] = []
+    while time.monotonic() < deadline:
+        found = sorted(
+            p for p in profile_dir.rglob(_TRACE_GLOB) if p.stat().st_mtime >= since_unix - 1.0
+        )
+        if found and _settled(found):
+            break
+        time.sleep(_POLL_S)
+    target = run.raw / "traces"
+    target.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for index, path in enumerate(found):
+        copy = target / f"profile-{index:02d}-{path.name}"
+        shutil.copyfile(path, copy)
+        copied.append(copy)
+    return copied
+
+
+def check_files(paths: Sequence[Path], flag: str) -> None:
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"{flag} {path} is not a file.")
+
+
+def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
+    """Copy the server's logs into raw/logs/ (after the load: the run's lines are in them)."""
+    target = run.raw / "logs"
+    target.mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(logs):
+        try:
+            shutil.copyfile(path, target / f"{index:02d}-{path.name}")
+        except OSError as err:
+            raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
+
+
+def read_log(path: Path) -> str:
+    """A log's text; `.gz` is decompressed, and a cut gzip is one clear error."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as stream:
+                return stream.read().decode("utf-8", errors="replace")
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise UserError(f"{path} is not a whole gzip file ({err}).") from err
+    except OSError as err:
+        raise UserError(f"{path} cannot be read ({err.strerror}).") from err
