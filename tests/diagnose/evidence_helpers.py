@@ -10,6 +10,10 @@ from infertriage.diagnose import SIGNALS, Evidence
 from infertriage.schemas import Signal
 
 HEALTHY: dict[str, float] = {
+    "scaling.gpu_ratio": 2.0,
+    "scaling.efficiency": 0.9,
+    "scaling.plan_efficiency": 0.95,
+    "scaling.this_is_larger": 1.0,
     "log.oom_errors": 0.0,
     "fleet.replicas": 1.0,
     "fleet.imbalance": 1.0,

@@ -165,6 +165,11 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         {"server__restarts": 0},
         "server.restarts",
     ),
+    "parallelism.scaling_below_plan": (
+        {"scaling__efficiency": 0.55, "scaling__plan_efficiency": 0.9},
+        {"scaling__efficiency": 0.8, "scaling__plan_efficiency": 0.9},
+        "scaling.efficiency",
+    ),
     "memory.out_of_memory": ({"log__oom_errors": 2}, {"log__oom_errors": 0}, "log.oom_errors"),
     "application.replica_imbalance": (
         {"fleet__replicas": 4, "fleet__imbalance": 2.5},

@@ -25,6 +25,7 @@ from typing import Any
 from infertriage.analyze.client_signals import client_signals
 from infertriage.analyze.deployment_signals import config_signals, fleet_signals
 from infertriage.analyze.metric_signals import Phases, metric_signals
+from infertriage.analyze.scaling_signals import scaling_signals
 from infertriage.analyze.server_log import log_signals, merge_log_signals, parse_server_log
 from infertriage.api.bench import run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
@@ -52,7 +53,9 @@ from infertriage.schemas import (
 )
 from infertriage.workload import DEFAULT_WORKLOAD
 
-__all__ = ["DiagnoseResult", "diagnose", "keep_traces"]
+__all__ = ["COMPARE_FILE", "DiagnoseResult", "diagnose", "keep_compare_run", "keep_traces"]
+
+COMPARE_FILE = "compare-run.json"  # under raw/: the other run's signals, for scaling
 
 # The sweep's last level is the measured one: SLOs, server histograms and KV use are read
 # over it; the overload step after it shows whether the queue grows without bound.
@@ -234,7 +237,37 @@ def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
         *trace_signals(_trace_files(run)),
     ]
     signals = merge_log_signals(signals, _log_signals(run, info, phases))
-    return signals + plan_signals(deployment, info.server_config, signals)
+    signals += plan_signals(deployment, info.server_config, signals)
+    return signals + _scaling_signals(run, signals)
+
+
+def _scaling_signals(run: RunDir, signals: Sequence[Signal]) -> list[Signal]:
+    path = run.raw / COMPARE_FILE
+    if not path.is_file():
+        return []
+    other = read_json(path)["signals"]
+    return scaling_signals({s.name: s.value for s in signals}, other)
+
+
+def _other_run_signals(other: Path) -> dict[str, float]:
+    """The signals of the run `--compare-run` names; a clear error when it has none."""
+    try:
+        found = RunDir.open(other)
+    except UserError as err:
+        raise UserError(f"--compare-run: {err}") from err
+    if not found.signals.is_file():
+        raise UserError(
+            f"--compare-run {other} has no signals.jsonl: diagnose it first "
+            f"(`infertriage diagnose --from-run {other}`)."
+        )
+    return {s.name: s.value for s in found.iter_records(found.signals, Signal)}
+
+
+def keep_compare_run(run: RunDir, other: Path) -> None:
+    """Snapshot the other run's signals into this one (raw/compare-run.json) for --from-run."""
+    values = _other_run_signals(other)
+    run.raw.mkdir(parents=True, exist_ok=True)
+    write_json(run.raw / COMPARE_FILE, {"path": str(other.resolve()), "signals": values})
 
 
 def _diagnose_run(run: RunDir, thresholds: Thresholds, target: str) -> DiagnoseResult:
@@ -289,10 +322,13 @@ def diagnose(
     profile_s: float | None = None,
     profile_dir: Path | None = None,
     logs: Sequence[Path] = (),
+    compare_run: Path | None = None,
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
         run = RunDir.open(from_run)
+        if compare_run is not None:
+            keep_compare_run(run, compare_run)
         return _diagnose_run(run, thresholds, run.read_info().config.get("target", str(from_run)))
     if metrics_file is not None:
         return diagnose_metrics_file(metrics_file, thresholds)
@@ -305,7 +341,11 @@ def diagnose(
         if url is None:
             raise UserError("--prometheus needs --url: the address the fleet serves on.")
         check_fleet(prometheus, selector)
+    if compare_run is not None:
+        _other_run_signals(compare_run)  # fails before any load
     run = RunDir.create(out, prefix="diagnose")
+    if compare_run is not None:
+        keep_compare_run(run, compare_run)
     keep_traces(run, traces)
     clock = RunClock()
     bench = {

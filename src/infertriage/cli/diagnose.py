@@ -48,6 +48,9 @@ def diagnose(
     log: list[Path] = typer.Option(
         [], "--log", help="The server's log (vLLM, SGLang; .gz too), read after the load."
     ),
+    compare_run: Path | None = typer.Option(
+        None, "--compare-run", help="A diagnosed run of the service at another GPU count."
+    ),
     workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
     concurrency: int = typer.Option(16, "--concurrency", help="The measured level's streams."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
@@ -82,6 +85,7 @@ def diagnose(
         profile_s=profile,
         profile_dir=profile_dir,
         logs=log,
+        compare_run=compare_run,
     )
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)

@@ -30,6 +30,7 @@ _DCGM = "run dcgm-exporter with the DCP profiling fields enabled and pass `--dcg
 _TRACE = "capture a trace: `--profile 5` (server started with a profiler dir) or `--trace FILE`"
 _HOST = "run infertriage on the server's host, or pass `--server-pid PID`"
 _PLAN = "give the deployment: `--model-config C --gpu G --tp N`"
+_SCALING = "compare with a run of the same service at another GPU count: `--compare-run DIR`"
 _LOG = "pass the server's log: `--log FILE`"
 _FLEET = "read a fleet's replicas from Prometheus: `--prometheus URL --selector SEL`"
 _CONFIG = "a server that reports its config (vLLM `vllm:cache_config_info`, `/v1/models`)"
@@ -75,6 +76,11 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "spec.mean_accepted_tokens": SignalDef("tokens", _METRICS),
         "spec.acceptance_decay": SignalDef("fraction", _METRICS),
         "spec.num_draft_tokens": SignalDef("tokens", _CONFIG),
+        # two runs at different GPU counts
+        "scaling.gpu_ratio": SignalDef("1", _SCALING),
+        "scaling.efficiency": SignalDef("fraction", _SCALING),
+        "scaling.plan_efficiency": SignalDef("fraction", _SCALING),
+        "scaling.this_is_larger": SignalDef("bool", _SCALING),
         # the server's own log
         "log.oom_errors": SignalDef("1", _LOG),
         # a fleet of replicas behind one URL (Prometheus)

@@ -12,6 +12,8 @@ _COMM_SHARE = 0.3
 _COMM_BOUND = 0.45  # this much of each step spent communicating is the bottleneck
 _POOR_OVERLAP = 0.2
 _RANK_SKEW = 0.1
+_SCALING_OF_PLAN = 0.8  # measured scaling below this share of the plan's is the deployment's loss
+_SCALING_NO_PLAN = 0.7  # without a plan: below this, whatever the link
 
 
 @rule("parallelism.communication_share", _L, ("trace.nccl_fraction",))
@@ -79,4 +81,44 @@ def rank_skew(ev: Evidence, t: Thresholds) -> Finding | None:
         used=(("trace.rank_skew_fraction", _RANK_SKEW),),
         explanation="The slowest rank sets the pace; the others wait at every collective.",
         next_steps=("check for a throttled or shared GPU; balance experts or pipeline stages",),
+    )
+
+
+@rule("parallelism.scaling_below_plan", _L, ("scaling.efficiency", "scaling.gpu_ratio"))
+def scaling_below_plan(ev: Evidence, t: Thresholds) -> Finding | None:
+    measured = ev.get("scaling.efficiency") or 0.0
+    planned = ev.get("scaling.plan_efficiency")
+    expected = planned * _SCALING_OF_PLAN if planned is not None else _SCALING_NO_PLAN
+    if measured >= expected:
+        return None
+    ratio = ev.get("scaling.gpu_ratio") or 2.0
+    basis = f"the plan's {planned:.0%}" if planned is not None else "no plan to compare"
+    return make_finding(
+        "parallelism.scaling_below_plan",
+        _L,
+        bottleneck=(ev.get("scaling.this_is_larger") or 0.0) >= 1,
+        severity=severity_below(measured, expected, 0.0),
+        explains=min(1.0, 1.0 - measured / (planned or 1.0)),
+        title=(
+            f"{ratio:.0f}× the GPUs gave {measured * ratio:.2f}× the throughput: "
+            f"{measured:.0%} scaling efficiency ({basis})"
+        ),
+        evidence=ev,
+        used=(
+            ("scaling.efficiency", expected),
+            ("scaling.plan_efficiency", None),
+            ("scaling.gpu_ratio", None),
+        ),
+        explanation=(
+            "The larger deployment lost more to communication and synchronisation than its "
+            "interconnect should cost: the ranks talk over a slower path than planned, wait on "
+            "each other, or the load is too small to use the extra GPUs."
+        ),
+        next_steps=(
+            "check the path the ranks really use: `nvidia-smi topo -m` and `NCCL_DEBUG=INFO` "
+            "(P2P/NVLink, or SHM/PCIe)",
+            "profile both sizes (`--profile 5`) and compare the all-reduce share",
+            "when the model fits fewer GPUs, run replicas instead: "
+            "`infertriage plan --model … --gpu … --what-if tp=1,2,4`",
+        ),
     )
