@@ -64,6 +64,8 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
         return []
     summary = summarize(records)
     window = (summary.window.start_ts, summary.window.end_ts)
+    # Throughput counts every stream's tokens within the window, the first burst's too.
+    throughput = summary.output_throughput
     # Latency over the steady window: the requests of a closed loop's first burst queue
     # behind each other as no steady load does.
     steady = [r for r in records if window[0] <= r.sent_ts <= window[1]]
@@ -74,7 +76,7 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
         return Signal(name=name, value=float(value), unit=unit, source="client", window=window)
 
     out = [
-        signal("client.throughput_tok_s", summary.output_throughput, "tokens/s"),
+        signal("client.throughput_tok_s", throughput, "tokens/s"),
         signal("client.error_rate", summary.error_rate, "fraction"),
         signal("client.bound", 1.0 if client_bound else 0.0, "bool"),
         signal("client.max_concurrency", _max_concurrency(records), "requests"),
