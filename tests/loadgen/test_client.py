@@ -81,7 +81,8 @@ def test_without_usage_counts_are_estimates(server: Server, fetch_one: Fetch) ->
 
 def test_completions_endpoint(server: Server, fetch_one: Fetch) -> None:
     r = fetch_one(server[0], endpoint=Endpoint.COMPLETIONS)
-    assert r.ok and r.output_tokens == 10 and len(r.chunks) == 10
+    assert r.ok and r.output_tokens == 10 and sum(c.num_tokens for c in r.chunks) == 10
+    assert len(r.chunks) >= 8  # 10 events 5 ms apart; a loaded host may join two in one read
 
 
 @pytest.mark.parametrize(

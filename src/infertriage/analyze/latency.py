@@ -434,14 +434,19 @@ def judge_client(
     loop_lag_p99_s: float | None,
     dispatch_lag_p99_s: float | None,
     icl_p50_s: float | None,
+    events_per_read: float | None = None,
 ) -> ClientVerdict:
     """Is the load client itself distorting the figures?
 
     Late is: the event loop runs late by more than max(2 ms, ¼ of the typical chunk
     gap) at p99 (stamps land late), or sends leave more than 10 ms after their deadline
-    at p99. The client is bound when its busiest process uses ≥ 85 % of a core, or is
-    late while using ≥ 50 % of one: its own work is the cause and more `--workers`
-    help. Late with the client mostly idle is a busy host (`host_busy`), not the client.
+    at p99. The client's CPU need is its busiest process's CPU share times the SSE
+    events per socket read (`events_per_read`, ≥ 1): a reader that runs behind finds
+    several events in each read and does less work per event than it would reading
+    each as it came, so a starved client's share alone understates its need. The
+    client is bound when that need is ≥ 85 % of a core, or it is late while needing ≥
+    50 % of one: its own work is the cause and more `--workers` help. Late with the
+    client mostly idle is a busy host (`host_busy`), not the client.
     """
     late = []
     lag_limit = max(0.002, 0.25 * icl_p50_s) if icl_p50_s else 0.002
@@ -449,9 +454,12 @@ def judge_client(
         late.append(f"event-loop lag p99 {loop_lag_p99_s * 1e3:.1f} ms > {lag_limit * 1e3:.1f} ms")
     if dispatch_lag_p99_s is not None and dispatch_lag_p99_s > 0.010:
         late.append(f"dispatch lag p99 {dispatch_lag_p99_s * 1e3:.1f} ms > 10 ms")
+    need = cpu_busiest * max(1.0, events_per_read or 1.0)
     cpu = f"a client process used {cpu_busiest:.0%} of a core"
-    saturated = cpu_busiest >= 0.85
-    bound = saturated or (bool(late) and cpu_busiest >= 0.5)
+    if need > cpu_busiest * 1.05:
+        cpu += f" with {events_per_read:.1f} events per read (about {need:.0%} to keep up)"
+    saturated = need >= 0.85
+    bound = saturated or (bool(late) and need >= 0.5)
     reasons = ([cpu] if bound else []) + late
     return ClientVerdict(bound, bool(late) and not bound, tuple(reasons))
 

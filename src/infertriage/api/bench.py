@@ -4,8 +4,10 @@ Takes plain, typed arguments (URL, model, load levels, workload, bounds,
 workers, SLOs, key and headers); does the whole load test — checks the URL
 fails fast, builds one seeded schedule per level, runs it on one event loop
 or `--workers` processes, appends every record to requests.jsonl as it
-finishes, and writes run.json (rewritten after each level, so a killed run
-keeps a summary), signals.jsonl and the CSV exports; gives a `BenchResult`.
+finishes, counts a sample of the prompts with the server's `/tokenize`
+(`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
+killed run keeps a summary), signals.jsonl and the CSV exports; gives a
+`BenchResult`.
 Ctrl-C stops the load, keeps every record and returns the partial result
 with `interrupted` set. The API key and header values are sent, never stored.
 """
@@ -38,6 +40,7 @@ from infertriage.analyze.latency import (
     summarize,
     summary_signals,
 )
+from infertriage.loadgen import caveats, tokencheck
 from infertriage.loadgen.client import ClientConfig, Endpoint
 from infertriage.loadgen.results import (
     BenchConfig,
@@ -46,6 +49,7 @@ from infertriage.loadgen.results import (
     ClientDiagnostics,
     Knee,
     LevelResult,
+    TokenCheck,
 )
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
@@ -58,6 +62,7 @@ from infertriage.schemas import (
     RunDir,
     RunInfo,
     Thresholds,
+    TokenSource,
     UserError,
 )
 from infertriage.workload import (
@@ -80,6 +85,7 @@ _DEFAULT_NUM_REQUESTS = 100
 _DEFAULT_CONCURRENCY = 8
 _SWEEP_PROBE_CONCURRENCY = 64
 _START_DELAY_S = 0.01
+_TOKEN_CHECK_SAMPLE = 8  # prompts of the first level counted by the server's /tokenize
 
 
 def normalize_base_url(url: str) -> str:
@@ -235,6 +241,8 @@ class _Session:
         self.all_records: list[RequestRecord] = []
         self.levels: list[LevelResult] = []
         self.warnings: list[str] = []
+        self.first_schedule: Schedule | None = None
+        self.token_check: TokenCheck | None = None
 
     def sink(self, record: RequestRecord) -> None:
         self.writer.write(record)
@@ -300,7 +308,9 @@ class _Session:
         )
         self.levels.append(level)
         self.warnings += (
-            _level_warnings(level) + _tokenizer_warning(self.records) + _retry_warning(self.records)
+            caveats.level_warnings(level, exact_asked=cfg.ignore_eos)
+            + caveats.tokenizer_warning(self.records)
+            + caveats.retry_warning(self.records)
         )
         if self.observer is not None:
             self.observer.level_finished(level)
@@ -316,6 +326,40 @@ class _Session:
             warnings=tuple(self.warnings),
             wall_anchor_s=self.clock.wall_anchor_s,
             thresholds=self.thresholds,
+            token_check=self.token_check,
+        )
+
+    def check_tokens(self) -> None:
+        """Count a sample of the first level's prompts with the server's `/tokenize`."""
+        if self.first_schedule is None:
+            return
+        by_id = {r.id: r for r in self.all_records if r.ok}
+        sample = []
+        for spec in self.first_schedule.specs:
+            record = by_id.get(f"{self.tag}-0-{spec.index}")
+            if record is not None:
+                usage = (
+                    record.prompt_tokens
+                    if record.prompt_tokens_source is TokenSource.USAGE
+                    else None
+                )
+                sample.append((spec, usage))
+            if len(sample) == _TOKEN_CHECK_SAMPLE:
+                break
+        if not sample:
+            return
+        auth = {"Authorization": f"Bearer {self.client.api_key}"} if self.client.api_key else {}
+        check = run_sync(
+            tokencheck.check_tokens(
+                base_url=self.config.url, model=self.config.model, endpoint=self.config.endpoint,
+                sample=sample, renderer=TextRenderer(self.tokenizer),
+                headers={**dict(self.client.headers), **auth},
+            ),
+            use_uvloop=False,
+        )  # fmt: skip
+        self.token_check = check
+        self.warnings += tokencheck.token_check_warnings(
+            check, have_tokenizer=self.tokenizer is not None
         )
 
 
@@ -333,6 +377,8 @@ def _diagnose(
     cpu = sum(r.cpu_s for r in reports)
     wall = max((r.wall_s for r in reports), default=0.0)
     busiest = max((r.cpu_s / r.wall_s for r in reports if r.wall_s > 0), default=0.0)
+    num_reads = sum(r.num_reads for r in reports)
+    per_read = sum(r.num_events for r in reports) / num_reads if num_reads else None
     num_chunks = sum(len(r.chunks) for r in records)
     icl = [c2.ts - c1.ts for r in records for c1, c2 in zip(r.chunks, r.chunks[1:], strict=False)]
     dispatch_p99 = dispatch.p99 if dispatch is not None else None
@@ -341,6 +387,7 @@ def _diagnose(
         loop_lag_p99_s=lag.p99 if lag else None,
         dispatch_lag_p99_s=dispatch_p99,
         icl_p50_s=float(np.median(icl)) if icl else None,
+        events_per_read=per_read,
     )
     return ClientDiagnostics(
         num_workers=len(reports),
@@ -351,64 +398,11 @@ def _diagnose(
         loop_lag=lag,
         num_chunks=num_chunks,
         cpu_s_per_10k_chunks=cpu / num_chunks * 1e4 if num_chunks else None,
+        events_per_read=per_read,
         client_bound=verdict.client_bound,
         host_busy=verdict.host_busy,
         reasons=verdict.reasons,
     )
-
-
-def _level_warnings(level: LevelResult) -> list[str]:
-    s, out = level.summary, []
-    if s.num_short_outputs:
-        ratio = f" (mean {s.output_ratio:.0%} of the asked length)" if s.output_ratio else ""
-        out.append(
-            f"{level.name}: {s.num_short_outputs} of {s.num_ok} requests returned fewer output "
-            f"tokens than asked{ratio}; the server may ignore `ignore_eos`."
-        )
-    if s.num_ok and s.itl_token_level < 1.0:
-        out.append(
-            f"{level.name}: ITL is chunk-level for {1 - s.itl_token_level:.0%} of requests "
-            "(no per-chunk token counts and usage ≠ events): their tokens were apportioned."
-        )
-    if level.client.client_bound:
-        out.append(
-            f"{level.name}: the client is the bottleneck ({'; '.join(level.client.reasons)}); "
-            "its figures are distorted — use more --workers or a lower load."
-        )
-    if level.client.host_busy:
-        out.append(
-            f"{level.name}: the host is busy ({'; '.join(level.client.reasons)}, with the "
-            f"client at {level.client.cpu_busiest:.0%} of a core): time stamps run late."
-        )
-    if level.exhausted:
-        out.append(f"{level.name}: the closed loop ran out of requests before its duration.")
-    return out
-
-
-def _retry_warning(records: Sequence[RequestRecord]) -> list[str]:
-    retried = sum(1 for r in records if r.labels.get("retried") == "stale_connection")
-    if not retried:
-        return []
-    return [
-        f"the server closed kept-alive connections under {retried} request(s), which were "
-        "sent again on a fresh one; later requests asked for `Connection: close` (llama-server "
-        "closes after each streamed response although it answers keep-alive)."
-    ]
-
-
-def _tokenizer_warning(records: Sequence[RequestRecord]) -> list[str]:
-    pairs = [
-        (r.output_tokens or 0, int(r.labels["tokenizer_output_tokens"]))
-        for r in records
-        if "tokenizer_output_tokens" in r.labels
-    ]
-    server, local = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
-    if server and abs(local - server) > 0.10 * server:
-        return [
-            f"the local tokenizer counts {local:,} output tokens where the server reported "
-            f"{server:,} ({local / server - 1:+.0%}): is it the served model's tokenizer?"
-        ]
-    return []
 
 
 def _environment(config: BenchConfig) -> dict[str, object]:
@@ -487,6 +481,7 @@ def run_bench(
     max_model_len: int | None = None,
     continuous_usage: bool = True,
     ignore_eos: bool = True,
+    check_tokens: bool = True,
     use_uvloop: bool = True,
     observer: BenchObserver | None = None,
     clock: RunClock | None = None,
@@ -506,7 +501,7 @@ def run_bench(
         stall_timeout_s=stall_timeout_s or min(timeout_s, 60.0),
         drain_timeout_s=min(timeout_s, 30.0) if drain_timeout_s is None else drain_timeout_s,
         goodput=goodput, seed=seed, tokenizer=tokenizer, max_model_len=max_model_len,
-        continuous_usage=continuous_usage, ignore_eos=ignore_eos,
+        continuous_usage=continuous_usage, ignore_eos=ignore_eos, check_tokens=check_tokens,
         header_names=tuple(name for name, _ in pairs), use_uvloop=use_uvloop,
     )  # fmt: skip
     ws = parse_workload(workload)
@@ -572,6 +567,7 @@ def _run_levels(
                 config, ws, mode=mode, value=value, max_model_len=max_len,
                 tokenizer=session.tokenizer,
             )  # fmt: skip
+            session.first_schedule = session.first_schedule or schedule
             level = session.run_level(index, name, mode, value, schedule)
             interrupted = level.interrupted
             if config.sweep and index == 0:
@@ -579,6 +575,8 @@ def _run_levels(
                 levels += [(f"rate={r:.3g}", "rate", r) for r in sweep_rates(peak)]
             index += 1
             _write_info(session, info, "running", None)
+        if not interrupted and config.check_tokens:
+            session.check_tokens()
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -80,7 +80,12 @@ def bench(
     continuous_usage: bool = typer.Option(
         True, "--continuous-usage/--no-continuous-usage", help="Ask for usage in every chunk."
     ),
-    ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="Exact lengths."),
+    ignore_eos: bool = typer.Option(
+        True, "--ignore-eos/--no-ignore-eos", help="Exact lengths: send ignore_eos, min_tokens."
+    ),
+    tokenize_check: bool = typer.Option(
+        True, "--tokenize-check/--no-tokenize-check", help="Count prompts with /tokenize."
+    ),
     uvloop: bool = typer.Option(True, "--uvloop/--no-uvloop", help="Use uvloop where installed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
@@ -98,7 +103,7 @@ def bench(
             timeout_s=parse_duration(timeout), stall_timeout_s=_seconds(stall_timeout),
             drain_timeout_s=_seconds(drain_timeout), seed=seed, tokenizer=tokenizer,
             max_model_len=max_model_len, continuous_usage=continuous_usage,
-            ignore_eos=ignore_eos, use_uvloop=uvloop, observer=display,
+            ignore_eos=ignore_eos, check_tokens=tokenize_check, use_uvloop=uvloop, observer=display,
         )  # fmt: skip
     if json_out:
         print_json(bench_to_json(result))

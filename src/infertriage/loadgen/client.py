@@ -28,7 +28,7 @@ from infertriage.loadgen.sse import SseEvent, SseParser
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
 from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
 
-__all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState"]
+__all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState", "prompt_fields"]
 
 _ERROR_TEXT_LIMIT = 300
 _NOTHING, _OUTPUT, _REASONING = 0, 1, 2
@@ -55,7 +55,8 @@ class ClientConfig:
     stall_timeout_s: float = 60.0  # no byte for this long
     connect_timeout_s: float = 10.0
     continuous_usage: bool = True  # ask for usage in every chunk (vLLM, SGLang)
-    send_ignore_eos: bool = True  # send `ignore_eos` when a spec asks for exact lengths
+    # send `ignore_eos` and `min_tokens` when a spec asks for exact lengths
+    send_ignore_eos: bool = True
     keep_text: bool = False  # keep the output text, to count it with a local tokenizer
 
     @property
@@ -268,6 +269,14 @@ class StreamState:
         return (counted if self.chunks else None), TokenSource.ESTIMATE
 
 
+def prompt_fields(renderer: TextRenderer, spec: RequestSpec, *, chat: bool) -> dict[str, object]:
+    """The prompt part of a request body: `messages` for chat, else one `prompt` string."""
+    messages = renderer.messages(spec.turns)
+    if chat:
+        return {"messages": [{"role": role, "content": text} for role, text in messages]}
+    return {"prompt": "\n\n".join(text for _, text in messages)}
+
+
 class RequestClient:
     """Sends specs over one aiohttp session and fills their `StreamState`s."""
 
@@ -290,6 +299,10 @@ class RequestClient:
         self._active: dict[StreamState, asyncio.Task[Any]] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._no_keepalive = False  # set once the server is seen closing kept-alive connections
+        # Every read and every SSE event, all requests together: events per read > 1 while
+        # the server writes one event at a time means the reader runs behind (`client_bound`).
+        self.num_reads = 0
+        self.num_events = 0
 
     def body(self, spec: RequestSpec) -> bytes:
         cfg = self.config
@@ -302,13 +315,12 @@ class RequestClient:
             "stream": True,
             "stream_options": stream_options,
         }
-        messages = self.renderer.messages(spec.turns)
-        if self._chat:
-            payload["messages"] = [{"role": role, "content": text} for role, text in messages]
-        else:
-            payload["prompt"] = "\n\n".join(text for _, text in messages)
+        payload.update(prompt_fields(self.renderer, spec, chat=self._chat))
         if spec.ignore_eos and cfg.send_ignore_eos:
+            # Exact output lengths: vLLM, SGLang and TensorRT-LLM honour both; `min_tokens`
+            # also holds where `ignore_eos` is unknown, and servers ignore fields they lack.
             payload["ignore_eos"] = True
+            payload["min_tokens"] = spec.max_tokens
         return orjson.dumps(payload)
 
     def new_state(self, spec: RequestSpec, scheduled_ns: int) -> StreamState:
@@ -410,6 +422,7 @@ class RequestClient:
         feed = state.parser.feed
         on_events = state.on_events
         perf = time.perf_counter_ns
+        reads = num_events = 0
         while True:
             data = await read()
             ns = perf()
@@ -420,8 +433,13 @@ class RequestClient:
             if events:
                 on_events(events, ns)
             if state.done_ns is not None:
-                await _finish_body(resp)
-                break
+                break  # the last read, with the finish, usage and [DONE] events: not counted
+            reads += 1
+            num_events += len(events)
+        self.num_reads += reads
+        self.num_events += num_events
+        if state.done_ns is not None:
+            await _finish_body(resp)
         tail = state.parser.close()
         if tail:
             state.on_events(tail, perf())

@@ -4,8 +4,9 @@ Takes nothing; gives `BenchConfig` (the validated run configuration that
 run.json stores; never the API key or header values), `ClientDiagnostics`
 (the client's own health and the `client_bound` verdict), `LevelResult` (one
 load level: its summary and diagnostics), `Knee` (a sweep's saturation
-point and the criterion used), `BenchResult` (the whole run) and
-`BenchObserver` (what a live display is told). `report` imports these.
+point and the criterion used), `TokenCheck` (the server's `/tokenize` against
+the workload and `usage`), `BenchResult` (the whole run) and `BenchObserver`
+(what a live display is told). `report` imports these.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "ClientDiagnostics",
     "Knee",
     "LevelResult",
+    "TokenCheck",
 ]
 
 
@@ -56,7 +58,8 @@ class BenchConfig(BaseModel):
     tokenizer: Path | None = None
     max_model_len: int | None = Field(default=None, gt=0)
     continuous_usage: bool = True
-    ignore_eos: bool = True
+    ignore_eos: bool = True  # send ignore_eos and min_tokens = max_tokens (exact lengths)
+    check_tokens: bool = True  # count a sample of prompts with the server's /tokenize
     header_names: tuple[str, ...] = ()
     use_uvloop: bool = True
 
@@ -76,6 +79,7 @@ class ClientDiagnostics:
     client_bound: bool
     host_busy: bool  # stamps ran late though the client was mostly idle
     reasons: tuple[str, ...]
+    events_per_read: float | None = None  # SSE events per socket read; > 1: the reader lagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,18 @@ class Knee:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenCheck:
+    """A sample of prompts counted by the server's `/tokenize` (`loadgen.tokencheck`)."""
+
+    form: str  # "vllm" | "llama.cpp" (the /tokenize that answered) | "none"
+    num_prompts: int
+    intended_tokens: int  # the workload's prompt lengths, summed
+    server_tokens: int | None  # /tokenize of the prompts' text (no template, no special tokens)
+    usage_tokens: int | None  # usage.prompt_tokens of the same requests
+    request_tokens: int | None  # /tokenize of the prompts as the endpoint sends them
+
+
+@dataclass(frozen=True, slots=True)
 class BenchResult:
     run_dir: Path
     config: BenchConfig
@@ -109,6 +125,7 @@ class BenchResult:
     warnings: tuple[str, ...]
     wall_anchor_s: float
     thresholds: Thresholds
+    token_check: TokenCheck | None = None  # None: not run (interrupted, or no usable record)
 
 
 class BenchObserver(Protocol):

@@ -65,6 +65,8 @@ class WorkerReport:
     interrupted: bool
     exhausted: bool  # a closed loop ran out of requests before its duration
     uvloop: bool
+    num_reads: int = 0  # socket reads of streamed bodies
+    num_events: int = 0  # SSE events those reads carried
 
 
 def have_uvloop() -> bool:
@@ -270,4 +272,6 @@ async def run_load(
         interrupted=interrupted,
         exhausted=run.exhausted,
         uvloop=type(asyncio.get_running_loop()).__module__.startswith("uvloop"),
+        num_reads=run.client.num_reads,
+        num_events=run.client.num_events,
     )

@@ -3,15 +3,17 @@
 Takes a `ServerConfig` (a default `Behavior`, named presets chosen per request
 by the `X-Test-Behavior` header, periodic faults, a capacity, an API key);
 gives `/v1/chat/completions`, `/v1/completions` (SSE), `/v1/models`,
-`/health` and `/_log` (per request id: the perf_counter_ns of its first and
-last token writes and its token count — the truth a client is judged
-against). Tokens go out on absolute deadlines: the first at arrival + TTFT,
-event i at first + i·ITL, so the schedule is known exactly. Pathologies:
-coalesced events, a buffering proxy, a slow first chunk, role-only chunks,
-reasoning deltas, CRLF framing, comments, multi-line data, UTF-8 split
-across writes, mid-stream error events, stalls, connection resets, invalid
-JSON, non-200 statuses, slow headers. Binds 127.0.0.1 only. For tests and
-benchmarks; `python -m infertriage.loadgen.testserver --help` serves it.
+`/health`, `/tokenize` (vLLM's or llama.cpp's form) and `/_log` (per request
+id: the perf_counter_ns of its first and last token writes and its token count
+— the truth a client is judged against). Tokens go out on absolute deadlines:
+the first at arrival + TTFT, event i at first + i·ITL, so the schedule is
+known exactly. Pathologies: coalesced events, a buffering proxy, a slow first
+chunk, role-only chunks, reasoning deltas, CRLF framing, comments, multi-line
+data, UTF-8 split across writes, mid-stream error events, stalls, connection
+resets, invalid JSON, non-200 statuses, slow headers, an early EOS that
+`ignore_eos` and `min_tokens` override (what each request asked is kept in
+`asked`). Binds 127.0.0.1 only. For tests and benchmarks; `python -m
+infertriage.loadgen.testserver --help` serves it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
 _WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as")
 _UTF8_WORDS = ("café", "naïve", "€uro", "日本")
 _MAX_TOKENS_CAP = 100_000
+_LENGTH_FIELDS = ("max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,10 @@ class Behavior:
     send_done: bool = True
     usage: bool = True  # honour include_usage and continuous_usage_stats
     close_after: bool = False  # close the connection after each stream, yet answer keep-alive
+    # The model's EOS after N tokens, as a real model stops early: finish_reason "stop"
+    # unless the request asks `ignore_eos` or `min_tokens` (when `sampling_fields` honours them).
+    eos_after: int | None = None
+    sampling_fields: bool = True
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Behavior:
@@ -104,6 +111,8 @@ PRESETS: dict[str, Behavior] = {
     "no_done": Behavior(send_done=False),
     "no_usage": Behavior(usage=False),
     "close_after": Behavior(close_after=True),  # as llama-server does
+    "eos": Behavior(eos_after=3),
+    "eos_unsupported": Behavior(eos_after=3, sampling_fields=False),
 }
 
 
@@ -121,6 +130,10 @@ class ServerConfig:
     # the timing fields of the default behaviour apply.
     engine: bool = False
     log_writes: bool = False  # keep every token write's time (GET /_writes)
+    # POST /tokenize: "vllm" (`count`), "llama.cpp" (`tokens`) or "none" (404); its count
+    # is the usage count times `tokenize_scale` (≠ 1: a server whose counts disagree).
+    tokenize: str = "vllm"
+    tokenize_scale: float = 1.0
 
 
 @dataclass(slots=True)
@@ -161,6 +174,7 @@ class PathServer:
         self.max_in_flight = 0
         self._slots = asyncio.Semaphore(self.config.capacity) if self.config.capacity else None
         self.writes: dict[str, list[int]] = {}  # id → every token write (log_writes)
+        self.asked: dict[str, dict[str, object]] = {}  # id → the request's length fields
         self._jobs: list[_Job] = []
         self._ticker: asyncio.Task[None] | None = None
         app = web.Application()
@@ -170,6 +184,7 @@ class PathServer:
         app.router.add_get("/health", self._health)
         app.router.add_get("/_log", self._log)
         app.router.add_get("/_writes", self._writes)
+        app.router.add_post("/tokenize", self._tokenize)
         self.app = app
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
@@ -191,6 +206,21 @@ class PathServer:
 
     async def _writes(self, request: web.Request) -> web.StreamResponse:
         return web.Response(body=orjson.dumps(self.writes), content_type="application/json")
+
+    async def _tokenize(self, request: web.Request) -> web.StreamResponse:
+        """Words, as usage counts them; llama.cpp's form has neither a template nor a model."""
+        body = orjson.loads(await request.read())
+        form = self.config.tokenize
+        if form == "llama.cpp" and "content" in body:
+            count = len(str(body["content"]).split())
+        elif form == "vllm" and ("prompt" in body or "messages" in body):
+            count = _count_prompt(body)
+        else:
+            return web.json_response({"error": {"message": "not found"}}, status=404)
+        count = round(count * self.config.tokenize_scale)
+        if form == "vllm":
+            return web.json_response({"count": count, "tokens": list(range(count))})
+        return web.json_response({"tokens": list(range(count))})
 
     def _check_key(self, request: web.Request) -> web.StreamResponse | None:
         auth = request.headers.get("Authorization", "")
@@ -220,7 +250,10 @@ class PathServer:
             return denied
         behavior = self._behavior(request)
         self.num_requests += 1
+        # Taken now: by the stream's end other requests have moved the counter on.
+        request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
         body = orjson.loads(await request.read())
+        self.asked[request_id] = {k: body.get(k) for k in _LENGTH_FIELDS if k in body}
         if behavior.headers_delay_s:
             await asyncio.sleep(behavior.headers_delay_s)
         if behavior.status != 200:
@@ -232,22 +265,26 @@ class PathServer:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if self.config.engine:
-                return await self._stream_engine(request, body, behavior, chat)
+                return await self._stream_engine(request, request_id, body, behavior, chat)
             if self._slots is None:
-                return await self._stream(request, body, behavior, chat)
+                return await self._stream(request, request_id, body, behavior, chat)
             async with self._slots:
-                return await self._stream(request, body, behavior, chat)
+                return await self._stream(request, request_id, body, behavior, chat)
         finally:
             self.in_flight -= 1
 
     async def _stream(
-        self, request: web.Request, body: dict[str, Any], behavior: Behavior, chat: bool
+        self,
+        request: web.Request,
+        request_id: str,
+        body: dict[str, Any],
+        behavior: Behavior,
+        chat: bool,
     ) -> web.StreamResponse:
         arrival = time.perf_counter_ns()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         stream = _Stream(behavior, body, chat, self.config.model)
-        request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
         first_ns = last_ns = 0
         pending: list[bytes] = []
         for due, payload, tokens in stream.events():
@@ -283,7 +320,12 @@ class PathServer:
         return resp
 
     async def _stream_engine(
-        self, request: web.Request, body: dict[str, Any], behavior: Behavior, chat: bool
+        self,
+        request: web.Request,
+        request_id: str,
+        body: dict[str, Any],
+        behavior: Behavior,
+        chat: bool,
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -297,7 +339,6 @@ class PathServer:
         if self._ticker is None:
             self._ticker = asyncio.create_task(self._tick(behavior.itl_s))
         await job.done
-        request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
         tokens = len(job.writes)
         self.log[request_id] = (job.writes[0], job.writes[-1], tokens) if tokens else (0, 0, 0)
         if self.config.log_writes:
@@ -359,6 +400,12 @@ class _Stream:
         self.model = model
         asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         self.num_tokens = behavior.num_tokens or min(asked, _MAX_TOKENS_CAP)
+        self.finish = "length"
+        if behavior.eos_after is not None and behavior.eos_after < self.num_tokens:
+            honoured = behavior.sampling_fields
+            at_least = int(body.get("min_tokens") or 0) if honoured else 0
+            if not (honoured and body.get("ignore_eos")) and at_least < self.num_tokens:
+                self.num_tokens, self.finish = max(behavior.eos_after, at_least), "stop"
         options = body.get("stream_options") or {}
         self.include_usage = behavior.usage and bool(options.get("include_usage"))
         self.continuous = behavior.usage and bool(options.get("continuous_usage_stats"))
@@ -435,7 +482,7 @@ class _Stream:
             delta = {field_name: self._text(count)}
             yield due, self._frame(self._chunk(delta, None)), count
             self.sent += count
-        yield None, self._frame(self._chunk({}, "length")), 0
+        yield None, self._frame(self._chunk({}, self.finish)), 0
         if self.include_usage:
             final = {
                 "id": "cmpl-test",

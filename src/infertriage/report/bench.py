@@ -38,7 +38,13 @@ from infertriage.analyze.latency import (
     tpot_s,
     ttfo_s,
 )
-from infertriage.loadgen.results import BenchResult, ClientDiagnostics, Knee, LevelResult
+from infertriage.loadgen.results import (
+    BenchResult,
+    ClientDiagnostics,
+    Knee,
+    LevelResult,
+    TokenCheck,
+)
 from infertriage.schemas import RequestRecord, Thresholds
 
 __all__ = ["BENCH_SCHEMA", "BenchProgress", "bench_to_json", "render_bench", "write_csv"]
@@ -120,6 +126,7 @@ def _client_json(c: ClientDiagnostics) -> dict[str, object]:
         "cpu_busiest": c.cpu_busiest,
         "cpu_s_per_10k_chunks": c.cpu_s_per_10k_chunks,
         "num_chunks": c.num_chunks,
+        "events_per_read": c.events_per_read,
         "loop_lag_p50_s": c.loop_lag.p50 if c.loop_lag else None,
         "loop_lag_p99_s": c.loop_lag.p99 if c.loop_lag else None,
         "loop_lag_max_s": c.loop_lag.max if c.loop_lag else None,
@@ -159,6 +166,25 @@ def _knee_json(knee: Knee | None) -> dict[str, object] | None:
             "criterion": knee.criterion}  # fmt: skip
 
 
+def _token_check_json(check: TokenCheck | None) -> dict[str, object] | None:
+    if check is None:
+        return None
+
+    def off(measured: int | None, reference: int | None) -> float | None:
+        return measured / reference - 1 if measured is not None and reference else None
+
+    return {
+        "tokenize": check.form,
+        "num_prompts": check.num_prompts,
+        "intended_prompt_tokens": check.intended_tokens,
+        "tokenize_prompt_tokens": check.server_tokens,
+        "tokenize_vs_intended": off(check.server_tokens, check.intended_tokens),
+        "usage_prompt_tokens": check.usage_tokens,
+        "tokenize_request_tokens": check.request_tokens,
+        "usage_vs_tokenize": off(check.usage_tokens, check.request_tokens),
+    }
+
+
 def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> dict[str, object]:
     """The whole run as one JSON document (what `--json` prints and run.json summarises)."""
     t = thresholds or result.thresholds
@@ -172,6 +198,7 @@ def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> 
         "client_bound": any(level.client.client_bound for level in result.levels),
         "levels": [level_to_json(level, t) for level in result.levels],
         "knee": _knee_json(result.knee),
+        "token_check": _token_check_json(result.token_check),
         "warnings": list(result.warnings),
     }
 
@@ -264,6 +291,22 @@ def _level_lines(level: LevelResult, text: Text) -> None:
         text.append(f"  errors: {kinds}\n", style="red")
 
 
+def _token_check_line(check: TokenCheck | None, text: Text) -> None:
+    if check is None:
+        return
+    if check.form == "none" or check.server_tokens is None:
+        why = "has no /tokenize" if check.form == "none" else "did not answer /tokenize"
+        text.append(f"Prompt tokens: the server {why}; not cross-checked.\n")
+        return
+    line = (
+        f"Prompt tokens ({check.num_prompts} prompts, /tokenize {check.form}): "
+        f"{check.server_tokens:,} counted vs {check.intended_tokens:,} intended"
+    )
+    if check.usage_tokens is not None and check.request_tokens is not None:
+        line += f"; usage {check.usage_tokens:,} vs /tokenize {check.request_tokens:,}"
+    text.append(line + "\n")
+
+
 def render_bench(result: BenchResult, console: Console) -> None:
     console.print(Text(f"{result.config.model} at {result.config.url}", style="bold"))
     console.print(_levels_table(result))
@@ -275,6 +318,7 @@ def render_bench(result: BenchResult, console: Console) -> None:
         at = f"{k.knee_rate:.3g} req/s" if k.knee_rate is not None else "none found"
         text.append(f"Knee: {at} (max throughput {k.max_throughput:.3g} req/s)\n", style="bold")
         text.append(f"  criterion: {k.criterion}\n")
+    _token_check_line(result.token_check, text)
     for warning in result.warnings:
         text.append(f"warning: {warning}\n", style="yellow")
     if result.interrupted:

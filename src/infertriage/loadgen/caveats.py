@@ -1,0 +1,76 @@
+"""loadgen, level 2: the warnings a bench level earns, in words a user can act on.
+
+Takes a `LevelResult` or a level's `RequestRecord`s; gives sentences: outputs
+shorter than asked (and why), chunk-level ITL, a bound client or a busy host, a
+closed loop that ran dry, stale kept-alive connections resent, a local tokenizer
+that disagrees with the server's `usage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infertriage.loadgen.results import LevelResult
+from infertriage.schemas import RequestRecord
+
+__all__ = ["level_warnings", "retry_warning", "tokenizer_warning"]
+
+
+def level_warnings(level: LevelResult, *, exact_asked: bool) -> list[str]:
+    s, out = level.summary, []
+    if s.num_short_outputs:
+        ratio = f" (mean {s.output_ratio:.0%} of the asked length)" if s.output_ratio else ""
+        why = (
+            "the server did not honour `ignore_eos` / `min_tokens`, so outputs end at the "
+            "model's EOS and output-length figures are not the workload's"
+            if exact_asked
+            else "--no-ignore-eos lets them end at the model's EOS"
+        )
+        out.append(
+            f"{level.name}: {s.num_short_outputs} of {s.num_ok} requests returned fewer output "
+            f"tokens than asked{ratio}; {why}."
+        )
+    if s.num_ok and s.itl_token_level < 1.0:
+        out.append(
+            f"{level.name}: ITL is chunk-level for {1 - s.itl_token_level:.0%} of requests "
+            "(no per-chunk token counts and usage ≠ events): their tokens were apportioned."
+        )
+    if level.client.client_bound:
+        out.append(
+            f"{level.name}: the client is the bottleneck ({'; '.join(level.client.reasons)}); "
+            "its figures are distorted — use more --workers or a lower load."
+        )
+    if level.client.host_busy:
+        out.append(
+            f"{level.name}: the host is busy ({'; '.join(level.client.reasons)}, with the "
+            f"client at {level.client.cpu_busiest:.0%} of a core): time stamps run late."
+        )
+    if level.exhausted:
+        out.append(f"{level.name}: the closed loop ran out of requests before its duration.")
+    return out
+
+
+def retry_warning(records: Sequence[RequestRecord]) -> list[str]:
+    retried = sum(1 for r in records if r.labels.get("retried") == "stale_connection")
+    if not retried:
+        return []
+    return [
+        f"the server closed kept-alive connections under {retried} request(s), which were "
+        "sent again on a fresh one; later requests asked for `Connection: close` (llama-server "
+        "closes after each streamed response although it answers keep-alive)."
+    ]
+
+
+def tokenizer_warning(records: Sequence[RequestRecord]) -> list[str]:
+    pairs = [
+        (r.output_tokens or 0, int(r.labels["tokenizer_output_tokens"]))
+        for r in records
+        if "tokenizer_output_tokens" in r.labels
+    ]
+    server, local = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    if server and abs(local - server) > 0.10 * server:
+        return [
+            f"the local tokenizer counts {local:,} output tokens where the server reported "
+            f"{server:,} ({local / server - 1:+.0%}): is it the served model's tokenizer?"
+        ]
+    return []

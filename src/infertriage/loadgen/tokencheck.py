@@ -1,0 +1,167 @@
+"""loadgen, level 2: the server's `/tokenize` against the workload and against `usage`.
+
+Takes the base URL (`…/v1`), the model, the endpoint, a few sent `RequestSpec`s
+with the `usage.prompt_tokens` each got (None where none came), the renderer
+that made their text and the request headers (the key included: sent, never
+kept); gives a `TokenCheck`. Two comparisons over the sample's totals, each
+judged against a 10 % limit:
+
+- **workload**: the prompts' text as the server counts it (no chat template,
+  no special tokens: `/tokenize` of each message) against the lengths the
+  workload intended; a miss means the synthetic text is not N tokens of the
+  served model's tokenizer (give `--tokenizer`).
+- **usage**: the prompt as the endpoint sends it (`messages` through the chat
+  template, or the completion's `prompt` with its special tokens) against the
+  `usage.prompt_tokens` the server reported for the same request; a miss
+  means the server's own counts disagree.
+
+vLLM's form (`{"model", "prompt"|"messages"}` → `count`; the twin's too) is
+tried first, then llama.cpp's (`{"content"}` → `tokens`), which applies no chat
+template, so a chat run has no usage comparison there. A server without
+`/tokenize` gives `form="none"`. Errors never raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import aiohttp
+import orjson
+
+from infertriage.loadgen.client import Endpoint, prompt_fields
+from infertriage.loadgen.results import TokenCheck
+from infertriage.workload import RequestSpec, TextRenderer
+
+__all__ = ["TOKEN_CHECK_LIMIT", "check_tokens", "token_check_warnings"]
+
+TOKEN_CHECK_LIMIT = 0.10  # the disagreement above which bench warns
+_TIMEOUT_S = 5.0
+
+
+class _Tokenizer:
+    """One server's `/tokenize`, in whichever form it answers."""
+
+    def __init__(self, session: aiohttp.ClientSession, root: str, model: str) -> None:
+        self.session = session
+        self.url = root + "/tokenize"
+        self.model = model
+        self.form = ""  # "vllm" | "llama.cpp" once known; "none" when neither answers
+
+    async def _post(self, payload: Mapping[str, object]) -> object:
+        try:
+            async with self.session.post(self.url, data=orjson.dumps(payload)) as resp:
+                if resp.status != 200:
+                    return None
+                return orjson.loads(await resp.read())
+        except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError):
+            return None
+
+    async def _vllm(self, fields: Mapping[str, object]) -> int | None:
+        document = await self._post({"model": self.model, **fields})
+        count = document.get("count") if isinstance(document, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    async def _llama(self, text: str, *, special: bool) -> int | None:
+        document = await self._post({"content": text, "add_special": special})
+        tokens = document.get("tokens") if isinstance(document, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    async def text(self, text: str) -> int | None:
+        """The tokens of plain text: no template, no special tokens."""
+        if self.form in ("", "vllm"):
+            count = await self._vllm({"prompt": text, "add_special_tokens": False})
+            if count is not None or self.form == "vllm":
+                self.form = "vllm"
+                return count
+        if self.form in ("", "llama.cpp"):
+            count = await self._llama(text, special=False)
+            self.form = "llama.cpp" if count is not None else "none"
+            return count
+        return None
+
+    async def request(self, fields: Mapping[str, object]) -> int | None:
+        """The tokens of a request's prompt as the endpoint builds it (template included)."""
+        if self.form == "vllm":
+            return await self._vllm(fields)
+        prompt = fields.get("prompt")
+        if self.form == "llama.cpp" and isinstance(prompt, str):
+            return await self._llama(prompt, special=True)
+        return None  # llama.cpp's /tokenize applies no chat template
+
+
+def _sum(counts: Sequence[int | None]) -> int | None:
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+async def check_tokens(
+    *,
+    base_url: str,
+    model: str,
+    endpoint: Endpoint,
+    sample: Sequence[tuple[RequestSpec, int | None]],
+    renderer: TextRenderer,
+    headers: Mapping[str, str],
+) -> TokenCheck:
+    """Count the sample's prompts with the server's `/tokenize`; see the module docstring."""
+    chat = endpoint is Endpoint.CHAT
+    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S * (1 + 2 * len(sample)), sock_read=_TIMEOUT_S)
+    all_headers = {**headers, "Content-Type": "application/json"}
+    intended = sum(spec.prompt_tokens for spec, _ in sample)
+    text_total = request_total = usage_total = 0
+    num_usage = 0
+    async with aiohttp.ClientSession(timeout=timeout, headers=all_headers) as session:
+        tokenize = _Tokenizer(session, base_url.removesuffix("/v1"), model)
+        for spec, usage in sample:
+            texts = [text for _, text in renderer.messages(spec.turns)]
+            counted = _sum([await tokenize.text(text) for text in texts])
+            if counted is None:
+                return TokenCheck(tokenize.form or "none", 0, 0, None, None, None)
+            text_total += counted
+            whole = await tokenize.request(prompt_fields(renderer, spec, chat=chat))
+            if whole is not None and usage is not None:
+                request_total += whole
+                usage_total += usage
+                num_usage += 1
+    return TokenCheck(
+        form=tokenize.form,
+        num_prompts=len(sample),
+        intended_tokens=intended,
+        server_tokens=text_total,
+        usage_tokens=usage_total if num_usage == len(sample) and num_usage else None,
+        request_tokens=request_total if num_usage == len(sample) and num_usage else None,
+    )
+
+
+def _off(measured: int, reference: int) -> float:
+    return measured / reference - 1 if reference else 0.0
+
+
+def token_check_warnings(check: TokenCheck, *, have_tokenizer: bool) -> list[str]:
+    """One warning per comparison that disagrees by more than `TOKEN_CHECK_LIMIT`."""
+    out = []
+    n = f"{check.num_prompts} sampled prompt{'s' if check.num_prompts != 1 else ''}"
+    if (
+        check.server_tokens is not None
+        and abs(_off(check.server_tokens, check.intended_tokens)) > TOKEN_CHECK_LIMIT
+    ):
+        hint = (
+            "is the tokenizer file the served model's?"
+            if have_tokenizer
+            else "give --tokenizer the served model's tokenizer.json for exact lengths."
+        )
+        out.append(
+            f"the server's /tokenize counts {check.server_tokens:,} prompt tokens in {n} where "
+            f"the workload intended {check.intended_tokens:,} "
+            f"({_off(check.server_tokens, check.intended_tokens):+.0%}): {hint}"
+        )
+    if (
+        check.usage_tokens is not None
+        and check.request_tokens is not None
+        and abs(_off(check.usage_tokens, check.request_tokens)) > TOKEN_CHECK_LIMIT
+    ):
+        out.append(
+            f"the server's usage.prompt_tokens add up to {check.usage_tokens:,} for {n} where "
+            f"its own /tokenize counts {check.request_tokens:,} "
+            f"({_off(check.usage_tokens, check.request_tokens):+.0%}): its token counts disagree."
+        )
+    return out

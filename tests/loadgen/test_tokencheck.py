@@ -1,0 +1,57 @@
+"""The `/tokenize` cross-check: vLLM's and llama.cpp's forms, agreement and the warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infertriage.api.bench import run_bench
+from infertriage.loadgen.testserver import ServerConfig, serve_in_thread
+
+
+def _bench(tmp_path: Path, config: ServerConfig, endpoint: str = "chat") -> tuple[dict, list[str]]:
+    with serve_in_thread(config) as (url, _):
+        result = run_bench(
+            url=url, concurrencies=[2], num_requests=10, out=tmp_path / "run", endpoint=endpoint,
+            workload="synthetic:input=40,output=4",
+        )  # fmt: skip
+    check = result.token_check
+    assert check is not None
+    found = [w for w in result.warnings if "/tokenize" in w]
+    return {
+        "form": check.form, "n": check.num_prompts, "intended": check.intended_tokens,
+        "text": check.server_tokens, "usage": check.usage_tokens, "request": check.request_tokens,
+    }, found  # fmt: skip
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_agreeing_counts_give_no_warning(tmp_path: Path, endpoint: str) -> None:
+    check, warnings = _bench(tmp_path, ServerConfig(), endpoint)
+    assert check["form"] == "vllm" and check["n"] == 8
+    assert check["text"] == check["intended"] == 8 * 40  # one word, one token
+    # The loopback server's chat usage adds 4 template tokens; /tokenize counts them too.
+    assert check["usage"] == check["request"] == 8 * (44 if endpoint == "chat" else 40)
+    assert warnings == []
+
+
+def test_a_server_counting_differently_is_warned_about(tmp_path: Path) -> None:
+    check, warnings = _bench(tmp_path, ServerConfig(tokenize_scale=1.2))
+    assert check["text"] == 8 * 48 and check["request"] == 8 * 53
+    assert len(warnings) == 2
+    assert "intended 320 (+20%)" in warnings[0] and "--tokenizer" in warnings[0]
+    assert "usage.prompt_tokens add up to 352" in warnings[1] and "(-17%)" in warnings[1]
+
+
+def test_llama_cpp_form_checks_the_text_and_skips_the_chat_template(tmp_path: Path) -> None:
+    check, warnings = _bench(tmp_path, ServerConfig(tokenize="llama.cpp", tokenize_scale=0.85))
+    assert check["form"] == "llama.cpp" and check["text"] == 8 * 34
+    assert check["usage"] is None and check["request"] is None  # no template: not compared
+    assert len(warnings) == 1 and "(-15%)" in warnings[0]
+    check, warnings = _bench(tmp_path / "c", ServerConfig(tokenize="llama.cpp"), "completions")
+    assert check["usage"] == check["request"] == 8 * 40 and warnings == []
+
+
+def test_no_tokenize_is_recorded_without_a_warning(tmp_path: Path) -> None:
+    check, warnings = _bench(tmp_path, ServerConfig(tokenize="none"))
+    assert check["form"] == "none" and check["n"] == 0 and warnings == []
