@@ -2,8 +2,9 @@
 
 Run `python benchmarks/simulate_speed.py` (add `--signatures` to print every packaged
 scenario's signature figures at the loads tests/twin/test_twin_signatures.py pins).
-Prints one line per run; the speed-up is the best of three runs (a busy machine only slows
-a run down); exits 1 when it is under 100x.
+Prints one line per run, then the best of three by wall clock and by CPU time (the
+simulation's own CPU-seconds, which other work on a busy machine barely moves); exits 1
+when the CPU-time speed-up is under 100x.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import time
 
 from infertriage.twin.scenario import load_scenario
 from infertriage.twin.simulate import simulate
@@ -37,13 +39,21 @@ SIGNATURE_LOADS: dict[str, dict[str, object]] = {
 
 
 def speed(repeats: int = 3) -> float:
-    runs = [simulate(load_scenario("healthy"), rate=4, num_requests=1000) for _ in range(repeats)]
-    result = max(runs, key=lambda run: run.speedup)
-    print(
-        f"healthy, 1000 requests at 4 req/s (chat mix): {result.duration_s:.1f} s simulated "
-        f"in {result.wall_s:.2f} s -> {result.speedup:.0f}x real time"
-    )
-    return result.speedup
+    """The CPU-time speed-up of the best of `repeats` runs (wall-clock too, for reference)."""
+    best_wall = best_cpu = 0.0
+    for _ in range(repeats):
+        cpu_start = time.process_time()
+        run = simulate(load_scenario("healthy"), rate=4, num_requests=1000)
+        cpu_s = time.process_time() - cpu_start
+        best_wall = max(best_wall, run.speedup)
+        best_cpu = max(best_cpu, run.duration_s / cpu_s)
+        print(
+            f"healthy, 1000 requests at 4 req/s (chat mix): {run.duration_s:.1f} s simulated "
+            f"in {run.wall_s:.2f} s wall ({run.speedup:.0f}x real time), {cpu_s:.2f} CPU-s "
+            f"({run.duration_s / cpu_s:.0f}x)"
+        )
+    print(f"best of {repeats}: {best_wall:.0f}x by wall clock, {best_cpu:.0f}x by CPU time")
+    return best_cpu
 
 
 def signatures() -> None:

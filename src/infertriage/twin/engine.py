@@ -9,7 +9,8 @@ snapshot. `get_gpu_counters()` gives cumulative GPU activity from which DCGM-sty
 gauges follow as deltas over a scrape window.
 
 The engine never sleeps and never moves the clock: a step starts at
-`max(clock.now(), previous step's end)` and its outputs carry `start + duration`;
+`max(clock.now(), previous step's end)` (or at a start the caller gives, which the
+real-time driver uses to keep steps back to back) and its outputs carry `start + duration`;
 the driver waits (real time) or advances the clock (virtual time) to that moment.
 `step_decode_run(until_ts)` is the virtual-time shortcut: the run of plain decode
 steps that `step()` would take until something changes (a request finishes, one
@@ -275,9 +276,17 @@ class EngineCore:
         return self.scheduler.has_unfinished_requests()
 
     # ------------------------------------------------------------------ the step
-    def step(self) -> StepResult:
-        """Schedule, execute (cost model) and update once; an idle step lasts zero seconds."""
-        start_ts = max(self.clock.now(), self._last_end_ts)
+    @property
+    def last_end_ts(self) -> float:
+        """When the latest step ended (the clock's start before the first)."""
+        return self._last_end_ts
+
+    def step(self, start_ts: float | None = None) -> StepResult:
+        """Schedule, execute (cost model) and update once; an idle step lasts zero seconds.
+
+        The step starts at `start_ts` (default: now), never before the previous step ended.
+        """
+        start_ts = max(self.clock.now() if start_ts is None else start_ts, self._last_end_ts)
         output = self.scheduler.schedule(start_ts)
         shape = _make_shape(output)
         cost = self.cost_model.step_cost(shape)

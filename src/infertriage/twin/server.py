@@ -179,10 +179,11 @@ class TwinApp:
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
             body = await self._body(request)
+            started_ns = time.perf_counter_ns()
             tokens = self._prompt_tokens(body)
         except ApiError as err:
             return _error(err)
-        ids = self.frontend.tokenize(tokens)
+        ids = self.frontend.tokenize(tokens, started_ns)
         return _json(
             {"count": len(ids), "max_model_len": self.scenario.engine.max_model_len, "tokens": ids}
         )
@@ -237,8 +238,8 @@ class TwinApp:
         try:
             spec = parse_generate(await self._body(request), chat)
             self._check_model(spec)
-            tokens = _tokens_of(spec)
-            ids = self.frontend.tokenize(tokens)
+            started_ns = time.perf_counter_ns()
+            ids = self.frontend.tokenize(_tokens_of(spec), started_ns)
             params = self._sampling(spec, len(ids))
         except ApiError as err:
             return _error(err)
@@ -318,8 +319,10 @@ class _Generation:
             finish_reason=self.finish_reason,
             usage_counts=(self.num_prompt, self.num_output),
         )
-        self.app.frontend.serialize_cost()
-        return _json(document)
+        started_ns = time.perf_counter_ns()
+        body = orjson.dumps(document)
+        self.app.frontend.serialize_cost(started_ns)
+        return web.Response(body=body, content_type="application/json")
 
     async def stream(
         self, request: web.Request, queue: asyncio.Queue[RequestOutput]
@@ -373,8 +376,10 @@ class _Generation:
             return None
 
     async def _send(self, response: web.StreamResponse, chunk: dict[str, Any]) -> None:
-        self.app.frontend.serialize_cost()
-        await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        started_ns = time.perf_counter_ns()
+        data = b"data: " + orjson.dumps(chunk) + b"\n\n"
+        self.app.frontend.serialize_cost(started_ns)
+        await response.write(data)
 
 
 def make_app(

@@ -7,7 +7,8 @@ decode steps between two events (an arrival, a finish) are taken at once with
 `EngineCore.step_decode_run`, so 1,000 requests take a few seconds. The front end
 is a `VirtualFrontend`: a request reaches the engine once its prompt is tokenized,
 and each step's output reaches the client once its chunk is detokenized and
-serialized, all on one first-come-first-served worker.
+serialized, all on one first-come-first-served worker, plus the real-time twin's
+measured HTTP hand-off on the way in and out (`twin.virtual_frontend`).
 """
 
 from __future__ import annotations
