@@ -274,3 +274,66 @@ def test_all_slots_taken_is_scheduling_without_histograms_or_kv_usage() -> None:
     assert diagnosis.primary is not None and diagnosis.primary.layer == "scheduling"
     finding = next(f for f in diagnosis.layers[3].findings if f.id.endswith("queue_dominates_ttft"))
     assert finding.title == "32 requests wait while all 1 seats are taken"
+
+
+@pytest.mark.parametrize(
+    ("after_drain", "peak", "fires"),
+    [
+        # qwen2.5-0.5b on an A100 (5.7 M tokens of KV), every request's blocks leaked, as the
+        # property benchmark measured it: 1.8 % used after the drain, all of the load's peak
+        (0.0181, 0.0181, True),
+        (0.006, 0.010, True),  # most of the peak never came back
+        (0.004, 0.40, False),  # 1 % of the peak: not a leak below the absolute residue
+        (0.001, 0.001, False),  # the gauge's rounding
+        (0.03, 0.90, True),  # above the absolute residue whatever the peak
+    ],
+)
+def test_a_leak_on_a_large_cache_is_judged_against_the_peak(
+    after_drain: float, peak: float, fires: bool
+) -> None:
+    ev = make_evidence(kv__usage_after_drain=after_drain, kv__usage_max=peak)
+    finding = RULES["memory.kv_leak"].fn(ev, Thresholds())
+    assert (finding is not None) is fires
+    if finding is not None:
+        assert finding.status is Status.BOTTLENECK and finding.severity >= min(
+            1.0, after_drain / peak
+        )
+
+
+def test_queueing_with_seats_free_is_a_warning_not_a_seat_cap() -> None:
+    # llama-3.1-8b on an L4 (property benchmark): 16 of 256 seats used, queue 87 % of TTFT
+    # while 2k-token prompts share a 4,096-token budget; ITL 92 ms at the HBM roofline
+    free = make_evidence(
+        server__queue_time_mean_s=1.08, server__ttft_mean_s=1.24, config__max_num_seqs=256,
+        queue__running_max=16, queue__waiting_max=2, kv__usage_max=0.25, **SLOW,
+    )  # fmt: skip
+    finding = RULES["scheduling.queue_dominates_ttft"].fn(free, Thresholds())
+    assert finding is not None and finding.status is Status.WARNING
+    assert "16 of 256 seats used" in finding.title
+    full = make_evidence(
+        server__queue_time_mean_s=1.08, server__ttft_mean_s=1.24, config__max_num_seqs=16,
+        queue__running_max=16, queue__waiting_max=2, kv__usage_max=0.25, **SLOW,
+    )  # fmt: skip
+    finding = RULES["scheduling.queue_dominates_ttft"].fn(full, Thresholds())
+    assert finding is not None and finding.status is Status.BOTTLENECK
+
+
+@pytest.mark.parametrize(
+    ("client_p50", "server_p50", "server_p95", "fires"),
+    [
+        # qwen2.5-7b with a 9k-token KV cache (property benchmark, case 103): the first burst
+        # got first tokens in 0.15–0.27 s, later requests waited 2.4 s for blocks; the
+        # server's histogram holds both, the client's steady window only the later ones
+        (2.42, 0.42, 3.69, False),
+        (1.5, 0.03, 0.08, True),  # a saturated front end: the engine answers in 30 ms
+        (0.30, 0.012, None, True),  # no server p95: judged by the medians alone
+    ],
+)
+def test_client_ttft_within_the_engines_own_spread_is_not_the_front_end(
+    client_p50: float, server_p50: float, server_p95: float | None, fires: bool
+) -> None:
+    ev = make_evidence(
+        client__ttft_p50_s=client_p50, server__ttft_p50_s=server_p50, server__ttft_p95_s=server_p95
+    )
+    finding = RULES["application.client_vs_server_ttft"].fn(ev, Thresholds())
+    assert (finding is not None) is fires

@@ -12,6 +12,10 @@ from infertriage.schemas import Finding, Layer, Thresholds
 _L = Layer.MEMORY
 _KV_FULL = 0.95
 _DRAIN_RESIDUE = 0.02  # KV usage left once load has drained
+# On a large cache a leak is a small share of it: still a leak when most of the load's peak
+# stayed taken with nothing running (engines count cached, unreferenced blocks as free).
+_LEAK_OF_PEAK = 0.5
+_LEAK_FLOOR = 0.002  # below this the gauge's rounding, not a leak
 _PREFIX_HIT_SHARE = 0.5  # of the shared-prefix fraction that should hit
 _PLAN_SLACK = 1.2
 _ROUNDING = 0.005
@@ -88,18 +92,29 @@ def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
 def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
     residue = ev.get("kv.usage_after_drain") or 0.0
     slope = ev.get("kv.usage_idle_slope")
-    if residue < _DRAIN_RESIDUE:
+    peak = ev.get("kv.usage_max") or 0.0
+    kept = min(1.0, residue / peak) if peak > 0 else 0.0
+    if residue < _DRAIN_RESIDUE and (residue < _LEAK_FLOOR or kept < _LEAK_OF_PEAK):
         return None
     slope_text = f"; usage grows {slope * 3600:.1%} per hour of load" if slope else ""
+    kept_text = f" ({kept:.0%} of the load's peak)" if peak > 0 else ""
     return make_finding(
         "memory.kv_leak",
         _L,
         bottleneck=True,
-        severity=severity_above(residue, _DRAIN_RESIDUE, 0.3),
+        # how much of the peak never came back is how sure and how bad the leak is
+        severity=max(severity_above(residue, _DRAIN_RESIDUE, 0.3), kept),
         explains=0.8,
-        title=f"KV blocks not returned: {residue:.1%} still used after load drained{slope_text}",
+        title=(
+            f"KV blocks not returned: {residue:.1%} still used after load drained"
+            f"{kept_text}{slope_text}"
+        ),
         evidence=ev,
-        used=(("kv.usage_after_drain", _DRAIN_RESIDUE), ("kv.usage_idle_slope", 0.0)),
+        used=(
+            ("kv.usage_after_drain", _DRAIN_RESIDUE),
+            ("kv.usage_max", None),
+            ("kv.usage_idle_slope", 0.0),
+        ),
         explanation=(
             "With no request running the KV cache should be empty; blocks that stay taken leak, "
             "the free pool shrinks with every request until preemptions start."

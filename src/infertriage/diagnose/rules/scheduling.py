@@ -35,6 +35,9 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     queue = ev.get("server.queue_time_mean_s")
     share = queue / ttft if queue is not None and ttft > 0 else 0.0
     seats_full = seats is not None and running >= seats and waiting > 0
+    # Seats left empty: the queue waits for the token budget, i.e. the GPU's prefill time
+    # (an L4 prefilling 2k-token prompts), not for a cap a scheduling knob would lift.
+    seats_free = seats is not None and running < seats
     if usage >= _KV_ROOM or kv_blocks_short(ev) is not None:
         return None  # waiting for memory: the memory layer's finding
     if share < _QUEUE_SHARE and not seats_full:
@@ -44,10 +47,12 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
         if share >= _QUEUE_SHARE
         else (f"{waiting:.0f} requests wait while all {running:.0f} seats are taken")
     )
+    if seats_free:
+        share_text += f", {running:.0f} of {seats:.0f} seats used"
     return make_finding(
         "scheduling.queue_dominates_ttft",
         _L,
-        bottleneck=ttft_missed(ev, t),
+        bottleneck=ttft_missed(ev, t) and not seats_free,
         severity=max(severity_above(share, _QUEUE_SHARE, 0.95), 0.6 if seats_full else 0.0),
         explains=max(share, 0.7 if seats_full else 0.0),
         title=share_text
@@ -60,8 +65,11 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
             ("kv.usage_max", _KV_ROOM),
         ),
         explanation=(
-            "Requests wait for a batch slot, not for memory: the batch is capped below what "
-            "the KV cache could hold."
+            "Requests wait with batch seats free: each step's token budget goes to other "
+            "prompts' prefill, so the GPU's prefill speed sets the wait."
+            if seats_free
+            else "Requests wait for a batch slot, not for memory: the batch is capped below "
+            "what the KV cache could hold."
         ),
         next_steps=(
             "raise `--max-num-seqs`"

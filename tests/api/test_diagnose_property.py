@@ -1,0 +1,81 @@
+"""The property benchmark's generator, exercised: random twin configurations, diagnosed.
+
+`benchmarks/diagnose_property.py` draws ≥ 200 random configurations with one
+injected fault and 50 healthy ones, and writes the confusion matrix to
+benchmarks/. Here a fixed seed draws one faulty configuration (a random fault
+family at a random severity) and one healthy one; each is one real `diagnose`
+run against the real-time twin, and its primary layer must be the fault's
+(none for the healthy one). The draws themselves are checked for every family.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from infertriage.twin.scenario import scenario_from_mapping
+
+_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnose_property.py"
+_SEED = 20261202
+_DURATION_S = 6.0
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("diagnose_property", _SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+prop = _load()
+
+
+def test_draws_are_seeded_valid_and_one_fault_each() -> None:
+    cases = prop.draw_cases(16, 4, seed=_SEED)
+    assert cases == prop.draw_cases(16, 4, seed=_SEED)
+    assert cases != prop.draw_cases(16, 4, seed=_SEED + 1)
+    families = [c.family for c in cases]
+    assert all(families.count(f) == 2 for f in prop.FAMILIES) and families.count("healthy") == 4
+    for case in cases:
+        scenario_from_mapping(case.scenario)  # the twin starts with it
+        engine, faults, spec = (case.scenario[k] for k in ("engine", "faults", "speculative"))
+        injected = {
+            "kv-leak": faults["kv_leak_blocks_per_request"] > 0,
+            "launch-bound": not engine["cuda_graphs"],
+            "tp-over-pcie": case.scenario["interconnect"] == "pcie"
+            and case.scenario["tensor_parallel"] > 1,
+            "spec-low-acceptance": spec["num_draft_tokens"] > 0,
+            "queue-bound": engine["max_num_seqs"] <= 8,
+            "kv-pressure": engine["gpu_memory_utilization"] < 0.5,
+            "bandwidth-bound": case.scenario["gpu"] == "L4",
+            "frontend-bound": case.scenario["frontend"]["tokenize_us_per_token"] >= 50,
+        }
+        assert set(injected) == set(prop.FAMILIES)
+        for family, present in injected.items():
+            assert present == (case.family == family), (case.family, family, case.severity)
+
+
+def _picked() -> list[object]:
+    rng = random.Random(_SEED)
+    family = rng.choice(prop.FAMILIES)
+    return [prop.draw_case(rng, 0, family), prop.draw_case(rng, 1, "healthy")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _picked(), ids=lambda c: c.family)
+def test_a_random_configuration_gets_its_primary_layer(case: object, tmp_path: Path) -> None:
+    outcome = prop.run_case(case, _DURATION_S, str(tmp_path))
+    assert not outcome.error, outcome.error
+    assert outcome.primary == outcome.case.expected, (
+        outcome.case.severity,
+        outcome.finding,
+        outcome.bottlenecks,
+        outcome.slo,
+    )
