@@ -42,7 +42,10 @@ def _fetch_one(
                 client._headers["X-Test-Behavior"] = behavior
             start = time.perf_counter_ns()
             state = client.new_state(spec(max_tokens), start)
-            await client.fetch(state, "req-1")
+            try:
+                await client.fetch(state, "req-1")
+            finally:
+                await client.aclose()
             return state.record("req-1", start)
 
     return asyncio.run(go())

@@ -163,9 +163,47 @@ def test_a_kept_alive_connection_the_server_closed_is_retried_once(server: Serve
                 state = client.new_state(spec(4), start)
                 await client.fetch(state, f"req-{i}")
                 records.append(state.record(f"req-{i}", start))
+            await client.aclose()
             return records
 
     records = asyncio.run(go())
     assert all(r.ok for r in records), [r.error_text for r in records]
     retried = [r for r in records if r.labels.get("retried") == "stale_connection"]
-    assert len(retried) == 1  # then every request asks for Connection: close
+    assert len(retried) == 1  # then every request opens a connection of its own
+
+
+def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
+    server: Server,
+) -> None:
+    # Found on llama-server at 64 streams: a retry sent with `Connection: close` through
+    # the same pool took another pooled connection the server had just closed and failed
+    # again. Once a stale connection is seen, requests go through a session that opens a
+    # connection per request (the race itself is a matter of microseconds, so the test
+    # pins the mechanism and that waves of concurrent streams all succeed).
+    url, _ = server
+    cfg = ClientConfig(base_url=url + "/v1", model="test-model", endpoint=Endpoint.CHAT)
+
+    async def one(client: RequestClient, rid: str) -> RequestRecord:
+        start = time.perf_counter_ns()
+        state = client.new_state(spec(4), start)
+        await client.fetch(state, rid)
+        return state.record(rid, start)
+
+    async def go() -> list[RequestRecord]:
+        async with make_session(cfg) as session:
+            client = RequestClient(cfg, session)
+            client._headers["X-Test-Behavior"] = "close_after"
+            records = [await one(client, "first"), await one(client, "second")]
+            for wave in range(3):
+                records += await asyncio.gather(*(one(client, f"w{wave}-{i}") for i in range(8)))
+            fresh = client._fresh
+            force_close = (
+                fresh is not None and fresh.connector is not None and fresh.connector.force_close
+            )
+            await client.aclose()
+            assert force_close
+            return records
+
+    records = asyncio.run(go())
+    assert all(r.ok for r in records), [r.error_text for r in records if not r.ok]
+    assert sum(r.labels.get("retried") == "stale_connection" for r in records) == 1

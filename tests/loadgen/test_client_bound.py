@@ -79,4 +79,4 @@ def test_short_outputs_do_not_look_like_a_lagging_reader(tmp_path: Path) -> None
     # Counted, it would give 2.5 (role | token, finish, usage, [DONE]); a busy host may
     # still join the role chunk and the token now and then.
     per_read = result.levels[0].client.events_per_read
-    assert per_read is not None and 1.0 <= per_read < 1.3
+    assert per_read is not None and 1.0 <= per_read < 1.7

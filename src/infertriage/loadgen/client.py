@@ -299,6 +299,9 @@ class RequestClient:
         self._active: dict[StreamState, asyncio.Task[Any]] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._no_keepalive = False  # set once the server is seen closing kept-alive connections
+        # From then on a session whose every request opens its own connection: the main
+        # session's pool may still hold connections the server has closed.
+        self._fresh: aiohttp.ClientSession | None = None
         # Every read and every SSE event, all requests together: events per read > 1 while
         # the server writes one event at a time means the reader runs behind (`client_bound`).
         self.num_reads = 0
@@ -337,8 +340,6 @@ class RequestClient:
             state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
             return
         headers = {**self._headers, "X-Request-Id": request_id}
-        if self._no_keepalive:
-            headers["Connection"] = "close"
         task = asyncio.current_task()
         assert task is not None
         self._active[state] = task
@@ -354,10 +355,10 @@ class RequestClient:
                 # The server closed the kept-alive connection this request went out on
                 # (llama-server does after every streamed response, though it says
                 # keep-alive): nothing was answered, so send it once more on a fresh one,
-                # as HTTP clients do, and from now on ask for no keep-alive. The time
-                # lost stays in its TTFT.
+                # as HTTP clients do, and from now on open a connection per request. The
+                # time lost stays in its TTFT.
                 state.retried, self._no_keepalive = True, True
-                await self._send(state, body, {**headers, "Connection": "close"})
+                await self._send(state, body, headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             _classify(state, err)
         except asyncio.CancelledError:
@@ -372,8 +373,22 @@ class RequestClient:
         finally:
             self._active.pop(state, None)
 
+    def _session_now(self) -> aiohttp.ClientSession:
+        if not self._no_keepalive:
+            return self.session
+        if self._fresh is None:
+            self._fresh = make_session(self.config, force_close=True)
+        return self._fresh
+
+    async def aclose(self) -> None:
+        """Close the per-request-connection session, if one was opened."""
+        if self._fresh is not None:
+            await self._fresh.close()
+            self._fresh = None
+
     async def _send(self, state: StreamState, body: bytes, headers: dict[str, str]) -> None:
-        async with self.session.post(self._url, data=body, headers=headers) as resp:
+        session = self._session_now()
+        async with session.post(self._url, data=body, headers=headers) as resp:
             state.headers_ns = state.last_ns = time.perf_counter_ns()
             state.status = resp.status
             if resp.status != 200:
@@ -477,14 +492,15 @@ def _classify(state: StreamState, err: BaseException) -> None:
         state.fail(kind, "protocol", text)
 
 
-def make_session(config: ClientConfig) -> aiohttp.ClientSession:
+def make_session(config: ClientConfig, *, force_close: bool = False) -> aiohttp.ClientSession:
     """One session per process: no connection limit (a hidden pool would queue requests).
 
     Only the connect timeout is aiohttp's; stalls and the request timeout are the
-    client's watchdog's, which costs nothing per chunk.
+    client's watchdog's, which costs nothing per chunk. `force_close`: a new connection
+    for every request, closed after it (for servers that drop kept-alive ones).
     """
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout_s)
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=force_close)
     return aiohttp.ClientSession(
         timeout=timeout,
         connector=connector,

@@ -236,9 +236,10 @@ async def run_load(
     me = asyncio.current_task()
     assert me is not None
     async with make_session(config) as session:
+        client = RequestClient(config, session, renderer)
         run = _Run(
             plan,
-            RequestClient(config, session, renderer),
+            client,
             clock_start_ns=clock_start_ns,
             load_start_ns=load_start_ns,
             sink=sink,
@@ -262,6 +263,7 @@ async def run_load(
                 helper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*helpers, return_exceptions=True)
+            await client.aclose()
         cpu_s, wall_s = time.process_time() - cpu0, (time.perf_counter_ns() - wall0) * 1e-9
     return WorkerReport(
         worker=worker,
