@@ -65,18 +65,9 @@ from infertriage.schemas import parse_duration
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_clients_tools as tools
+from bench_client import Load
 
 CLIENTS = ("infertriage", "raw", "vllm", "guidellm", "aiperf")
-
-
-@dataclass(frozen=True)
-class Load:
-    url: str
-    streams: int
-    requests: int
-    tokens: int
-    workers: int
-    nice: int
 
 
 @dataclass
