@@ -364,33 +364,27 @@ def diagnose(
         phases, levels, extra = _measure(
             target, run, clock, duration_s, bench, concurrency=concurrency, capture=capture
         )
-    info = RunInfo(
+    config = {"target": target.name, "deployment": target.deployment, "levels": levels}
+    run.write_info(_run_info(clock, {**config, "workload": workload}, phases, extra))
+    result = _diagnose_run(run, thresholds, target.name)
+    return dataclasses.replace(result, notes=tuple(extra["notes"]))
+
+
+def _run_info(
+    clock: RunClock, config: dict[str, Any], phases: Phases, extra: dict[str, Any]
+) -> RunInfo:
+    return RunInfo(
         command="diagnose",
         wall_anchor_s=clock.wall_anchor_s,
-        config={
-            "target": target.name,
-            "deployment": target.deployment,
-            "levels": levels,
-            "workload": workload,
-            "notes": extra["notes"],
-        },
+        config={**config, "notes": extra["notes"]},
         environment=extra["environment"],
         server_config=extra["server_config"],
         summary={
-            "phases": {
-                "load_start_ts": phases.load_start_ts,
-                "load_end_ts": phases.load_end_ts,
-                "overload_start_ts": phases.overload_start_ts,
-                "overload_end_ts": phases.overload_end_ts,
-                "drain_end_ts": phases.drain_end_ts,
-            },
+            "phases": dataclasses.asdict(phases),
             "main_level": extra["main_level"],
             "client_bound": extra["client_bound"],
         },
     )
-    run.write_info(info)
-    result = _diagnose_run(run, thresholds, target.name)
-    return dataclasses.replace(result, notes=tuple(extra["notes"]))
 
 
 def _check_capture(profile_s: float | None, profile_dir: Path | None, logs: Sequence[Path]) -> None:
