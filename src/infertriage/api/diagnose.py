@@ -195,9 +195,7 @@ def _trace_files(run: RunDir) -> list[Path]:
 
 def keep_traces(run: RunDir, traces: Sequence[Path]) -> None:
     """Copy `--trace` files into the run, so `--from-run` finds them; a bad path fails first."""
-    for path in traces:
-        if not path.is_file():
-            raise UserError(f"--trace {path} is not a file.")
+    check_files(traces, "--trace")
     target = run.raw / "traces"
     target.mkdir(parents=True, exist_ok=True)
     for index, path in enumerate(traces):
@@ -263,9 +261,8 @@ def _other_run_signals(other: Path) -> dict[str, float]:
     return {s.name: s.value for s in found.iter_records(found.signals, Signal)}
 
 
-def keep_compare_run(run: RunDir, other: Path) -> None:
+def keep_compare_run(run: RunDir, other: Path, values: dict[str, float]) -> None:
     """Snapshot the other run's signals into this one (raw/compare-run.json) for --from-run."""
-    values = _other_run_signals(other)
     run.raw.mkdir(parents=True, exist_ok=True)
     write_json(run.raw / COMPARE_FILE, {"path": str(other.resolve()), "signals": values})
 
@@ -328,7 +325,7 @@ def diagnose(
     if from_run is not None:
         run = RunDir.open(from_run)
         if compare_run is not None:
-            keep_compare_run(run, compare_run)
+            keep_compare_run(run, compare_run, _other_run_signals(compare_run))
         return _diagnose_run(run, thresholds, run.read_info().config.get("target", str(from_run)))
     if metrics_file is not None:
         return diagnose_metrics_file(metrics_file, thresholds)
@@ -341,11 +338,11 @@ def diagnose(
         if url is None:
             raise UserError("--prometheus needs --url: the address the fleet serves on.")
         check_fleet(prometheus, selector)
-    if compare_run is not None:
-        _other_run_signals(compare_run)  # fails before any load
+    # the other run is read before any load: a bad path fails first
+    other = _other_run_signals(compare_run) if compare_run is not None else None
     run = RunDir.create(out, prefix="diagnose")
-    if compare_run is not None:
-        keep_compare_run(run, compare_run)
+    if compare_run is not None and other is not None:
+        keep_compare_run(run, compare_run, other)
     keep_traces(run, traces)
     clock = RunClock()
     bench = {

@@ -21,7 +21,11 @@ import aiohttp
 from infertriage.analyze.metric_signals import Phases
 from infertriage.api.target import Target
 from infertriage.collect import collect_fleet, fetch_server_config, fleet_samples, is_url
-from infertriage.collect.prometheus_api import PrometheusClient, selector_matchers
+from infertriage.collect.prometheus_api import (
+    PrometheusClient,
+    required_matchers,
+    selector_matchers,
+)
 from infertriage.schemas import JsonlWriter, RunClock, RunDir, UserError, write_json
 
 __all__ = ["FLEET_FILE", "check_fleet", "read_fleet"]
@@ -36,9 +40,7 @@ def check_fleet(prometheus_url: str, selector: str) -> None:
     """Prometheus answers and the selector matches series: one sentence and exit 2 otherwise."""
     if not is_url(prometheus_url):
         raise UserError(f"--prometheus {prometheus_url!r} is not an http(s) URL.")
-    matchers = selector_matchers(selector)
-    if not matchers:
-        raise UserError("--prometheus needs --selector, e.g. --selector 'job=\"vllm\"'.")
+    matchers = required_matchers(selector)
 
     async def run() -> int:
         async with aiohttp.ClientSession() as session:

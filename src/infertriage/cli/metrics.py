@@ -11,6 +11,7 @@ from rich.console import Console
 
 from infertriage.api.metrics import fleet_metrics, scrape_metrics
 from infertriage.cli.common import print_json
+from infertriage.collect.prometheus_api import required_matchers
 from infertriage.report.fleet import fleet_to_json, render_fleet
 from infertriage.report.metrics import metrics_to_json, render_metrics
 from infertriage.schemas import UserError, parse_duration
@@ -34,8 +35,7 @@ def metrics(
     if prometheus is not None:
         if source is not None:
             raise UserError("give a URL or file, or --prometheus with --selector, not both.")
-        if not selector.strip():
-            raise UserError("--prometheus needs --selector, e.g. --selector 'job=\"vllm\"'.")
+        required_matchers(selector)
         window = parse_duration(duration) if duration else _FLEET_WINDOW_S
         fleet = fleet_metrics(prometheus, selector, window)
         if json_out:

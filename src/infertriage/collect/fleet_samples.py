@@ -25,7 +25,7 @@ import aiohttp
 
 from infertriage.collect.adapters import adapt_scrape, detect
 from infertriage.collect.parse import Exposition, RawSample
-from infertriage.collect.prometheus_api import PrometheusClient, PromSeries, selector_matchers
+from infertriage.collect.prometheus_api import PrometheusClient, PromSeries, required_matchers
 from infertriage.collect.scraper import samples_of
 from infertriage.schemas import VOCABULARY, MetricKind, Sample, UserError
 
@@ -115,9 +115,7 @@ async def fleet_samples(
     step_s: float | None = None,
 ) -> FleetSamples:
     """Every selected series over the window, mapped and merged; see the module docstring."""
-    matchers = selector_matchers(selector)
-    if not matchers:
-        raise UserError("--prometheus needs --selector, e.g. --selector 'job=\"vllm\"'.")
+    matchers = required_matchers(selector)
     if end_unix <= start_unix:
         raise UserError("the fleet window is empty (its end is not after its start).")
     client = PrometheusClient(session, prometheus_url)

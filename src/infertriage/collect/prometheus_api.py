@@ -32,6 +32,7 @@ __all__ = [
     "PromSeries",
     "PrometheusClient",
     "collect_fleet",
+    "required_matchers",
     "selector_matchers",
 ]
 
@@ -142,6 +143,14 @@ def selector_matchers(selector: str) -> str:
     return (
         selector[1:-1].strip() if selector.startswith("{") and selector.endswith("}") else selector
     )
+
+
+def required_matchers(selector: str) -> str:
+    """The matchers of a selector a fleet command cannot do without; one sentence when empty."""
+    matchers = selector_matchers(selector)
+    if not matchers:
+        raise UserError("--prometheus needs --selector, e.g. --selector 'job=\"vllm\"'.")
+    return matchers
 
 
 def _detect(names: set[str]) -> Adapter | None:
