@@ -12,6 +12,7 @@ too and must be left out. A twin without a profile folder refuses
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -20,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from infertriage.api.capture import read_log
 from infertriage.api.diagnose import diagnose
 from infertriage.cli import main
-from infertriage.schemas import Layer, RunDir
+from infertriage.schemas import Layer, RunDir, UserError
 from infertriage.twin.process import TwinProcess
 
 pytestmark = pytest.mark.slow
@@ -125,6 +127,9 @@ def test_a_server_that_refuses_to_profile_is_still_diagnosed(
         (["--log", "/nonexistent/server.log"], "--log /nonexistent/server.log is not a file."),
         (["--profile", "1", "--profile-dir", "/nonexistent"], "is not a folder"),
         (["--profile", "0"], "--profile must be a positive number"),
+        (["--prometheus", "nope", "--selector", 'job="x"'], "is not an http(s) URL"),
+        (["--prometheus", "http://127.0.0.1:9", "--selector", 'job="x"'], "connection refused"),
+        (["--prometheus", "http://127.0.0.1:9"], "--prometheus needs --selector"),
     ],
 )
 def test_bad_capture_flags_fail_before_any_load(
@@ -136,3 +141,14 @@ def test_bad_capture_flags_fail_before_any_load(
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert not out.exists()
+
+
+def test_a_cut_gzip_log_is_one_clear_error(tmp_path: Path) -> None:
+    whole = gzip.compress(("INFO 12-02 16:31:20 [loggers.py:1] Engine 000: …\n" * 200).encode())
+    cut = tmp_path / "server.log.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(UserError, match="is not a whole gzip file"):
+        read_log(cut)
+    plain = tmp_path / "server.log"
+    plain.write_bytes(b"\xff\xfe binary \x00 junk\n")
+    assert "junk" in read_log(plain)  # undecodable bytes are replaced, not fatal
