@@ -168,3 +168,19 @@ def test_drain_needs_an_idle_engine_and_the_kv_cache_back_to_idle() -> None:
     stuck = stability_checks([], busy, _PHASE, Thresholds())[-1]
     assert stuck.status is CheckStatus.FAIL and "did not drain" in stuck.detail
     assert stability_checks([], [], _PHASE, Thresholds())[-1].status is CheckStatus.SKIP
+
+
+def test_a_closed_loops_first_burst_is_not_judged() -> None:
+    # 16 streams send at once and queue behind each other (275 ms), then the loop is steady:
+    # the burst is 7 % of the level, over the p95, yet no steady request comes near the SLO.
+    burst = [_request(100 + i, 0.0004 * i, 0.275) for i in range(16)]
+    steady = [_request(i, 0.6 + i * 0.28, 0.030) for i in range(210)]
+    checks = performance_checks([*burst, *steady], Thresholds())
+    ttft = _by_name(checks, "performance.ttft_p95")
+    assert ttft.status is CheckStatus.PASS, ttft.detail
+    assert ttft.figures["p95_s"] < 0.040
+    # a failure counts whenever it happened: the error rate is over the whole level
+    failed = [_failed(i, 0.0001 * i) for i in range(3)]
+    level = performance_checks([*failed, *steady], Thresholds())
+    errors = _by_name(level, "performance.error_rate")
+    assert "3 of 213 requests failed" in errors.detail

@@ -15,6 +15,7 @@ from infertriage.analyze.latency import (
     itl_samples,
     judge_client,
     parse_slos,
+    steady_requests,
     steady_window,
     summarize,
     summary_signals,
@@ -125,6 +126,27 @@ def test_steady_window_and_throughput() -> None:
     assert s.output_throughput == pytest.approx(tokens / 8.5)
     burst = [_record([(1.0, 1)], sent=0.0, id=str(i)) for i in range(5)]
     assert steady_window(burst).basis == "whole run"
+
+
+def test_steady_requests_leave_out_a_closed_loops_first_burst() -> None:
+    burst = [_record([(0.3, 1), (0.5, 1)], sent=0.001 * i, id=f"b{i}") for i in range(16)]
+    loop = [
+        _record([(t + 0.03, 1), (t + 0.3, 1)], sent=t, id=f"s{i}")
+        for i, t in enumerate(np.arange(0.6, 30.0, 0.25).tolist())
+    ]
+    judged_records, judged = steady_requests([*burst, *loop])
+    assert judged.basis == "steady" and judged.num_first_burst == 16
+    assert (judged.start_ts, judged.end_ts) == pytest.approx((0.5, loop[-1].sent_ts))
+    assert judged_records == loop and judged.num_judged == len(loop)
+    assert judged.num_requests == len(loop) + 16
+    assert judged.describe().startswith(f"judged 0.5–{loop[-1].sent_ts:.1f} s: 118 of 134 ")
+    assert "16 of the first burst" in judged.describe()
+    # too short a level for a steady window: judged whole, and it says so
+    whole_records, whole = steady_requests(burst)
+    assert whole.basis == "whole level" and whole_records == burst
+    assert whole.describe() == "judged the whole level, 0.0–0.5 s: all 16 requests " + (
+        "(too short a level for a steady window)"
+    )
 
 
 def test_goodput_counts_requests_meeting_every_slo() -> None:

@@ -86,3 +86,20 @@ def test_a_wrong_url_is_one_sentence_and_exit_2(
     code = main(["validate", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("infertriage: error:") and "\n" not in err
+
+
+def test_the_default_load_judges_the_steady_window_and_a_healthy_twin_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No --rate: a closed loop of 16 streams whose first burst queues behind itself. The
+    # level is shorter than the default 60 s, so the burst weighs more, not less.
+    out = tmp_path / "run"
+    code = main(["validate", "--duration", "15s", "--skip-functional", "--out", str(out), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    checks = {c["name"]: c for c in document["checks"]}
+    assert code == 0, {name: c["detail"] for name, c in checks.items() if c["status"] == "fail"}
+    assert checks["performance.ttft_p95"]["status"] in ("pass", "marginal")
+    judged = document["judged"]
+    assert judged["basis"] == "steady" and judged["num_first_burst"] >= 15
+    assert judged["num_judged"] + judged["num_first_burst"] == judged["num_requests"]
+    assert any(note.startswith("performance judged ") for note in document["notes"])

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infertriage.analyze.latency import summarize
-from infertriage.schemas import ErrorKind, RequestRecord, Signal
+from infertriage.analyze.latency import steady_requests, summarize
+from infertriage.schemas import ErrorKind, JudgedWindow, RequestRecord, Signal
 
-__all__ = ["client_signals", "stream_cut"]
+__all__ = ["client_signals", "judged_window", "stream_cut"]
 
 _CUT_SPREAD = 0.1  # cut streams end within ±10 % of one elapsed time
 # Requests the load client itself ended (its run deadline, Ctrl-C) are not the server's errors.
@@ -58,6 +58,11 @@ def _as_measured(record: RequestRecord) -> RequestRecord | None:
     return dataclasses.replace(record, error_kind=ErrorKind.NONE, fault="")
 
 
+def judged_window(records: Sequence[RequestRecord]) -> JudgedWindow:
+    """The window `client_signals` judges the measured level's latency over, to report it."""
+    return steady_requests([m for m in (_as_measured(r) for r in records) if m is not None])[1]
+
+
 def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> list[Signal]:
     records = [m for m in (_as_measured(r) for r in records) if m is not None]
     if not records:
@@ -66,10 +71,9 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
     window = (summary.window.start_ts, summary.window.end_ts)
     # Throughput counts every stream's tokens within the window, the first burst's too.
     throughput = summary.output_throughput
-    # Latency over the steady window: the requests of a closed loop's first burst queue
-    # behind each other as no steady load does.
-    steady = [r for r in records if window[0] <= r.sent_ts <= window[1]]
-    if len(steady) >= 5:
+    # Latency over the steady window, the one `validate` judges too (`steady_requests`).
+    steady, judged = steady_requests(records)
+    if judged.basis == "steady":
         summary = summarize(steady)
 
     def signal(name: str, value: float, unit: str) -> Signal:

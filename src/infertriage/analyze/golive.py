@@ -9,7 +9,10 @@ requests, since one request's token gaps are not independent), the error
 rate (Wilson interval) and, when the SLO sets one, output throughput (the
 mean of 1-second bins). The point within the limit and the whole interval
 too is `pass`; the point within but the interval across is `marginal`: the
-run was too small or too close to the limit to prove the SLO.
+run was too small or too close to the limit to prove the SLO. TTFT and ITL
+are judged over the requests sent within the steady window (first completion →
+last send, `latency.steady_requests`, as `diagnose` judges them): a closed
+loop's first burst, every stream sending at once, is not a steady load.
 
 Stability, over the soak's steady window (first completion → last send):
 
@@ -39,7 +42,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infertriage.analyze.latency import Window, is_incomplete, itl_samples, steady_window, tpot_s
+from infertriage.analyze.latency import (
+    Window,
+    is_incomplete,
+    itl_samples,
+    steady_requests,
+    steady_window,
+    tpot_s,
+)
 from infertriage.analyze.stats import (
     bootstrap_quantile_ci,
     linear_trend,
@@ -170,8 +180,14 @@ def _throughput_check(records: Sequence[RequestRecord], limit: float, seed: int)
 def performance_checks(
     records: Sequence[RequestRecord], thresholds: Thresholds, *, seed: int = 0
 ) -> list[Check]:
-    """TTFT p95, ITL p95, error rate and (when set) throughput against the SLOs."""
-    ok = [r for r in records if r.ok]
+    """TTFT p95, ITL p95, error rate and (when set) throughput against the SLOs.
+
+    Latency is judged over the steady window (`steady_requests`, as `diagnose`
+    judges it); a failure counts whenever it happened, so the error rate is over
+    every request of the level.
+    """
+    steady, _ = steady_requests(records)
+    ok = [r for r in steady if r.ok]
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     per_request = [s for r in ok if (s := itl_samples(r)).size]
     ttft_ci = (

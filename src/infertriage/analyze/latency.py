@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from infertriage.schemas import RequestRecord, Signal, Thresholds, UserError, parse_duration
+from infertriage.schemas import (
+    JudgedWindow,
+    RequestRecord,
+    Signal,
+    Thresholds,
+    UserError,
+    parse_duration,
+)
 
 __all__ = [
     "SLO_METRICS",
@@ -59,6 +66,7 @@ __all__ = [
     "itl_samples",
     "judge_client",
     "parse_slos",
+    "steady_requests",
     "steady_window",
     "summarize",
     "summary_signals",
@@ -70,6 +78,8 @@ FloatArray = npt.NDArray[np.float64]
 _PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 # A steady window shorter than this share of the run is no window: use the whole run.
 _MIN_WINDOW_SHARE = 0.2
+# Fewer requests than this sent within the steady window: judge the whole level instead.
+_MIN_STEADY_REQUESTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +292,39 @@ def steady_window(records: Sequence[RequestRecord]) -> Window:
         if last_send - first_done >= _MIN_WINDOW_SHARE * span:
             return Window(first_done, last_send, "steady: first completion to last send")
     return Window(first_send, last_end, "whole run")
+
+
+def steady_requests(
+    records: Sequence[RequestRecord],
+) -> tuple[list[RequestRecord], JudgedWindow]:
+    """The requests an SLO is judged on — those sent within `steady_window` — and that window.
+
+    The one definition `diagnose` and `validate` share. A closed loop's first burst
+    (every slot sending at once, queueing behind each other as no steady load does)
+    is sent before any request finishes, so it falls before the window; the window
+    ends at the last send, before the drain. Too short a level, or fewer than five
+    requests within its window, is judged whole.
+    """
+    window = steady_window(records)
+    inside = [r for r in records if r.sent_ts in window]
+    if window.basis.startswith("steady") and len(inside) >= _MIN_STEADY_REQUESTS:
+        judged = JudgedWindow(
+            start_ts=window.start_ts,
+            end_ts=window.end_ts,
+            num_judged=len(inside),
+            num_requests=len(records),
+            num_first_burst=sum(1 for r in records if r.sent_ts < window.start_ts),
+        )
+        return inside, judged
+    times = [t for r in records for t in (r.sent_ts, r.end_ts) if t is not None]
+    judged = JudgedWindow(
+        start_ts=min(times, default=0.0),
+        end_ts=max(times, default=0.0),
+        num_judged=len(records),
+        num_requests=len(records),
+        basis="whole level",
+    )
+    return list(records), judged
 
 
 @dataclass(frozen=True, slots=True)

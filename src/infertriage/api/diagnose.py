@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infertriage.analyze.client_signals import client_signals
+from infertriage.analyze.client_signals import client_signals, judged_window
 from infertriage.analyze.deployment_signals import config_signals, fleet_signals
 from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.analyze.scaling_signals import scaling_signals
@@ -178,7 +178,8 @@ def _phases(run: RunDir, main: str, overload: str, drain_end: float) -> Phases:
     ends = [r.end_ts for r in mine if r.end_ts is not None]
     over_ends = [r.end_ts or r.sent_ts for r in over]
     return Phases(
-        load_start_ts=min(r.sent_ts for r in mine),
+        # the server's figures over the window the client's are judged in: no first burst
+        load_start_ts=judged_window(mine).start_ts,
         load_end_ts=max(ends, default=max(r.sent_ts for r in mine)),
         overload_start_ts=min((r.sent_ts for r in over), default=None),
         overload_end_ts=max(over_ends, default=None),
@@ -220,11 +221,13 @@ def _log_signals(run: RunDir, info: RunInfo, phases: Phases) -> list[Signal]:
     return out
 
 
-def _signals_of_run(run: RunDir, info: RunInfo) -> list[Signal]:
+def _main_records(run: RunDir, info: RunInfo) -> list[RequestRecord]:
+    return [r for r in _records(run) if r.labels.get("level") == info.summary["main_level"]]
+
+
+def _signals_of_run(run: RunDir, info: RunInfo, records: list[RequestRecord]) -> list[Signal]:
     summary = info.summary
     phases = Phases(**summary["phases"])
-    main = summary["main_level"]
-    records = [r for r in _records(run) if r.labels.get("level") == main]
     samples = list(run.iter_records(run.metrics, Sample))
     deployment = info.config.get("deployment", {})
     signals = [
@@ -269,13 +272,16 @@ def keep_compare_run(run: RunDir, other: Path, values: dict[str, float]) -> None
 
 def _diagnose_run(run: RunDir, thresholds: Thresholds, target: str) -> DiagnoseResult:
     info = run.read_info()
-    signals = _signals_of_run(run, info)
+    records = _main_records(run, info)
+    signals = _signals_of_run(run, info, records)
     if run.signals.exists():
         run.signals.unlink()
     with JsonlWriter(run.signals) as writer:
         for signal in signals:
             writer.write(signal)
     diagnosis = diagnose_evidence(Evidence.of(signals), thresholds)
+    if records:  # say which window the client's SLO figures were judged over
+        diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
     write_json(run.diagnosis, diagnosis)
     return DiagnoseResult(run.root, diagnosis, target)
 

@@ -6,8 +6,9 @@ and the soak's length; does the functional probes, then the performance
 level and the soak at a steady rate while the collector scrapes the server,
 DCGM and the server process, then a drain; writes every request to
 requests.jsonl (labelled `phase` performance or soak), metrics.jsonl,
-validate.json (the checklist) and run.json; gives a `ValidateResult`, ready
-when no check failed.
+validate.json (the checklist, and the steady window the performance level's
+latency was judged over) and run.json; gives a `ValidateResult`, ready when
+no check failed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infertriage.analyze.golive import Phase, drain_check, performance_checks, stability_checks
+from infertriage.analyze.latency import steady_requests
 from infertriage.api.bench import run_bench
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.loadgen.probes import CheckResult, functional_checks
@@ -26,6 +28,7 @@ from infertriage.schemas import (
     Check,
     CheckGroup,
     CheckStatus,
+    JudgedWindow,
     RequestRecord,
     RunClock,
     RunDir,
@@ -57,6 +60,7 @@ class ValidateResult:
     target: str
     checks: tuple[Check, ...]
     notes: tuple[str, ...]
+    judged: JudgedWindow | None = None  # the performance level's steady window
 
     @property
     def ready(self) -> bool:
@@ -196,30 +200,34 @@ def validate(
         phase, collected, interrupted = _run_phases(target, run, clock, load)
     if interrupted:
         notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
-    checks += _measured_checks(run, phase, thresholds, soak_s, seed)
-    result = ValidateResult(run.root, target.name, tuple(checks), tuple(notes))
+    measured, judged = _measured_checks(run, phase, thresholds, soak_s, seed)
+    if judged is not None:
+        notes.append(f"performance {judged.describe()}.")
+    result = ValidateResult(run.root, target.name, (*checks, *measured), tuple(notes), judged)
     _write(run, clock, result, load, collected)
     return result
 
 
 def _measured_checks(
     run: RunDir, phase: Phase, thresholds: Thresholds, soak_s: float, seed: int
-) -> list[Check]:
+) -> tuple[list[Check], JudgedWindow | None]:
     phases = _by_phase(run)
-    checks = performance_checks(phases[PERFORMANCE], thresholds, seed=seed)
+    performance = phases[PERFORMANCE]
+    checks = performance_checks(performance, thresholds, seed=seed)
+    judged = steady_requests(performance)[1] if performance else None  # what the checks judged
     samples: list[Sample] = (
         list(run.iter_records(run.metrics, Sample)) if run.metrics.exists() else []
     )
     soak = phases[SOAK]
     if soak:
-        return checks + stability_checks(soak, samples, phase, thresholds)
+        return checks + stability_checks(soak, samples, phase, thresholds), judged
     reason = (
         "the run was interrupted before the soak began."
         if soak_s > 0
         else "no soak was run: add --soak (e.g. --soak 30m)."
     )
     skipped = _skipped_stability(reason)
-    return [*checks, *skipped, drain_check(samples, phase)]  # the drain holds without a soak
+    return [*checks, *skipped, drain_check(samples, phase)], judged  # drain holds without soak
 
 
 def validate_to_json(result: ValidateResult) -> dict[str, Any]:
@@ -229,6 +237,7 @@ def validate_to_json(result: ValidateResult) -> dict[str, Any]:
         "ready": result.ready,
         "run_dir": str(result.run_dir),
         "notes": list(result.notes),
+        "judged": result.judged.model_dump(mode="json") if result.judged else None,
         "checks": [
             {
                 "group": c.group.value,

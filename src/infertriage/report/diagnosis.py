@@ -86,6 +86,8 @@ def _summary(diagnosis: Diagnosis) -> Text:
         for r in diagnosis.slo
     )
     text.append(f"SLOs: {slo}\n")
+    if diagnosis.judged is not None:
+        text.append(f"  {diagnosis.judged.describe()}\n", style="dim")
     if diagnosis.client_bound:
         text.append("The load client fell behind: its figures are not trustworthy.\n", style="red")
     if diagnosis.primary is None:

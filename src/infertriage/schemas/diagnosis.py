@@ -19,6 +19,7 @@ __all__ = [
     "Diagnosis",
     "Evidence",
     "Finding",
+    "JudgedWindow",
     "LayerResult",
     "Primary",
     "SloResult",
@@ -91,6 +92,37 @@ class SloResult(_Frozen):
     passed: bool | None  # None when not measured
 
 
+class JudgedWindow(_Frozen):
+    """The steady window an SLO was judged over, on the run's clock, and what it left out.
+
+    `basis` is "steady" (sent from the level's first completion to its last send: a
+    closed loop's first burst, sent before any request finished, is left out) or
+    "whole level" (too short or too few requests for a steady window).
+    """
+
+    start_ts: float
+    end_ts: float
+    num_judged: int
+    num_requests: int
+    num_first_burst: int = 0  # sent before the window opened
+    basis: Literal["steady", "whole level"] = "steady"
+
+    def describe(self) -> str:
+        """One line: 'judged 12.3–38.1 s: 412 of 460 requests (16 of the first burst …)'."""
+        span = f"{self.start_ts:.1f}–{self.end_ts:.1f} s"
+        if self.basis == "whole level":
+            return (
+                f"judged the whole level, {span}: all {self.num_judged} requests "
+                "(too short a level for a steady window)"
+            )
+        burst = f"{self.num_first_burst} of the first burst, sent before any request finished"
+        left_out = f"{burst}, excluded; " if self.num_first_burst else ""
+        return (
+            f"judged {span}: {self.num_judged} of {self.num_requests} requests "
+            f"({left_out}the window ends at the last send, before the drain)"
+        )
+
+
 class Diagnosis(_Frozen):
     schema_id: str = Field(default=DIAGNOSIS_SCHEMA, alias="schema")
     layers: tuple[LayerResult, ...]
@@ -98,6 +130,7 @@ class Diagnosis(_Frozen):
     chain: tuple[ChainLink, ...] = ()
     slo: tuple[SloResult, ...] = ()
     client_bound: bool = False
+    judged: JudgedWindow | None = None  # the window the client's SLO figures were judged over
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
