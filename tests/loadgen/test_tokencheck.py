@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.testserver import ServerConfig, serve_in_thread
+from infertriage.workload import words_text
 
 
-def _bench(tmp_path: Path, config: ServerConfig, endpoint: str = "chat") -> tuple[dict, list[str]]:
+def _bench(
+    tmp_path: Path,
+    config: ServerConfig,
+    endpoint: str = "chat",
+    workload: str = "synthetic:input=40,output=4",
+) -> tuple[dict, list[str]]:
     with serve_in_thread(config) as (url, _):
         result = run_bench(
             url=url, concurrencies=[2], num_requests=10, out=tmp_path / "run", endpoint=endpoint,
-            workload="synthetic:input=40,output=4",
+            workload=workload,
         )  # fmt: skip
     check = result.token_check
     assert check is not None
@@ -22,6 +29,7 @@ def _bench(tmp_path: Path, config: ServerConfig, endpoint: str = "chat") -> tupl
     return {
         "form": check.form, "n": check.num_prompts, "intended": check.intended_tokens,
         "text": check.server_tokens, "usage": check.usage_tokens, "request": check.request_tokens,
+        "rescale": result.workload_fit.rescale if result.workload_fit else None,
     }, found  # fmt: skip
 
 
@@ -35,19 +43,36 @@ def test_agreeing_counts_give_no_warning(tmp_path: Path, endpoint: str) -> None:
     assert warnings == []
 
 
-def test_a_server_counting_differently_is_warned_about(tmp_path: Path) -> None:
+def test_a_server_counting_differently_gets_the_intended_lengths(tmp_path: Path) -> None:
+    # The server counts each word as 1.2 tokens: the fit regenerates the synthetic text at
+    # 40 / 1.2 words, so /tokenize counts the intended 40; usage still disagrees with it.
     check, warnings = _bench(tmp_path, ServerConfig(tokenize_scale=1.2))
-    assert check["text"] == 8 * 48 and check["request"] == 8 * 53
+    assert check["rescale"] == pytest.approx(1.2)
+    assert check["text"] == check["intended"] == 8 * 40 and check["request"] == 8 * 44
+    assert len(warnings) == 1
+    assert "usage.prompt_tokens add up to 296" in warnings[0] and "(-16%)" in warnings[0]
+
+
+def test_literal_prompts_the_server_counts_differently_are_warned_about(tmp_path: Path) -> None:
+    # Literal text is sent as it is: the file's 40-token lengths miss the server's by 20 %.
+    lines = [
+        json.dumps({"prompt": words_text(40, key), "prompt_tokens": 40, "max_tokens": 4})
+        for key in range(8)
+    ]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(lines))
+    workload = f"jsonl:{tmp_path / 'prompts.jsonl'},replay=false"
+    check, warnings = _bench(tmp_path, ServerConfig(tokenize_scale=1.2), workload=workload)
+    assert check["text"] == 8 * 48 and check["rescale"] is None
     assert len(warnings) == 2
     assert "intended 320 (+20%)" in warnings[0] and "--tokenizer" in warnings[0]
-    assert "usage.prompt_tokens add up to 352" in warnings[1] and "(-17%)" in warnings[1]
 
 
 def test_llama_cpp_form_checks_the_text_and_skips_the_chat_template(tmp_path: Path) -> None:
     check, warnings = _bench(tmp_path, ServerConfig(tokenize="llama.cpp", tokenize_scale=0.85))
-    assert check["form"] == "llama.cpp" and check["text"] == 8 * 34
+    assert check["form"] == "llama.cpp" and check["rescale"] == pytest.approx(0.85)
+    assert check["text"] == check["intended"] == 8 * 40  # regenerated at 40 / 0.85 words
     assert check["usage"] is None and check["request"] is None  # no template: not compared
-    assert len(warnings) == 1 and "(-15%)" in warnings[0]
+    assert warnings == []
     check, warnings = _bench(tmp_path / "c", ServerConfig(tokenize="llama.cpp"), "completions")
     assert check["usage"] == check["request"] == 8 * 40 and warnings == []
 

@@ -13,9 +13,12 @@ from infertriage.workload import (
     ONE_TOKEN_WORDS,
     ArrivalKind,
     Arrivals,
+    ContextLimit,
     LocalTokenizer,
+    PromptModel,
     SynthText,
     TextRenderer,
+    fit_specs,
     make_schedule,
     make_specs,
     parse_length,
@@ -41,7 +44,9 @@ def test_chat_mix_matches_design() -> None:
     prefixes = {s.turns[0].content for s in shared}
     assert prefixes == {shared[0].turns[0].content}  # one shared 1,024-token prefix
     assert shared[0].turns[0].content.num_tokens == 1024  # type: ignore[union-attr]
-    assert all(s.prompt_tokens + s.max_tokens <= 8192 for s in specs)
+    # Lengths as asked; fitted to the intended context, every request fits.
+    fitted, _ = fit_specs(specs, ContextLimit(8192, "test"), PromptModel("intended", False))
+    assert all(s.prompt_tokens + s.max_tokens <= 8192 for s in fitted)
 
 
 def test_chat_mix_cap_follows_max_model_len() -> None:

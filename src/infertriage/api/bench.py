@@ -2,7 +2,8 @@
 
 Takes plain, typed arguments (URL, model, load levels, workload, bounds,
 workers, SLOs, key and headers); does the whole load test — checks the URL
-fails fast, builds one seeded schedule per level, runs it on one event loop
+fails fast, learns the server's context (`api.preflight`), builds one seeded
+schedule per level and fits it to that context, runs it on one event loop
 or `--workers` processes, appends every record to requests.jsonl as it
 finishes, counts a sample of the prompts with the server's `/tokenize`
 (`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
@@ -21,12 +22,9 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
 import numpy as np
-import orjson
 from pydantic import ValidationError
 
 from infertriage import __version__
@@ -39,6 +37,13 @@ from infertriage.analyze.latency import (
     parse_slos,
     summarize,
     summary_signals,
+)
+from infertriage.api.preflight import (
+    ServerInfo,
+    WorkloadFit,
+    choose_model,
+    context_limit,
+    preflight,
 )
 from infertriage.loadgen import caveats, tokencheck
 from infertriage.loadgen.client import ClientConfig, Endpoint
@@ -66,7 +71,6 @@ from infertriage.schemas import (
     UserError,
 )
 from infertriage.workload import (
-    DEFAULT_MAX_MODEL_LEN,
     DEFAULT_WORKLOAD,
     LocalTokenizer,
     Schedule,
@@ -80,7 +84,6 @@ from infertriage.workload import (
 
 __all__ = ["normalize_base_url", "run_bench"]
 
-_PREFLIGHT_TIMEOUT_S = 5.0
 _DEFAULT_NUM_REQUESTS = 100
 _DEFAULT_CONCURRENCY = 8
 _SWEEP_PROBE_CONCURRENCY = 64
@@ -94,57 +97,6 @@ def normalize_base_url(url: str) -> str:
     if not base.startswith(("http://", "https://")) or len(base.split("://", 1)[1]) == 0:
         raise UserError(f"--url {url!r} is not an http:// or https:// URL.")
     return base if base.endswith("/v1") else base + "/v1"
-
-
-@dataclass(frozen=True, slots=True)
-class _ServerInfo:
-    models: tuple[str, ...]
-    max_model_len: int | None
-
-
-async def _get_models(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    timeout = aiohttp.ClientTimeout(total=_PREFLIGHT_TIMEOUT_S, sock_connect=3.0)
-    async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
-        session.get(base + "/models", headers=headers) as resp,
-    ):
-        return resp.status, await resp.content.read(1 << 20)
-
-
-def _preflight(base: str, headers: dict[str, str], *, need_model: bool) -> _ServerInfo:
-    """Ask /v1/models: a wrong URL fails here, in one sentence, before any load."""
-    try:
-        status, body = run_sync(_get_models(base, headers), use_uvloop=False)
-    except aiohttp.InvalidURL as err:
-        raise UserError(f"{base} is not a valid URL.") from err
-    except aiohttp.ClientConnectorError as err:
-        reason = err.os_error.strerror or str(err.os_error)
-        raise UserError(f"cannot connect to {base}: {reason.lower()}.") from err
-    except TimeoutError as err:
-        raise UserError(f"{base} did not answer within {_PREFLIGHT_TIMEOUT_S:g} s.") from err
-    except aiohttp.ClientError as err:
-        raise UserError(f"{base} failed before answering ({type(err).__name__}).") from err
-    if status in (401, 403):
-        raise UserError(f"{base} refused the request (HTTP {status}): check --api-key.")
-    if status != 200:
-        if not need_model:
-            return _ServerInfo((), None)
-        raise UserError(
-            f"{base}/models answered HTTP {status}: is this the base URL of an "
-            "OpenAI-compatible server?"
-        )
-    try:
-        entries = orjson.loads(body).get("data") or []
-        models = tuple(str(entry["id"]) for entry in entries)
-        # vLLM and the twin list max_model_len; llama.cpp its per-slot context as meta.n_ctx.
-        lens = [
-            entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
-            for entry in entries
-        ]
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as err:
-        raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
-    max_len = next((v for v in lens if isinstance(v, int) and v > 0), None)
-    return _ServerInfo(models, max_len)
 
 
 def _parse_headers(headers: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -243,6 +195,7 @@ class _Session:
         self.warnings: list[str] = []
         self.first_schedule: Schedule | None = None
         self.token_check: TokenCheck | None = None
+        self.fitting: WorkloadFit | None = None  # set once the server's context is known
 
     def sink(self, record: RequestRecord) -> None:
         self.writer.write(record)
@@ -317,16 +270,18 @@ class _Session:
         return level
 
     def result(self, interrupted: bool, knee: Knee | None) -> BenchResult:
+        fit = self.fitting.sent(self.all_records) if self.fitting is not None else None
         return BenchResult(
             run_dir=self.run.root,
             config=self.config,
             levels=tuple(self.levels),
             knee=knee,
             interrupted=interrupted,
-            warnings=tuple(self.warnings),
+            warnings=tuple((fit.warnings() if fit else []) + self.warnings),
             wall_anchor_s=self.clock.wall_anchor_s,
             thresholds=self.thresholds,
             token_check=self.token_check,
+            workload_fit=fit,
         )
 
     def check_tokens(self) -> None:
@@ -426,7 +381,7 @@ def _validated(**fields: object) -> BenchConfig:
         raise UserError(f"{flag}: {detail['msg'].lower()}.") from err
 
 
-def _write_info(session: _Session, info: _ServerInfo, status: str, knee: Knee | None) -> None:
+def _write_info(session: _Session, info: ServerInfo, status: str, knee: Knee | None) -> None:
     result = session.result(status == "interrupted", knee)
     session.run.write_info(
         RunInfo(
@@ -438,13 +393,22 @@ def _write_info(session: _Session, info: _ServerInfo, status: str, knee: Knee | 
                 # Joins the run's clock to same-host monotonic stamps (a server's own log).
                 "perf_counter_start_ns": session.clock.start_ns,
             },
-            server_config={"models": list(info.models), "max_model_len": info.max_model_len},
+            server_config=_server_config(session, info),
             summary={"status": status, **bench_to_json(result, session.thresholds)},
         )
     )
 
 
-def _finish(session: _Session, info: _ServerInfo, interrupted: bool, knee: Knee | None) -> None:
+def _server_config(session: _Session, info: ServerInfo) -> dict[str, object]:
+    limit = session.fitting.limit if session.fitting is not None else None
+    return {
+        "models": list(info.models),
+        "max_model_len": limit.max_model_len if limit else None,
+        "max_model_len_source": limit.source if limit else None,
+    }
+
+
+def _finish(session: _Session, info: ServerInfo, interrupted: bool, knee: Knee | None) -> None:
     with JsonlWriter(session.run.signals) as signals:
         for level in session.levels:
             for signal in summary_signals(level.summary, source=f"bench:{level.name}"):
@@ -512,16 +476,21 @@ def run_bench(
     slos = parse_slos(goodput) if goodput else default_slos(thresholds)
     local_tokenizer = LocalTokenizer(tokenizer) if tokenizer is not None else None
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    info = _preflight(base, {**dict(pairs), **auth}, need_model=model is None)
-    chosen = _choose_model(model, info, base)
+    info = preflight(base, {**dict(pairs), **auth}, need_model=model is None)
+    chosen = choose_model(model, info, base)
     config = config.model_copy(update={"model": chosen})
     client = _client_config(config, api_key, pairs, keep_text=local_tokenizer is not None)
     session = _Session(
         config, client, run=RunDir.create(out, prefix="bench"), thresholds=thresholds, slos=slos,
         tokenizer=local_tokenizer, observer=observer, clock=clock, labels=tuple(labels),
     )  # fmt: skip
-    max_len = config.max_model_len or info.max_model_len or DEFAULT_MAX_MODEL_LEN
-    return _run_levels(session, info, ws, levels, max_len)
+    sent = {**dict(pairs), **auth}
+    limit = context_limit(base, sent, chosen, info.entries, config.max_model_len)
+    session.fitting = WorkloadFit(
+        limit, base_url=base, model=chosen, endpoint=endpoint_kind, headers=sent,
+        tokenizer=local_tokenizer,
+    )  # fmt: skip
+    return _run_levels(session, info, ws, levels, limit.max_model_len)
 
 
 def _client_config(
@@ -539,20 +508,9 @@ def _client_config(
     )  # fmt: skip
 
 
-def _choose_model(model: str | None, info: _ServerInfo, base: str) -> str:
-    if model is None:
-        if not info.models:
-            raise UserError(f"{base}/models lists no model: name one with --model.")
-        return info.models[0]
-    if info.models and model not in info.models:
-        served = ", ".join(info.models[:5])
-        raise UserError(f"model {model!r} is not served by {base} (it serves: {served}).")
-    return model
-
-
 def _run_levels(
     session: _Session,
-    info: _ServerInfo,
+    info: ServerInfo,
     ws: WorkloadSpec,
     levels: list[tuple[str, str, float]],
     max_len: int,
@@ -567,6 +525,8 @@ def _run_levels(
                 config, ws, mode=mode, value=value, max_model_len=max_len,
                 tokenizer=session.tokenizer,
             )  # fmt: skip
+            if session.fitting is not None:  # prompt + max_tokens within the context
+                schedule = session.fitting.fit(schedule)
             session.first_schedule = session.first_schedule or schedule
             level = session.run_level(index, name, mode, value, schedule)
             interrupted = level.interrupted

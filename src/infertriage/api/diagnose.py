@@ -319,6 +319,7 @@ def diagnose(
     traces: Sequence[Path] = (),
     workload: str = DEFAULT_WORKLOAD,
     tokenizer: Path | None = None,
+    max_model_len: int | None = None,
     concurrency: int = _CONCURRENCY,
     prometheus: str | None = None,
     selector: str = "",
@@ -353,7 +354,7 @@ def diagnose(
     clock = RunClock()
     bench = {
         "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
-        "workload": workload, "tokenizer": tokenizer,
+        "workload": workload, "tokenizer": tokenizer, "max_model_len": max_model_len,
     }  # fmt: skip
     capture = Capture(profile_s, profile_dir, tuple(logs), profiles_in_run=url is None)
     if url is None:

@@ -167,6 +167,7 @@ def validate(
     out: Path | None = None,
     seed: int = 0,
     tokenizer: Path | None = None,
+    max_model_len: int | None = None,
 ) -> ValidateResult:
     """The `validate` command; see the module docstring."""
     thresholds = load_thresholds(slo)
@@ -177,6 +178,7 @@ def validate(
     bench = {
         "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
         "workload": workload, "seed": seed, "drain_timeout_s": 10.0, "tokenizer": tokenizer,
+        "max_model_len": max_model_len,
     }  # fmt: skip
     load = _Load(rate, concurrency, duration_s, num_requests, soak_s, soak_rate, bench)
     run = RunDir.create(out, prefix="validate")
@@ -195,7 +197,9 @@ def validate(
         )
     with context as target:
         checks = [
-            _functional(c) for c in functional_checks(target.url, model, api_key=api_key)
+            _functional(c) for c in functional_checks(
+                target.url, model, api_key=api_key, max_model_len=max_model_len
+            )
         ] if functional else []  # fmt: skip
         phase, collected, interrupted = _run_phases(target, run, clock, load)
     if interrupted:

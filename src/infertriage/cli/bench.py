@@ -76,7 +76,9 @@ def bench(
     drain_timeout: str | None = typer.Option(None, "--drain-timeout", help="Wait after issuing."),
     seed: int = typer.Option(0, "--seed", help="Seed of lengths and arrivals."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="A local tokenizer.json."),
-    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Caps prompt lengths."),
+    max_model_len: int | None = typer.Option(
+        None, "--max-model-len", help="The server's context, where it does not say it."
+    ),
     continuous_usage: bool = typer.Option(
         True, "--continuous-usage/--no-continuous-usage", help="Ask for usage in every chunk."
     ),

@@ -54,6 +54,9 @@ def diagnose(
     workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
     concurrency: int = typer.Option(16, "--concurrency", help="The measured level's streams."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
+    max_model_len: int | None = typer.Option(
+        None, "--max-model-len", help="The server's context, where it does not say it."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
@@ -79,6 +82,7 @@ def diagnose(
         traces=trace,
         workload=workload,
         tokenizer=tokenizer,
+        max_model_len=max_model_len,
         concurrency=concurrency,
         prometheus=prometheus,
         selector=selector,

@@ -38,6 +38,9 @@ def validate(
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write Markdown here."),
     seed: int = typer.Option(0, "--seed", help="Workload seed."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
+    max_model_len: int | None = typer.Option(
+        None, "--max-model-len", help="The server's context, where it does not say it."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
@@ -62,6 +65,7 @@ def validate(
         out=out,
         seed=seed,
         tokenizer=tokenizer,
+        max_model_len=max_model_len,
     )
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"
     if markdown is not None:

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from infertriage.loadgen.context import find_context_limit
 from infertriage.loadgen.probe_http import (
     _PROMPT,
     _answer,
@@ -94,8 +95,8 @@ _SPECIALS: dict[str, tuple[str, str]] = {
 _LONE_SURROGATE = b"a lone surrogate \\ud800 in the middle"
 _WORD = re.compile(r"\w{3,}")
 _NO_LIMIT = (
-    "skipped: the context length is unknown (/v1/models lists no max_model_len); "
-    "pass max_model_len to test it."
+    "skipped: the server does not say its context length (not in /v1/models, /props, "
+    "/get_server_info, /info or /tokenize); give --max-model-len to test it."
 )
 
 _Outcome = tuple[bool | None, str]
@@ -461,26 +462,12 @@ async def _open(
     p.listed = tuple(str(card["id"]) for card in cards)
     p.model = model or (p.listed[0] if p.listed else None)
     if p.max_model_len is None:
-        # vLLM lists max_model_len; llama.cpp its per-slot context as meta.n_ctx.
-        lengths = [
-            c.get("max_model_len") or (c.get("meta") or {}).get("n_ctx")
-            for c in cards
-            if str(c["id"]) == p.model
-        ]
-        if lengths and isinstance(lengths[0], int) and lengths[0] > 0:
-            p.max_model_len, p.limit_source = lengths[0], "from /v1/models"
-    if p.max_model_len is None and p.model is not None:
-        await _limit_from_tokenize(p)
+        found = await find_context_limit(
+            session, root, model=p.model, models_document={"data": cards}
+        )
+        if found is not None:
+            p.max_model_len, p.limit_source = found.max_model_len, f"from {found.source}"
     return p
-
-
-async def _limit_from_tokenize(p: _Probe) -> None:
-    """vLLM's /tokenize also tells the context length, where /v1/models does not."""
-    reply = await _request(p, "/tokenize", {"model": p.model, "prompt": _PROMPT})
-    document = reply.document() if reply.status == 200 else None
-    limit = document.get("max_model_len") if isinstance(document, dict) else None
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-        p.max_model_len, p.limit_source = limit, "from /tokenize"
 
 
 async def _run(name: str, check: _Check, p: _Probe) -> CheckResult:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infertriage.analyze.latency import Distribution, LatencySummary
 from infertriage.loadgen.client import Endpoint
 from infertriage.schemas import RequestRecord, Thresholds
+from infertriage.workload import FitReport
 
 __all__ = [
     "BenchConfig",
@@ -126,6 +127,7 @@ class BenchResult:
     wall_anchor_s: float
     thresholds: Thresholds
     token_check: TokenCheck | None = None  # None: not run (interrupted, or no usable record)
+    workload_fit: FitReport | None = None  # what fitting to the server's context changed
 
 
 class BenchObserver(Protocol):

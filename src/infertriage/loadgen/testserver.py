@@ -3,7 +3,8 @@
 Takes a `ServerConfig` (a default `Behavior`, named presets chosen per request
 by the `X-Test-Behavior` header, periodic faults, a capacity, an API key);
 gives `/v1/chat/completions`, `/v1/completions` (SSE), `/v1/models`,
-`/health`, `/tokenize` (vLLM's or llama.cpp's form) and `/_log` (per request
+`/health`, `/tokenize` (vLLM's or llama.cpp's form), `/apply-template`
+(llama.cpp's) and `/_log` (per request
 id: the perf_counter_ns of its first and last token writes and its token count
 — the truth a client is judged against). Tokens go out on absolute deadlines:
 the first at arrival + TTFT, event i at first + i·ITL, so the schedule is
@@ -12,8 +13,11 @@ chunk, role-only chunks, reasoning deltas, CRLF framing, comments, multi-line
 data, UTF-8 split across writes, mid-stream error events, stalls, connection
 resets, invalid JSON, non-200 statuses, slow headers, an early EOS that
 `ignore_eos` and `min_tokens` override (what each request asked is kept in
-`asked`). Binds 127.0.0.1 only. For tests and benchmarks; `python -m
-infertriage.loadgen.testserver --help` serves it.
+`asked`), and — `reject_over_context` — vLLM's HTTP 400 for a prompt +
+`max_tokens` past `max_model_len` (a prompt counted as words times
+`prompt_token_scale`, plus its chat template's tokens). Binds 127.0.0.1
+only. For tests and benchmarks; `python -m infertriage.loadgen.testserver
+--help` serves it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import subprocess
 import sys
 import threading
@@ -134,6 +139,16 @@ class ServerConfig:
     # is the usage count times `tokenize_scale` (≠ 1: a server whose counts disagree).
     tokenize: str = "vllm"
     tokenize_scale: float = 1.0
+    # How the server counts a prompt (usage, /tokenize and the context check): each word
+    # as `prompt_token_scale` tokens, and a chat request's template as
+    # `template_tokens` + `template_tokens_per_message` per message.
+    prompt_token_scale: float = 1.0
+    template_tokens: int = 4
+    template_tokens_per_message: int = 0
+    # Answer as vLLM does a request whose prompt + max_tokens passes max_model_len, or whose
+    # min_tokens passes max_tokens: HTTP 400 with its message (`rejected` counts them).
+    reject_over_context: bool = False
+
 
 
 @dataclass(slots=True)
@@ -175,6 +190,7 @@ class PathServer:
         self._slots = asyncio.Semaphore(self.config.capacity) if self.config.capacity else None
         self.writes: dict[str, list[int]] = {}  # id → every token write (log_writes)
         self.asked: dict[str, dict[str, object]] = {}  # id → the request's length fields
+        self.rejected: list[str] = []  # the 400 messages of over-long requests
         self._jobs: list[_Job] = []
         self._ticker: asyncio.Task[None] | None = None
         app = web.Application()
@@ -185,6 +201,7 @@ class PathServer:
         app.router.add_get("/_log", self._log)
         app.router.add_get("/_writes", self._writes)
         app.router.add_post("/tokenize", self._tokenize)
+        app.router.add_post("/apply-template", self._apply_template)
         self.app = app
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
@@ -212,15 +229,26 @@ class PathServer:
         body = orjson.loads(await request.read())
         form = self.config.tokenize
         if form == "llama.cpp" and "content" in body:
-            count = len(str(body["content"]).split())
+            count = math.ceil(len(str(body["content"]).split()) * self.config.prompt_token_scale)
         elif form == "vllm" and ("prompt" in body or "messages" in body):
-            count = _count_prompt(body)
+            count = _count_prompt(body, self.config)
         else:
             return web.json_response({"error": {"message": "not found"}}, status=404)
         count = round(count * self.config.tokenize_scale)
         if form == "vllm":
             return web.json_response({"count": count, "tokens": list(range(count))})
         return web.json_response({"tokens": list(range(count))})
+
+    async def _apply_template(self, request: web.Request) -> web.StreamResponse:
+        """llama.cpp's: the chat template as text, one marker word per template token."""
+        body = orjson.loads(await request.read())
+        if self.config.tokenize != "llama.cpp" or not isinstance(body.get("messages"), list):
+            return web.json_response({"error": {"message": "not found"}}, status=404)
+        messages = body["messages"]
+        cfg = self.config
+        num_marks = cfg.template_tokens + cfg.template_tokens_per_message * len(messages)
+        words = ["<t>"] * num_marks + [str(m.get("content", "")) for m in messages]
+        return web.json_response({"prompt": " ".join(w for w in words if w)})
 
     def _check_key(self, request: web.Request) -> web.StreamResponse | None:
         auth = request.headers.get("Authorization", "")
@@ -254,6 +282,10 @@ class PathServer:
         request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
         body = orjson.loads(await request.read())
         self.asked[request_id] = {k: body.get(k) for k in _LENGTH_FIELDS if k in body}
+        if self.config.reject_over_context and (problem := self._too_long(body)):
+            self.rejected.append(problem)
+            error = {"object": "error", "message": problem, "type": "BadRequestError", "code": 400}
+            return web.json_response(error, status=400)
         if behavior.headers_delay_s:
             await asyncio.sleep(behavior.headers_delay_s)
         if behavior.status != 200:
@@ -273,6 +305,21 @@ class PathServer:
         finally:
             self.in_flight -= 1
 
+    def _too_long(self, body: dict[str, Any]) -> str:
+        """vLLM's 400 for a request that does not fit; "" when it does."""
+        limit, prompt = self.config.max_model_len, _count_prompt(body, self.config)
+        asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if prompt + asked > limit:
+            return (
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )
+        at_least = int(body.get("min_tokens") or 0)
+        if at_least > asked:
+            return f"min_tokens must be less than or equal to max_tokens={asked}, got {at_least}."
+        return ""
+
     async def _stream(
         self,
         request: web.Request,
@@ -284,7 +331,7 @@ class PathServer:
         arrival = time.perf_counter_ns()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        stream = _Stream(behavior, body, chat, self.config.model)
+        stream = _Stream(behavior, body, chat, self.config)
         first_ns = last_ns = 0
         pending: list[bytes] = []
         for due, payload, tokens in stream.events():
@@ -330,7 +377,7 @@ class PathServer:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         arrival = time.perf_counter_ns()
-        job = _Job(resp, _Stream(behavior, body, chat, self.config.model).events(),
+        job = _Job(resp, _Stream(behavior, body, chat, self.config).events(),
                    asyncio.get_running_loop().create_future(),
                    arrival + round(behavior.ttft_s * 1e9))  # fmt: skip
         head, _ = job.advance()  # the role chunk goes at once; the first token waits
@@ -394,10 +441,12 @@ def _utf8_cut(data: bytes) -> int:
 class _Stream:
     """The SSE byte strings of one response, each with the token offset it is due at."""
 
-    def __init__(self, behavior: Behavior, body: dict[str, Any], chat: bool, model: str) -> None:
+    def __init__(
+        self, behavior: Behavior, body: dict[str, Any], chat: bool, config: ServerConfig
+    ) -> None:
         self.b = behavior
         self.chat = chat
-        self.model = model
+        self.model = config.model
         asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         self.num_tokens = behavior.num_tokens or min(asked, _MAX_TOKENS_CAP)
         self.finish = "length"
@@ -409,7 +458,7 @@ class _Stream:
         options = body.get("stream_options") or {}
         self.include_usage = behavior.usage and bool(options.get("include_usage"))
         self.continuous = behavior.usage and bool(options.get("continuous_usage_stats"))
-        self.prompt_tokens = _count_prompt(body)
+        self.prompt_tokens = _count_prompt(body, config)
         self.sent = 0
         self.num_events = 0
 
@@ -503,10 +552,16 @@ class _Stream:
         return self._frame(error)
 
 
-def _count_prompt(body: dict[str, Any]) -> int:
+def _count_prompt(body: dict[str, Any], config: ServerConfig) -> int:
+    """Words as tokens (times `prompt_token_scale`), plus the chat template's tokens."""
+    scale = config.prompt_token_scale
     if "messages" in body:
-        return sum(len(str(m.get("content", "")).split()) for m in body["messages"]) + 4
-    return len(str(body.get("prompt", "")).split())
+        messages = body["messages"]
+        words = sum(len(str(m.get("content", "")).split()) for m in messages)
+        template = config.template_tokens + config.template_tokens_per_message * len(messages)
+        return math.ceil(words * scale) + template
+    return math.ceil(len(str(body.get("prompt", "")).split()) * scale)
+
 
 
 @contextlib.contextmanager

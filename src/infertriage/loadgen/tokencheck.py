@@ -32,24 +32,27 @@ from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.results import TokenCheck
 from infertriage.workload import RequestSpec, TextRenderer
 
-__all__ = ["TOKEN_CHECK_LIMIT", "check_tokens", "token_check_warnings"]
+__all__ = ["TOKEN_CHECK_LIMIT", "ServerTokenizer", "check_tokens", "token_check_warnings"]
 
 TOKEN_CHECK_LIMIT = 0.10  # the disagreement above which bench warns
 _TIMEOUT_S = 5.0
 
 
-class _Tokenizer:
-    """One server's `/tokenize`, in whichever form it answers."""
+class ServerTokenizer:
+    """One server's `/tokenize`, in whichever form it answers; `num_requests` counts the asks."""
 
     def __init__(self, session: aiohttp.ClientSession, root: str, model: str) -> None:
         self.session = session
+        self.root = root
         self.url = root + "/tokenize"
         self.model = model
         self.form = ""  # "vllm" | "llama.cpp" once known; "none" when neither answers
+        self.num_requests = 0
 
-    async def _post(self, payload: Mapping[str, object]) -> object:
+    async def _post(self, payload: Mapping[str, object], url: str = "") -> object:
+        self.num_requests += 1
         try:
-            async with self.session.post(self.url, data=orjson.dumps(payload)) as resp:
+            async with self.session.post(url or self.url, data=orjson.dumps(payload)) as resp:
                 if resp.status != 200:
                     return None
                 return orjson.loads(await resp.read())
@@ -88,6 +91,14 @@ class _Tokenizer:
             return await self._llama(prompt, special=True)
         return None  # llama.cpp's /tokenize applies no chat template
 
+    async def templated(self, messages: object) -> int | None:
+        """llama.cpp: the chat template applied by `/apply-template`, then counted."""
+        if self.form != "llama.cpp":
+            return None
+        document = await self._post({"messages": messages}, self.root + "/apply-template")
+        prompt = document.get("prompt") if isinstance(document, dict) else None
+        return await self._llama(prompt, special=True) if isinstance(prompt, str) else None
+
 
 def _sum(counts: Sequence[int | None]) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
@@ -110,7 +121,7 @@ async def check_tokens(
     text_total = request_total = usage_total = 0
     num_usage = 0
     async with aiohttp.ClientSession(timeout=timeout, headers=all_headers) as session:
-        tokenize = _Tokenizer(session, base_url.removesuffix("/v1"), model)
+        tokenize = ServerTokenizer(session, base_url.removesuffix("/v1"), model)
         for spec, usage in sample:
             texts = [text for _, text in renderer.messages(spec.turns)]
             counted = _sum([await tokenize.text(text) for text in texts])

@@ -199,6 +199,7 @@ def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> 
         "levels": [level_to_json(level, t) for level in result.levels],
         "knee": _knee_json(result.knee),
         "token_check": _token_check_json(result.token_check),
+        "workload_fit": result.workload_fit.to_json() if result.workload_fit else None,
         "warnings": list(result.warnings),
     }
 

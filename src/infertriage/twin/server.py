@@ -8,8 +8,9 @@ streaming with `stream_options.include_usage` and `continuous_usage_stats`),
 there), on 127.0.0.1 by default. The front end (tokenize, detokenize,
 serialize) runs on the event loop's thread and pays the scenario's CPU
 costs there; the engine core runs on its own thread (`EngineDriver`).
-Errors are OpenAI-format bodies: a prompt longer than `max_model_len` or
-malformed JSON → 400, an unknown model → 404, an injected fault → 500.
+Errors are OpenAI-format bodies, with vLLM's messages: a prompt (plus
+`max_tokens`) longer than `max_model_len`, `min_tokens` above `max_tokens`
+or malformed JSON → 400, an unknown model → 404, an injected fault → 500.
 """
 
 from __future__ import annotations
@@ -219,9 +220,15 @@ class TwinApp:
                 f"{num_prompt + max_tokens} tokens ({num_prompt} in the messages, {max_tokens} in "
                 "the completion). Please reduce the length of the messages or completion.",
             )
+        if spec.min_tokens > max_tokens:
+            raise ApiError(
+                400,
+                f"min_tokens must be less than or equal to max_tokens={max_tokens}, "
+                f"got {spec.min_tokens}.",
+            )
         return SamplingParams(
             max_tokens=max_tokens,
-            min_tokens=min(spec.min_tokens, max_tokens),
+            min_tokens=spec.min_tokens,
             ignore_eos=spec.ignore_eos,
             stop_token_ids=spec.stop_token_ids,
         )

@@ -2,8 +2,9 @@
 
 Takes a workload spec (`chat-mix`, `synthetic:…`, `prefix:…`, `multiturn:…`,
 `sharegpt:FILE`, `jsonl:FILE`, `trace:FILE`) and an arrival process; gives a
-`Schedule` of `RequestSpec`s on absolute deadlines, and the deterministic
-text their prompts are rendered from.
+`Schedule` of `RequestSpec`s on absolute deadlines, the deterministic text
+their prompts are rendered from, and the specs fitted to a server's context
+(`fit`).
 """
 
 from infertriage.workload.arrivals import ArrivalKind, Arrivals, make_offsets, parse_arrivals
@@ -16,6 +17,15 @@ from infertriage.workload.build import (
     make_schedule,
     make_specs,
     parse_workload,
+)
+from infertriage.workload.fit import (
+    ContextLimit,
+    CountedPrompt,
+    FitReport,
+    PromptModel,
+    fit_schedule,
+    fit_specs,
+    learn_prompt_model_from,
 )
 from infertriage.workload.lengths import LengthDist, LengthKind, parse_length
 from infertriage.workload.sources import DatasetItem, read_jsonl_requests, read_sharegpt
@@ -35,10 +45,14 @@ __all__ = [
     "ONE_TOKEN_WORDS",
     "ArrivalKind",
     "Arrivals",
+    "ContextLimit",
+    "CountedPrompt",
     "DatasetItem",
+    "FitReport",
     "LengthDist",
     "LengthKind",
     "LocalTokenizer",
+    "PromptModel",
     "RequestSpec",
     "Schedule",
     "SynthText",
@@ -49,6 +63,9 @@ __all__ = [
     "WorkloadSpec",
     "closed_loop_count",
     "estimate_tokens",
+    "fit_schedule",
+    "fit_specs",
+    "learn_prompt_model_from",
     "make_offsets",
     "make_schedule",
     "make_specs",

@@ -21,6 +21,9 @@ shares. Specs are `KIND[:ARG][,key=value…]`:
   sent P requests after turn k.
 - `sharegpt:FILE`, `jsonl:FILE` (timestamps, when present, replay), and
   `trace:FILE[,speed=S]` (replay at S× speed).
+
+Lengths are as asked (an output is clipped at `max_model_len`, a chat-mix
+prompt at half of it); `fit` fits each request to a server's context.
 """
 
 from __future__ import annotations
@@ -161,10 +164,6 @@ class _Ctx:
     tokenizer: TokenCounter | None
 
 
-def _fit_output(prompt: int, output: int, max_model_len: int) -> int:
-    return max(1, min(output, max_model_len - prompt))
-
-
 def _pick_shared(
     rng: np.random.Generator, prompts: npt.NDArray[np.int64], share: float, room: int
 ) -> npt.NDArray[np.bool_]:
@@ -207,8 +206,7 @@ def _synthetic_specs(
             total = prefix_len + body_len
         else:
             turns, total, labels = (Turn("user", SynthText(length, _BODY_KEY + i)),), length, ()
-        output = _fit_output(total, out, ctx.max_model_len)
-        specs.append(RequestSpec(i, turns, total, output, ctx.ignore_eos, labels))
+        specs.append(RequestSpec(i, turns, total, out, ctx.ignore_eos, labels))
     return specs
 
 
@@ -245,9 +243,9 @@ def _prefix_groups(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
         prefix = SynthText(prefix_len, _PREFIX_KEY + group)
         body = SynthText(int(suffixes[i]), _BODY_KEY + i)
         total = prefix_len + body.num_tokens
-        out = _fit_output(total, int(outputs[i]), ctx.max_model_len)
         turns = (Turn("system", prefix), Turn("user", body))
-        specs.append(RequestSpec(i, turns, total, out, ctx.ignore_eos, (("group", str(group)),)))
+        labels = (("group", str(group)),)
+        specs.append(RequestSpec(i, turns, total, int(outputs[i]), ctx.ignore_eos, labels))
     return specs
 
 
@@ -276,7 +274,7 @@ def _multiturn(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
                 total = sum(
                     t.content.num_tokens for t in history if isinstance(t.content, SynthText)
                 )
-                out = _fit_output(total, int(replies[conv * num_turns + turn]), ctx.max_model_len)
+                out = int(replies[conv * num_turns + turn])
                 labels = (("conversation", str(conv)), ("turn", str(turn)))
                 specs.append(
                     RequestSpec(len(specs), tuple(history), total, out, ctx.ignore_eos, labels)
@@ -305,8 +303,9 @@ def _from_items(ws: WorkloadSpec, ctx: _Ctx, items: list[DatasetItem]) -> list[R
     for i in range(ctx.count):
         item = items[int(order[i % len(order)])]
         out = int(overrides[i]) if overrides is not None else item.output_tokens
-        out = _fit_output(item.prompt_tokens, min(out, max_output), ctx.max_model_len)
-        specs.append(RequestSpec(i, item.turns, item.prompt_tokens, out, ctx.ignore_eos))
+        specs.append(
+            RequestSpec(i, item.turns, item.prompt_tokens, min(out, max_output), ctx.ignore_eos)
+        )
     return specs
 
 
@@ -327,7 +326,10 @@ def make_specs(
     tokenizer: TokenCounter | None = None,
     items: list[DatasetItem] | None = None,
 ) -> tuple[RequestSpec, ...]:
-    """`count` requests of the workload; datasets are cycled (ShareGPT shuffled, seeded)."""
+    """`count` requests of the workload; datasets are cycled (ShareGPT shuffled, seeded).
+
+    Lengths are the workload's, as asked: `fit.fit_specs` fits them to a server's context.
+    """
     ctx = _Ctx(
         np.random.default_rng(seed), count, max_model_len, ws.flag("ignore_eos", True), tokenizer
     )

@@ -1,0 +1,188 @@
+"""api, level 5: what `bench` learns of the server before any load, and the workload fitted.
+
+Takes the base URL (`…/v1`), the headers, the model (or none), a
+`--max-model-len` override and the local tokenizer; gives `preflight`'s
+`ServerInfo` (`/v1/models`: a wrong URL or key fails here, in one sentence),
+the chosen model, the server's `ContextLimit` (`loadgen.context`; assumed,
+and said so, when the server does not tell) and a `WorkloadFit` that learns,
+once, how the server counts prompts (`loadgen.promptcount`, on the first
+schedule it sees) and fits every level's schedule to the limit
+(`workload.fit`), keeping one `FitReport` for the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from infertriage.loadgen.client import Endpoint
+from infertriage.loadgen.context import find_context_limit
+from infertriage.loadgen.promptcount import learn_prompt_model
+from infertriage.loadgen.runner import run_sync
+from infertriage.schemas import RequestRecord, UserError
+from infertriage.workload import (
+    DEFAULT_MAX_MODEL_LEN,
+    ContextLimit,
+    FitReport,
+    LocalTokenizer,
+    PromptModel,
+    Schedule,
+    TextRenderer,
+    estimate_tokens,
+    fit_schedule,
+)
+
+__all__ = ["ServerInfo", "WorkloadFit", "choose_model", "context_limit", "preflight"]
+
+_PREFLIGHT_TIMEOUT_S = 5.0
+_PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    models: tuple[str, ...]
+    entries: tuple[Any, ...] = ()  # the model cards, for `context_limit`
+
+
+async def _get_models(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    timeout = aiohttp.ClientTimeout(total=_PREFLIGHT_TIMEOUT_S, sock_connect=3.0)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(base + "/models", headers=headers) as resp,
+    ):
+        return resp.status, await resp.content.read(1 << 20)
+
+
+def preflight(base: str, headers: dict[str, str], *, need_model: bool) -> ServerInfo:
+    """Ask /v1/models: a wrong URL fails here, in one sentence, before any load."""
+    try:
+        status, body = run_sync(_get_models(base, headers), use_uvloop=False)
+    except aiohttp.InvalidURL as err:
+        raise UserError(f"{base} is not a valid URL.") from err
+    except aiohttp.ClientConnectorError as err:
+        reason = err.os_error.strerror or str(err.os_error)
+        raise UserError(f"cannot connect to {base}: {reason.lower()}.") from err
+    except TimeoutError as err:
+        raise UserError(f"{base} did not answer within {_PREFLIGHT_TIMEOUT_S:g} s.") from err
+    except aiohttp.ClientError as err:
+        raise UserError(f"{base} failed before answering ({type(err).__name__}).") from err
+    if status in (401, 403):
+        raise UserError(f"{base} refused the request (HTTP {status}): check --api-key.")
+    if status != 200:
+        if not need_model:
+            return ServerInfo(())
+        raise UserError(
+            f"{base}/models answered HTTP {status}: is this the base URL of an "
+            "OpenAI-compatible server?"
+        )
+    try:
+        entries = orjson.loads(body).get("data") or []
+        models = tuple(str(entry["id"]) for entry in entries)
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as err:
+        raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
+    return ServerInfo(models, tuple(entries))
+
+
+def choose_model(model: str | None, info: ServerInfo, base: str) -> str:
+    if model is None:
+        if not info.models:
+            raise UserError(f"{base}/models lists no model: name one with --model.")
+        return info.models[0]
+    if info.models and model not in info.models:
+        served = ", ".join(info.models[:5])
+        raise UserError(f"model {model!r} is not served by {base} (it serves: {served}).")
+    return model
+
+
+async def _find(
+    base_url: str,
+    headers: Mapping[str, str],
+    model: str,
+    entries: Sequence[Any],
+    override: int | None,
+) -> ContextLimit | None:
+    timeout = aiohttp.ClientTimeout(total=_PROBE_TIMEOUT_S)
+    async with aiohttp.ClientSession(timeout=timeout, headers=dict(headers)) as session:
+        return await find_context_limit(
+            session,
+            base_url.removesuffix("/v1"),
+            model=model,
+            models_document={"data": list(entries)},
+            override=override,
+        )
+
+
+def context_limit(
+    base_url: str,
+    headers: Mapping[str, str],
+    model: str,
+    entries: Sequence[Any],
+    override: int | None,
+) -> ContextLimit:
+    """The server's context length: the override, what it says, else the assumed default."""
+    found = run_sync(_find(base_url, headers, model, entries, override), use_uvloop=False)
+    return found or ContextLimit(DEFAULT_MAX_MODEL_LEN, "assumed")
+
+
+class WorkloadFit:
+    """One run's fitting: the limit, the prompt model (learnt on first use) and the report."""
+
+    def __init__(
+        self,
+        limit: ContextLimit,
+        *,
+        base_url: str,
+        model: str,
+        endpoint: Endpoint,
+        headers: Mapping[str, str],
+        tokenizer: LocalTokenizer | None,
+    ) -> None:
+        self.limit = limit
+        self.base_url = base_url
+        self.model = model
+        self.endpoint = endpoint
+        self.headers = dict(headers)
+        self.tokenizer = tokenizer
+        self.prompt_model: PromptModel | None = None
+        self.report: FitReport | None = None
+
+    def count_text(self, text: str) -> int:
+        return self.tokenizer.count(text) if self.tokenizer is not None else estimate_tokens(text)
+
+    def learn(self, schedule: Schedule) -> PromptModel:
+        """Count a sample of the schedule's prompts with the server's /tokenize (bounded)."""
+        return run_sync(
+            learn_prompt_model(
+                base_url=self.base_url,
+                model=self.model,
+                endpoint=self.endpoint,
+                specs=schedule.specs,
+                renderer=TextRenderer(self.tokenizer),
+                count_text=self.count_text,
+                headers=self.headers,
+                have_tokenizer=self.tokenizer is not None,
+            ),
+            use_uvloop=False,
+        )
+
+    def fit(self, schedule: Schedule) -> Schedule:
+        """The schedule fitted to the server's context; the run's report grows with it."""
+        if self.prompt_model is None:
+            self.prompt_model = self.learn(schedule)
+        fitted, report = fit_schedule(
+            schedule, self.limit, self.prompt_model, count_text=self.count_text
+        )
+        self.report = report if self.report is None else self.report.merge(report)
+        return fitted
+
+    def sent(self, records: Sequence[RequestRecord]) -> FitReport | None:
+        """The report over the requests sent (of the planned ones, a closed loop sends few)."""
+        if self.report is None:
+            return None
+        return self.report.of_sent(
+            [(r.labels.get("fit"), r.max_tokens) for r in records if r.max_tokens is not None]
+        )

@@ -1,0 +1,130 @@
+"""loadgen, level 2: the server's context length, learnt before any load.
+
+Takes an aiohttp session, the server's root URL (no `/v1`), the model and,
+when the caller already has it, the `/v1/models` document; gives a
+`ContextLimit` (the length and where it came from) or None. The one place
+that knows where each engine says it:
+
+- an override (`--max-model-len`) wins;
+- `/v1/models`: `max_model_len` of the model's card (vLLM, SGLang, the twin),
+  llama.cpp's `meta.n_ctx` (never `n_ctx_train`, the model's trained length);
+- `/props`: llama.cpp's per-slot `n_ctx` (`default_generation_settings.n_ctx`);
+- `/get_server_info`: SGLang's `context_length`, and `max_req_input_len` as
+  its prompt limit;
+- `/info`: TGI's `max_total_tokens`, with `max_input_tokens` (or the older
+  `max_input_length`) as its prompt limit;
+- `/tokenize`: vLLM's answer carries `max_model_len` too.
+
+Every probe is short; a failed one is skipped, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+
+from infertriage.workload import ContextLimit
+
+__all__ = ["find_context_limit", "limit_from_models"]
+
+_TIMEOUT_S = 3.0
+_PROBE_PROMPT = "hello"
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def limit_from_models(entries: Sequence[Any], model: str | None) -> ContextLimit | None:
+    """The context length a `/v1/models` list gives for `model` (or its first card)."""
+    cards = [c for c in entries if isinstance(c, Mapping)]
+    chosen = [c for c in cards if model is not None and str(c.get("id")) == model] or cards[:1]
+    for card in chosen:
+        length = _positive(card.get("max_model_len"))
+        if length is not None:
+            return ContextLimit(length, "/v1/models max_model_len")
+        meta = card.get("meta")
+        n_ctx = _positive(meta.get("n_ctx")) if isinstance(meta, Mapping) else None
+        if n_ctx is not None:
+            return ContextLimit(n_ctx, "/v1/models meta.n_ctx")
+    return None
+
+
+def _from_props(document: Mapping[str, Any]) -> ContextLimit | None:
+    settings = document.get("default_generation_settings")
+    n_ctx = _positive(document.get("n_ctx"))
+    if n_ctx is None and isinstance(settings, Mapping):
+        n_ctx = _positive(settings.get("n_ctx"))
+    return ContextLimit(n_ctx, "/props n_ctx") if n_ctx is not None else None
+
+
+def _from_sglang(document: Mapping[str, Any]) -> ContextLimit | None:
+    length = _positive(document.get("context_length"))
+    prompt = _positive(document.get("max_req_input_len"))
+    if length is None:
+        return None
+    return ContextLimit(length, "/get_server_info context_length", prompt)
+
+
+def _from_tgi(document: Mapping[str, Any]) -> ContextLimit | None:
+    total = _positive(document.get("max_total_tokens"))
+    prompt = _positive(document.get("max_input_tokens")) or _positive(
+        document.get("max_input_length")
+    )
+    return ContextLimit(total, "/info max_total_tokens", prompt) if total is not None else None
+
+
+async def _get(session: aiohttp.ClientSession, url: str, payload: object = None) -> Any:
+    """The JSON answer of a GET (or a POST of `payload`); None on any failure."""
+    data = orjson.dumps(payload) if payload is not None else None
+    method = "GET" if data is None else "POST"
+    headers = {"Content-Type": "application/json"} if data is not None else None
+    try:
+        async with asyncio.timeout(_TIMEOUT_S):
+            async with session.request(method, url, data=data, headers=headers) as resp:
+                if resp.status != 200:
+                    return None
+                return orjson.loads(await resp.read())
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+        return None
+
+
+async def _from_engines(session: aiohttp.ClientSession, root: str) -> ContextLimit | None:
+    paths = ("/props", "/get_server_info", "/info")
+    documents = await asyncio.gather(*(_get(session, root + path) for path in paths))
+    readers = (_from_props, _from_sglang, _from_tgi)
+    for reader, document in zip(readers, documents, strict=True):
+        found = reader(document) if isinstance(document, Mapping) else None
+        if found is not None:
+            return found
+    return None
+
+
+async def find_context_limit(
+    session: aiohttp.ClientSession,
+    root: str,
+    *,
+    model: str | None,
+    models_document: Any = None,
+    override: int | None = None,
+) -> ContextLimit | None:
+    """The server's context length, from the first source that says it (module docstring)."""
+    if override is not None:
+        return ContextLimit(override, "--max-model-len")
+    if models_document is None:
+        models_document = await _get(session, root + "/v1/models")
+    data = models_document.get("data") if isinstance(models_document, Mapping) else None
+    found = limit_from_models(data, model) if isinstance(data, list) else None
+    if found is None:
+        found = await _from_engines(session, root)
+    if found is None and model is not None:
+        document = await _get(
+            session, root + "/tokenize", {"model": model, "prompt": _PROBE_PROMPT}
+        )
+        length = _positive(document.get("max_model_len")) if isinstance(document, dict) else None
+        found = ContextLimit(length, "/tokenize max_model_len") if length is not None else None
+    return found

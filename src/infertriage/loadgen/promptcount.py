@@ -1,0 +1,125 @@
+"""loadgen, level 2: how the server counts the workload's prompts, learnt before the load.
+
+Takes the base URL (`…/v1`), the model, the endpoint, the specs about to be
+sent, the renderer that will make their text, a counter for literal text
+(the local tokenizer, else the characters-per-token estimate) and the request
+headers; gives a `PromptModel` for `workload.fit`. A sample of the specs —
+the longest of each message count first, then the longest others — is counted
+with the server's `/tokenize` (`tokencheck.ServerTokenizer`): each message's
+text alone (the server's tokens per intended token) and the whole request as
+the endpoint builds it (the chat template's tokens, by subtraction; on
+llama.cpp through `/apply-template`). Bounded: at most `BUDGET_S` seconds and
+`MAX_REQUESTS` asks. A server without `/tokenize` gives the assumed model,
+with `estimated` set. Errors never raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+
+import aiohttp
+
+from infertriage.loadgen.client import Endpoint, prompt_fields
+from infertriage.loadgen.tokencheck import ServerTokenizer
+from infertriage.workload import (
+    CountedPrompt,
+    PromptModel,
+    RequestSpec,
+    SynthText,
+    TextRenderer,
+    Turn,
+    learn_prompt_model_from,
+)
+
+__all__ = ["BUDGET_S", "MAX_REQUESTS", "learn_prompt_model", "pick_sample"]
+
+BUDGET_S = 2.0
+MAX_REQUESTS = 64
+MAX_SPECS = 16
+_TIMEOUT_S = 2.0
+
+
+def pick_sample(specs: Sequence[RequestSpec], max_specs: int = MAX_SPECS) -> list[RequestSpec]:
+    """Distinct prompts to count: the longest of each message count, then the longest others."""
+    unique: dict[tuple[Turn, ...], RequestSpec] = {}
+    for spec in specs:
+        unique.setdefault(spec.turns, spec)
+    ranked = sorted(unique.values(), key=lambda s: (-(s.prompt_tokens + s.max_tokens), s.index))
+    picked: list[RequestSpec] = []
+    seen_counts: set[int] = set()
+    for spec in ranked:
+        if len(spec.turns) not in seen_counts:
+            seen_counts.add(len(spec.turns))
+            picked.append(spec)
+    chosen = {id(s) for s in picked}
+    rest = [s for s in ranked if id(s) not in chosen]
+    return (picked + rest)[:max_specs]
+
+
+async def _measure(
+    tokenizer: ServerTokenizer,
+    spec: RequestSpec,
+    renderer: TextRenderer,
+    count_text: Callable[[str], int],
+    cache: dict[str | SynthText, int],
+    *,
+    chat: bool,
+) -> CountedPrompt | None:
+    parts = []
+    for turn in spec.turns:
+        text = renderer.text(turn.content)
+        counted = cache.get(turn.content)
+        if counted is None:
+            counted = await tokenizer.text(text)
+            if counted is None:
+                return None
+            cache[turn.content] = counted
+        synthetic = isinstance(turn.content, SynthText)
+        intended = turn.content.num_tokens if isinstance(turn.content, SynthText) else None
+        parts.append((intended if intended is not None else count_text(text), counted, synthetic))
+    fields = prompt_fields(renderer, spec, chat=chat)
+    whole = await tokenizer.request(fields)
+    if whole is None and chat:
+        whole = await tokenizer.templated(fields["messages"])
+    return CountedPrompt(spec.turns, tuple(parts), whole)
+
+
+async def learn_prompt_model(
+    *,
+    base_url: str,
+    model: str,
+    endpoint: Endpoint,
+    specs: Sequence[RequestSpec],
+    renderer: TextRenderer,
+    count_text: Callable[[str], int],
+    headers: Mapping[str, str],
+    have_tokenizer: bool,
+) -> PromptModel:
+    """Count a sample of `specs` with the server's `/tokenize`; see the module docstring."""
+    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
+    measured: list[CountedPrompt] = []
+    cache: dict[str | SynthText, int] = {}
+    all_headers = {**headers, "Content-Type": "application/json"}
+    async with aiohttp.ClientSession(timeout=timeout, headers=all_headers) as session:
+        tokenizer = ServerTokenizer(session, base_url.removesuffix("/v1"), model)
+        try:
+            async with asyncio.timeout(BUDGET_S):
+                for spec in pick_sample(specs):
+                    if tokenizer.num_requests + len(spec.turns) + 1 > MAX_REQUESTS:
+                        break
+                    found = await _measure(
+                        tokenizer, spec, renderer, count_text, cache,
+                        chat=endpoint is Endpoint.CHAT,
+                    )  # fmt: skip
+                    if found is None:
+                        break
+                    measured.append(found)
+        except TimeoutError:
+            pass  # what was counted in time is the sample
+    return learn_prompt_model_from(
+        measured,
+        form=tokenizer.form,
+        exact_text=have_tokenizer,
+        num_counted=tokenizer.num_requests,
+    )
