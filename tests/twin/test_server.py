@@ -91,6 +91,20 @@ def test_stop_string_ends_the_request(twin: TwinProcess) -> None:
         ("/v1/completions", b"{not json", 400, "not valid JSON"),
         ("/v1/completions", b'{"prompt": "hi", "model": "gpt-9"}', 404, "does not exist"),
         ("/v1/completions", b'{"prompt": "x ' + b"y " * 9000 + b'"}', 400, "maximum context"),
+        # vLLM's words for a prompt + max_tokens past the context ("x" and 8,000 " y")
+        (
+            "/v1/completions",
+            b'{"prompt": "x ' + b"y " * 8000 + b'", "max_tokens": 500}',
+            400,
+            "maximum context length is 8192 tokens. However, you requested 8501 tokens "
+            "(8001 in the messages, 500 in the completion)",
+        ),
+        (
+            "/v1/completions",
+            b'{"prompt": "hi", "max_tokens": 4, "min_tokens": 8}',
+            400,
+            "min_tokens must be less than or equal to max_tokens=4, got 8.",
+        ),
         ("/v1/chat/completions", b'{"messages": []}', 400, "messages"),
     ],
 )

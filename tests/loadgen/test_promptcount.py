@@ -1,0 +1,93 @@
+"""The default workload fitted to a short context, against a loopback server that rejects as vLLM.
+
+The server counts each word of a prompt as 1.1 tokens and adds a chat template of 20
+tokens plus 5 a message, and answers HTTP 400 with vLLM's message for a prompt +
+max_tokens past its context (or min_tokens past max_tokens): bench learns that from
+its /tokenize (or assumes it, without one), and not one request is rejected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infertriage.api.bench import run_bench
+from infertriage.loadgen.promptcount import pick_sample
+from infertriage.loadgen.results import BenchResult
+from infertriage.loadgen.testserver import Behavior, PathServer, ServerConfig, serve_in_thread
+from infertriage.workload import make_specs, parse_workload
+
+_FAST = Behavior(ttft_s=0.001, itl_s=0.0)
+
+
+def _run(
+    tmp_path: Path, context: int, *, tokenize: str = "vllm", endpoint: str = "chat"
+) -> tuple[BenchResult, PathServer]:
+    config = ServerConfig(
+        behavior=_FAST, max_model_len=context, reject_over_context=True, tokenize=tokenize,
+        prompt_token_scale=1.1, template_tokens=20, template_tokens_per_message=5,
+    )  # fmt: skip
+    with serve_in_thread(config) as (url, server):
+        result = run_bench(
+            url=url, concurrencies=[16], num_requests=120, out=tmp_path / "run",
+            endpoint=endpoint, check_tokens=False,
+        )  # fmt: skip
+    return result, server
+
+
+def _assert_nothing_rejected(result: BenchResult, server: PathServer) -> None:
+    assert server.rejected == [] and server.num_requests == 120
+    assert result.levels[0].summary.num_ok == 120
+    for asked in server.asked.values():
+        assert asked["min_tokens"] <= asked["max_tokens"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("context", [2048, 1024])
+def test_the_default_workload_at_a_short_context_is_never_rejected(
+    tmp_path: Path, context: int
+) -> None:
+    result, server = _run(tmp_path, context)
+    _assert_nothing_rejected(result, server)
+    fit = result.workload_fit
+    assert fit is not None and fit.max_model_len == context and not fit.estimated
+    assert fit.limit_source == "/v1/models max_model_len" and fit.count_source == "/tokenize"
+    assert fit.rescale == pytest.approx(1.1, abs=0.01)  # the text regenerated at n / 1.1 words
+    assert fit.num_requests == 120 and fit.num_capped > 0 and fit.num_trimmed == 0
+    capped = [w for w in result.warnings if "max_tokens capped" in w]
+    assert capped == [
+        f"{fit.num_capped} of 120 requests had max_tokens capped (down to {fit.capped_min:,}) "
+        f"to fit the {context:,}-token context (/v1/models max_model_len): their outputs are "
+        "shorter than the workload's."
+    ]
+    info = (tmp_path / "run" / "run.json").read_text()
+    assert '"workload_fit"' in info and '"max_model_len_source"' in info
+
+
+def test_without_tokenize_the_fit_is_estimated_and_still_fits(tmp_path: Path) -> None:
+    result, server = _run(tmp_path, 2048, tokenize="none")
+    _assert_nothing_rejected(result, server)
+    fit = result.workload_fit
+    assert fit is not None and fit.estimated and fit.count_source == "assumed"
+    assert any("no /tokenize and no --tokenizer" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(("tokenize", "endpoint"), [("llama.cpp", "chat"), ("vllm", "completions")])
+def test_llama_cpp_template_and_the_completions_endpoint(
+    tmp_path: Path, tokenize: str, endpoint: str
+) -> None:
+    result, server = _run(tmp_path, 1024, tokenize=tokenize, endpoint=endpoint)
+    _assert_nothing_rejected(result, server)
+    fit = result.workload_fit
+    assert fit is not None and not fit.estimated  # llama.cpp: through /apply-template
+    # The template of a two-message chat: 20 + 2 · 5 tokens (llama.cpp counts its text, 10 % up).
+    assert fit.max_template_tokens == {"llama.cpp": 33, "vllm": 0}[tokenize]
+
+
+def test_the_sample_covers_every_message_count_longest_first() -> None:
+    specs = make_specs(parse_workload("chat-mix"), 500, seed=2)
+    sample = pick_sample(specs, 6)
+    assert sorted(len(s.turns) for s in sample[:2]) == [1, 2] and len(sample) == 6
+    assert len({s.turns for s in sample}) == 6
+    longest = max(specs, key=lambda s: s.prompt_tokens + s.max_tokens)
+    assert longest in sample[:2]
