@@ -36,3 +36,36 @@ def test_throughput_counts_the_first_bursts_tokens_inside_the_window() -> None:
     throughput = signals["client.throughput_tok_s"]
     assert throughput.window is not None and throughput.window[0] > 0.5  # after the burst began
     assert throughput.value == pytest.approx(400.0, rel=0.05)
+
+
+def _failed(
+    rid: str, sent: float, kind: ErrorKind, status: int | None, fault: str
+) -> RequestRecord:
+    return RequestRecord(
+        id=rid, scheduled_ts=sent, sent_ts=sent, end_ts=sent + 0.01, http_status=status,
+        error_kind=kind, fault=fault, error_text=f"HTTP {status}: {{\"message\": \"no\"}}",
+    )  # fmt: skip
+
+
+def test_errors_come_with_their_counts_and_rejections_and_429s_are_apart() -> None:
+    served = [_stream(f"s{i}", i * 0.05, 20) for i in range(40)]
+    errors = [_failed(f"e{i}", 0.5 + i * 0.1, ErrorKind.HTTP, 500, "http_5xx") for i in range(2)]
+    rejected = [
+        _failed(f"r{i}", 0.6 + i * 0.1, ErrorKind.REJECTED, 400, "http_4xx") for i in range(4)
+    ]
+    refused = [
+        _failed(f"q{i}", 0.7 + i * 0.1, ErrorKind.ADMISSION, 429, "http_4xx") for i in range(2)
+    ]
+    # cut by the drain deadline: one mid-stream (kept, measured), one before its first token
+    cut = [
+        _stream("c0", 1.0, 20, cut=True),
+        _failed("c1", 1.5, ErrorKind.TIMEOUT, None, "run_deadline"),
+        _failed("c2", 1.5, ErrorKind.CLIENT, None, "cancelled"),
+    ]
+    records = served + errors + rejected + refused + cut
+    values = {s.name: s.value for s in client_signals(records, client_bound=False)}
+    steady = values["client.num_requests"]
+    assert values["client.num_errors"] == 2 and steady <= 43  # 40 served, 2 failed, c0
+    assert values["client.error_rate"] == pytest.approx(2 / steady)
+    assert values["client.rejected_rate"] > 0 and values["client.admission_rate"] > 0
+    assert values["client.timeout_rate"] == 0.0  # the run's own cuts are no timeouts

@@ -170,8 +170,36 @@ def test_error_taxonomy_and_short_outputs() -> None:
     cut = _record([], error_kind=ErrorKind.CLIENT, fault="cancelled", id="z")
     s = summarize([ok, reset, reset, http, cut])
     assert dict(s.errors) == {"stream:reset": 2, "http:http_5xx": 1, "client:cancelled": 1}
-    assert s.num_failed == 4 and s.num_incomplete == 1 and s.error_rate == pytest.approx(0.8)
+    # the cut request is no error: 3 failures among the 4 requests the server answered
+    assert s.num_failed == 3 and s.num_incomplete == 1 and s.error_rate == pytest.approx(0.75)
     assert s.num_short_outputs == 1 and s.output_ratio == pytest.approx(0.5)
+
+
+def test_rejected_refused_and_cut_requests_are_not_the_servers_errors() -> None:
+    ok = [_record([(0.1, 1), (0.2, 1)], id=f"ok{i}") for i in range(6)]
+    failed = _record([], error_kind=ErrorKind.HTTP, fault="http_5xx", id="f", http_status=503)
+    body = '{"object":"error","message":"This model\'s maximum context length is 2048 tokens.'
+    too_long = [
+        _record(
+            [], error_kind=ErrorKind.REJECTED, fault="http_4xx", id=f"r{i}", http_status=400,
+            error_text=f"HTTP 400: {body} However, you requested {2100 + i} tokens.\"}}",
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    refused = _record([], error_kind=ErrorKind.ADMISSION, fault="http_4xx", id="q", http_status=429)
+    # cut by the drain deadline before any token: not an error, whatever its kind
+    cut = _record([], error_kind=ErrorKind.TIMEOUT, fault="run_deadline", id="c")
+    s = summarize([*ok, failed, *too_long, refused, cut])
+    assert (s.num_requests, s.num_ok, s.num_failed, s.num_incomplete) == (11, 6, 1, 1)
+    assert s.num_counted == 7 and s.error_rate == pytest.approx(1 / 7)
+    assert s.num_refused == 1 and s.admission_rate == pytest.approx(1 / 10)
+    assert dict(s.errors) == {"http:http_5xx": 1, "timeout:run_deadline": 1}
+    assert s.rejections.num_rejected == 2 and s.rejections.num_requests == 10
+    assert s.rejections.line() == (
+        "2 requests (20.0 %) rejected by the server as invalid: HTTP 400 'This model's maximum "
+        "context length is 2048 tokens. However, you requested 2100 tokens.' — fix: "
+        "--max-model-len / a shorter --workload"
+    )
 
 
 def test_describe_matches_numpy() -> None:

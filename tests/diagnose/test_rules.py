@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infertriage.diagnose import RULES, SIGNALS, diagnose_evidence
-from infertriage.schemas import Status, Thresholds
+from infertriage.schemas import Layer, Status, Thresholds
 
 from .evidence_helpers import HEALTHY, make_evidence
 
@@ -150,9 +150,14 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         "server.itl_p95_s",
     ),
     "application.error_rate": (
-        {"client__error_rate": 0.05},
-        {"client__error_rate": 0.0005},
-        "client.error_rate",
+        {"client__num_errors": 20, "client__num_requests": 400, "client__error_rate": 0.05},
+        {"client__num_errors": 0, "client__num_requests": 400, "client__error_rate": 0.0},
+        "client.num_errors",
+    ),
+    "application.admission_control": (
+        {"client__admission_rate": 0.2},
+        {"client__admission_rate": 0.0005},
+        "client.admission_rate",
     ),
     "application.stream_cut": (
         {"client__stream_cut_fraction": 0.3, "client__stream_cut_at_s": 2.0},
@@ -337,3 +342,60 @@ def test_client_ttft_within_the_engines_own_spread_is_not_the_front_end(
     )
     finding = RULES["application.client_vs_server_ttft"].fn(ev, Thresholds())
     assert (finding is not None) is fires
+
+
+# --- the error rate judged with its interval (Clopper–Pearson, 95 %; SLO 0.1 %) -------------
+
+
+@pytest.mark.parametrize(
+    ("errors", "requests", "status", "words"),
+    [
+        (20, 400, Status.BOTTLENECK, "over the error-rate SLO of 0.10%"),
+        (3, 100, Status.BOTTLENECK, "3 of 100 requests failed (3.0%"),  # low bound 0.62 %
+        (1, 100, Status.WARNING, "would settle it"),  # 1 %: its interval reaches down to 0.03 %
+        (1, 400, Status.WARNING, "too few requests to tell it from the SLO of 0.10%"),
+        (0, 400, None, ""),
+        (1, 2000, None, ""),  # 0.05 %: within the SLO
+    ],
+)
+def test_the_error_rate_is_a_bottleneck_only_when_its_interval_is_above_the_slo(
+    errors: int, requests: int, status: Status | None, words: str
+) -> None:
+    rate = errors / requests
+    ev = make_evidence(
+        client__num_errors=errors, client__num_requests=requests, client__error_rate=rate
+    )
+    finding = RULES["application.error_rate"].fn(ev, Thresholds())
+    if status is None:
+        assert finding is None
+        return
+    assert finding is not None and finding.status is status and words in finding.title
+
+
+def test_a_rare_error_says_how_many_requests_would_settle_it() -> None:
+    ev = make_evidence(client__num_errors=1, client__num_requests=250, client__error_rate=0.004)
+    finding = RULES["application.error_rate"].fn(ev, Thresholds())
+    assert finding is not None and finding.status is Status.WARNING
+    # P(X ≥ 0.004·n | p = 0.001) falls below 2.5 % at n = 908 (see tests/analyze/test_binomial)
+    assert "about 908 requests at this rate would settle it" in finding.title
+    assert any("908" in step for step in finding.next_steps)
+
+
+def test_one_error_in_a_healthy_run_is_no_bottleneck_anywhere() -> None:
+    """The twin's healthy run with one failure in 100 (1 %) was once called application-bound."""
+    ev = make_evidence(client__num_errors=1, client__num_requests=100, client__error_rate=0.01)
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is None
+    assert diagnosis.layer(Layer.APPLICATION).status is Status.WARNING
+
+
+def test_refusals_for_load_are_an_admission_warning_not_an_error_bottleneck() -> None:
+    ev = make_evidence(client__admission_rate=0.3)
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    findings = {f.id: f for layer in diagnosis.layers for f in layer.findings}
+    assert "application.error_rate" not in findings
+    refused = findings["application.admission_control"]
+    assert refused.status is Status.WARNING and "30.0% of requests for load (HTTP 429)" in (
+        refused.title
+    )
+    assert diagnosis.primary is None

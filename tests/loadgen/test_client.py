@@ -93,6 +93,9 @@ def test_completions_endpoint(server: Server, fetch_one: Fetch) -> None:
         ("reset", ErrorKind.STREAM, "reset", 3, ""),
         ("invalid_json", ErrorKind.STREAM, "malformed_event", 10, "choices"),
         ("http_503", ErrorKind.HTTP, "http_5xx", 0, "overloaded"),
+        # a 4xx refusing the request is the workload's fault; a 429 the server refusing load
+        ("http_400", ErrorKind.REJECTED, "http_4xx", 0, "maximum context length is 2048"),
+        ("http_429", ErrorKind.ADMISSION, "http_4xx", 0, "rate limit"),
     ],
 )
 def test_faults_are_recorded_by_kind(

@@ -3,7 +3,12 @@
 Takes the `RequestRecord`s of the measured load level and the client's own
 health verdict; gives `client.*` signals: TTFT and ITL percentiles, output
 throughput, error and timeout rates, streams cut at a consistent elapsed
-time (a gateway timeout), prompt length and the concurrency reached.
+time (a gateway timeout), prompt length and the concurrency reached. The
+error rate comes with its counts (`client.num_requests`, `client.num_errors`)
+so a rule can judge it with its interval; requests rejected as invalid and
+refused for load (429) are their own rates (`client.rejected_rate`,
+`client.admission_rate`), never errors; requests cut by the run's own end
+are neither (see `outcomes`).
 """
 
 from __future__ import annotations
@@ -14,13 +19,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from infertriage.analyze.latency import steady_requests, summarize
+from infertriage.analyze.outcomes import is_incomplete
 from infertriage.schemas import ErrorKind, JudgedWindow, RequestRecord, Signal
 
 __all__ = ["client_signals", "judged_window", "stream_cut"]
 
 _CUT_SPREAD = 0.1  # cut streams end within ±10 % of one elapsed time
-# Requests the load client itself ended (its run deadline, Ctrl-C) are not the server's errors.
-_CLIENT_ENDED = frozenset({"run_deadline", "cancelled"})
 
 
 def stream_cut(records: Sequence[RequestRecord]) -> tuple[float, float]:
@@ -50,8 +54,11 @@ def _max_concurrency(records: Sequence[RequestRecord]) -> float:
 
 
 def _as_measured(record: RequestRecord) -> RequestRecord | None:
-    """A stream the client cut at its own deadline still measured TTFT and ITL; keep those."""
-    if record.fault not in _CLIENT_ENDED:
+    """A stream the client cut at its own deadline still measured TTFT and ITL; keep those.
+
+    One cut before its first token measured nothing and is dropped: never an error.
+    """
+    if not is_incomplete(record):
         return record
     if record.first_token_ts is None:
         return None
@@ -82,9 +89,14 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
     out = [
         signal("client.throughput_tok_s", throughput, "tokens/s"),
         signal("client.error_rate", summary.error_rate, "fraction"),
+        signal("client.num_requests", summary.num_counted, "requests"),
+        signal("client.num_errors", summary.num_failed, "requests"),
+        signal("client.rejected_rate", summary.rejections.share, "fraction"),
+        signal("client.admission_rate", summary.admission_rate, "fraction"),
         signal("client.bound", 1.0 if client_bound else 0.0, "bool"),
         signal("client.max_concurrency", _max_concurrency(records), "requests"),
     ]
+    # the run's own cuts are gone by now: a timeout here is the server's
     timeouts = sum(1 for r in records if r.error_kind is ErrorKind.TIMEOUT)
     out.append(signal("client.timeout_rate", timeouts / len(records), "fraction"))
     share, at = stream_cut(records)

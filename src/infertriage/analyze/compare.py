@@ -9,7 +9,8 @@ Samples per metric: `ttft`, `tpot` and `e2e` one per ok request; `itl` every
 per-token gap of the ok requests; `output_throughput` the output tokens in each
 bin of about one second of the base's or run's own steady window (the window
 cut into ⌊duration⌋ equal bins); `error_rate` one 0/1 per answered request
-(not those the run's end cut), summarised by the rate (its p50, p95 and mean
+(not those the run's end cut, nor those rejected as invalid or refused with a
+429: `traffic_shape` names those apart), summarised by the rate (its p50, p95 and mean
 are all the rate, so one rule fits all).
 
 The verdict, per metric, is made on its p50 and its p95 (for `error_rate` both
@@ -52,11 +53,11 @@ import numpy.typing as npt
 from infertriage.analyze.latency import (
     describe,
     e2e_s,
-    is_incomplete,
     itl_samples,
     steady_window,
     tpot_s,
 )
+from infertriage.analyze.outcomes import is_counted, is_refused, rejections_of
 from infertriage.analyze.stats import (
     bootstrap_diff_ci,
     ks_two_sample,
@@ -121,8 +122,12 @@ def _output_throughput(records: Sequence[RequestRecord]) -> FloatArray:
 
 
 def _failed(records: Sequence[RequestRecord]) -> FloatArray:
-    """One 0/1 per request the server answered; requests cut by the run's end do not count."""
-    counted = [r for r in records if not is_incomplete(r)]
+    """One 0/1 per request the server was validly asked to serve (`outcomes.is_counted`).
+
+    Requests cut by the run's end, rejected as invalid (4xx) or refused for load
+    (429) do not count; `traffic_shape` names the rejected and refused apart.
+    """
+    counted = [r for r in records if is_counted(r)]
     return np.asarray([0.0 if r.ok else 1.0 for r in counted], dtype=np.float64)
 
 
@@ -437,7 +442,8 @@ def traffic_shape(base: Sequence[RequestRecord], run: Sequence[RequestRecord]) -
     Prompt or output token counts (of the records that have them) differ: KS D
     > 0.1 with p < 0.01, or medians > 10 % apart; the offered request rate
     (requests over the span of send times) differs by > 10 %; or one run has
-    more than twice the other's requests.
+    more than twice the other's requests. Also, per side, the requests the
+    server rejected as invalid or refused for load: not in the error rate.
     """
     warnings = (
         _tokens_warning(
@@ -452,8 +458,19 @@ def traffic_shape(base: Sequence[RequestRecord], run: Sequence[RequestRecord]) -
         ),
         _rate_warning(base, run),
         _count_warning(len(base), len(run)),
+        *(_not_served_warning(name, side) for name, side in (("base", base), ("run", run))),
     )
     return tuple(w for w in warnings if w is not None)
+
+
+def _not_served_warning(name: str, records: Sequence[RequestRecord]) -> str | None:
+    """Requests rejected as invalid or refused for load: not in the error rate, named here."""
+    parts = [line] if (line := rejections_of(records).line()) else []
+    if refused := sum(1 for r in records if is_refused(r)):
+        parts.append(f"{refused} refused for load (HTTP 429)")
+    if not parts:
+        return None
+    return f"The {name}: {'; '.join(parts)}; not counted in its error rate."
 
 
 # --- config --------------------------------------------------------------------------------

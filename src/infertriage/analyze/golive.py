@@ -6,8 +6,10 @@ samples and the phase times; gives `Check`s. Pure: no clock, no I/O.
 Performance: each SLO of `Thresholds` is judged on its point estimate and its
 95 % interval — TTFT p95 (bootstrap over requests), ITL p95 (bootstrap over
 requests, since one request's token gaps are not independent), the error
-rate (Wilson interval) and, when the SLO sets one, output throughput (the
-mean of 1-second bins). The point within the limit and the whole interval
+rate (exact Clopper–Pearson interval, over the requests the server was
+validly asked to serve: those rejected as invalid, refused with a 429 or cut
+by the run's end are named apart) and, when the SLO sets one, output
+throughput (the mean of 1-second bins). The point within the limit and the whole interval
 too is `pass`; the point within but the interval across is `marginal`: the
 run was too small or too close to the limit to prove the SLO. TTFT and ITL
 are judged over the requests sent within the steady window (first completion →
@@ -35,13 +37,13 @@ Stability, over the soak's steady window (first completion → last send):
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from infertriage.analyze.binomial import exact_interval, requests_to_settle
 from infertriage.analyze.latency import (
     Window,
     is_incomplete,
@@ -50,12 +52,12 @@ from infertriage.analyze.latency import (
     steady_window,
     tpot_s,
 )
+from infertriage.analyze.outcomes import is_counted, is_refused, rejections_of
 from infertriage.analyze.stats import (
     bootstrap_quantile_ci,
     linear_trend,
     mann_whitney,
     two_proportion_p,
-    wilson_interval,
 )
 from infertriage.schemas import (
     MIB,
@@ -133,23 +135,34 @@ def _clustered_p95_ci(per_request: Sequence[np.ndarray], seed: int) -> tuple[flo
     return float(low), float(high)
 
 
+def _not_counted(records: Sequence[RequestRecord]) -> str:
+    """What the error rate leaves out: cut by the run, refused for load, rejected as invalid."""
+    parts = []
+    if cut := sum(1 for r in records if is_incomplete(r)):
+        parts.append(f"{cut} cut by the end of the run")
+    if refused := sum(1 for r in records if is_refused(r)):
+        parts.append(f"{refused} refused for load (HTTP 429)")
+    if line := rejections_of(records).line():
+        parts.append(line)
+    return "; not counted: " + "; ".join(parts) if parts else ""
+
+
 def _error_check(records: Sequence[RequestRecord], limit: float, name: str) -> Check:
-    cut = sum(1 for r in records if is_incomplete(r))
-    failed, total = sum(1 for r in records if not r.ok) - cut, len(records) - cut
+    counted = [r for r in records if is_counted(r)]
+    failed, total = sum(1 for r in counted if not r.ok), len(counted)
     if total == 0:
-        return Check(_P, name, CheckStatus.FAIL, "no request was sent.")
+        what = "sent" if not records else "served"
+        return Check(_P, name, CheckStatus.FAIL, f"no request was {what}{_not_counted(records)}.")
     rate = failed / total
-    low, high = wilson_interval(failed, total)
+    low, high = exact_interval(failed, total)
     status = _judge(rate, (low, high), limit, upper=True)
     detail = (
         f"{failed} of {total} requests failed ({rate:.2%}; 95 % interval "
         f"{low:.2%}–{high:.2%}) against an SLO of {limit:.2%}"
     )
-    if cut:
-        detail += f" ({cut} cut by the end of the run are not counted)"
-    if status is CheckStatus.MARGINAL:
-        needed = math.ceil(3.0 / limit) if limit > 0 else 0
-        detail += f": {total} requests cannot prove it (about {needed:,} with no error would)"
+    if status is CheckStatus.MARGINAL and (needed := requests_to_settle(rate, limit)):
+        detail += f": {total} requests cannot prove it (about {needed:,} at this rate would)"
+    detail += _not_counted(records)
     return Check(_P, name, status, detail + ".", {"rate": rate, "ci_high": high, "limit": limit})
 
 
@@ -316,7 +329,7 @@ def _drift_check(
 
 def _error_trend_check(records: Sequence[RequestRecord], window: Window, limit: float) -> Check:
     name = "stability.errors"
-    records = [r for r in records if not is_incomplete(r)]
+    records = [r for r in records if is_counted(r)]  # not cut, rejected or refused
     middle = (window.start_ts + window.end_ts) / 2
     first = [r for r in records if r.sent_ts < middle]
     second = [r for r in records if r.sent_ts >= middle]

@@ -26,6 +26,9 @@ Definitions (all seconds, on the run's clock):
 - Throughput and goodput are per second of a steady window: from the first
   completion (warm-up over) to the last send (drain begins); with too little
   of it, the whole run. Goodput counts requests meeting every SLO.
+- The error rate is the server's failures over the requests it was validly
+  asked to serve: requests cut by the run's end, rejected as invalid (4xx) or
+  refused for load (429) are counted apart (`outcomes`), never as errors.
 - Percentiles are numpy's (linear); the mean carries a seeded percentile
   bootstrap confidence interval where asked.
 """
@@ -40,6 +43,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from infertriage.analyze.outcomes import (
+    Rejections,
+    is_incomplete,
+    is_refused,
+    is_server_failure,
+    rejections_of,
+)
 from infertriage.schemas import (
     JudgedWindow,
     RequestRecord,
@@ -331,10 +341,10 @@ def steady_requests(
 class LatencySummary:
     """Everything `bench` reports about one load level; seconds, tokens and requests per second."""
 
-    num_requests: int
+    num_requests: int  # every request sent: ok + failed + incomplete + rejected + refused
     num_ok: int
-    num_failed: int
-    num_incomplete: int
+    num_failed: int  # failed by the server (`outcomes.is_server_failure`)
+    num_incomplete: int  # cut by the run's own end
     window: Window
     ttft: Distribution | None
     ttft_intended: Distribution | None
@@ -357,26 +367,33 @@ class LatencySummary:
     total_output_tokens: int
     num_short_outputs: int  # fewer output tokens than asked
     output_ratio: float | None  # mean output tokens / asked
-    errors: tuple[tuple[str, int], ...] = field(default=())
+    errors: tuple[tuple[str, int], ...] = field(default=())  # the server's and the run's cuts
+    rejections: Rejections = field(default=Rejections())  # refused as invalid (4xx)
+    num_refused: int = 0  # HTTP 429: the server refused the load (admission control)
+
+    @property
+    def num_counted(self) -> int:
+        """The requests the error rate is over: answered, and validly asked."""
+        return self.num_ok + self.num_failed
 
     @property
     def error_rate(self) -> float:
-        return self.num_failed / self.num_requests if self.num_requests else 0.0
+        """The server's failures over the requests it was validly asked to serve."""
+        return self.num_failed / self.num_counted if self.num_counted else 0.0
 
-
-_INCOMPLETE_FAULTS = {"cancelled", "run_deadline"}
-
-
-def is_incomplete(record: RequestRecord) -> bool:
-    """Cut by the run (its deadline, Ctrl-C), not failed by the server."""
-    return record.fault in _INCOMPLETE_FAULTS
+    @property
+    def admission_rate(self) -> float:
+        """Refused with a 429, over the requests sent and not cut by the run's end."""
+        sent = self.num_requests - self.num_incomplete
+        return self.num_refused / sent if sent else 0.0
 
 
 def _error_counts(records: Iterable[RequestRecord]) -> tuple[tuple[str, int], ...]:
+    """Failures by kind: the server's and the run's cuts; rejected and refused are apart."""
     counts = Counter(
         f"{r.error_kind.value}:{r.fault}" if r.fault else r.error_kind.value
         for r in records
-        if not r.ok
+        if is_server_failure(r) or is_incomplete(r)
     )
     return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
@@ -423,7 +440,7 @@ def summarize(
     return LatencySummary(
         num_requests=len(records),
         num_ok=len(ok),
-        num_failed=len(records) - len(ok),
+        num_failed=sum(1 for r in records if is_server_failure(r)),
         num_incomplete=sum(1 for r in records if is_incomplete(r)),
         window=window,
         ttft=describe(_values(ok, lambda r: r.ttft_s), ci=True, seed=seed),
@@ -448,6 +465,8 @@ def summarize(
         num_short_outputs=sum(1 for got, want in asked if got < want),
         output_ratio=(sum(g / w for g, w in asked) / len(asked)) if asked else None,
         errors=_error_counts(records),
+        rejections=rejections_of(records),
+        num_refused=sum(1 for r in records if is_refused(r)),
     )
 
 
@@ -515,6 +534,8 @@ def summary_signals(summary: LatencySummary, source: str = "bench") -> list[Sign
         Signal("bench.output_throughput", summary.output_throughput, "tokens/s", source, w),
         Signal("bench.goodput", summary.goodput, "requests/s", source, w),
         Signal("bench.error_rate", summary.error_rate, "fraction", source, w),
+        Signal("bench.rejected_rate", summary.rejections.share, "fraction", source, w),
+        Signal("bench.admission_rate", summary.admission_rate, "fraction", source, w),
         Signal("bench.itl_token_level", summary.itl_token_level, "fraction", source, w),
     ]
     for name in ("ttft", "ttft_intended", "ttfo", "tpot", "itl", "e2e", "dispatch_lag"):

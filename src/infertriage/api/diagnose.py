@@ -35,6 +35,7 @@ from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
+from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.results import BenchResult
 from infertriage.schemas import (
     Diagnosis,
@@ -120,17 +121,20 @@ def _measure(
         common = {"url": target.url, "out": run.root, "clock": clock, **bench}
         common["drain_timeout_s"] = _DRAIN_TIMEOUT_S
         warm = run_bench(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s, **common)
+        rejected = stop_if_rejected(warm)  # a load the server refuses as invalid measures nothing
         window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
         profiling = window is not None and window.start()
         main = run_bench(concurrencies=(concurrency,), duration_s=level_s, **common)
         if window is not None:
             window.stop()
+        rejected += stop_if_rejected(main)
         overload_rate = _OVERLOAD_FACTOR * _best_rate((warm, main))
         overload = run_bench(rates=(overload_rate,), duration_s=overload_s, **common)
+        rejected += stop_if_rejected(overload)
         time.sleep(_DRAIN_S)
     finally:
         collected = collector.stop()
-    notes = list(window.notes) if window is not None else []
+    notes = (list(window.notes) if window is not None else []) + rejected
     if profiling and window is not None:
         notes += _take_profiles(run, capture, window.started_unix or 0.0)
     keep_logs(run, capture.logs)

@@ -23,6 +23,7 @@ from infertriage.analyze.golive import Phase, drain_check, performance_checks, s
 from infertriage.analyze.latency import steady_requests
 from infertriage.api.bench import run_bench
 from infertriage.api.target import Target, collector_for, twin_target
+from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.probes import CheckResult, functional_checks
 from infertriage.schemas import (
     Check,
@@ -114,6 +115,7 @@ def _run_phases(
             labels=(("phase", PERFORMANCE),),
             **common,
         )
+        stop_if_rejected(perf)  # its line is in the error-rate check; over 2 % stops here
         interrupted = perf.interrupted
         if load.soak_s > 0 and not interrupted:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
@@ -123,6 +125,7 @@ def _run_phases(
             soak = run_bench(
                 rates=(soak_rate,), duration_s=load.soak_s, labels=(("phase", SOAK),), **common
             )
+            stop_if_rejected(soak)
             interrupted = soak.interrupted
         load_end = clock.now_ts()
         time.sleep(_DRAIN_S)

@@ -45,6 +45,10 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "client.itl_cv": SignalDef("1", _LOAD),
         "client.throughput_tok_s": SignalDef("tokens/s", _LOAD),
         "client.error_rate": SignalDef("fraction", _LOAD),
+        "client.num_requests": SignalDef("requests", _LOAD),  # the error rate's denominator
+        "client.num_errors": SignalDef("requests", _LOAD),  # the server's failures among them
+        "client.rejected_rate": SignalDef("fraction", _LOAD),  # refused as invalid: no rule's
+        "client.admission_rate": SignalDef("fraction", _LOAD),  # HTTP 429: refused for load
         "client.timeout_rate": SignalDef("fraction", _LOAD),
         "client.stream_cut_fraction": SignalDef("fraction", _LOAD),
         "client.stream_cut_at_s": SignalDef("s", _LOAD),

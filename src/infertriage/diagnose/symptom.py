@@ -2,15 +2,28 @@
 
 Takes `Evidence` and `Thresholds`; gives whether TTFT, ITL or the error rate
 missed their SLO (the client's view first, the server's when there is no
-load), and how far: the symptom that findings explain.
+load), and how far: the symptom that findings explain. The error rate has
+missed its SLO only when its exact 95 % interval lies above it (`error_counts`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from infertriage.analyze.binomial import exact_interval
 from infertriage.diagnose.evidence import Evidence
 from infertriage.schemas import SloProfile, SloResult, Thresholds
 
-__all__ = ["current", "itl_missed", "slo_missed", "slo_results", "ttft_missed"]
+__all__ = [
+    "ErrorCounts",
+    "current",
+    "error_counts",
+    "errors_missed",
+    "itl_missed",
+    "slo_missed",
+    "slo_results",
+    "ttft_missed",
+]
 
 
 def _first(evidence: Evidence, *names: str) -> float | None:
@@ -39,8 +52,40 @@ def itl_missed(evidence: Evidence, t: Thresholds) -> bool:
     return value is not None and value > t.itl_p95_s and t.profile is SloProfile.INTERACTIVE
 
 
+@dataclass(frozen=True, slots=True)
+class ErrorCounts:
+    """The server's failures among the requests validly asked of it, with their 95 % interval."""
+
+    num_errors: int
+    num_requests: int
+    low: float
+    high: float
+
+    @property
+    def rate(self) -> float:
+        return self.num_errors / self.num_requests if self.num_requests else 0.0
+
+
+def error_counts(evidence: Evidence) -> ErrorCounts | None:
+    """From `client.num_errors` and `client.num_requests`; None without them or without requests."""
+    errors, requests = evidence.get("client.num_errors"), evidence.get("client.num_requests")
+    if errors is None or requests is None or requests < 1:
+        return None
+    num_errors, num_requests = round(errors), round(requests)
+    low, high = exact_interval(min(num_errors, num_requests), num_requests)
+    return ErrorCounts(num_errors, num_requests, low, high)
+
+
+def errors_missed(evidence: Evidence, t: Thresholds) -> bool:
+    """The error rate is over its SLO beyond doubt: the interval's lower bound is above it."""
+    counts = error_counts(evidence)
+    if counts is not None:
+        return counts.low > t.error_rate
+    rate = evidence.get("client.error_rate")  # no counts (an older run): the point estimate
+    return rate is not None and rate > t.error_rate
+
+
 def slo_missed(evidence: Evidence, t: Thresholds) -> bool:
-    errors = evidence.get("client.error_rate")
     throughput = evidence.get("client.throughput_tok_s")
     low_throughput = (
         t.profile is SloProfile.BATCH
@@ -50,7 +95,7 @@ def slo_missed(evidence: Evidence, t: Thresholds) -> bool:
     return (
         ttft_missed(evidence, t)
         or itl_missed(evidence, t)
-        or (errors is not None and errors > t.error_rate)
+        or errors_missed(evidence, t)
         or low_throughput
     )
 

@@ -3,17 +3,32 @@
 Takes a `LevelResult` or a level's `RequestRecord`s; gives sentences: outputs
 shorter than asked (and why), chunk-level ITL, a bound client or a busy host, a
 closed loop that ran dry, stale kept-alive connections resent, a local tokenizer
-that disagrees with the server's `usage`.
+that disagrees with the server's `usage`, requests the server rejected as
+invalid or refused for load (429). `stop_if_rejected` ends `diagnose` and
+`validate` when a level was rejected too often to measure the server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infertriage.loadgen.results import LevelResult
+from infertriage.analyze.outcomes import check_rejections
+from infertriage.loadgen.results import BenchResult, LevelResult
 from infertriage.schemas import RequestRecord
 
-__all__ = ["level_warnings", "retry_warning", "tokenizer_warning"]
+__all__ = ["level_warnings", "retry_warning", "stop_if_rejected", "tokenizer_warning"]
+
+
+def stop_if_rejected(result: BenchResult) -> list[str]:
+    """Raise a `UserError` when over 2 % of a level was rejected as invalid; else its lines.
+
+    The lines name, for each level with some rejected, how many, the server's
+    message and the flag that fixes it.
+    """
+    lines = [check_rejections(level.name, level.summary.rejections) for level in result.levels]
+    return [
+        f"{level.name}: {line}" for level, line in zip(result.levels, lines, strict=True) if line
+    ]
 
 
 def level_warnings(level: LevelResult, *, exact_asked: bool) -> list[str]:
@@ -47,6 +62,13 @@ def level_warnings(level: LevelResult, *, exact_asked: bool) -> list[str]:
         )
     if level.exhausted:
         out.append(f"{level.name}: the closed loop ran out of requests before its duration.")
+    if line := s.rejections.line():
+        out.append(f"{level.name}: {line}; not counted as errors.")
+    if s.num_refused:
+        out.append(
+            f"{level.name}: {s.num_refused} requests ({s.admission_rate:.1%}) refused for load "
+            "(HTTP 429: admission control or a rate limit); not counted as errors."
+        )
     return out
 
 

@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 
 from infertriage.loadgen.sse import SseEvent, SseParser
-from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
+from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource, http_error_kind
 from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
 
 __all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState", "prompt_fields"]
@@ -430,7 +430,9 @@ class RequestClient:
         except (TimeoutError, aiohttp.ClientError):
             text = ""
         fault = f"http_{resp.status // 100}xx"
-        state.fail(ErrorKind.HTTP, fault, f"HTTP {resp.status}: {text}".strip())
+        # a 4xx refusing the request (rejected) or the load (429) is not the server failing
+        kind = http_error_kind(resp.status)
+        state.fail(kind, fault, f"HTTP {resp.status}: {text}".strip())
 
     async def _read(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
         read = resp.content.readany

@@ -79,6 +79,7 @@ class Behavior:
     stall_s: float = 10.0
     invalid_json_at: int | None = None  # event N (1-based) is not JSON
     status: int = 200
+    error_message: str = "overloaded"  # the message of a non-200 answer
     headers_delay_s: float = 0.0
     send_done: bool = True
     usage: bool = True  # honour include_usage and continuous_usage_stats
@@ -112,6 +113,13 @@ PRESETS: dict[str, Behavior] = {
     "stall": Behavior(stall_after=2, stall_s=5.0),
     "invalid_json": Behavior(invalid_json_at=3),
     "http_503": Behavior(status=503),
+    "http_400": Behavior(
+        status=400,
+        error_message="This model's maximum context length is 2048 tokens. However, you "
+        "requested 2310 tokens (2054 in the messages, 256 in the completion). Please reduce "
+        "the length of the messages or completion.",
+    ),  # vLLM's words
+    "http_429": Behavior(status=429, error_message="Too many requests: rate limit reached"),
     "slow_headers": Behavior(headers_delay_s=5.0),
     "no_done": Behavior(send_done=False),
     "no_usage": Behavior(usage=False),
@@ -290,7 +298,11 @@ class PathServer:
             await asyncio.sleep(behavior.headers_delay_s)
         if behavior.status != 200:
             error = {
-                "error": {"message": "overloaded", "type": "server_error", "code": behavior.status}
+                "error": {
+                    "message": behavior.error_message,
+                    "type": "server_error",
+                    "code": behavior.status,
+                }
             }
             return web.json_response(error, status=behavior.status)
         self.in_flight += 1

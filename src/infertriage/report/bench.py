@@ -38,6 +38,7 @@ from infertriage.analyze.latency import (
     tpot_s,
     ttfo_s,
 )
+from infertriage.analyze.outcomes import is_server_failure
 from infertriage.loadgen.results import (
     BenchResult,
     ClientDiagnostics,
@@ -102,6 +103,13 @@ def _summary_json(s: LatencySummary) -> dict[str, object]:
         "total_token_throughput": s.total_token_throughput,
         "error_rate": s.error_rate,
         "errors": dict(s.errors),
+        # not the server's errors: refused as invalid (4xx) and for load (429)
+        "rejected": s.rejections.num_rejected,
+        "rejected_rate": s.rejections.share,
+        "rejected_causes": dict(s.rejections.causes),
+        "rejected_fix": s.rejections.fix or None,
+        "refused": s.num_refused,
+        "admission_rate": s.admission_rate,
         "itl_token_level": s.itl_token_level,
         "num_short_outputs": s.num_short_outputs,
         "output_ratio": s.output_ratio,
@@ -368,7 +376,7 @@ class BenchProgress:
 
     def record(self, record: RequestRecord) -> None:
         self._count += 1
-        self._errors += not record.ok
+        self._errors += is_server_failure(record)
         self._tokens += record.output_tokens or 0
         if record.ttft_s is not None:
             self._ttft.append(record.ttft_s)

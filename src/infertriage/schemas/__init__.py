@@ -28,6 +28,7 @@ from infertriage.schemas.records import (
     Sample,
     Signal,
     TokenSource,
+    http_error_kind,
 )
 from infertriage.schemas.rundir import (
     RUN_SCHEMA,
@@ -95,6 +96,7 @@ __all__ = [
     "format_bytes",
     "format_seconds",
     "get_metric",
+    "http_error_kind",
     "load_thresholds",
     "parse_bytes",
     "parse_duration",

@@ -12,7 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ["Chunk", "ErrorKind", "RequestRecord", "Sample", "Signal", "TokenSource"]
+__all__ = [
+    "Chunk",
+    "ErrorKind",
+    "RequestRecord",
+    "Sample",
+    "Signal",
+    "TokenSource",
+    "http_error_kind",
+]
 
 
 class TokenSource(StrEnum):
@@ -24,14 +32,34 @@ class TokenSource(StrEnum):
 
 
 class ErrorKind(StrEnum):
-    """Why a request failed; `none` when it did not."""
+    """Why a request failed; `none` when it did not.
+
+    `rejected` and `admission` are not the server failing: a 4xx that refuses the
+    request itself (too long for the context, an invalid parameter, an unknown
+    model, a missing key) is the workload's fault; a 429 is the server refusing
+    load (admission control, a rate limit). Neither counts in the error rate.
+    """
 
     NONE = "none"
-    HTTP = "http"  # a non-2xx status
+    HTTP = "http"  # a non-2xx status the server is to blame for: 5xx, 408
+    REJECTED = "rejected"  # a 4xx refusing the request as invalid: 400, 401, 403, 404, 413, 422
+    ADMISSION = "admission"  # 429: the server (or a gateway) refused the load
     CONNECT = "connect"  # refused, reset before the response, DNS
     TIMEOUT = "timeout"
     STREAM = "stream"  # broken SSE, reset mid-stream, an error event
     CLIENT = "client"  # the client could not build or send the request
+
+
+_REQUEST_TIMEOUT, _TOO_MANY_REQUESTS = 408, 429
+
+
+def http_error_kind(status: int) -> ErrorKind:
+    """The kind of a non-200 answer: 429 is admission, another 4xx but 408 a rejection."""
+    if status == _TOO_MANY_REQUESTS:
+        return ErrorKind.ADMISSION
+    if 400 <= status < 500 and status != _REQUEST_TIMEOUT:
+        return ErrorKind.REJECTED
+    return ErrorKind.HTTP
 
 
 @dataclass(frozen=True, slots=True)

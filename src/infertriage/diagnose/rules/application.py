@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from infertriage.analyze.binomial import requests_to_settle
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
-from infertriage.diagnose.symptom import ttft_missed
+from infertriage.diagnose.symptom import error_counts, ttft_missed
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.APPLICATION
@@ -13,6 +14,7 @@ _BUSY_THREAD = 0.8  # an event loop this busy queues every stream behind the oth
 _BURSTY = 3.0  # client ITL p95 over the server's
 _STREAM_CUT = 0.05
 _IMBALANCE = 1.5  # the busiest replica over the mean replica, as `metrics --prometheus` flags
+_ERRORS_FULL = 0.1  # an error rate (or a 429 share) this high is the worst it gets
 
 
 @rule("application.client_vs_server_ttft", _L, ("client.ttft_p50_s", "server.ttft_p50_s"))
@@ -94,22 +96,76 @@ def buffering_proxy(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("application.error_rate", _L, ("client.error_rate",))
+@rule("application.error_rate", _L, ("client.num_requests", "client.num_errors"))
 def error_rate(ev: Evidence, t: Thresholds) -> Finding | None:
-    rate = ev.get("client.error_rate") or 0.0
-    if rate <= t.error_rate:
+    counts = error_counts(ev)
+    if counts is None or counts.rate <= t.error_rate:
         return None
+    proven = counts.low > t.error_rate  # the whole 95 % interval above the SLO
+    seen = (
+        f"{counts.num_errors} of {counts.num_requests} requests failed ({counts.rate:.1%}; 95 % "
+        f"interval {counts.low:.2%}–{counts.high:.2%})"
+    )
+    steps = ["read the server log at the failure times; `infertriage bench` lists kinds"]
+    title = f"{seen}: over the error-rate SLO of {t.error_rate:.2%}"
+    if not proven:
+        needed = requests_to_settle(counts.rate, t.error_rate) or counts.num_requests
+        title = (
+            f"{seen}: too few requests to tell it from the SLO of {t.error_rate:.2%}; "
+            f"about {needed:,} requests at this rate would settle it"
+        )
+        steps.insert(0, f"run longer (`--duration`) so that the level sends {needed:,} requests")
     return make_finding(
         "application.error_rate",
         _L,
-        bottleneck=True,
-        severity=severity_above(rate, t.error_rate, 0.1),
+        bottleneck=proven,
+        severity=severity_above(counts.rate, t.error_rate, _ERRORS_FULL),
         explains=1.0,
-        title=f"{rate:.1%} of requests failed (5xx, timeouts or broken streams)",
+        title=title,
         evidence=ev,
-        used=(("client.error_rate", t.error_rate), ("client.timeout_rate", None)),
-        explanation="Failed requests are the worst latency; find them in requests.jsonl by kind.",
-        next_steps=("read the server log at the failure times; `infertriage bench` lists kinds",),
+        used=(
+            ("client.num_errors", None),
+            ("client.num_requests", None),
+            ("client.error_rate", t.error_rate),
+            ("client.timeout_rate", None),
+        ),
+        explanation=(
+            "Failed requests (5xx, timeouts, broken streams) are the worst latency; find them in "
+            "requests.jsonl by kind. Requests rejected as invalid (4xx), refused for load (429) "
+            "or cut by the run's own end are not counted."
+        ),
+        next_steps=steps,
+    )
+
+
+# Layer: a 429 is decided at the HTTP edge — the API server's admission control (TGI's
+# --max-concurrent-requests) or a gateway's rate limit — before the engine's scheduler
+# sees the request; the scheduler queues, it does not refuse. So `application`, and a
+# warning: the server declining load it will not queue is protection, not a failure.
+@rule("application.admission_control", _L, ("client.admission_rate",))
+def admission_control(ev: Evidence, t: Thresholds) -> Finding | None:
+    rate = ev.get("client.admission_rate") or 0.0
+    if rate <= t.error_rate:
+        return None
+    return make_finding(
+        "application.admission_control",
+        _L,
+        bottleneck=False,
+        severity=severity_above(rate, t.error_rate, _ERRORS_FULL),
+        explains=rate,
+        title=f"the server refused {rate:.1%} of requests for load (HTTP 429)",
+        evidence=ev,
+        used=(("client.admission_rate", t.error_rate),),
+        explanation=(
+            "HTTP 429 is admission control or a rate limit in front of the engine declining "
+            "load it will not queue. It is not a failure and not in the error rate; the "
+            "requests it let in are judged as usual, but the load served is not the load sent."
+        ),
+        next_steps=(
+            "raise the limit that answers 429: TGI `--max-concurrent-requests`, the gateway's "
+            "or the API key's rate limit",
+            "add replicas, or offer less load (`--rate`, `--concurrency`)",
+        ),
     )
 
 
