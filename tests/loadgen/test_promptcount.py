@@ -8,6 +8,7 @@ its /tokenize (or assumes it, without one), and not one request is rejected.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,18 @@ from infertriage.api.bench import run_bench
 from infertriage.loadgen.promptcount import pick_sample
 from infertriage.loadgen.results import BenchResult
 from infertriage.loadgen.testserver import Behavior, PathServer, ServerConfig, serve_in_thread
-from infertriage.workload import make_specs, parse_workload
+from infertriage.workload import make_specs, parse_workload, words_text
 
 _FAST = Behavior(ttft_s=0.001, itl_s=0.0)
 
 
 def _run(
-    tmp_path: Path, context: int, *, tokenize: str = "vllm", endpoint: str = "chat"
+    tmp_path: Path,
+    context: int,
+    *,
+    tokenize: str = "vllm",
+    endpoint: str = "chat",
+    workload: str = "chat-mix",
 ) -> tuple[BenchResult, PathServer]:
     config = ServerConfig(
         behavior=_FAST, max_model_len=context, reject_over_context=True, tokenize=tokenize,
@@ -31,7 +37,7 @@ def _run(
     with serve_in_thread(config) as (url, server):
         result = run_bench(
             url=url, concurrencies=[16], num_requests=120, out=tmp_path / "run",
-            endpoint=endpoint, check_tokens=False,
+            endpoint=endpoint, check_tokens=False, workload=workload,
         )  # fmt: skip
     return result, server
 
@@ -82,6 +88,42 @@ def test_llama_cpp_template_and_the_completions_endpoint(
     assert fit is not None and not fit.estimated  # llama.cpp: through /apply-template
     # The template of a two-message chat: 20 + 2 · 5 tokens (llama.cpp counts its text, 10 % up).
     assert fit.max_template_tokens == {"llama.cpp": 33, "vllm": 0}[tokenize]
+
+
+def _files(tmp_path: Path) -> tuple[str, str]:
+    """A ShareGPT file and a JSONL file of literal prompts, some longer than 1,024 tokens."""
+    lengths = [30, 200, 600, 900, 1400, 2500] * 4
+    sharegpt = [
+        {"conversations": [
+            {"from": "human", "value": words_text(n, i)},
+            {"from": "gpt", "value": words_text(300, 100 + i)},
+        ]}
+        for i, n in enumerate(lengths)
+    ]  # fmt: skip
+    (tmp_path / "sharegpt.json").write_text(json.dumps(sharegpt))
+    lines = [json.dumps({"prompt": words_text(n, 200 + i), "max_tokens": 400})
+             for i, n in enumerate(lengths)]  # fmt: skip
+    (tmp_path / "prompts.jsonl").write_text("\n".join(lines))
+    return f"sharegpt:{tmp_path / 'sharegpt.json'}", f"jsonl:{tmp_path / 'prompts.jsonl'}"
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        "multiturn:turns=4,input=lognormal(200,800),output=300",
+        "prefix:groups=4,prefix=700,input=400,output=600",
+        "sharegpt",
+        "jsonl",
+    ],
+)
+def test_every_workload_kind_fits(tmp_path: Path, workload: str) -> None:
+    sharegpt, jsonl = _files(tmp_path)
+    workload = {"sharegpt": sharegpt, "jsonl": jsonl}.get(workload, workload)
+    result, server = _run(tmp_path, 1024, workload=workload)
+    _assert_nothing_rejected(result, server)
+    fit = result.workload_fit
+    assert fit is not None and fit.num_trimmed > 0  # each has prompts past 1,024 tokens
+    assert any("were trimmed" in w for w in result.warnings)
 
 
 def test_the_sample_covers_every_message_count_longest_first() -> None:
