@@ -130,3 +130,12 @@ def test_up_to_2_percent_rejected_is_one_line_and_no_stop() -> None:
     assert line.startswith("2 requests (2.0 %) rejected by the server as invalid: HTTP 400 '")
     assert line.endswith("' — fix: --max-model-len / a shorter --workload")
     assert check_rejections("c", rejections_of(ok)) == ""
+
+
+def test_every_request_refused_for_its_key_is_told_apart() -> None:
+    keyless = [_answer(401, '{"error":{"message":"bad key"}}', f"k{i}") for i in range(3)]
+    assert rejections_of(keyless).all_unauthorized
+    assert rejections_of(keyless).status == 401
+    assert not rejections_of([*keyless, _ok("a")]).all_unauthorized  # one got through
+    assert not rejections_of([_answer(400, VLLM_CONTEXT)]).all_unauthorized
+    assert not rejections_of([]).all_unauthorized

@@ -21,7 +21,7 @@ from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import diagnose
 from infertriage.cli.app import main
 from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
-from infertriage.schemas import RequestRecord, RunDir, Signal, Status
+from infertriage.schemas import RequestRecord, RunDir, Signal, Status, UserError
 from infertriage.twin.process import TwinProcess
 
 from ..loopback_proxy import Proxy
@@ -108,6 +108,22 @@ def test_bench_counts_429s_as_refused_for_load_not_as_errors(tmp_path: Path) -> 
     assert summary.num_refused == 12 and summary.admission_rate == pytest.approx(0.2)
     assert summary.num_failed == 0 and summary.rejections.num_rejected == 0
     assert any("12 requests (20.0%) refused for load (HTTP 429" in w for w in result.warnings)
+
+
+def test_a_key_refused_mid_run_stops_bench_after_the_level(tmp_path: Path) -> None:
+    """/v1/models is open, generation is not: the preflight passes, every request gets a 401."""
+    refused = Behavior(status=401, error_message="invalid API key")
+    with serve_in_thread(ServerConfig(behavior=refused)) as (url, server):
+        with pytest.raises(UserError) as caught:
+            run_bench(
+                url=url, concurrencies=(2,), num_requests=40, workload=_WORKLOAD,
+                out=tmp_path / "run", check_tokens=False,
+            )  # fmt: skip
+        assert server.num_requests == 40  # one level, not the next
+    assert str(caught.value) == (
+        "the server refused every request of level concurrency=2 (HTTP 401 'invalid API key'): "
+        "check --api-key."
+    )
 
 
 def test_diagnose_stops_with_exit_2_when_over_2_percent_is_rejected(

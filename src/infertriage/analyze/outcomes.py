@@ -62,6 +62,7 @@ _FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"model"), "--model (one that /v1/models lists)"),
 )
+_AUTH_STATUSES = (401, 403)
 _FIX_BY_STATUS = {
     401: "--api-key",
     403: "--api-key",
@@ -131,7 +132,7 @@ def _shown(record: RequestRecord) -> str:
 
 def _fix(record: RequestRecord) -> str:
     message = server_message(record).lower()
-    if record.http_status in (401, 403):
+    if record.http_status in _AUTH_STATUSES:
         return _FIX_BY_STATUS[record.http_status]
     for pattern, fix in _FIXES:
         if pattern.search(message):
@@ -147,10 +148,17 @@ class Rejections:
     num_requests: int = 0  # sent and not cut by the run's end
     causes: tuple[tuple[str, int], ...] = ()  # "HTTP 400 'message'" → count, most common first
     fix: str = ""  # the flag that fixes the most common cause
+    status: int | None = None  # the HTTP status of the most common cause
 
     @property
     def share(self) -> float:
         return self.num_rejected / self.num_requests if self.num_requests else 0.0
+
+    @property
+    def all_unauthorized(self) -> bool:
+        """Every request refused, most for its credentials (401, 403): no load reaches the model."""
+        whole = self.num_requests > 0 and self.num_rejected == self.num_requests
+        return whole and self.status in _AUTH_STATUSES
 
     def line(self) -> str:
         """One line: how many, the server's most common message and the flag that fixes it."""
@@ -181,7 +189,8 @@ def rejections_of(records: Iterable[RequestRecord]) -> Rejections:
         first.setdefault(key, record)
     ranked = sorted(groups.items(), key=lambda item: -item[1])
     causes = tuple((_shown(first[key]), count) for key, count in ranked)
-    return Rejections(len(rejected), len(counted), causes, _fix(first[ranked[0][0]]))
+    top = first[ranked[0][0]]
+    return Rejections(len(rejected), len(counted), causes, _fix(top), top.http_status)
 
 
 def check_rejections(level: str, rejections: Rejections) -> str:

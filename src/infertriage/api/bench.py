@@ -529,6 +529,7 @@ def _run_levels(
                 schedule = session.fitting.fit(schedule)
             session.first_schedule = session.first_schedule or schedule
             level = session.run_level(index, name, mode, value, schedule)
+            caveats.stop_if_unauthorized(level)  # a key refused mid-run: no load reaches the model
             interrupted = level.interrupted
             if config.sweep and index == 0:
                 peak = level.summary.request_throughput

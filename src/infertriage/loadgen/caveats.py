@@ -14,9 +14,29 @@ from collections.abc import Sequence
 
 from infertriage.analyze.outcomes import check_rejections
 from infertriage.loadgen.results import BenchResult, LevelResult
-from infertriage.schemas import RequestRecord
+from infertriage.schemas import RequestRecord, UserError
 
-__all__ = ["level_warnings", "retry_warning", "stop_if_rejected", "tokenizer_warning"]
+__all__ = [
+    "level_warnings",
+    "retry_warning",
+    "stop_if_rejected",
+    "stop_if_unauthorized",
+    "tokenizer_warning",
+]
+
+
+def stop_if_unauthorized(level: LevelResult) -> None:
+    """Raise a `UserError` when the server refused every request of a level for its key.
+
+    /v1/models may be open where generation is not: the preflight passes, then every
+    request gets a 401 or 403. Any command stops there, bench too.
+    """
+    rejections = level.summary.rejections
+    if rejections.all_unauthorized:
+        raise UserError(
+            f"the server refused every request of level {level.name} "
+            f"({rejections.causes[0][0]}): check --api-key."
+        )
 
 
 def stop_if_rejected(result: BenchResult) -> list[str]:
