@@ -158,7 +158,6 @@ class ServerConfig:
     reject_over_context: bool = False
 
 
-
 @dataclass(slots=True)
 class _Job:
     """One stream in engine mode: what to write next and what it carried."""
@@ -573,7 +572,6 @@ def _count_prompt(body: dict[str, Any], config: ServerConfig) -> int:
         template = config.template_tokens + config.template_tokens_per_message * len(messages)
         return math.ceil(words * scale) + template
     return math.ceil(len(str(body.get("prompt", "")).split()) * scale)
-
 
 
 @contextlib.contextmanager
