@@ -109,3 +109,28 @@ def test_gpu_profiling_fields_absent_is_said() -> None:
     got = _by_name(samples, PHASES)
     assert got["gpu.util_mean"] == pytest.approx(0.9)
     assert got["gpu.prof_fields_present"] == 0.0
+
+
+def test_host_contention_over_the_load() -> None:
+    samples = [
+        s
+        for t in (1.0, 2.0, 3.0, 12.0)  # the last one is in the overload step: not read
+        for s in (
+            Sample(t, "host.cpu", 0.96 if t < 10 else 0.1),
+            Sample(t, "host.cores", 2.0),
+            Sample(t, "host.run_queue", 4.0 if t < 10 else 0.0),
+            Sample(t, "host.server_local", 1.0),
+            Sample(t, "host.client_cpu", 0.8),
+            Sample(t, "proc.cpu", 0.9),
+            Sample(t, "proc.cpu_wait", 0.3),
+        )
+    ]
+    got = _by_name(samples, PHASES)
+    assert got["host.cpu_mean"] == pytest.approx(0.96)
+    assert got["host.server_local"] == 1.0 and got["host.cores"] == 2.0
+    assert got["host.run_queue_per_core"] == pytest.approx(2.0)
+    assert got["proc.cpu_wait_share"] == pytest.approx(0.3 / 1.2)  # wait / (wait + run)
+    assert got["host.client_cpu_cores"] == pytest.approx(0.8)
+    # a remote server: host figures only, no wait share without the server's process
+    remote = [s for s in samples if not s.name.startswith("proc.")]
+    assert "proc.cpu_wait_share" not in _by_name(remote, PHASES)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from infertriage.collect import HostSampler, find_server_process, py_spy_dump
@@ -86,7 +88,12 @@ def test_host_without_a_server_process() -> None:
         "host.cpu",
         "host.mem_used_bytes",
         "host.mem_total_bytes",
+        "host.cores",
+        "host.run_queue",
+        "host.client_cpu",
+        "host.server_local",
     }
+    assert not sample.server_local and sample.proc_wait is None
 
 
 def test_a_remote_server_is_a_note_not_an_error() -> None:
@@ -119,3 +126,35 @@ def test_py_spy_dump_names_frames(busy_server) -> None:  # type: ignore[no-untyp
     if dump.text is None:
         pytest.skip(dump.note)  # ptrace not permitted in this sandbox
     assert "spin" in dump.text
+
+
+HOG = "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_a_server_sharing_a_saturated_host_waits_for_a_cpu(busy_server) -> None:  # type: ignore[no-untyped-def]
+    child, port = busy_server
+    if not os.path.exists(f"/proc/{child.pid}/schedstat"):
+        pytest.skip("the kernel keeps no schedstat")
+    process, _ = find_server_process(f"http://127.0.0.1:{port}")
+    assert process is not None
+    sampler = HostSampler(RunClock(), process)
+    assert sampler.server_local and HostSampler(RunClock()).server_local is False
+    cores = psutil.cpu_count() or 1
+    # the load client's side: one process per core spinning, and this one too
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(cores)]
+    try:
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            pass
+        sample = sampler.sample()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait(timeout=10)
+    assert sample.server_local and sample.num_cores == cores
+    assert sample.run_queue is not None and sample.run_queue >= cores  # more runnable than cores
+    # the server's spinning thread is always runnable: with more spinners than cores it waits
+    assert sample.proc_wait is not None and sample.proc_wait > 0.1
+    assert sample.client_cpu is not None and sample.client_cpu > 0.0  # ours and our hogs'
+    names = {s.name for s in sample.to_samples()}
+    assert {"host.run_queue", "proc.cpu_wait", "host.client_cpu", "host.server_local"} <= names

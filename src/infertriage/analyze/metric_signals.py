@@ -6,8 +6,10 @@ load level, the overload step after it and the drain; gives `Signal`s:
 server-side TTFT/ITL quantiles and queue time from histogram deltas over the
 measured level, KV usage, preemptions and queue depth up to the end of the
 overload step (their peak), queue growth in the overload step, prefix-cache and speculative-decoding
-rates, restarts, GPU activity averaged over the load window, and the busiest
-front-end and engine threads.
+rates, restarts, GPU activity averaged over the load window, the busiest
+front-end and engine threads, and how contended the host's CPU was (busy
+share, runnable threads per core, the server's wait for a CPU, the load
+client's own CPU, whether the server shares the client's host).
 """
 
 from __future__ import annotations
@@ -240,6 +242,29 @@ def _threads(series: _Series, phases: Phases) -> list[Signal]:
     return out + _signal("proc.frontend_thread_cpu", frontend, "fraction", span)
 
 
+def _host(series: _Series, phases: Phases) -> list[Signal]:
+    """The host's CPU contention over the load, the server's share of it waiting for a CPU."""
+    start, end = phases.load_start_ts, phases.load_end_ts
+    span = (start, end)
+    cpu = _mean(series.within("host.cpu", start, end))
+    if cpu is None:
+        return []
+    local = max((v for _, v in series.within("host.server_local", start, end)), default=None)
+    cores = _mean(series.within("host.cores", start, end))
+    queue = _mean(series.within("host.run_queue", start, end))
+    wait = _mean(series.within("proc.cpu_wait", start, end))
+    used = _mean(series.within("proc.cpu", start, end))
+    out = _signal("host.cpu_mean", cpu, "fraction", span)
+    out += _signal("host.server_local", local, "bool", span)
+    out += _signal("host.cores", cores, "cores", span)
+    if cores and queue is not None:
+        out += _signal("host.run_queue_per_core", queue / cores, "threads/core", span)
+    if wait is not None and used is not None and wait + used > 0:
+        out += _signal("proc.cpu_wait_share", wait / (wait + used), "fraction", span)
+    client = _mean(series.within("host.client_cpu", start, end))
+    return out + _signal("host.client_cpu_cores", client, "cores", span)
+
+
 def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
     series = _Series(samples)
     return [
@@ -248,4 +273,5 @@ def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
         *_ratios(series, phases),
         *_gpu(series, phases),
         *_threads(series, phases),
+        *_host(series, phases),
     ]

@@ -22,7 +22,7 @@ import aiohttp
 
 from infertriage.collect.environment import snapshot_environment
 from infertriage.collect.gpu import NvmlSampler, open_nvml
-from infertriage.collect.host import HostSample, HostSampler, find_server_process
+from infertriage.collect.host import HostSample, HostSampler, find_server_process, is_local_url
 from infertriage.collect.http import base_url_of, metrics_url_of
 from infertriage.collect.scraper import Scraper, ScrapeTarget
 from infertriage.collect.server_config import ServerConfig, fetch_server_config
@@ -95,7 +95,9 @@ class Collector:
         if self._sample_host:
             process, note = find_server_process(self.url, self._server_pid)
             self._notes += [note] if note else []
-            self._host = HostSampler(self.clock, process)
+            # a loopback URL is this host even when its process cannot be seen (another user's)
+            local = process is not None or is_local_url(self.url)
+            self._host = HostSampler(self.clock, process, server_local=local)
         if self._sample_gpus:
             self._nvml, note = open_nvml()
             self._notes += [note] if note else []

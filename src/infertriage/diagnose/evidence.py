@@ -123,6 +123,13 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         # host and server process
         "proc.frontend_thread_cpu": SignalDef("fraction", _HOST),
         "proc.engine_thread_cpu": SignalDef("fraction", _HOST),
+        # CPU contention on the load client's host (a caveat when the server shares it)
+        "host.cpu_mean": SignalDef("fraction", _LOAD),
+        "host.server_local": SignalDef("bool", _LOAD),
+        "host.cores": SignalDef("cores", _LOAD),
+        "host.run_queue_per_core": SignalDef("threads/core", _LOAD + " on Linux"),
+        "host.client_cpu_cores": SignalDef("cores", _LOAD),
+        "proc.cpu_wait_share": SignalDef("fraction", _HOST + " (Linux schedstat)"),
         # the capacity plan and roofline
         "plan.decode_itl_roofline_s": SignalDef("s", _PLAN),
         "plan.throughput_roofline_tok_s": SignalDef("tokens/s", _PLAN),

@@ -127,10 +127,21 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef("gpu.xid_errors", "1", _G, _L.HARDWARE, "last XID error code"),
     # host and the server process
     MetricDef("host.cpu", "fraction", _G, _L.APPLICATION, "host CPU busy, all cores"),
+    MetricDef("host.cores", "cores", _G, _L.APPLICATION, "logical CPUs of the host"),
+    MetricDef("host.run_queue", "threads", _G, _L.APPLICATION, "threads runnable on the host"),
+    MetricDef(
+        "host.client_cpu", "cores", _G, _L.APPLICATION, "the load client's CPU (infertriage's)"
+    ),
+    MetricDef(
+        "host.server_local", "bool", _G, _L.APPLICATION, "the server shares the client's host"
+    ),
     MetricDef("host.mem_used_bytes", "bytes", _G, _L.HARDWARE, "host RAM used"),
     MetricDef("host.mem_total_bytes", "bytes", _G, _L.HARDWARE, "host RAM total"),
     MetricDef("proc.cpu", "fraction", _G, _L.APPLICATION, "server process CPU, in cores"),
     MetricDef("proc.cpu_seconds", "s", _C, _L.APPLICATION, "server process CPU time"),
+    MetricDef(
+        "proc.cpu_wait", "cores", _G, _L.APPLICATION, "server threads runnable, waiting for a CPU"
+    ),
     MetricDef("proc.cpu_thread", "fraction", _G, _L.SCHEDULING, "one server thread's CPU"),
     MetricDef(
         "proc.cpu_thread_max", "fraction", _G, _L.SCHEDULING, "busiest server thread's CPU (GIL)"
