@@ -33,9 +33,16 @@ def test_each_scenario_yields_its_primary_layer(scenario: str, tmp_path: Path) -
     result = diagnose(scenario=scenario, duration_s=DURATION_S, out=tmp_path / "run")
     diagnosis = result.diagnosis
     expected = EXPECTED[scenario]
+    application = diagnosis.layer(Layer.APPLICATION).findings
     if expected is None:
         assert diagnosis.primary is None, diagnosis.primary
         assert all(layer.status is not Status.BOTTLENECK for layer in diagnosis.layers)
+    elif expected is Layer.APPLICATION and any(f.caveat for f in application):
+        # the twin and the load client starved each other of CPU (a busy 2-core machine): the
+        # front end cannot be told from the contention, so it is a warning with the caveat
+        assert diagnosis.primary is None or diagnosis.primary.layer is expected
+        assert {f.id for f in application} >= {"application.host_contention"}
+        assert len([f for f in application if f.caveat]) >= 2, application
     else:
         assert diagnosis.primary is not None, "no bottleneck found"
         assert diagnosis.primary.layer is expected, diagnosis.primary

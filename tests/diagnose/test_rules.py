@@ -181,6 +181,11 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         {"fleet__replicas": 4, "fleet__imbalance": 1.2},
         "fleet.replicas",
     ),
+    "application.host_contention": (
+        {"host__server_local": 1, "host__cpu_mean": 0.98, "host__run_queue_per_core": 2.4},
+        {"host__server_local": 0, "host__cpu_mean": 0.98, "host__run_queue_per_core": 2.4},
+        "host.cpu_mean",
+    ),
 }
 
 
@@ -399,3 +404,63 @@ def test_refusals_for_load_are_an_admission_warning_not_an_error_bottleneck() ->
         refused.title
     )
     assert diagnosis.primary is None
+
+
+# --- the load client and the server on one host ---------------------------------------------
+
+# two cores, the twin's front end and the load client on them: all busy, threads queue
+CONTENDED = {
+    "host__server_local": 1, "host__cpu_mean": 0.97, "host__cores": 2,
+    "host__run_queue_per_core": 2.2, "proc__cpu_wait_share": 0.35, "host__client_cpu_cores": 0.9,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "contended"),
+    [
+        (CONTENDED, True),
+        ({**CONTENDED, "host__server_local": 0}, False),  # the server elsewhere: CPU its own
+        ({**CONTENDED, "host__cpu_mean": 0.7}, False),  # room left on the host
+        # busy, but every runnable thread found a CPU
+        ({**CONTENDED, "host__run_queue_per_core": 0.9, "proc__cpu_wait_share": 0.05}, False),
+        ({**CONTENDED, "host__run_queue_per_core": 0.9}, True),  # the server's threads starved
+        ({**CONTENDED, "proc__cpu_wait_share": None}, True),  # no schedstat: the run queue
+        ({**CONTENDED, "proc__cpu_wait_share": None, "host__run_queue_per_core": None}, True),
+    ],
+)
+def test_a_shared_saturated_host_is_a_caveat_never_a_bottleneck(
+    overrides: dict[str, float], contended: bool
+) -> None:
+    finding = RULES["application.host_contention"].fn(make_evidence(**overrides), Thresholds())
+    assert (finding is not None) is contended
+    if finding is not None:
+        assert finding.status is Status.WARNING and finding.caveat
+        assert "shared a saturated host (host CPU 97% busy" in finding.caveat
+        assert finding.next_steps[0].startswith("rerun the load from another host")
+        assert any("--concurrency" in step and "--workers" in step for step in finding.next_steps)
+
+
+def test_the_front_end_is_not_blamed_for_a_host_the_client_saturates() -> None:
+    slow_front = {
+        "proc__frontend_thread_cpu": 0.95, "client__ttft_p50_s": 0.5, "server__ttft_p50_s": 0.04,
+        "trace__host_wait_fraction": 0.5, "client__ttft_p95_s": 0.9,
+    }  # fmt: skip
+    free = diagnose_evidence(make_evidence(**slow_front), Thresholds())
+    assert free.primary is not None and free.primary.finding == "application.frontend_saturated"
+    shared = diagnose_evidence(make_evidence(**slow_front, **CONTENDED), Thresholds())
+    found = {f.id: f for layer in shared.layers for f in layer.findings}
+    for rule_id in ("application.frontend_saturated", "application.client_vs_server_ttft"):
+        assert found[rule_id].status is Status.WARNING, rule_id
+        assert "cannot be told apart from that contention" in found[rule_id].caveat
+        assert found[rule_id].next_steps[0].startswith("rerun the load from another host")
+        assert any(e.signal == "proc.cpu_wait_share" for e in found[rule_id].evidence)
+    assert found["application.host_contention"].status is Status.WARNING
+    # the GPU waiting on a starved front end says nothing of the GPU: no primary, a missed SLO
+    assert found["kernel.host_wait"].status is Status.BOTTLENECK and shared.primary is None
+    assert [r.name for r in shared.slo if r.passed is False] == ["ttft_p95"]
+    # a cause the contention does not explain is still the primary on the shared host
+    full = make_evidence(
+        **slow_front, **CONTENDED, kv__usage_max=0.99, preemptions__total=12
+    )  # fmt: skip
+    kv = diagnose_evidence(full, Thresholds())
+    assert kv.primary is not None and kv.primary.finding == "memory.kv_pressure"

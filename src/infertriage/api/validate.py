@@ -8,7 +8,9 @@ DCGM and the server process, then a drain; writes every request to
 requests.jsonl (labelled `phase` performance or soak), metrics.jsonl,
 validate.json (the checklist, and the steady window the performance level's
 latency was judged over) and run.json; gives a `ValidateResult`, ready when
-no check failed.
+no check failed. Its notes say which window was judged, and when the load
+client and the server shared a saturated host (`diagnose.contention`), whose
+wait for a CPU the latency checks then include.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 
 from infertriage.analyze.golive import Phase, drain_check, performance_checks, stability_checks
 from infertriage.analyze.latency import steady_requests
+from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.api.bench import run_bench
 from infertriage.api.target import Target, collector_for, twin_target
+from infertriage.diagnose import Evidence
+from infertriage.diagnose.contention import contention
 from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.probes import CheckResult, functional_checks
 from infertriage.schemas import (
@@ -207,34 +212,56 @@ def validate(
         phase, collected, interrupted = _run_phases(target, run, clock, load)
     if interrupted:
         notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
-    measured, judged = _measured_checks(run, phase, thresholds, soak_s, seed)
-    if judged is not None:
-        notes.append(f"performance {judged.describe()}.")
-    result = ValidateResult(run.root, target.name, (*checks, *measured), tuple(notes), judged)
+    measured = _measured(run, phase, thresholds, soak_s, seed)
+    notes += measured.notes
+    result = ValidateResult(
+        run.root, target.name, (*checks, *measured.checks), tuple(notes), measured.judged
+    )
     _write(run, clock, result, load, collected)
     return result
 
 
-def _measured_checks(
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    checks: list[Check]
+    judged: JudgedWindow | None  # the performance level's steady window, which its checks judge
+    notes: list[str]
+
+
+def _measured(
     run: RunDir, phase: Phase, thresholds: Thresholds, soak_s: float, seed: int
-) -> tuple[list[Check], JudgedWindow | None]:
+) -> _Measured:
     phases = _by_phase(run)
     performance = phases[PERFORMANCE]
     checks = performance_checks(performance, thresholds, seed=seed)
-    judged = steady_requests(performance)[1] if performance else None  # what the checks judged
+    judged = steady_requests(performance)[1] if performance else None
     samples: list[Sample] = (
         list(run.iter_records(run.metrics, Sample)) if run.metrics.exists() else []
     )
+    notes = [f"performance {judged.describe()}."] if judged is not None else []
+    notes += _contention_note(samples, phase, thresholds)
     soak = phases[SOAK]
     if soak:
-        return checks + stability_checks(soak, samples, phase, thresholds), judged
+        return _Measured(checks + stability_checks(soak, samples, phase, thresholds), judged, notes)
     reason = (
         "the run was interrupted before the soak began."
         if soak_s > 0
         else "no soak was run: add --soak (e.g. --soak 30m)."
     )
     skipped = _skipped_stability(reason)
-    return [*checks, *skipped, drain_check(samples, phase)], judged  # drain holds without soak
+    return _Measured([*checks, *skipped, drain_check(samples, phase)], judged, notes)
+
+
+def _contention_note(samples: list[Sample], phase: Phase, thresholds: Thresholds) -> list[str]:
+    """A note when the load client and the server shared a saturated host during the load."""
+    window = Phases(load_start_ts=phase.idle_end_ts, load_end_ts=phase.load_end_ts)
+    reason = contention(Evidence.of(metric_signals(samples, window)), thresholds)
+    if not reason:
+        return []
+    return [
+        f"{reason}: the latency checks include the wait for a CPU; rerun the load from another "
+        "host (`--url http://SERVER:PORT` from a second machine) to judge the server alone."
+    ]
 
 
 def validate_to_json(result: ValidateResult) -> dict[str, Any]:

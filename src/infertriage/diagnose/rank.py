@@ -145,13 +145,37 @@ def _chain_from(root: str, by_id: dict[str, Finding]) -> tuple[ChainLink, ...]:
     return tuple(links)
 
 
+def _effects_of(causes: set[str]) -> set[str]:
+    """Every finding id the given causes lead to, directly or through others."""
+    found: set[str] = set()
+    frontier = list(causes)
+    while frontier:
+        for effect in CAUSES.get(frontier.pop(), ()):
+            if effect not in found:
+                found.add(effect)
+                frontier.append(effect)
+    return found
+
+
 def _promote_root(findings: list[Finding]) -> tuple[list[Finding], str | None]:
-    """The primary: the root cause of the top-scoring bottleneck, itself made a bottleneck."""
-    bottlenecks = [f for f in findings if f.status is Status.BOTTLENECK]
-    if not bottlenecks:
+    """The primary: the root cause of the top-scoring bottleneck, itself made a bottleneck.
+
+    A finding with a caveat (the load client shared a saturated host with the server,
+    say) is never the root, nor is a bottleneck it would explain: with the front end
+    starved of CPU, the engine waiting on it says nothing of the engine.
+    """
+    caveated = {f.id for f in findings if f.caveat}
+    explained, present = _effects_of(caveated), {f.id for f in findings} - caveated
+    # each bottleneck's root, unless a caveated finding would explain that root too
+    roots = {
+        f.id: root
+        for f in findings
+        if f.status is Status.BOTTLENECK and (root := _root_of(f.id, present)) not in explained
+    }
+    if not roots:
         return findings, None
-    top = max(bottlenecks, key=lambda f: f.score)
-    root = _root_of(top.id, {f.id for f in findings})
+    top = max((f for f in findings if f.id in roots), key=lambda f: f.score)
+    root = roots[top.id]
     promoted = [
         f.model_copy(update={"status": Status.BOTTLENECK}) if f.id == root else f for f in findings
     ]

@@ -73,8 +73,12 @@ def make_finding(
     used: Sequence[tuple[str, float | None]],
     explanation: str,
     next_steps: Sequence[str],
+    caveat: str = "",
 ) -> Finding:
-    """A finding from a rule; `used` pairs each signal with the threshold it was held against."""
+    """A finding from a rule; `used` pairs each signal with the threshold it was held against.
+
+    A `caveat` (why this run cannot blame the server for it) makes it a warning.
+    """
     severity = max(0.0, min(1.0, severity))
     explains = max(0.0, min(1.0, explains))
     items = []
@@ -93,7 +97,7 @@ def make_finding(
     return Finding(
         id=rule_id,
         layer=layer,
-        status=Status.BOTTLENECK if bottleneck else Status.WARNING,
+        status=Status.BOTTLENECK if bottleneck and not caveat else Status.WARNING,
         severity=severity,
         explains=explains,
         score=severity * explains,
@@ -101,4 +105,5 @@ def make_finding(
         evidence=tuple(items),
         explanation=explanation,
         next_steps=tuple(next_steps),
+        caveat=caveat,
     )

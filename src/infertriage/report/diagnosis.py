@@ -52,6 +52,8 @@ def _layer_cell(result: LayerResult, primary: str | None) -> Text:
         style = _STYLE[finding.status]
         text.append(f"{marker}{finding.title}\n", style=style)
         text.append(f"  {_evidence_text(finding)}\n", style="dim")
+        if finding.caveat:
+            text.append(f"  caveat: {finding.caveat}\n", style="yellow")
         if finding.next_steps:
             text.append(f"  → {finding.next_steps[0]}\n")
     if not result.findings and result.missing:
@@ -88,6 +90,9 @@ def _summary(diagnosis: Diagnosis) -> Text:
     text.append(f"SLOs: {slo}\n")
     if diagnosis.judged is not None:
         text.append(f"  {diagnosis.judged.describe()}\n", style="dim")
+    caveats = sorted({f.caveat for r in diagnosis.layers for f in r.findings if f.caveat}, key=len)
+    if caveats:  # the shortest is the reason itself; the others say what it made a warning
+        text.append(f"Caveat: {caveats[0]}; rerun the load from another host.\n", style="yellow")
     if diagnosis.client_bound:
         text.append("The load client fell behind: its figures are not trustworthy.\n", style="red")
     if diagnosis.primary is None:

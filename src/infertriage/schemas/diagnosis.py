@@ -55,6 +55,9 @@ class Finding(_Frozen):
     evidence: tuple[Evidence, ...] = ()
     explanation: str = ""
     next_steps: tuple[str, ...] = ()
+    # why this run cannot call it the server's bottleneck (e.g. the load client shared a
+    # saturated host with it); a finding with a caveat is a warning, never the primary
+    caveat: str = ""
 
     @model_validator(mode="after")
     def _score_is_product(self) -> Finding:

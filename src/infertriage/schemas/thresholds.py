@@ -40,6 +40,12 @@ class Thresholds:
     tensor_active_prefill: float = 0.90
     alert_ttft_p95_s: float = 0.500
     min_throughput_tok_s: float = 0.0
+    # client and server on one host: its CPU is saturated when busy this share of the time
+    # and either more threads are runnable per core than this, or the server's threads
+    # waited for a CPU this share of their runnable time (a caveat, never a bottleneck)
+    host_cpu_saturated: float = 0.90
+    host_run_queue_per_core: float = 1.5
+    server_cpu_wait_share: float = 0.20
 
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from infertriage.analyze.binomial import requests_to_settle
+from infertriage.diagnose.contention import (
+    RERUN_STEPS,
+    caveat_of,
+    contention,
+    contention_used,
+    with_rerun,
+)
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
 from infertriage.diagnose.symptom import error_counts, ttft_missed
@@ -28,10 +35,13 @@ def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     tail = ev.get("server.ttft_p95_s")
     if gap < max(_TTFT_GAP_S, server) or (tail is not None and client <= tail):
         return None
+    # on a host the client saturates, the gap may be threads waiting for a CPU, both sides'
+    caveat = caveat_of(ev, t, "the wait in front of the engine")
     return make_finding(
         "application.client_vs_server_ttft",
         _L,
         bottleneck=ttft_missed(ev, t),
+        caveat=caveat,
         severity=severity_above(gap, _TTFT_GAP_S, t.ttft_p95_s * 2),
         explains=gap / client if client > 0 else 0.0,
         title=f"clients wait {gap * 1e3:.0f} ms longer for the first token than the engine reports",
@@ -40,14 +50,18 @@ def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
             ("client.ttft_p50_s", None),
             ("server.ttft_p50_s", None),
             ("server.ttft_p95_s", None),
+            *contention_used(caveat, t),
         ),
         explanation=(
             "The engine produced the first token early; the time went in front of it: the API "
             "server (tokenisation, detokenisation, serialisation), a gateway or the network."
         ),
-        next_steps=(
-            "run more API-server processes (`--api-server-count`) or a faster tokenizer",
-            "measure from inside the gateway to split gateway time from server time",
+        next_steps=with_rerun(
+            caveat,
+            (
+                "run more API-server processes (`--api-server-count`) or a faster tokenizer",
+                "measure from inside the gateway to split gateway time from server time",
+            ),
         ),
     )
 
@@ -57,22 +71,29 @@ def frontend_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
     busy = ev.get("proc.frontend_thread_cpu") or 0.0
     if busy < _BUSY_THREAD:
         return None
+    # a co-runner slows the thread (shared caches, SMT siblings): its CPU share is not its own
+    caveat = caveat_of(ev, t, "the API-server thread's CPU share")
     return make_finding(
         "application.frontend_saturated",
         _L,
         bottleneck=True,
+        caveat=caveat,
         severity=severity_above(busy, _BUSY_THREAD, 1.0),
         explains=0.9,
         title=f"the API-server thread is {busy:.0%} busy on the CPU",
         evidence=ev,
-        used=(("proc.frontend_thread_cpu", _BUSY_THREAD),),
+        used=(("proc.frontend_thread_cpu", _BUSY_THREAD), *contention_used(caveat, t)),
         explanation=(
             "One Python thread tokenises, detokenises and serialises every stream; at 100 % it "
             "delays all of them, whatever the GPU does."
         ),
-        next_steps=(
-            "scale the API server out (`--api-server-count N`, or more replicas behind a balancer)",
-            "stream fewer, larger chunks; disable per-chunk usage (`continuous_usage_stats`)",
+        next_steps=with_rerun(
+            caveat,
+            (
+                "scale the API server out (`--api-server-count N`, or more replicas behind a "
+                "balancer)",
+                "stream fewer, larger chunks; disable per-chunk usage (`continuous_usage_stats`)",
+            ),
         ),
     )
 
@@ -254,4 +275,32 @@ def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
             "(HTTP keep-alive pins clients to a replica)",
             "compare the replicas' `vllm:num_requests_running` in Prometheus by instance",
         ),
+    )
+
+
+@rule("application.host_contention", _L, ("host.server_local", "host.cpu_mean"))
+def host_contention(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The load client and the server on one saturated host: a caveat on the map, never a cause."""
+    reason = contention(ev, t)
+    if not reason:
+        return None
+    wait, queue = ev.get("proc.cpu_wait_share"), ev.get("host.run_queue_per_core")
+    # the share of the server's runnable time without a CPU, or of the host's runnable threads
+    waiting = wait if wait is not None else (1.0 - 1.0 / queue if queue and queue > 1 else None)
+    return make_finding(
+        "application.host_contention",
+        _L,
+        bottleneck=False,
+        severity=severity_above(ev.get("host.cpu_mean") or 0.0, t.host_cpu_saturated, 1.0),
+        explains=waiting if waiting is not None else 0.5,
+        title="the load client and the server share this host, and its CPU was saturated",
+        evidence=ev,
+        used=contention_used(reason, t),
+        explanation=(
+            f"{reason}. Threads waiting for a CPU add to every latency the client measures and "
+            "to the server's own, so this run's front-end CPU and client-vs-server split "
+            "describe the shared host, not the server: those findings are warnings here."
+        ),
+        next_steps=RERUN_STEPS,
+        caveat=reason,
     )
