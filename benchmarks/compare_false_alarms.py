@@ -6,7 +6,9 @@ gaps, one request in a hundred failing. For each sample size, `--trials` pairs
 of runs with different seeds are compared:
 
 - null: the same distribution → the share of comparisons with *any*
-  regression (the family-wise false-alarm rate a CI gate sees; goal ≤ 5 %);
+  regression (the family-wise false-alarm rate a CI gate sees; goal ≤ 5 %),
+  and the share that is INCONCLUSIVE (some metric undecided: the price of
+  never saying "no regression" on data that cannot tell);
 - shifted: TTFT ×1.2 and ×1.5 in the run → the share where `ttft` is a
   regression (the power).
 
@@ -62,29 +64,31 @@ def _run(n: int, seed: int, ttft_scale: float = 1.0) -> list[RequestRecord]:
     return records
 
 
-def _rates(n: int, trials: int) -> tuple[float, float, float]:
-    null = power_20 = power_50 = 0
+def _rates(n: int, trials: int) -> tuple[float, float, float, float]:
+    null = undecided = power_20 = power_50 = 0
     for trial in range(trials):
         base = _run(n, seed=trial)
-        if compare_records(base, _run(n, seed=10_000 + trial), seed=trial).regressions:
-            null += 1
+        same = compare_records(base, _run(n, seed=10_000 + trial), seed=trial)
+        null += bool(same.regressions)
+        undecided += not same.regressions and bool(same.inconclusive)
         for scale in (1.2, 1.5):
             run = _run(n, seed=20_000 + trial, ttft_scale=scale)
             found = {m.metric for m in compare_records(base, run, seed=trial).regressions}
             if "ttft" in found:
                 power_20 += scale == 1.2
                 power_50 += scale == 1.5
-    return null / trials, power_20 / trials, power_50 / trials
+    return null / trials, undecided / trials, power_20 / trials, power_50 / trials
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200)
     args = parser.parse_args()
-    print(f"{'requests':>9} {'false alarm':>12} {'TTFT x1.2 found':>16} {'TTFT x1.5 found':>16}")
-    for n in (30, 100, 300):
-        null, p20, p50 = _rates(n, args.trials)
-        print(f"{n:>9} {null:>12.1%} {p20:>16.1%} {p50:>16.1%}")
+    header = ("requests", "false alarm", "inconclusive", "TTFT x1.2 found", "TTFT x1.5 found")
+    print(f"{header[0]:>9} {header[1]:>12} {header[2]:>13} {header[3]:>16} {header[4]:>16}")
+    for n in (15, 30, 100, 300, 1000):
+        null, undecided, p20, p50 = _rates(n, args.trials)
+        print(f"{n:>9} {null:>12.1%} {undecided:>13.1%} {p20:>16.1%} {p50:>16.1%}")
 
 
 if __name__ == "__main__":

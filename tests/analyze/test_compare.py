@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
+
 import pytest
 
 from infertriage.analyze.compare import (
@@ -13,77 +14,14 @@ from infertriage.analyze.compare import (
     MetricComparison,
     compare_records,
     config_diff,
+    tail_min_p,
     traffic_shape,
 )
-from infertriage.schemas import Chunk, ErrorKind, RequestRecord
+from infertriage.analyze.stats import fisher_exact
+from infertriage.schemas import RequestRecord
 
-
-def _record(i: int, sent: float, times: np.ndarray, prompt: int) -> RequestRecord:
-    chunks = tuple(Chunk(float(t), 1) for t in times)
-    return RequestRecord(
-        id=str(i),
-        scheduled_ts=sent,
-        sent_ts=sent,
-        first_token_ts=chunks[0].ts,
-        last_token_ts=chunks[-1].ts,
-        end_ts=chunks[-1].ts,
-        chunks=chunks,
-        prompt_tokens=prompt,
-        output_tokens=len(chunks),
-        chunk_tokens_exact=True,
-    )
-
-
-def _failure(i: int, sent: float, prompt: int) -> RequestRecord:
-    return RequestRecord(
-        id=str(i),
-        scheduled_ts=sent,
-        sent_ts=sent,
-        end_ts=sent + 0.01,
-        prompt_tokens=prompt,
-        error_kind=ErrorKind.HTTP,
-        http_status=503,
-    )
-
-
-def _run(
-    n: int = 300,
-    *,
-    seed: int = 0,
-    ttft: float = 1.0,
-    tail: float = 1.0,
-    itl: float = 1.0,
-    prompt: float = 1.0,
-    failed: int = 0,
-    ttft_s: float = 0.2,
-    concurrency: int = 4,
-) -> list[RequestRecord]:
-    """A closed-loop run: `concurrency` users, each sending when its last request ends.
-
-    TTFT is log-normal around `ttft_s`, scaled by `ttft` (and every tenth request by
-    `tail` too); 15–25 one-token chunks with log-normal 20 ms gaps scaled by `itl`;
-    100–199 prompt tokens scaled by `prompt`; `failed` requests spread evenly fail.
-    The same seed draws the same numbers whatever the scales.
-    """
-    rng = np.random.default_rng(seed)
-    free = [0.0] * concurrency
-    fail_every = n // failed if failed else 0
-    records = []
-    for i in range(n):
-        sent = free[i % concurrency]
-        scale = ttft * (tail if i % 10 == 0 else 1.0)
-        first = sent + ttft_s * scale * rng.lognormal(0.0, 0.3)
-        gaps = 0.02 * itl * rng.lognormal(0.0, 0.3, int(rng.integers(15, 26)) - 1)
-        num_prompt = int(prompt * rng.integers(100, 200))
-        if fail_every and i % fail_every == 0:
-            record = _failure(i, sent, num_prompt)
-        else:
-            record = _record(i, sent, first + np.concatenate(([0.0], np.cumsum(gaps))), num_prompt)
-        assert record.end_ts is not None
-        free[i % concurrency] = record.end_ts
-        records.append(record)
-    return records
-
+from .compare_helpers import closed_loop_run as _run
+from .compare_helpers import with_failures
 
 BASE = _run()
 
@@ -153,13 +91,98 @@ def test_change_below_the_absolute_minimum_is_unchanged() -> None:
 
 def test_tiny_samples_are_inconclusive() -> None:
     ttft = _by_name(compare_records(_run(5), _run(5, ttft=1.5)))["ttft"]
-    assert ttft.verdict == "inconclusive" and "too few samples" in ttft.reason
+    assert ttft.verdict == "inconclusive" and "too few requests" in ttft.reason
     assert ttft.change_p50 == pytest.approx(0.5)
 
 
-def test_practical_but_not_significant_is_inconclusive() -> None:
-    ttft = _by_name(compare_records(BASE, _run(ttft=1.3), alpha=1e-300))["ttft"]
+def test_practical_but_not_significant_is_inconclusive_and_says_how_many_would_settle_it() -> None:
+    ttft = _by_name(compare_records(_run(20), _run(20, seed=1, ttft=1.3)))["ttft"]
     assert ttft.verdict == "inconclusive" and "not significant" in ttft.reason
+    assert 0.0042 < ttft.p_value < 0.05
+    # The p50's z grows as √n: (z at 0.05/12 ÷ z seen)² ≈ 2.05 times the requests.
+    assert ttft.settle_n == (41, 41) and "about 41 vs 41 requests would settle it" in ttft.reason
+
+
+# --- small samples: the exact tests (issue 15, item 5) -------------------------------------
+
+
+def test_ttft_448x_with_35_vs_15_requests_is_a_regression() -> None:
+    # Measured on a real server: `compare` called this "No regression." (too few samples).
+    result = compare_records(_run(35), _run(15, seed=5, ttft=448.0))
+    ttft = _by_name(result)["ttft"]
+    assert ttft.verdict == "regression" and (ttft.base_n, ttft.run_n) == (35, 15)
+    # Exact Mann–Whitney: every run TTFT above every base TTFT is 2 of the C(50, 15) splits.
+    assert ttft.p_value == pytest.approx(2 / math.comb(50, 15), rel=1e-9)
+    assert ttft in result.regressions
+
+
+def test_error_rate_0_to_86_percent_with_35_vs_15_requests_is_a_regression() -> None:
+    run = with_failures(_run(2, seed=5), 13)  # 13 of 15 failed: 86.7 %
+    errors = _by_name(compare_records(_run(35), run))["error_rate"]
+    assert errors.verdict == "regression" and (errors.base_n, errors.run_n) == (35, 15)
+    assert errors.run is not None and errors.run.mean == pytest.approx(13 / 15)
+    # Fisher: given 13 failures in 50, the one table as extreme is all 13 in the run's 15.
+    assert errors.p_value == pytest.approx(math.comb(15, 13) / math.comb(50, 13), rel=1e-9)
+    assert errors.p_value == pytest.approx(fisher_exact(0, 35, 13, 15), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_too_few_for_any_verdict_is_inconclusive_whatever_the_change(n: int) -> None:
+    # 2/C(2n, n) is the best p of n against n: 0.1 at 3, 0.0079 at 5, not the 0.05/12 needed.
+    result = compare_records(_run(n), _run(n, seed=1, ttft=400.0))
+    ttft = _by_name(result)["ttft"]
+    assert ttft.verdict == "inconclusive" and ttft.p_value == pytest.approx(2 / math.comb(2 * n, n))
+    assert f"{n} vs {n} can reach p = {2 / math.comb(2 * n, n):.2g} at best" in ttft.reason
+    assert "a regression takes at least 6 on each side, no regression 10" in ttft.reason
+    assert ttft.settle_n == (10, 10)
+    errors = _by_name(result)["error_rate"]
+    assert errors.verdict == "inconclusive" and errors.settle_n == (10, 10)
+    assert result.regressions == ()
+
+
+def test_six_against_six_is_the_least_for_a_verdict() -> None:
+    ttft = _by_name(compare_records(_run(6), _run(6, seed=1, ttft=400.0)))["ttft"]
+    assert ttft.verdict == "regression" and ttft.p_value == pytest.approx(2 / math.comb(12, 6))
+
+
+@pytest.mark.parametrize(
+    ("num_base", "num_run", "verdict"), [(35, 1, "inconclusive"), (35, 2, "regression")]
+)
+def test_unequal_sizes_need_fewer_on_the_small_side(
+    num_base: int, num_run: int, verdict: str
+) -> None:
+    # 2/C(36, 1) = 0.056 cannot reach 0.05/12; 2/C(37, 2) = 0.003 can.
+    ttft = _by_name(compare_records(_run(num_base), _run(num_run, seed=1, ttft=400.0)))["ttft"]
+    assert ttft.verdict == verdict
+
+
+def test_a_handful_of_requests_cannot_rule_a_regression_out() -> None:
+    # 2 against 85 could show a regression (2/C(87, 2) < 0.05/12), but two TTFTs that match the
+    # base say little: "unchanged" takes 10 a side (a bootstrap of two values is two values).
+    result = compare_records(_run(85), _run(2, seed=1))
+    ttft, errors = _by_name(result)["ttft"], _by_name(result)["error_rate"]
+    assert ttft.verdict == errors.verdict == "inconclusive"
+    assert "too few requests to rule a regression out: 85 vs 2" in ttft.reason
+    assert ttft.settle_n == errors.settle_n == (85, 10)
+
+
+def test_a_regression_not_ruled_out_is_inconclusive() -> None:
+    # Same distribution, 100 requests a side: the p50 moved +8 %, but its one-sided 95 % bound
+    # reaches past +10 %: the data cannot say "no regression".
+    ttft = _by_name(compare_records(_run(100, seed=6), _run(100, seed=106)))["ttft"]
+    assert ttft.verdict == "inconclusive" and ttft.change_p50 == pytest.approx(0.08, abs=0.005)
+    assert "could be +12.4%" in ttft.reason and "not ruled out" in ttft.reason
+    assert ttft.settle_n is not None and ttft.settle_n[0] > 100
+
+
+def test_a_p95_that_moved_but_cannot_be_tested_is_inconclusive() -> None:
+    # Below ~80 samples a side no split of the few values above the pooled p95 is significant
+    # at 0.05/12: a p95 that moved more than 10 % is undecided, and settling it takes at least
+    # the size at which its test could tell.
+    assert tail_min_p(40, 40) > 0.05 / 12 > tail_min_p(100, 100)
+    ttft = _by_name(compare_records(_run(40, seed=1), _run(40, seed=101)))["ttft"]
+    assert ttft.verdict == "inconclusive" and ttft.reason.startswith("p95 +38.6%")
+    assert ttft.settle_n is not None and min(ttft.settle_n) >= 81
 
 
 def test_p50_better_but_p95_worse_is_a_regression() -> None:
@@ -168,6 +191,13 @@ def test_p50_better_but_p95_worse_is_a_regression() -> None:
     assert ttft.change_p50 is not None and ttft.change_p50 < -0.1
     assert ttft.change_p95 is not None and ttft.change_p95 > 0.1
     assert ttft.verdict == "regression" and "disagree" in ttft.reason
+
+
+def test_p50_better_but_p95_worse_unconfirmed_is_inconclusive_not_an_improvement() -> None:
+    # Most requests 30 % faster, every tenth 2.1× slower: the p95 rose 16 %, not significantly.
+    ttft = _by_name(compare_records(BASE, _run(ttft=0.7, tail=3.0)))["ttft"]
+    assert ttft.change_p50 is not None and ttft.change_p50 < -0.2
+    assert ttft.verdict == "inconclusive" and ttft.reason.startswith("p95 +16.0%")
 
 
 def test_error_rate_up_is_a_regression() -> None:

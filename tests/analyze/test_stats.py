@@ -7,6 +7,7 @@ draws, so the numbers do not depend on numpy's random streams.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
@@ -16,9 +17,12 @@ import pytest
 from infertriage.analyze.stats import (
     bootstrap_diff_ci,
     bootstrap_quantile_ci,
+    fisher_exact,
+    fisher_min_p,
     ks_two_sample,
     linear_trend,
     mann_whitney,
+    min_attainable_p,
     normal_quantile,
     t_quantile,
     two_proportion_p,
@@ -75,6 +79,108 @@ def test_mann_whitney_is_fast_on_100k_samples() -> None:
     assert time.perf_counter() - start < 2.0
     assert 0.0 <= result.p_value <= 1.0
     assert result.prob_superiority > 0.5
+
+
+# --- exact Mann–Whitney and Fisher -------------------------------------------------------
+
+
+def _brute_force_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Every split of the pooled values into |a| and |b|: twice the observed side's tail share.
+
+    Mid-ranks for ties, computed here without the code under test.
+    """
+    pooled = np.concatenate((a, b))
+    order = np.sort(pooled)
+    ranks = np.array([np.mean(np.flatnonzero(order == v)) + 1.0 for v in pooled])
+    observed, mean = ranks[: a.size].sum(), a.size * (pooled.size + 1) / 2.0
+    sums = np.array(
+        [ranks[list(pick)].sum() for pick in itertools.combinations(range(pooled.size), a.size)]
+    )
+    tail = sums <= observed + 1e-9 if observed <= mean else sums >= observed - 1e-9
+    return min(1.0, 2.0 * float(tail.mean()))
+
+
+def _small_samples() -> list[tuple[np.ndarray, np.ndarray]]:
+    """Deterministic pairs of 1–7 values: integers with ties within and across, and smooth ones."""
+    pairs = []
+    for i in range(1, 8):
+        for j in range(1, 8):
+            pairs.append((np.arange(i) * 37 % 5 * 1.0, np.arange(j) * 53 % 7 * 1.0 + (i + j) % 3))
+            pairs.append((np.sin(np.arange(1, i + 1) * 2.1), np.cos(np.arange(1, j + 1)) + 0.4))
+    return pairs
+
+
+def test_exact_mann_whitney_equals_brute_force_enumeration() -> None:
+    for a, b in _small_samples():
+        exact = mann_whitney(a, b, method="exact")
+        assert exact.exact and exact.p_value == pytest.approx(_brute_force_p(a, b), abs=1e-12)
+        assert exact.u == mann_whitney(a, b).u  # the statistic does not depend on the method
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "p_value"),
+    [
+        # scipy 1.17.1: mannwhitneyu(a, b, method="exact") (no ties)
+        (SMOOTH_A[:15], SMOOTH_B[:35], 0.34466183040919074),
+        (SMOOTH_A[:50], SMOOTH_B[:50], 0.015827494370231704),
+        # scipy 1.17.1: permutation_test of the rankdata sum, n_resamples=inf, two-sided
+        (
+            np.arange(8) * 7919 % 11 / 2.0,
+            np.arange(9) * 104729 % 7 / 2.0 + 1.0,
+            0.18642533936651584,
+        ),
+    ],
+)
+def test_exact_mann_whitney_matches_scipy(a: np.ndarray, b: np.ndarray, p_value: float) -> None:
+    assert mann_whitney(a, b, method="exact").p_value == pytest.approx(p_value, rel=1e-9)
+
+
+def test_exact_mann_whitney_complete_separation_and_auto() -> None:
+    low, high = np.arange(15.0), np.arange(35.0) + 100.0
+    assert mann_whitney(high, low, method="exact").p_value == pytest.approx(2 / math.comb(50, 15))
+    assert mann_whitney([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], method="exact").p_value == 0.1
+    assert mann_whitney(low, high, method="auto").exact  # 15 against 35: exact
+    big = mann_whitney(SMOOTH_A, np.tile(SMOOTH_B, 20), method="auto")  # 60 against 1,400
+    assert not big.exact and big.p_value == mann_whitney(SMOOTH_A, np.tile(SMOOTH_B, 20)).p_value
+    assert mann_whitney([5.0] * 4, [5.0] * 3, method="exact").p_value == 1.0
+
+
+def test_exact_mann_whitney_is_fast_at_its_bound() -> None:
+    start = time.perf_counter()
+    result = mann_whitney(SMOOTH_A[:50], SMOOTH_B[:50], method="auto")
+    assert result.exact and time.perf_counter() - start < 1.0
+
+
+def test_fisher_matches_hand_computed_values() -> None:
+    # 3/10 against 7/10: 10 events in 20, P(x in the first) = C(10, x)·C(10, 10 − x)/C(20, 10).
+    # The tables no likelier than x = 3 are x = 0…3 and 7…10: 2·(1 + 100 + 2,025 + 14,400).
+    assert fisher_exact(3, 10, 7, 10) == pytest.approx(2 * 16_526 / 184_756, rel=1e-12)
+    # 0/35 against 13/15: every other split of the 13 events is likelier than all in the 15.
+    assert fisher_exact(0, 35, 13, 15) == pytest.approx(105 / math.comb(50, 13), rel=1e-12)
+    # 1/9 against 11/14; scipy 1.17.1 fisher_exact([[1, 8], [11, 3]]) as a cross-check.
+    assert fisher_exact(1, 9, 11, 14) == pytest.approx(0.0027594561852200836, rel=1e-9)
+    # scipy 1.17.1: fisher_exact([[12, 188], [20, 190]])
+    assert fisher_exact(12, 200, 20, 210) == pytest.approx(0.20147288119145929, rel=1e-9)
+
+
+def test_fisher_edges() -> None:
+    assert fisher_exact(0, 100, 0, 100) == 1.0  # no event: one table
+    assert fisher_exact(5, 5, 7, 7) == 1.0  # all events
+    assert fisher_exact(0, 0, 3, 10) == 1.0
+    assert fisher_exact(50, 100, 50, 100) == pytest.approx(1.0)
+    assert fisher_exact(0, 100_000, 300, 100_000) < 1e-80  # large counts stay finite and fast
+    with pytest.raises(ValueError, match="counts of trials"):
+        fisher_exact(4, 3, 0, 3)
+
+
+def test_least_attainable_p_values() -> None:
+    assert min_attainable_p(3, 3) == pytest.approx(0.1)
+    assert min_attainable_p(5, 5) == pytest.approx(2 / 252)  # above 0.05/12: no verdict at 5
+    assert min_attainable_p(6, 6) == pytest.approx(2 / 924)  # below it: 6 against 6 can tell
+    assert min_attainable_p(0, 10) == 1.0 and min_attainable_p(2000, 2000) == 0.0
+    assert fisher_min_p(3, 3) == pytest.approx(0.1)
+    assert fisher_min_p(2, 35) == pytest.approx(1 / math.comb(37, 2))  # unequal: one tail only
+    assert fisher_min_p(0, 5) == 1.0
 
 
 # --- Kolmogorov–Smirnov --------------------------------------------------------------------

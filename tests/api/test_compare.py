@@ -16,8 +16,12 @@ import pytest
 from infertriage.api.compare import compare_ab, compare_runs
 from infertriage.api.validate import validate
 from infertriage.cli.app import main
+from infertriage.report.compare import compare_to_json, verdict_line
 from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
+from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.twin.process import TwinProcess
+
+from ..analyze.compare_helpers import closed_loop_run, with_failures, write_run
 
 # 1,500-token prompts and 128-token outputs at 6 requests/s: ~20k tokens in flight, twice
 # what the kv-pressure twin holds; short outputs keep every drain short.
@@ -38,8 +42,12 @@ def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path
 
     same_md = tmp_path / "same.md"
     args = ["compare", "prod", str(same.run_dir), "--store", str(store), "--fail-on-regression"]
-    assert main([*args, "--markdown", str(same_md)]) == 0
-    assert "No regression" in same_md.read_text()
+    # Six seconds a run leave ~4 one-second throughput bins a side: a regression takes 6 and
+    # "unchanged" 10, so the same twin is INCONCLUSIVE (exit 3), never "No regression".
+    assert main([*args, "--markdown", str(same_md)]) == EXIT_INCONCLUSIVE
+    same_text = same_md.read_text()
+    assert "**INCONCLUSIVE: " in same_text and "No regression" not in same_text
+    assert "output_throughput (performance) needs about 10 vs 10 seconds" in same_text
 
     worse_md = tmp_path / "worse.md"
     args = ["compare", "prod", str(worse.run_dir), "--store", str(store), "--fail-on-regression"]
@@ -52,7 +60,7 @@ def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path
     text = worse_md.read_text()
     assert "REGRESSION" in text and "gpu_memory_utilization" in text
     # A run directory serves as the base as well as a saved name.
-    assert compare_runs(base=str(base.run_dir), run=same.run_dir).regressed is False
+    assert compare_runs(base=str(base.run_dir), run=same.run_dir).verdict == "inconclusive"
 
 
 def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: Path) -> None:
@@ -122,3 +130,48 @@ def test_a_garbage_line_names_file_and_line_and_a_cut_tail_is_dropped(tmp_path: 
     broken = _bench_like_run(tmp_path / "broken", [*good[:5], b"not json\n", *good[5:]])
     with pytest.raises(UserError, match=r"requests\.jsonl.*6"):
         compare_runs(base=str(base), run=broken)
+
+
+# --- small samples on synthetic run directories (issue 15, item 5) -------------------------
+
+
+def test_448x_ttft_with_35_vs_15_requests_is_a_regression(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "base", closed_loop_run(35))
+    run = write_run(tmp_path / "run", closed_loop_run(15, seed=5, ttft=448.0))
+    result = compare_runs(base=str(base), run=run)
+    assert result.regressed and result.verdict == "regression"
+    assert "ttft" in {m.metric for _, m in result.regressions}
+    assert verdict_line(result).startswith("REGRESSION: ")
+    assert compare_to_json(result)["verdict"] == "regression"
+
+
+def test_error_rate_0_to_86_percent_is_a_regression(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "base", closed_loop_run(35))
+    run = write_run(tmp_path / "run", with_failures(closed_loop_run(2, seed=5), 13))
+    result = compare_runs(base=str(base), run=run)
+    errors = {m.metric: m for _, m in result.regressions}["error_rate"]
+    assert errors.run is not None and errors.run.mean == pytest.approx(13 / 15)
+    assert "error_rate (c=4)" in verdict_line(result)
+
+
+def test_tiny_equal_samples_are_inconclusive_never_no_regression(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "base", closed_loop_run(3))
+    run = write_run(tmp_path / "run", closed_loop_run(3, seed=1))
+    result = compare_runs(base=str(base), run=run)
+    assert not result.regressed and result.inconclusive and result.verdict == "inconclusive"
+    line = verdict_line(result)
+    assert line.startswith("INCONCLUSIVE: ") and "No regression" not in line
+    assert "ttft (c=4) needs about 10 vs 10 requests" in line
+    assert "error_rate (c=4) needs about 10 vs 10 requests" in line
+    document = compare_to_json(result)
+    assert document["inconclusive"] is True and document["regressed"] is False
+    ttft = next(m for m in document["levels"][0]["metrics"] if m["metric"] == "ttft")
+    assert ttft["settle_n"] == (10, 10) and ttft["sample_unit"] == "requests"
+
+
+def test_same_distribution_with_many_requests_is_no_regression(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "base", closed_loop_run(400, seed=1))
+    run = write_run(tmp_path / "run", closed_loop_run(400, seed=2))
+    result = compare_runs(base=str(base), run=run)
+    assert result.verdict == "no regression", [m.reason for _, m in result.undecided]
+    assert verdict_line(result) == "No regression."

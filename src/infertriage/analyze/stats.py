@@ -7,7 +7,13 @@ every random step takes an explicit seed.
 What each function reproduces (checked against scipy in the tests):
 
 - `mann_whitney`: `scipy.stats.mannwhitneyu(a, b, method="asymptotic",
-  use_continuity=True)`, two-sided, with the tie correction.
+  use_continuity=True)`, two-sided, with the tie correction; with
+  `method="exact"` (or `"auto"` on small samples) the exact permutation test
+  of the mid-rank sum, which without ties is `method="exact"`.
+- `fisher_exact`: `scipy.stats.fisher_exact` of the 2×2 table, two-sided.
+- `min_attainable_p`, `fisher_min_p`: the smallest two-sided p the exact
+  Mann–Whitney and Fisher tests can give two samples of those sizes: below
+  a test's level, no outcome of that size can be significant.
 - `ks_two_sample`: the statistic of `scipy.stats.ks_2samp`; the p-value is the
   classic asymptotic one, the Kolmogorov distribution's tail at
   (√nₑ + 0.12 + 0.11/√nₑ)·D with nₑ = n·m/(n + m) (Stephens 1970).
@@ -24,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +40,12 @@ __all__ = [
     "Trend",
     "bootstrap_diff_ci",
     "bootstrap_quantile_ci",
+    "fisher_exact",
+    "fisher_min_p",
     "ks_two_sample",
     "linear_trend",
     "mann_whitney",
+    "min_attainable_p",
     "normal_quantile",
     "t_quantile",
     "two_proportion_p",
@@ -47,6 +57,12 @@ Samples = Sequence[float] | FloatArray
 
 # Elements gathered per bootstrap block for the mean: bounds memory whatever the input size.
 _BLOCK_ELEMENTS = 2_000_000
+# Cells the exact rank-sum recursion may touch (subset sizes × rank sums × values, ~0.1 s);
+# above it `method="auto"` takes the normal approximation, which is close at such sizes.
+_EXACT_MAX_CELLS = 30_000_000
+# Fisher's two-sided p sums the tables no likelier than the observed one, up to this relative
+# slack, so that float rounding does not drop a table exactly as likely (scipy and R do the same).
+_FISHER_RELATIVE_TIE = 1e-7
 
 
 def _clean(values: Samples) -> FloatArray:
@@ -62,18 +78,23 @@ def _normal_sf(z: float) -> float:
 # --- Mann–Whitney U ------------------------------------------------------------------------
 
 
+MannWhitneyMethod = Literal["asymptotic", "exact", "auto"]
+
+
 @dataclass(frozen=True, slots=True)
 class MannWhitney:
     """The U test of `a` against `b`.
 
     `u` is U of `a` (scipy's statistic): the pairs with a > b, ties counting ½.
     `prob_superiority` is P(b > a) + ½·P(b = a) = 1 − u/(n·m): above ½ when
-    `b` tends to be larger. `p_value` is two-sided.
+    `b` tends to be larger. `p_value` is two-sided; `exact` says whether it
+    comes from the exact permutation distribution or the normal approximation.
     """
 
     u: float
     p_value: float
     prob_superiority: float
+    exact: bool = False
 
 
 def _average_ranks(data: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
@@ -84,13 +105,66 @@ def _average_ranks(data: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]
     return average[inverse].astype(np.float64), counts.astype(np.int64)
 
 
-def mann_whitney(a: Samples, b: Samples) -> MannWhitney:
-    """Two-sided Mann–Whitney U test by the normal approximation.
+def _asymptotic_p(u1: float, n1: int, n2: int, ties: npt.NDArray[np.int64]) -> float:
+    pairs = float(n1) * float(n2)
+    n = n1 + n2
+    tie_term = float(np.sum(ties.astype(np.float64) ** 3 - ties))
+    variance = pairs / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    if variance <= 0.0:
+        return 1.0
+    z = (max(u1, pairs - u1) - pairs / 2.0 - 0.5) / math.sqrt(variance)
+    return min(1.0, 2.0 * _normal_sf(z))
 
-    Ties are corrected for and the continuity correction applied, as scipy's
-    `method="asymptotic", use_continuity=True`. Empty inputs, or all values
-    equal, give p 1.0 (and `prob_superiority` ½ when either side is empty).
-    O((n + m) log(n + m)): ranks come from one sort.
+
+def _exact_cells(n1: int, n2: int) -> int:
+    """What `_exact_p` costs: subset sizes × doubled rank sums × values."""
+    small, n = min(n1, n2), n1 + n2
+    return (small + 1) * (small * (n + 1) + 1) * n
+
+
+def _exact_p(ranks: FloatArray, n1: int) -> float:
+    """Two-sided exact p of the rank sum of the first `n1` of `ranks` (mid-ranks for ties).
+
+    Under the null every n1-subset of the pooled values is equally likely to
+    be the first sample: the p-value is twice the share of subsets whose rank
+    sum lies as far out as the observed one, on the observed side (the smaller
+    tail, as scipy's permutation tests double it). The counts come from a 0/1
+    knapsack over the values: `table[k, s]` is the number of k-subsets of the
+    values seen so far with doubled rank sum s, so mid-ranks (halves) stay
+    integers and ties are counted exactly. Only sums up to the observed one are
+    kept. The sample with fewer values is counted; a rank sum above its mean
+    is mirrored (rank → n + 1 − rank) into the lower tail.
+    """
+    n = ranks.size
+    small = n1 if 2 * n1 <= n else n - n1
+    doubled = np.rint(2.0 * ranks).astype(np.int64)
+    chosen = doubled[:n1] if small == n1 else doubled[n1:]
+    if int(chosen.sum()) > small * (n + 1):  # above the mean (doubled) rank sum: mirror
+        doubled, chosen = 2 * (n + 1) - doubled, 2 * (n + 1) - chosen
+    limit = int(chosen.sum())
+    table = np.zeros((small + 1, limit + 1))
+    table[0, 0] = 1.0
+    for rank in np.sort(doubled):
+        if rank > limit:
+            break  # sorted: no later value fits under the limit either
+        # numpy reads both sides before writing: each value joins a subset at most once.
+        table[1:, rank:] += table[:-1, : limit + 1 - rank]
+    return min(1.0, 2.0 * float(table[small].sum()) / math.comb(n, small))
+
+
+def mann_whitney(
+    a: Samples, b: Samples, *, method: MannWhitneyMethod = "asymptotic"
+) -> MannWhitney:
+    """Two-sided Mann–Whitney U test.
+
+    `"asymptotic"`: the normal approximation with the tie correction and the
+    continuity correction, as scipy's `method="asymptotic", use_continuity=True`;
+    O((n + m) log(n + m)), ranks from one sort. `"exact"`: the exact
+    permutation distribution of the mid-rank sum (`_exact_p`), valid at any
+    sample size, ties included. `"auto"`: exact while it costs at most
+    `_EXACT_MAX_CELLS` (two samples of 50, or 2 against 2,000), the
+    approximation above. Empty inputs, or all values equal, give p 1.0 (and
+    `prob_superiority` ½ when either side is empty).
     """
     x, y = _clean(a), _clean(b)
     n1, n2 = x.size, y.size
@@ -98,15 +172,26 @@ def mann_whitney(a: Samples, b: Samples) -> MannWhitney:
         return MannWhitney(u=0.0, p_value=1.0, prob_superiority=0.5)
     ranks, ties = _average_ranks(np.concatenate((x, y)))
     u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
-    pairs = float(n1) * float(n2)
-    n = n1 + n2
-    tie_term = float(np.sum(ties.astype(np.float64) ** 3 - ties))
-    variance = pairs / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
-    if variance <= 0.0:
-        return MannWhitney(u=u1, p_value=1.0, prob_superiority=1.0 - u1 / pairs)
-    z = (max(u1, pairs - u1) - pairs / 2.0 - 0.5) / math.sqrt(variance)
-    p_value = min(1.0, 2.0 * _normal_sf(z))
-    return MannWhitney(u=u1, p_value=p_value, prob_superiority=1.0 - u1 / pairs)
+    superiority = 1.0 - u1 / (float(n1) * float(n2))
+    exact = method == "exact" or (method == "auto" and _exact_cells(n1, n2) <= _EXACT_MAX_CELLS)
+    if ties.size == 1:  # all values equal: nothing to rank
+        return MannWhitney(u=u1, p_value=1.0, prob_superiority=superiority, exact=exact)
+    p_value = _exact_p(ranks, n1) if exact else _asymptotic_p(u1, n1, n2, ties)
+    return MannWhitney(u=u1, p_value=p_value, prob_superiority=superiority, exact=exact)
+
+
+def min_attainable_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p of a permutation test of samples of n1 and n2 values.
+
+    Every value of one sample above every value of the other is one of the
+    C(n1 + n2, n1) equally likely splits, and its mirror another: p = 2/C(n1 + n2, n1).
+    It is the exact Mann–Whitney p of that split (`fisher_min_p` is Fisher's
+    counterpart). Below `alpha` no outcome of that size can be significant:
+    1.0 when either side is empty.
+    """
+    if n1 <= 0 or n2 <= 0:
+        return 1.0
+    return min(1.0, 2 / math.comb(n1 + n2, n1))  # int / int: exact, 0.0 past float range
 
 
 # --- bootstrap -----------------------------------------------------------------------------
@@ -442,3 +527,43 @@ def two_proportion_p(k1: int, n1: int, k2: int, n2: int) -> float:
         return 1.0
     z = abs(k1 / n1 - k2 / n2) / math.sqrt(variance)
     return min(1.0, math.erfc(z / math.sqrt(2.0)))
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p of Fisher's exact test that k1/n1 and k2/n2 are equal.
+
+    Given the margins (n1, n2 and k1 + k2 events), the events in the first
+    sample are hypergeometric; the p-value sums the probabilities of every
+    table no likelier than the observed one (`_FISHER_RELATIVE_TIE` slack).
+    Exact at any size, where the z test is not. The probabilities come from
+    log-gamma at the lowest feasible count and ratios of neighbours above it,
+    O(min(k1 + k2, n1)). 1.0 when there is one table only (a side without
+    trials, no events, or all events).
+    """
+    if not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+        raise ValueError(f"{k1} of {n1} and {k2} of {n2} are not counts of trials")
+    events, n = k1 + k2, n1 + n2
+    if n1 == 0 or n2 == 0 or events in (0, n):
+        return 1.0
+    low, high = max(0, events - n2), min(events, n1)
+    x = np.arange(low, high, dtype=np.float64)
+    # P(x + 1) / P(x) for the hypergeometric count of events in the first sample.
+    ratios = (n1 - x) * (events - x) / ((x + 1.0) * (n2 - events + x + 1.0))
+    first = _log_comb(n1, low) + _log_comb(n2, events - low) - _log_comb(n, events)
+    log_pmf = first + np.concatenate(([0.0], np.cumsum(np.log(ratios))))
+    observed = log_pmf[k1 - low] + math.log1p(_FISHER_RELATIVE_TIE)
+    return min(1.0, float(np.exp(log_pmf[log_pmf <= observed]).sum()))
+
+
+def fisher_min_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p Fisher's exact test can give two samples of n1 and n2 trials.
+
+    The extreme tables put every event in one sample; 1.0 when either side is empty.
+    """
+    if n1 <= 0 or n2 <= 0:
+        return 1.0
+    return min(fisher_exact(0, n1, n2, n2), fisher_exact(n1, n1, 0, n2))

@@ -226,7 +226,11 @@ def compare_ab(
             command="compare",
             wall_anchor_s=clock.wall_anchor_s,
             config={"urls": list(urls), "blocks": blocks, "rate": rate, "concurrency": concurrency},
-            summary={"regressed": result.regressed},
+            summary={
+                "verdict": result.verdict,
+                "regressed": result.regressed,
+                "inconclusive": result.inconclusive,
+            },
         )
     )
     write_json(run.root / "compare.json", compare_to_json(result))

@@ -1,4 +1,11 @@
-"""cli, level 6: `infertriage baseline save|list|delete` and `infertriage compare`."""
+"""cli, level 6: `infertriage baseline save|list|delete` and `infertriage compare`.
+
+`compare` exits 0 unless `--fail-on-regression` is given; with it, 1
+(`EXIT_REGRESSION`) when a metric regressed, 3 (`EXIT_INCONCLUSIVE`) when none
+did but at least one could not be judged (too few samples, a change that is
+not significant, a regression not ruled out), 0 when every metric was judged
+and none regressed; 2 for a user error, as every command.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +23,25 @@ from infertriage.api.compare import (
     save_baseline,
 )
 from infertriage.cli.common import print_json
-from infertriage.report.compare import compare_markdown, compare_to_json, render_compare
+from infertriage.report.compare import (
+    CompareResult,
+    compare_markdown,
+    compare_to_json,
+    render_compare,
+)
 from infertriage.schemas import UserError, default_store_root, parse_duration
+from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 
 baseline_app = typer.Typer(
     help="Save runs as named baselines, list and delete them.", no_args_is_help=True
 )
 _STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
+EXIT_REGRESSION = 1
+_FAIL_HELP = (
+    f"Exit {EXIT_REGRESSION} when any metric regressed; exit {EXIT_INCONCLUSIVE} when none did "
+    "but one is INCONCLUSIVE (too few samples, or a change not shown significant, or a "
+    "regression not ruled out); 0 only when every metric was judged."
+)
 
 
 @baseline_app.command("save", help="Store RUN (a run directory) as the baseline NAME.")
@@ -85,9 +104,7 @@ def compare(
     base: str | None = typer.Argument(None, help="Saved baseline name or run directory."),
     run: Path | None = typer.Argument(None, help="The run directory to judge."),
     url: list[str] = typer.Option([], "--url", help="A/B: give --url A --url B."),
-    fail_on_regression: bool = typer.Option(
-        False, "--fail-on-regression", help="Exit 1 when any metric regressed."
-    ),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help=_FAIL_HELP),
     threshold: str = typer.Option("10%", "--threshold", help="Smallest change that matters."),
     store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
     rate: float | None = typer.Option(None, "--rate", help="A/B: requests/s."),
@@ -127,4 +144,12 @@ def compare(
         print_json(compare_to_json(result))
     else:
         render_compare(result, Console())
-    return 1 if fail_on_regression and result.regressed else 0
+    return _exit_code(result, fail_on_regression=fail_on_regression)
+
+
+def _exit_code(result: CompareResult, *, fail_on_regression: bool) -> int:
+    if not fail_on_regression:
+        return 0
+    if result.regressed:
+        return EXIT_REGRESSION
+    return EXIT_INCONCLUSIVE if result.inconclusive else 0

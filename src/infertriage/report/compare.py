@@ -4,8 +4,14 @@ Takes a `CompareResult` — per paired load level the `analyze.compare`
 comparison, plus the environment and server-configuration changes and
 notes; gives a rich table per level, `compare_to_json` (schema
 `infertriage.compare/v1`, seconds and fractions) and `compare_markdown`
-(a CI comment: the verdict first, then the regressions, the table, the
-configuration diff and the traffic-shape warnings).
+(a CI comment: the verdict first, then the regressions and the inconclusive
+metrics, the table, the configuration diff and the traffic-shape warnings).
+
+The verdict line, last on screen and first in Markdown, is one of
+"REGRESSION: …" (any metric regressed; the inconclusive ones are named too),
+"INCONCLUSIVE: …" (none regressed but at least one could not be judged: each
+is named with the samples that would settle it) or "No regression." (every
+metric judged). It never says "No regression." while a metric is undecided.
 """
 
 from __future__ import annotations
@@ -41,6 +47,11 @@ _STYLE = {
 _MARK = {"regression": "❌", "improvement": "✅", "unchanged": "·", "inconclusive": "❔"}
 _SIGN = {"regression": "✗", "improvement": "✓", "unchanged": "·", "inconclusive": "?"}
 _SHORT = {"output_throughput": "throughput"}
+_VERDICT_STYLE = {
+    "regression": "bold red",
+    "inconclusive": "bold yellow",
+    "no regression": "bold green",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +78,22 @@ class CompareResult:
     @property
     def regressed(self) -> bool:
         return bool(self.regressions)
+
+    @property
+    def undecided(self) -> list[tuple[str, MetricComparison]]:
+        """The inconclusive metrics, with their (run) level."""
+        return [(lv.run_level, m) for lv in self.levels for m in lv.comparison.inconclusive]
+
+    @property
+    def inconclusive(self) -> bool:
+        """No metric regressed, and at least one could not be judged."""
+        return not self.regressed and bool(self.undecided)
+
+    @property
+    def verdict(self) -> str:
+        if self.regressed:
+            return "regression"
+        return "inconclusive" if self.inconclusive else "no regression"
 
 
 def _value(value: float, unit: str) -> str:
@@ -97,11 +124,23 @@ def _pair(m: MetricComparison, stat: str) -> str:
     return f"{_value(base, m.unit)} → {_value(run, m.unit)}"
 
 
+def _settle(m: MetricComparison) -> str:
+    if m.settle_n is not None:
+        return f"needs about {m.settle_n[0]} vs {m.settle_n[1]} {m.sample_unit}"
+    if m.base_n == 0 or m.run_n == 0:
+        return f"no {m.sample_unit} on one side"
+    return f"needs far more {m.sample_unit} (see its reason)"
+
+
 def verdict_line(result: CompareResult) -> str:
-    regressions = result.regressions
-    if regressions:
+    undecided = "; ".join(f"{m.metric} ({level}) {_settle(m)}" for level, m in result.undecided)
+    if regressions := result.regressions:
         names = ", ".join(f"{m.metric} ({level})" for level, m in regressions)
-        return f"REGRESSION: {len(regressions)} metric(s) worse — {names}."
+        tail = f"; inconclusive: {undecided}" if undecided else ""
+        return f"REGRESSION: {len(regressions)} metric(s) worse — {names}{tail}."
+    if undecided:
+        count = len(result.undecided)
+        return f"INCONCLUSIVE: {count} metric(s) could not be judged — {undecided}."
     improved = sum(len(lv.comparison.improvements) for lv in result.levels)
     tail = f"; {improved} improved" if improved else ""
     return f"No regression{tail}."
@@ -143,8 +182,7 @@ def render_compare(result: CompareResult, console: Console) -> None:
         console.print(line, style="cyan")
     for note in result.notes:
         console.print(f"note: {note}", style="dim")
-    style = "bold red" if result.regressed else "bold green"
-    console.print(Text(verdict_line(result), style=style))
+    console.print(Text(verdict_line(result), style=_VERDICT_STYLE[result.verdict]))
 
 
 def _metric_json(m: MetricComparison) -> dict[str, Any]:
@@ -166,6 +204,8 @@ def _metric_json(m: MetricComparison) -> dict[str, Any]:
         "tail_p_value": m.tail_p_value,
         "verdict": m.verdict,
         "reason": m.reason,
+        "settle_n": m.settle_n,
+        "sample_unit": m.sample_unit,
     }
 
 
@@ -178,7 +218,9 @@ def compare_to_json(result: CompareResult) -> dict[str, Any]:
         "schema": COMPARE_SCHEMA,
         "base": result.base,
         "run": result.run,
+        "verdict": result.verdict,
         "regressed": result.regressed,
+        "inconclusive": result.inconclusive,
         "run_dir": str(result.run_dir) if result.run_dir else None,
         "levels": [
             {
@@ -204,6 +246,8 @@ def compare_markdown(result: CompareResult) -> str:
     lines += [f"**{verdict_line(result)}**", ""]
     for level, m in result.regressions:
         lines.append(f"- ❌ **{m.metric}** ({level}): {_cell(m.reason)}")
+    for level, m in result.undecided:
+        lines.append(f"- ❔ **{m.metric}** ({level}): {_cell(m.reason)}")
     for lv in result.levels:
         lines += ["", f"#### {lv.run_level}", ""]
         lines += ["| | metric | p50 | Δp50 | p95 | Δp95 | p |", "|---|---|---|---|---|---|---|"]

@@ -1,16 +1,23 @@
-"""schemas, level 0: the one user-error type.
+"""schemas, level 0: the one user-error type, and the exit codes that are not 0 or 1.
 
 Everything that is the user's fault (a bad flag, a malformed file, a wrong
 URL) raises `UserError` with one sentence. The CLI prints that sentence on
 stderr and exits with code 2; no traceback. Programming errors stay ordinary
 exceptions.
+
+Exit codes: 0 success; 1 a verdict against the target (not ready, a
+regression); `EXIT_USER_ERROR` 2; `EXIT_INCONCLUSIVE` 3, `compare
+--fail-on-regression` when no metric regressed but one could not be judged;
+130 interrupted. A new code gets its name here, so that two commands never
+give one number two meanings.
 """
 
 from __future__ import annotations
 
-__all__ = ["EXIT_USER_ERROR", "UserError"]
+__all__ = ["EXIT_INCONCLUSIVE", "EXIT_USER_ERROR", "UserError"]
 
 EXIT_USER_ERROR = 2
+EXIT_INCONCLUSIVE = 3
 
 
 class UserError(Exception):
