@@ -69,3 +69,23 @@ def test_errors_come_with_their_counts_and_rejections_and_429s_are_apart() -> No
     assert values["client.error_rate"] == pytest.approx(2 / steady)
     assert values["client.rejected_rate"] > 0 and values["client.admission_rate"] > 0
     assert values["client.timeout_rate"] == 0.0  # the run's own cuts are no timeouts
+
+
+def test_latency_is_judged_without_the_first_burst_but_its_failures_count() -> None:
+    # 16 streams start at once: 14 queue behind each other (first token at 275 ms), 2 fail;
+    # then the closed loop is steady, first tokens at 20 ms (the window `validate` judges too)
+    burst = [_late(f"b{i}", 0.001 * i, 0.275) for i in range(14)]
+    failed = [_failed(f"f{i}", 0.001 * i, ErrorKind.HTTP, 503, "http_5xx") for i in range(2)]
+    loop = [_stream(f"s{i}", 0.6 + 0.05 * i, 20) for i in range(300)]
+    values = {s.name: s.value for s in client_signals(burst + failed + loop, client_bound=False)}
+    assert values["client.ttft_p95_s"] == pytest.approx(0.02)
+    assert values["client.num_errors"] == 2 and values["client.num_requests"] == 316
+
+
+def _late(rid: str, sent: float, ttft: float) -> RequestRecord:
+    chunks = tuple(Chunk(sent + ttft + i * 0.01, 1) for i in range(20))
+    return RequestRecord(
+        id=rid, scheduled_ts=sent, sent_ts=sent, first_token_ts=chunks[0].ts,
+        last_token_ts=chunks[-1].ts, end_ts=chunks[-1].ts, chunks=chunks, prompt_tokens=100,
+        output_tokens=20, http_status=200,
+    )  # fmt: skip

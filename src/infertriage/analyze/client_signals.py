@@ -74,25 +74,25 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
     records = [m for m in (_as_measured(r) for r in records) if m is not None]
     if not records:
         return []
-    summary = summarize(records)
-    window = (summary.window.start_ts, summary.window.end_ts)
-    # Throughput counts every stream's tokens within the window, the first burst's too.
-    throughput = summary.output_throughput
-    # Latency over the steady window, the one `validate` judges too (`steady_requests`).
+    level = summarize(records)
+    window = (level.window.start_ts, level.window.end_ts)
+    # Throughput counts every stream's tokens within the window, the first burst's too; a
+    # failure counts whenever it happened. Latency is judged over the steady window, as
+    # `validate` judges it (`steady_requests`): no closed loop's first burst.
+    throughput = level.output_throughput
     steady, judged = steady_requests(records)
-    if judged.basis == "steady":
-        summary = summarize(steady)
+    summary = summarize(steady) if judged.basis == "steady" else level
 
     def signal(name: str, value: float, unit: str) -> Signal:
         return Signal(name=name, value=float(value), unit=unit, source="client", window=window)
 
     out = [
         signal("client.throughput_tok_s", throughput, "tokens/s"),
-        signal("client.error_rate", summary.error_rate, "fraction"),
-        signal("client.num_requests", summary.num_counted, "requests"),
-        signal("client.num_errors", summary.num_failed, "requests"),
-        signal("client.rejected_rate", summary.rejections.share, "fraction"),
-        signal("client.admission_rate", summary.admission_rate, "fraction"),
+        signal("client.error_rate", level.error_rate, "fraction"),
+        signal("client.num_requests", level.num_counted, "requests"),
+        signal("client.num_errors", level.num_failed, "requests"),
+        signal("client.rejected_rate", level.rejections.share, "fraction"),
+        signal("client.admission_rate", level.admission_rate, "fraction"),
         signal("client.bound", 1.0 if client_bound else 0.0, "bool"),
         signal("client.max_concurrency", _max_concurrency(records), "requests"),
     ]
