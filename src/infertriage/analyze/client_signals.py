@@ -1,8 +1,10 @@
 """analyze, level 1: the signals the diagnosis reads from the load client's records.
 
 Takes the `RequestRecord`s of the measured load level and the client's own
-health verdict; gives `client.*` signals: TTFT and ITL percentiles, output
-throughput, error and timeout rates, streams cut at a consistent elapsed
+health verdict; gives `client.*` signals: TTFT and ITL percentiles over the
+steady window (`latency.steady_requests`, which `validate` judges too: no
+closed loop's first burst), output throughput, error and timeout rates over
+the whole level, streams cut at a consistent elapsed
 time (a gateway timeout), prompt length and the concurrency reached. The
 error rate comes with its counts (`client.num_requests`, `client.num_errors`)
 so a rule can judge it with its interval; requests rejected as invalid and
