@@ -9,6 +9,7 @@ profiling, rules); the README's scenario table is this script's output.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -31,12 +32,18 @@ def _slo(result_slo: tuple[object, ...]) -> str:
     return ", ".join(parts)
 
 
+def _num_4xx(run: Path) -> int:
+    """Requests the server answered with a 4xx: the workload's fault, none expected."""
+    lines = (run / "requests.jsonl").read_text().splitlines()
+    return sum(1 for line in lines if 400 <= (json.loads(line).get("http_status") or 0) < 500)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=float, default=12.0)
     args = parser.parse_args()
-    print("| scenario | primary | chain | other findings | SLOs (client) | wall s |")
-    print("|---|---|---|---|---|---|")
+    print("| scenario | primary | chain | other findings | SLOs (client) | 4xx | wall s |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in list_scenarios():
             started = time.monotonic()
@@ -52,7 +59,11 @@ def main() -> None:
                 if f.id not in chained
             )
             wall = time.monotonic() - started
-            print(f"| {name} | {primary} | {chain} | {others} | {_slo(d.slo)} | {wall:.0f} |")
+            rejected = _num_4xx(Path(tmp) / name)
+            print(
+                f"| {name} | {primary} | {chain} | {others} | {_slo(d.slo)} | {rejected} "
+                f"| {wall:.0f} |"
+            )
 
 
 if __name__ == "__main__":

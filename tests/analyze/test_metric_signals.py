@@ -131,6 +131,8 @@ def test_host_contention_over_the_load() -> None:
     assert got["host.run_queue_per_core"] == pytest.approx(2.0)
     assert got["proc.cpu_wait_share"] == pytest.approx(0.3 / 1.2)  # wait / (wait + run)
     assert got["host.client_cpu_cores"] == pytest.approx(0.8)
+    # 1.92 of 2 cores busy, 0.9 of them the server's: the rest is the client's and others'
+    assert got["host.other_cpu_share"] == pytest.approx((0.96 * 2 - 0.9) / 2)
     # a remote server: host figures only, no wait share without the server's process
     remote = [s for s in samples if not s.name.startswith("proc.")]
     assert "proc.cpu_wait_share" not in _by_name(remote, PHASES)

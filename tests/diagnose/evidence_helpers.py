@@ -90,6 +90,7 @@ HEALTHY: dict[str, float] = {
     "host.cores": 16.0,
     "host.run_queue_per_core": 0.3,
     "host.client_cpu_cores": 0.5,
+    "host.other_cpu_share": 0.1,
     "proc.cpu_wait_share": 0.02,
     "plan.decode_itl_roofline_s": 0.008,
     "plan.throughput_roofline_tok_s": 4000.0,

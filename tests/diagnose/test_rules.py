@@ -182,7 +182,12 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         "fleet.replicas",
     ),
     "application.host_contention": (
-        {"host__server_local": 1, "host__cpu_mean": 0.98, "host__run_queue_per_core": 2.4},
+        {
+            "host__server_local": 1,
+            "host__cpu_mean": 0.98,
+            "host__run_queue_per_core": 2.4,
+            "host__other_cpu_share": 0.4,
+        },
         {"host__server_local": 0, "host__cpu_mean": 0.98, "host__run_queue_per_core": 2.4},
         "host.cpu_mean",
     ),
@@ -412,6 +417,7 @@ def test_refusals_for_load_are_an_admission_warning_not_an_error_bottleneck() ->
 CONTENDED = {
     "host__server_local": 1, "host__cpu_mean": 0.97, "host__cores": 2,
     "host__run_queue_per_core": 2.2, "proc__cpu_wait_share": 0.35, "host__client_cpu_cores": 0.9,
+    "host__other_cpu_share": 0.45,
 }  # fmt: skip
 
 
@@ -426,6 +432,9 @@ CONTENDED = {
         ({**CONTENDED, "host__run_queue_per_core": 0.9}, True),  # the server's threads starved
         ({**CONTENDED, "proc__cpu_wait_share": None}, True),  # no schedstat: the run queue
         ({**CONTENDED, "proc__cpu_wait_share": None, "host__run_queue_per_core": None}, True),
+        # the server's own threads fill the host (a saturated front end, a client at 0.1 core)
+        ({**CONTENDED, "host__other_cpu_share": 0.08}, False),
+        ({**CONTENDED, "host__other_cpu_share": None}, True),  # no server pid: judged without
     ],
 )
 def test_a_shared_saturated_host_is_a_caveat_never_a_bottleneck(

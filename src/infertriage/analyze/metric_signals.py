@@ -261,6 +261,10 @@ def _host(series: _Series, phases: Phases) -> list[Signal]:
         out += _signal("host.run_queue_per_core", queue / cores, "threads/core", span)
     if wait is not None and used is not None and wait + used > 0:
         out += _signal("proc.cpu_wait_share", wait / (wait + used), "fraction", span)
+    if cores and used is not None:
+        # CPU that is not the server's: the load client and any other process on the host
+        other = max(0.0, cpu * cores - used)
+        out += _signal("host.other_cpu_share", other / cores, "fraction", span)
     client = _mean(series.within("host.client_cpu", start, end))
     return out + _signal("host.client_cpu_cores", client, "cores", span)
 

@@ -2,7 +2,8 @@
 
 Takes `Evidence` and `Thresholds`; gives, in words, why the host was contended
 when the server runs on the load client's host and that host's CPU was
-saturated — busy at least `host_cpu_saturated` of the time, with more threads
+saturated — busy at least `host_cpu_saturated` of the time, at least
+`host_other_cpu_share` of it by processes other than the server, with more threads
 runnable per core than `host_run_queue_per_core` or the server's threads
 waiting for a CPU `server_cpu_wait_share` of their runnable time — else "".
 Threads that wait for a CPU add to every latency the client measures and to
@@ -36,6 +37,9 @@ def contention(ev: Evidence, t: Thresholds) -> str:
     cpu = ev.get("host.cpu_mean")
     if cpu is None or cpu < t.host_cpu_saturated:
         return ""
+    other = ev.get("host.other_cpu_share")
+    if other is not None and other < t.host_other_cpu_share:
+        return ""  # the server's own threads fill the host: nothing else takes its CPU
     queue = ev.get("host.run_queue_per_core")
     wait = ev.get("proc.cpu_wait_share")
     queued = queue is not None and queue >= t.host_run_queue_per_core
@@ -43,6 +47,8 @@ def contention(ev: Evidence, t: Thresholds) -> str:
     if not (queued or starved) and (queue is not None or wait is not None):
         return ""  # busy, but every runnable thread found a CPU
     parts = [f"host CPU {cpu:.0%} busy"]
+    if other is not None:
+        parts.append(f"{other:.0%} of it not the server's")
     if queue is not None:
         parts.append(f"{queue:.1f} runnable threads per core")
     if wait is not None:
@@ -79,5 +85,6 @@ def contention_used(caveat: str, t: Thresholds) -> tuple[tuple[str, float | None
         ("host.cpu_mean", t.host_cpu_saturated),
         ("host.run_queue_per_core", t.host_run_queue_per_core),
         ("proc.cpu_wait_share", t.server_cpu_wait_share),
+        ("host.other_cpu_share", t.host_other_cpu_share),
         ("host.client_cpu_cores", None),
     )

@@ -129,6 +129,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "host.cores": SignalDef("cores", _LOAD),
         "host.run_queue_per_core": SignalDef("threads/core", _LOAD + " on Linux"),
         "host.client_cpu_cores": SignalDef("cores", _LOAD),
+        "host.other_cpu_share": SignalDef("fraction", _HOST),
         "proc.cpu_wait_share": SignalDef("fraction", _HOST + " (Linux schedstat)"),
         # the capacity plan and roofline
         "plan.decode_itl_roofline_s": SignalDef("s", _PLAN),

@@ -46,6 +46,9 @@ class Thresholds:
     host_cpu_saturated: float = 0.90
     host_run_queue_per_core: float = 1.5
     server_cpu_wait_share: float = 0.20
+    # ... and the CPU that is not the server's (the client, other processes) is at least this
+    # share of the host: a server that saturates the host on its own is not contended
+    host_other_cpu_share: float = 0.25
 
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
