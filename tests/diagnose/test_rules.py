@@ -449,6 +449,17 @@ def test_a_shared_saturated_host_is_a_caveat_never_a_bottleneck(
         assert any("--concurrency" in step and "--workers" in step for step in finding.next_steps)
 
 
+def test_a_host_saturated_by_other_processes_says_so() -> None:
+    # 0.9 of 2 cores not the server's, 0.1 of them the load client's: someone else's CPU
+    quiet_client = make_evidence(**{**CONTENDED, "host__client_cpu_cores": 0.1})
+    finding = RULES["application.host_contention"].fn(quiet_client, Thresholds())
+    assert finding is not None
+    assert finding.caveat.startswith("the server shared a saturated host with other processes")
+    loud_client = RULES["application.host_contention"].fn(make_evidence(**CONTENDED), Thresholds())
+    assert loud_client is not None
+    assert loud_client.caveat.startswith("the load client and the server shared")
+
+
 def test_the_front_end_is_not_blamed_for_a_host_the_client_saturates() -> None:
     slow_front = {
         "proc__frontend_thread_cpu": 0.95, "client__ttft_p50_s": 0.5, "server__ttft_p50_s": 0.04,

@@ -53,12 +53,19 @@ def contention(ev: Evidence, t: Thresholds) -> str:
         parts.append(f"{queue:.1f} runnable threads per core")
     if wait is not None:
         parts.append(f"the server's threads waited for a CPU {wait:.0%} of their runnable time")
-    client = ev.get("host.client_cpu_cores")
+    client, cores = ev.get("host.client_cpu_cores"), ev.get("host.cores")
     if client is not None:
-        cores = ev.get("host.cores")
         of = f" of {cores:.0f}" if cores else ""
         parts.append(f"the load client used {client:.1f}{of} cores")
-    return f"the load client and the server shared a saturated host ({'; '.join(parts)})"
+    return f"{_who(other, client, cores)} ({'; '.join(parts)})"
+
+
+def _who(other: float | None, client: float | None, cores: float | None) -> str:
+    """Whose CPU it was: the load client's, or mostly other processes' on the host."""
+    others = other * cores if other is not None and cores else None
+    if others is not None and client is not None and client < others / 2:
+        return "the server shared a saturated host with other processes"
+    return "the load client and the server shared a saturated host"
 
 
 def caveat_of(ev: Evidence, t: Thresholds, what: str) -> str:
