@@ -18,6 +18,7 @@ from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.cli import validate as validate_cmd
 from infertriage.schemas import EXIT_USER_ERROR, UserError
+from infertriage.schemas.text import show_controls
 
 app = typer.Typer(
     name="infertriage",
@@ -74,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except UserError as err:
-        print(f"infertriage: error: {err}", file=sys.stderr)
+        # the sentence may quote a server (a model name) or a file: its controls are shown
+        print(f"infertriage: error: {show_controls(str(err))}", file=sys.stderr)
         return _exit(EXIT_USER_ERROR, argv)
     except (typer.Abort, KeyboardInterrupt):
         print("infertriage: aborted.", file=sys.stderr)

@@ -31,6 +31,7 @@ from infertriage.report.compare import (
 )
 from infertriage.schemas import UserError, default_store_root, parse_duration
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
+from infertriage.schemas.text import show_controls
 
 baseline_app = typer.Typer(
     help="Save runs as named baselines, list and delete them.", no_args_is_help=True
@@ -53,7 +54,10 @@ def save(
 ) -> None:
     saved = save_baseline(name, run, store=store, force=force)
     typer.echo(
-        f"saved baseline {saved.name!r} ({saved.command} run from {saved.source}) in {saved.path}"
+        show_controls(
+            f"saved baseline {saved.name!r} ({saved.command} run from {saved.source}) "
+            f"in {saved.path}"
+        )
     )
 
 
@@ -80,7 +84,7 @@ def list_(
     if not saved:
         typer.echo(f"no baselines in {store or default_store_root()}")
     for b in saved:
-        typer.echo(f"{b.name}\t{b.command}\t{b.saved_at}\t{b.source}")
+        typer.echo(show_controls(f"{b.name}\t{b.command}\t{b.saved_at}\t{b.source}"))
 
 
 @baseline_app.command("delete", help="Delete the baseline NAME.")

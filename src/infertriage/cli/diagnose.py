@@ -11,6 +11,7 @@ from rich.console import Console
 from infertriage.api.diagnose import diagnose as run_diagnose
 from infertriage.cli.common import print_json
 from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
+from infertriage.schemas.text import show_controls
 
 
 def diagnose(
@@ -92,7 +93,7 @@ def diagnose(
         compare_run=compare_run,
     )
     for note in result.notes:
-        typer.echo(f"note: {note}", err=True)
+        typer.echo(f"note: {show_controls(note)}", err=True)
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))
         return

@@ -172,6 +172,7 @@ def _promote_root(findings: list[Finding]) -> tuple[list[Finding], str | None]:
         for f in findings
         if f.status is Status.BOTTLENECK and (root := _root_of(f.id, present)) not in explained
     }
+    findings = _held_back(findings, roots)
     if not roots:
         return findings, None
     top = max((f for f in findings if f.id in roots), key=lambda f: f.score)
@@ -180,6 +181,27 @@ def _promote_root(findings: list[Finding]) -> tuple[list[Finding], str | None]:
         f.model_copy(update={"status": Status.BOTTLENECK}) if f.id == root else f for f in findings
     ]
     return promoted, root
+
+
+def _held_back(findings: list[Finding], roots: dict[str, str]) -> list[Finding]:
+    """Bottlenecks a caveated finding would explain become warnings carrying that caveat.
+
+    The map then says what the primary says: no bottleneck of the server's is shown
+    while the host's contention may be all of it.
+    """
+    reasons = sorted((f.caveat for f in findings if f.caveat), key=len)
+    if not reasons:
+        return findings
+    caveat = (
+        f"{reasons[0]}: this follows from a finding that contention may explain, so it is a "
+        "warning here; rerun the load from another host to tell"
+    )
+    return [
+        f.model_copy(update={"status": Status.WARNING, "caveat": caveat})
+        if f.status is Status.BOTTLENECK and not f.caveat and f.id not in roots
+        else f
+        for f in findings
+    ]
 
 
 def diagnose_evidence(evidence: Evidence, thresholds: Thresholds) -> Diagnosis:

@@ -6,7 +6,9 @@ summary table, a live progress display (`BenchProgress`, a `BenchObserver`),
 vLLM's `bench serve` field names with `_s` for its `_ms`: `mean_ttft_s`,
 `p99_itl_s`, `request_throughput`, `output_throughput`, …) and `write_csv`
 (requests.csv, one row per request, and summary.csv, one row per level).
-Milliseconds appear only on screen.
+Milliseconds appear only on screen. The model, URL, level names, warnings
+and error kinds are shown as data (`schemas.text`): never markup, never
+terminal control.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from infertriage.loadgen.results import (
     TokenCheck,
 )
 from infertriage.schemas import RequestRecord, Thresholds
+from infertriage.schemas.text import escape_terminal, show_controls, terminal_text
 
 __all__ = ["BENCH_SCHEMA", "BenchProgress", "bench_to_json", "render_bench", "write_csv"]
 
@@ -271,7 +274,7 @@ def _levels_table(result: BenchResult) -> Table:
     for level in result.levels:
         s = level.summary
         table.add_row(
-            level.name, f"{s.num_ok}/{s.num_failed}", f"{s.request_throughput:,.2f}",
+            terminal_text(level.name), f"{s.num_ok}/{s.num_failed}", f"{s.request_throughput:,.2f}",
             f"{s.output_throughput:,.0f}", _ms(s.ttft, "p50"), _ms(s.ttft, "p99"),
             _ms(s.tpot, "p50"), _ms(s.itl, "p99"),
         )  # fmt: skip
@@ -282,7 +285,7 @@ def _level_lines(level: LevelResult, text: Text) -> None:
     s, c = level.summary, level.client
     notes = [note for flag, note in ((level.stable is False, "unstable"),
                                      (c.client_bound, "client-bound")) if flag]  # fmt: skip
-    head = f"{level.name}{' (' + ', '.join(notes) + ')' if notes else ''}:"
+    head = f"{show_controls(level.name)}{' (' + ', '.join(notes) + ')' if notes else ''}:"
     text.append(
         f"{head} goodput {s.goodput:,.2f} req/s; E2E p99 {_ms(s.e2e, 'p99')} ms; TTFT from "
         f"intended start p99 {_ms(s.ttft_intended, 'p99')} ms; dispatch lag p99 "
@@ -296,7 +299,7 @@ def _level_lines(level: LevelResult, text: Text) -> None:
         f"{'' if c.uvloop else ' (no uvloop)'}\n"
     )
     if s.errors:
-        kinds = ", ".join(f"{kind} {count}" for kind, count in s.errors)
+        kinds = show_controls(", ".join(f"{kind} {count}" for kind, count in s.errors))
         text.append(f"  errors: {kinds}\n", style="red")
 
 
@@ -317,7 +320,7 @@ def _token_check_line(check: TokenCheck | None, text: Text) -> None:
 
 
 def render_bench(result: BenchResult, console: Console) -> None:
-    console.print(Text(f"{result.config.model} at {result.config.url}", style="bold"))
+    console.print(terminal_text(f"{result.config.model} at {result.config.url}", "bold"))
     console.print(_levels_table(result))
     text = Text()
     for level in result.levels:
@@ -326,13 +329,13 @@ def render_bench(result: BenchResult, console: Console) -> None:
         k = result.knee
         at = f"{k.knee_rate:.3g} req/s" if k.knee_rate is not None else "none found"
         text.append(f"Knee: {at} (max throughput {k.max_throughput:.3g} req/s)\n", style="bold")
-        text.append(f"  criterion: {k.criterion}\n")
+        text.append(f"  criterion: {show_controls(k.criterion)}\n")
     _token_check_line(result.token_check, text)
     for warning in result.warnings:
-        text.append(f"warning: {warning}\n", style="yellow")
+        text.append(f"warning: {show_controls(warning)}\n", style="yellow")
     if result.interrupted:
         text.append("Interrupted: the summary covers the requests measured so far.\n", style="red")
-    text.append(f"Run directory: {result.run_dir}\n")
+    text.append(f"Run directory: {show_controls(str(result.run_dir))}\n")
     console.print(text)
 
 
@@ -372,7 +375,8 @@ class BenchProgress:
             self._started = True
         self._start, self._count, self._errors, self._tokens = time.monotonic(), 0, 0, 0
         self._ttft.clear()
-        self._task = self._progress.add_task(name, total=total, stats="")
+        # the description is formatted into markup by `TextColumn`
+        self._task = self._progress.add_task(escape_terminal(name), total=total, stats="")
 
     def record(self, record: RequestRecord) -> None:
         self._count += 1

@@ -12,6 +12,9 @@ The verdict line, last on screen and first in Markdown, is one of
 "INCONCLUSIVE: …" (none regressed but at least one could not be judged: each
 is named with the samples that would settle it) or "No regression." (every
 metric judged). It never says "No regression." while a metric is undecided.
+
+Names, levels, configuration values and notes come from run directories and
+servers: each goes through `schemas.text` (terminal or Markdown) as data.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.compare import Comparison, ConfigChange, MetricComparison
+from infertriage.schemas.text import escape_markdown, terminal_text
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -151,11 +155,15 @@ def _level_table(level: LevelComparison) -> Table:
         f"{level.base_level} → {level.run_level}"
     )  # fmt: skip
     caption = "✗ regression  ✓ improvement  ? inconclusive  · unchanged"
-    table = Table(title=title, title_justify="left", caption=caption, box=box.SIMPLE_HEAD)
+    table = Table(
+        title=terminal_text(title), title_justify="left", caption=caption, box=box.SIMPLE_HEAD
+    )
     for column in ("metric", "base p50", "run p50", "Δ", "base p95", "run p95", "Δ"):
         table.add_column(column, no_wrap=True, justify="left" if column == "metric" else "right")
     for m in level.comparison.metrics:
-        name = Text(f"{_SIGN[m.verdict]} {_SHORT.get(m.metric, m.metric)}", style=_STYLE[m.verdict])
+        name = terminal_text(
+            f"{_SIGN[m.verdict]} {_SHORT.get(m.metric, m.metric)}", _STYLE[m.verdict]
+        )
         table.add_row(
             name, _side(m, "base", "p50"), _side(m, "run", "p50"), _change(m.change_p50),
             _side(m, "base", "p95"), _side(m, "run", "p95"), _change(m.change_p95),
@@ -168,21 +176,22 @@ def _changes(title: str, changes: Sequence[ConfigChange]) -> list[str]:
 
 
 def render_compare(result: CompareResult, console: Console) -> None:
-    console.print(f"[bold]Compare[/bold] base {result.base}  vs  run {result.run}")
+    head = terminal_text(f" base {result.base}  vs  run {result.run}")
+    console.print(Text.assemble(("Compare", "bold"), head))
     for level in result.levels:
         console.print(_level_table(level))
         for m in level.comparison.metrics:
             if m.verdict in ("regression", "improvement", "inconclusive"):
-                console.print(f"  {m.metric}: {m.reason}", style=_STYLE[m.verdict] or None)
+                console.print(terminal_text(f"  {m.metric}: {m.reason}", _STYLE[m.verdict]))
         for warning in level.comparison.shape:
-            console.print(f"warning: {warning}", style="yellow")
+            console.print(terminal_text(f"warning: {warning}", "yellow"))
     for line in _changes("environment", result.environment) + _changes(
         "server config", result.server_config
     ):
-        console.print(line, style="cyan")
+        console.print(terminal_text(line, "cyan"))
     for note in result.notes:
-        console.print(f"note: {note}", style="dim")
-    console.print(Text(verdict_line(result), style=_VERDICT_STYLE[result.verdict]))
+        console.print(terminal_text(f"note: {note}", "dim"))
+    console.print(terminal_text(verdict_line(result), _VERDICT_STYLE[result.verdict]))
 
 
 def _metric_json(m: MetricComparison) -> dict[str, Any]:
@@ -237,30 +246,30 @@ def compare_to_json(result: CompareResult) -> dict[str, Any]:
     }
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+_cell = escape_markdown
 
 
 def compare_markdown(result: CompareResult) -> str:
-    lines = [f"### infertriage compare: `{result.base}` → `{result.run}`", ""]
-    lines += [f"**{verdict_line(result)}**", ""]
+    lines = [f"### infertriage compare: {_cell(result.base)} → {_cell(result.run)}", ""]
+    lines += [f"**{_cell(verdict_line(result))}**", ""]
     for level, m in result.regressions:
-        lines.append(f"- ❌ **{m.metric}** ({level}): {_cell(m.reason)}")
+        lines.append(f"- ❌ **{_cell(m.metric)}** ({_cell(level)}): {_cell(m.reason)}")
     for level, m in result.undecided:
-        lines.append(f"- ❔ **{m.metric}** ({level}): {_cell(m.reason)}")
+        lines.append(f"- ❔ **{_cell(m.metric)}** ({_cell(level)}): {_cell(m.reason)}")
     for lv in result.levels:
-        lines += ["", f"#### {lv.run_level}", ""]
+        lines += ["", f"#### {_cell(lv.run_level)}", ""]
         lines += ["| | metric | p50 | Δp50 | p95 | Δp95 | p |", "|---|---|---|---|---|---|---|"]
         for m in lv.comparison.metrics:
             lines.append(
-                f"| {_MARK[m.verdict]} | {m.metric} | {_pair(m, 'p50')} | {_change(m.change_p50)} "
-                f"| {_pair(m, 'p95')} | {_change(m.change_p95)} | {m.p_value:.2g} |"
+                f"| {_MARK[m.verdict]} | {_cell(m.metric)} | {_pair(m, 'p50')} "
+                f"| {_change(m.change_p50)} | {_pair(m, 'p95')} | {_change(m.change_p95)} "
+                f"| {m.p_value:.2g} |"
             )
         lines += [f"\n> ⚠️ {_cell(w)}" for w in lv.comparison.shape]
     changed = _changes("environment", result.environment) + _changes(
         "server config", result.server_config
     )
     if changed:
-        lines += ["", "#### What changed", ""] + [f"- `{_cell(c)}`" for c in changed]
+        lines += ["", "#### What changed", ""] + [f"- {_cell(c)}" for c in changed]
     lines += [""] + [f"> note: {_cell(n)}" for n in result.notes]
     return "\n".join(lines).rstrip() + "\n"

@@ -1,4 +1,8 @@
-"""report, level 4: the seven-layer bottleneck map on screen (rich) and as JSON."""
+"""report, level 4: the seven-layer bottleneck map on screen (rich) and as JSON.
+
+Titles, caveats and next steps may quote the server (its configuration, a
+model name): every string reaches rich as data (`schemas.text`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.schemas import Diagnosis, Evidence, Finding, LayerResult, Status
+from infertriage.schemas.text import show_controls, terminal_text
 
 __all__ = ["diagnosis_to_json", "render_diagnosis"]
 
@@ -50,20 +55,22 @@ def _layer_cell(result: LayerResult, primary: str | None) -> Text:
     for finding in result.findings[:2]:
         marker = "▶ " if finding.id == primary else ""
         style = _STYLE[finding.status]
-        text.append(f"{marker}{finding.title}\n", style=style)
-        text.append(f"  {_evidence_text(finding)}\n", style="dim")
+        text.append(f"{marker}{show_controls(finding.title)}\n", style=style)
+        text.append(f"  {show_controls(_evidence_text(finding))}\n", style="dim")
         if finding.caveat:
-            text.append(f"  caveat: {finding.caveat}\n", style="yellow")
+            text.append(f"  caveat: {show_controls(finding.caveat)}\n", style="yellow")
         if finding.next_steps:
-            text.append(f"  → {finding.next_steps[0]}\n")
+            text.append(f"  → {show_controls(finding.next_steps[0])}\n")
     if not result.findings and result.missing:
-        text.append(f"missing: {result.missing[0]}", style="dim")
+        text.append(f"missing: {show_controls(result.missing[0])}", style="dim")
     return text
 
 
 def render_diagnosis(diagnosis: Diagnosis, console: Console, *, title: str = "") -> None:
     primary = diagnosis.primary.finding if diagnosis.primary else None
-    table = Table(title=title or "Bottleneck map", title_justify="left", show_lines=True)
+    table = Table(
+        title=terminal_text(title or "Bottleneck map"), title_justify="left", show_lines=True
+    )
     table.add_column("layer", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("findings, evidence and next step")
@@ -74,7 +81,7 @@ def render_diagnosis(diagnosis: Diagnosis, console: Console, *, title: str = "")
             if diagnosis.primary and (diagnosis.primary.layer is result.layer)
             else result.layer.value
         )
-        table.add_row(name, status, _layer_cell(result, primary))
+        table.add_row(terminal_text(name), status, _layer_cell(result, primary))
     parts: list[Table | Text] = [table]
     parts.append(_summary(diagnosis))
     console.print(Group(*parts))
@@ -87,12 +94,15 @@ def _summary(diagnosis: Diagnosis) -> Text:
         f" {'✓' if r.passed else '✗' if r.passed is not None else ''}"
         for r in diagnosis.slo
     )
-    text.append(f"SLOs: {slo}\n")
+    text.append(f"SLOs: {show_controls(slo)}\n")
     if diagnosis.judged is not None:
-        text.append(f"  {diagnosis.judged.describe()}\n", style="dim")
+        text.append(f"  {show_controls(diagnosis.judged.describe())}\n", style="dim")
     caveats = sorted({f.caveat for r in diagnosis.layers for f in r.findings if f.caveat}, key=len)
     if caveats:  # the shortest is the reason itself; the others say what it made a warning
-        text.append(f"Caveat: {caveats[0]}; rerun the load from another host.\n", style="yellow")
+        text.append(
+            f"Caveat: {show_controls(caveats[0])}; rerun the load from another host.\n",
+            style="yellow",
+        )
     if diagnosis.client_bound:
         text.append("The load client fell behind: its figures are not trustworthy.\n", style="red")
     if diagnosis.primary is None:
@@ -108,11 +118,12 @@ def _summary(diagnosis: Diagnosis) -> Text:
         return text
     text.append("Primary bottleneck: ", style="bold")
     text.append(
-        f"{diagnosis.primary.layer.value} ({diagnosis.primary.finding})\n", style="bold red"
+        f"{diagnosis.primary.layer.value} ({show_controls(diagnosis.primary.finding)})\n",
+        style="bold red",
     )
     if len(diagnosis.chain) > 1:
         chain = " → ".join(f"{link.layer.value}: {link.finding}" for link in diagnosis.chain)
-        text.append(f"Chain: {chain}\n")
+        text.append(f"Chain: {show_controls(chain)}\n")
     return text
 
 

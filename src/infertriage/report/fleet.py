@@ -2,7 +2,8 @@
 
 Takes a `FleetView`; gives `render_fleet` (one table, a row per figure, a
 column per replica, the busiest-over-mean ratio, flagged rows in red) and
-`fleet_to_json` (schema `infertriage.fleet/v1`, SI units).
+`fleet_to_json` (schema `infertriage.fleet/v1`, SI units). Instance names,
+the selector and notes come from Prometheus: shown as data (`schemas.text`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from infertriage.collect import FleetView
 from infertriage.report.metrics import format_value
+from infertriage.schemas.text import terminal_text
 
 __all__ = ["FLEET_SCHEMA", "fleet_to_json", "render_fleet"]
 
@@ -31,10 +34,10 @@ def render_fleet(view: FleetView, console: Console) -> None:
         f"{view.engine} fleet {view.selector} at {view.prometheus_url}: "
         f"{len(view.instances)} replicas over {end - start:.0f} s"
     )
-    table = Table(title=title, title_justify="left")
+    table = Table(title=terminal_text(title), title_justify="left")
     table.add_column("figure")
     for instance in view.instances:
-        table.add_column(instance, justify="right")
+        table.add_column(terminal_text(instance), justify="right")
     table.add_column("busiest / mean", justify="right")
     for figure in view.figures:
         by_instance = {i.instance: i.mean for i in figure.instances}
@@ -44,12 +47,13 @@ def render_fleet(view: FleetView, console: Console) -> None:
         ]
         ratio = f"{figure.imbalance:.2f}×" if figure.imbalance is not None else "—"
         style = "bold red" if figure.flagged else None
-        table.add_row(f"{figure.name} {figure.figure}", *cells, ratio, style=style)
+        table.add_row(terminal_text(f"{figure.name} {figure.figure}"), *cells, ratio, style=style)
     console.print(table)
     for figure in view.imbalanced:
-        console.print(
-            f"[red]imbalanced:[/red] {figure.name} {figure.figure}: the busiest replica "
+        line = terminal_text(
+            f" {figure.name} {figure.figure}: the busiest replica "
             f"{figure.imbalance:.2f}× the mean; check the load balancer's policy."
         )
+        console.print(Text.assemble(("imbalanced:", "red"), line))
     for note in view.notes:
-        console.print(f"[dim]{note}[/dim]")
+        console.print(terminal_text(note, "dim"))

@@ -4,7 +4,9 @@ Takes a `MetricsView`; gives `render_metrics` (the engine, then per source a
 table of the present metrics with their values, rates and quantiles with
 bounds, then what is absent with how to enable it and what the engine does
 not support) and `metrics_to_json` (schema `infertriage.metrics/v1`; SI
-units; an open-ended quantile bound is null).
+units; an open-ended quantile bound is null). Names, label values, server
+configuration, events and notes come from the server or a file: every cell
+and line reaches rich as data (`schemas.text`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.text import Text
 from infertriage.analyze.prom import QuantileEstimate
 from infertriage.collect import Availability, MetricEntry, MetricsView
 from infertriage.schemas import MetricKind
+from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import format_bytes, format_seconds
 
 __all__ = ["METRICS_SCHEMA", "format_value", "metrics_to_json", "render_metrics"]
@@ -156,8 +159,12 @@ def _window_text(entry: MetricEntry) -> str:
     return ""
 
 
+def _cells(*cells: str) -> list[Text]:
+    return [terminal_text(cell) for cell in cells]
+
+
 def _scalar_table(title: str, entries: Sequence[MetricEntry], windowed: bool) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=terminal_text(title), title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value" if not windowed else "last", justify="right", no_wrap=True)
     if windowed:
@@ -166,7 +173,7 @@ def _scalar_table(title: str, entries: Sequence[MetricEntry], windowed: bool) ->
     for entry in entries:
         cells = [entry.name, format_value(entry.value, entry.unit)]
         cells += [_window_text(entry)] if windowed else []
-        table.add_row(*cells, entry.raw_name or "")
+        table.add_row(*_cells(*cells, entry.raw_name or ""))
     return table
 
 
@@ -182,7 +189,7 @@ def _histogram_table(entries: Sequence[MetricEntry], windowed: bool) -> Table:
         count = f"{h.count:,.0f}" if h is not None else "0"
         mean = format_value(h.mean if h is not None else None, entry.unit)
         cells = [_quantile_cell(entry, q) for q in (0.5, 0.95, 0.99)]
-        table.add_row(entry.name, count, mean, *cells, _bucket_cell(entry))
+        table.add_row(*_cells(entry.name, count, mean, *cells, _bucket_cell(entry)))
     return table
 
 
@@ -191,7 +198,7 @@ def _missing_table(entries: Sequence[MetricEntry]) -> Table:
     table.add_column("metric", style="bold yellow")
     table.add_column("why, and how to enable it")
     for entry in entries:
-        table.add_row(entry.name, entry.note)
+        table.add_row(*_cells(entry.name, entry.note))
     return table
 
 
@@ -212,7 +219,8 @@ def _render_source(view: MetricsView, source: str, console: Console) -> None:
     if absent:
         console.print(_missing_table(absent))
     if unsupported:
-        console.print(Text(f"Not exported by {source}: " + ", ".join(unsupported), style="dim"))
+        names = ", ".join(unsupported)
+        console.print(terminal_text(f"Not exported by {source}: {names}", "dim"))
 
 
 def render_metrics(view: MetricsView, console: Console) -> None:
@@ -226,7 +234,8 @@ def render_metrics(view: MetricsView, console: Console) -> None:
         if view.window
         else "one scrape"
     )
-    console.print(Text.assemble(("Engine: ", "bold"), f"{engine}{extra}  ({view.source}, {span})"))
+    line = show_controls(f"{engine}{extra}  ({view.source}, {span})")
+    console.print(Text.assemble(("Engine: ", "bold"), line))
     for source in dict.fromkeys(e.source for e in view.entries):
         _render_source(view, source, console)
     _render_tail(view, console)
@@ -234,13 +243,11 @@ def render_metrics(view: MetricsView, console: Console) -> None:
 
 def _render_tail(view: MetricsView, console: Console) -> None:
     for figure in view.derived:
-        console.print(
-            f"{figure.name} = {format_value(figure.value, figure.unit)}  ({figure.formula})"
-        )
+        value = format_value(figure.value, figure.unit)
+        console.print(terminal_text(f"{figure.name} = {value}  ({figure.formula})"))
     for event in view.events:
-        console.print(
-            Text(f"{event.kind} at {event.t:.1f} s ({event.target}): {event.detail}", style="red")
-        )
+        line = f"{event.kind} at {event.t:.1f} s ({event.target}): {event.detail}"
+        console.print(terminal_text(line, "red"))
     config = view.server_config
     if config is not None:
         known = {
@@ -251,7 +258,7 @@ def _render_tail(view: MetricsView, console: Console) -> None:
         if known:
             console.print(
                 Text("Server config: ", style="bold")
-                + Text(", ".join(f"{k}={v}" for k, v in known.items()))
+                + terminal_text(", ".join(f"{k}={v}" for k, v in known.items()))
             )
     for note in view.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(terminal_text(f"note: {note}", "dim"))

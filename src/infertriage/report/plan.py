@@ -1,4 +1,8 @@
-"""report, level 4: the `plan` result on screen (rich tables) and as one JSON document."""
+"""report, level 4: the `plan` result on screen (rich tables) and as one JSON document.
+
+The model's name (a config file's), what-if values and errors are shown as
+data (`schemas.text`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.plan import CapacityPlan, PlanReport, WhatIfRow
+from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import GIB, format_bytes, format_seconds
 
 __all__ = ["PLAN_SCHEMA", "plan_to_json", "render_plan"]
@@ -201,28 +206,28 @@ def _roofline_lines(report: PlanReport) -> Text:
 def _advice_lines(report: PlanReport) -> Text:
     text = Text()
     if report.advice is None:
-        text.append(f"Parallelism: {report.advice_error}\n", style="red")
+        text.append(f"Parallelism: {show_controls(report.advice_error)}\n", style="red")
         return text
     a = report.advice
     text.append(
         f"Parallelism: TP={a.tp} PP={a.pp} EP={'on' if a.ep else 'off'} DP={a.dp}\n", style="bold"
     )
     for reason in a.reasons:
-        text.append(f"  • {reason}\n")
+        text.append(f"  • {show_controls(reason)}\n")
     return text
 
 
 def _what_if_table(rows: tuple[WhatIfRow, ...]) -> Table:
     table = Table(title="What if", title_justify="left")
     for key, _ in rows[0].values:
-        table.add_column(key)
+        table.add_column(terminal_text(key))
     for name in ("fits", "KV blocks", "max conc.", "TTFT", "ITL", "tok/s"):
         table.add_column(name, justify="right")
     for row in rows:
-        cells = [text for _, text in row.values]
+        cells = [terminal_text(text) for _, text in row.values]
         p = row.plan
         if p is None:
-            table.add_row(*cells, "error", row.error, "", "", "", "")
+            table.add_row(*cells, "error", terminal_text(row.error), "", "", "", "")
             continue
         fits = "yes" if p.fits_with_headroom else ("tight" if p.fits else "no")
         table.add_row(
@@ -241,7 +246,7 @@ def render_plan(report: PlanReport, console: Console) -> None:
     plan = report.plan
     i = plan.inputs
     console.print(
-        Text(
+        terminal_text(
             f"{i.model.name} ({i.dtype}, KV {i.kv_dtype}) on {i.num_gpus or i.gpus_per_instance} × "
             f"{i.gpu.name} ({i.gpu.memory_bytes / GIB:.1f} GiB), TP={i.tp} PP={i.pp}, "
             f"max_model_len {i.max_model_len}",

@@ -1,10 +1,11 @@
-"""report, level 4: a `simulate` result on screen (rich)."""
+"""report, level 4: a `simulate` result on screen (rich); the scenario's name shown as data."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
+from infertriage.schemas.text import terminal_text
 from infertriage.twin.results import LatencySummary, SimulationResult
 
 __all__ = ["render_simulation"]
@@ -15,11 +16,11 @@ def _ms(summary: LatencySummary) -> list[str]:
 
 
 def render_simulation(result: SimulationResult, console: Console) -> None:
-    table = Table(
-        title=f"simulate {result.scenario}: {result.num_requests} requests at {result.rate_rps:g} "
-        f"req/s ({result.arrivals})",
-        title_justify="left",
+    title = (
+        f"simulate {result.scenario}: {result.num_requests} requests at {result.rate_rps:g} "
+        f"req/s ({result.arrivals})"
     )
+    table = Table(title=terminal_text(title), title_justify="left")
     table.add_column("latency (ms)")
     for name in ("p50", "p90", "p95", "p99"):
         table.add_column(name, justify="right")

@@ -4,7 +4,9 @@ Takes a `TraceReport`; gives the terminal summary (ranks, GPU time, launches
 and steps, kernel mix, communication, memcpy, then the top findings of the
 kernel, parallelism and hardware layers) and `trace_to_json`, which holds
 every signal (name, value, unit, source, window), the findings, the ranks and
-the heaviest kernels (schema `infertriage.trace/v1`).
+the heaviest kernels (schema `infertriage.trace/v1`). Kernel names, devices,
+paths and the attention backend come from the trace file: shown as data
+(`schemas.text`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.text import Text
 
 from infertriage.analyze.trace import TraceReport
 from infertriage.schemas.layers import Layer, Status
+from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import format_bytes, format_seconds
 
 __all__ = ["TRACE_LAYERS", "TRACE_SCHEMA", "render_trace", "trace_to_json"]
@@ -109,7 +112,7 @@ def _overview(report: TraceReport) -> Table:
         ("recompilations", _count(report, "trace.recompilations")),
     )  # fmt: skip
     for what, value in rows:
-        table.add_row(what, value)
+        table.add_row(what, terminal_text(value))
     return table
 
 
@@ -142,7 +145,7 @@ def _mix(report: TraceReport) -> Table:
     for kernel in report.mix.top[:8]:
         name = kernel.name.removeprefix("void ")
         table.add_row(
-            name,
+            terminal_text(name),
             kernel.category.name.lower(),
             f"{kernel.count:,}",
             format_seconds(kernel.total_ns * 1e-9),
@@ -162,9 +165,9 @@ def _findings(report: TraceReport) -> Text:
         for finding in found:
             style = "red" if finding.status is Status.BOTTLENECK else "yellow"
             text.append(f"  [{finding.status}] ", style=style)
-            text.append(f"{finding.title} (score {finding.score:.2f})\n")
+            text.append(f"{show_controls(finding.title)} (score {finding.score:.2f})\n")
             for step in finding.next_steps[:1]:
-                text.append(f"      → {step}\n", style="dim")
+                text.append(f"      → {show_controls(step)}\n", style="dim")
     return text
 
 
@@ -173,7 +176,7 @@ def render_trace(report: TraceReport, console: Console) -> None:
     devices = sorted({d for r in ranks for d in r.devices})
     formats = sorted({r.fmt for r in ranks})
     console.print(
-        Text(
+        terminal_text(
             f"{len(ranks)} rank(s) from {len(report.paths)} trace(s) ({', '.join(formats)}) on "
             f"{', '.join(devices) or 'unknown GPU'}",
             style="bold",

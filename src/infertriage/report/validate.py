@@ -3,7 +3,9 @@
 Takes the `Check`s of one `validate` run; gives a rich table grouped
 functional → performance → stability with a verdict line (READY / NOT
 READY, how many failed and how many were marginal), and the same as
-Markdown for a CI comment.
+Markdown for a CI comment. Every name, detail, note and the title (server
+text among them) go through `schemas.text`: no markup, no terminal control,
+no Markdown or HTML structure of theirs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.schemas import Check, CheckGroup, CheckStatus, checklist_ready
+from infertriage.schemas.text import escape_markdown, terminal_text
 
 __all__ = ["checklist_markdown", "render_checklist", "verdict_line"]
 
@@ -55,25 +58,26 @@ def verdict_line(checks: Sequence[Check]) -> str:
 def render_checklist(
     checks: Sequence[Check], console: Console, *, title: str, notes: Sequence[str] = ()
 ) -> None:
-    table = Table(title=title, title_justify="left", show_lines=False, expand=True)
+    table = Table(title=terminal_text(title), title_justify="left", show_lines=False, expand=True)
     table.add_column("check", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("detail", ratio=1)
     for check in _ordered(checks):
         status = Text(check.status.value, style=_STYLE[check.status])
-        table.add_row(check.name, status, check.detail)
+        table.add_row(terminal_text(check.name), status, terminal_text(check.detail))
     console.print(table)
     for note in notes:
-        console.print(f"note: {note}", style="dim")
+        console.print(terminal_text(f"note: {note}", style="dim"))
     style = "bold green" if checklist_ready(checks) else "bold red"
-    console.print(Text(verdict_line(checks), style=style))
+    console.print(terminal_text(verdict_line(checks), style=style))
 
 
 def checklist_markdown(checks: Sequence[Check], *, title: str, notes: Sequence[str] = ()) -> str:
-    lines = [f"### {title}", "", f"**{verdict_line(checks)}**", ""]
-    lines += ["| | check | detail |", "|---|---|---|"]
+    lines = [f"### {escape_markdown(title)}", "", f"**{escape_markdown(verdict_line(checks))}**"]
+    lines += ["", "| | check | detail |", "|---|---|---|"]
     for check in _ordered(checks):
-        detail = check.detail.replace("|", "\\|")
+        # the check's name is ours (a constant); its detail may quote the server
+        detail = escape_markdown(check.detail)
         lines.append(f"| {_MARK[check.status]} | `{check.name}` | {detail} |")
-    lines += [""] + [f"> note: {note}" for note in notes]
+    lines += [""] + [f"> note: {escape_markdown(note)}" for note in notes]
     return "\n".join(lines).rstrip() + "\n"
