@@ -26,11 +26,13 @@ import orjson
 
 from infertriage.loadgen.sse import SseEvent, SseParser
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource, http_error_kind
+from infertriage.schemas.redact import Redactor
 from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
 
 __all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState", "prompt_fields"]
 
 _ERROR_TEXT_LIMIT = 300
+_NO_SECRETS = Redactor()
 _NOTHING, _OUTPUT, _REASONING = 0, 1, 2
 _loads = orjson.loads
 # The watchdog looks this often at most; timeouts are found within one look.
@@ -82,6 +84,7 @@ class StreamState:
         "parser",
         "prev_cum",
         "queue_s",
+        "redact",
         "retried",
         "scheduled_ns",
         "sent_ns",
@@ -93,8 +96,11 @@ class StreamState:
         "usage_prompt",
     )
 
-    def __init__(self, spec: RequestSpec, scheduled_ns: int, *, chat: bool) -> None:
+    def __init__(
+        self, spec: RequestSpec, scheduled_ns: int, *, chat: bool, redact: Redactor = _NO_SECRETS
+    ) -> None:
         self.spec = spec
+        self.redact = redact  # the key and header values out of the error text
         self.chat = chat
         self.scheduled_ns = scheduled_ns
         self.sent_ns = scheduled_ns
@@ -120,7 +126,9 @@ class StreamState:
     def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
         """Record the first failure; a later one (a reset after an error event) does not mask it."""
         if self.error_kind is ErrorKind.NONE:
-            self.error_kind, self.fault, self.error_text = kind, fault, text[:_ERROR_TEXT_LIMIT]
+            # Redacted before the cut: a cut inside the key would leave its start behind.
+            text = self.redact(text)[:_ERROR_TEXT_LIMIT]
+            self.error_kind, self.fault, self.error_text = kind, fault, text
 
     def _error_event(self, data: bytes) -> None:
         message = data.decode("utf-8", "replace")
@@ -296,6 +304,7 @@ class RequestClient:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._headers = headers
+        self._redact = Redactor.of(config.api_key, config.headers)
         self._active: dict[StreamState, asyncio.Task[Any]] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._no_keepalive = False  # set once the server is seen closing kept-alive connections
@@ -327,7 +336,7 @@ class RequestClient:
         return orjson.dumps(payload)
 
     def new_state(self, spec: RequestSpec, scheduled_ns: int) -> StreamState:
-        state = StreamState(spec, scheduled_ns, chat=self._chat)
+        state = StreamState(spec, scheduled_ns, chat=self._chat, redact=self._redact)
         if self.config.keep_text:
             state.texts = []
         return state

@@ -50,6 +50,7 @@ from infertriage.loadgen.probe_http import (
     _usage,
 )
 from infertriage.schemas import UserError
+from infertriage.schemas.redact import Redactor
 
 __all__ = ["CheckResult", "functional_checks", "functional_checks_async"]
 
@@ -470,7 +471,7 @@ async def _open(
     return p
 
 
-async def _run(name: str, check: _Check, p: _Probe) -> CheckResult:
+async def _run(name: str, check: _Check, p: _Probe, redact: Redactor) -> CheckResult:
     started = time.perf_counter()
     if p.model is None and name != "ready":
         outcome: _Outcome = (None, "skipped: there is no model to ask for (see `ready`).")
@@ -479,7 +480,8 @@ async def _run(name: str, check: _Check, p: _Probe) -> CheckResult:
             outcome = await check(p)
         except Exception as err:  # a probe must report, never end the checklist
             outcome = (False, f"the check itself failed ({_describe(err)}).")
-    return CheckResult(name, outcome[0], outcome[1], time.perf_counter() - started)
+    # A server that echoes the key in an error must not have it written into the detail.
+    return CheckResult(name, outcome[0], redact(outcome[1]), time.perf_counter() - started)
 
 
 async def functional_checks_async(
@@ -504,7 +506,8 @@ async def functional_checks_async(
     connector = aiohttp.TCPConnector(force_close=True)
     async with aiohttp.ClientSession(headers=sent, timeout=timeout, connector=connector) as session:
         probe = await _open(session, root, model, max_model_len)
-        return [await _run(name, check, probe) for name, check in _CHECKS]
+        redact = Redactor.of(api_key, headers)
+        return [await _run(name, check, probe, redact) for name, check in _CHECKS]
 
 
 def functional_checks(
