@@ -163,11 +163,14 @@ def _hostile_trace(path: Path) -> Path:
 
 
 def test_trace_shows_kernel_names_as_text(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trace = _hostile_trace(tmp_path / "hostile.pt.trace.json")
     code, stdout, _ = _run(capsys, "trace", str(trace))
     assert code == 0
     assert show_controls(f"kern_1{HOSTILE}")[:40] in stdout
+    monkeypatch.setenv("COLUMNS", "80")  # a long name gives way to the figures beside it
+    code, stdout, _ = _run(capsys, "trace", str(trace))
+    assert code == 0 and "GPU time" in stdout and "120 µs" in stdout
     code, stdout, _ = _run(capsys, "trace", str(trace), "--json")
     assert code == 0 and HOSTILE in json.loads(stdout)["top_kernels"][1]["name"]

@@ -26,6 +26,8 @@ TRACE_SCHEMA = "infertriage.trace/v1"
 TRACE_LAYERS = (Layer.KERNEL, Layer.PARALLELISM, Layer.HARDWARE)
 _TOP_FINDINGS = 3
 _NAME_WIDTH = 72
+_MIN_NAME_WIDTH = 16
+_FIGURES_WIDTH = 42  # category, count, GPU time and the borders
 
 
 def trace_to_json(report: TraceReport) -> dict[str, object]:
@@ -136,9 +138,9 @@ def _copies(report: TraceReport) -> str:
     return f"{format_bytes(htod)} / {format_bytes(dtoh)} ({pageable})"
 
 
-def _mix(report: TraceReport) -> Table:
+def _mix(report: TraceReport, name_width: int) -> Table:
     table = Table(title="Heaviest kernels", title_justify="left")
-    table.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
+    table.add_column("kernel", no_wrap=True, overflow="ellipsis", max_width=name_width)
     table.add_column("category")
     table.add_column("count", justify="right")
     table.add_column("GPU time", justify="right")
@@ -182,4 +184,6 @@ def render_trace(report: TraceReport, console: Console) -> None:
             style="bold",
         )
     )
-    console.print(Group(_overview(report), _mix(report), _findings(report)))
+    # A long (templated) kernel name gives way to the figures beside it on a narrow terminal.
+    name_width = max(_MIN_NAME_WIDTH, min(_NAME_WIDTH, console.width - _FIGURES_WIDTH))
+    console.print(Group(_overview(report), _mix(report, name_width), _findings(report)))
