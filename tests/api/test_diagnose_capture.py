@@ -127,7 +127,7 @@ def test_a_server_that_refuses_to_profile_is_still_diagnosed(
         (["--log", "/nonexistent/server.log"], "--log /nonexistent/server.log is not a file."),
         (["--profile", "1", "--profile-dir", "/nonexistent"], "is not a folder"),
         (["--profile", "0"], "--profile must be a positive number"),
-        (["--prometheus", "nope", "--selector", 'job="x"'], "is not an http(s) URL"),
+        (["--prometheus", "nope", "--selector", 'job="x"'], "is not an http"),
         (["--prometheus", "http://127.0.0.1:9", "--selector", 'job="x"'], "connection refused"),
         (["--prometheus", "http://127.0.0.1:9"], "--prometheus needs --selector"),
     ],

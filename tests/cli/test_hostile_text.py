@@ -96,6 +96,7 @@ def test_metrics_shows_label_values_and_version_as_text(
     assert "Engine:" in stdout and show_controls("\x1b]0;pwn\x07") in stdout
 
 
+@pytest.mark.slow
 def test_validate_markdown_and_terminal(
     url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +123,7 @@ def test_compare_markdown_and_terminal(
     _check_markdown(markdown)
 
 
+@pytest.mark.slow
 def test_diagnose_shows_server_text_as_text(
     url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -48,6 +48,7 @@ def test_bench_redacts_the_key_and_headers_echoed_back(
     assert records.count("Incorrect API key provided: Bearer ***; token ***") == 2
 
 
+@pytest.mark.slow
 def test_validate_redacts_the_key_from_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,9 +91,15 @@ def test_an_unknown_name_lists_the_packaged_ones() -> None:
         load_scenario("no-such-scenario")
 
 
-def test_an_empty_file_is_the_healthy_server(tmp_path: Path) -> None:
-    scenario = load_scenario(str(write(tmp_path, "")))
+def test_an_empty_mapping_is_the_healthy_server(tmp_path: Path) -> None:
+    scenario = load_scenario(str(write(tmp_path, "{}\n")))
     assert scenario.model == "llama-3.1-8b" and scenario.source.endswith("mine.yaml")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
+def test_an_empty_file_is_an_error(tmp_path: Path, text: str) -> None:
+    with pytest.raises(UserError, match=r"mine\.yaml is empty"):
+        load_scenario(str(write(tmp_path, text)))
 
 
 def test_a_model_path_is_read_relative_to_the_scenario(tmp_path: Path) -> None:

@@ -266,7 +266,10 @@ def parse_slos(text: str) -> tuple[Slo, ...]:
         if not sep or key not in SLO_METRICS:
             known = ", ".join(SLO_METRICS)
             raise UserError(f"--goodput {text!r}: {part!r} is not METRIC=TIME (metrics: {known}).")
-        slos.append(Slo(key, parse_duration(value.strip(), "ms")))
+        limit_s = parse_duration(value.strip(), "ms")
+        if not limit_s > 0:
+            raise UserError(f"--goodput {text!r}: {key} must be a time above 0, such as 200ms.")
+        slos.append(Slo(key, limit_s))
     return tuple(slos)
 
 

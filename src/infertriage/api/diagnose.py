@@ -32,7 +32,7 @@ from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
 from infertriage.api.target import Target, collector_for, twin_target
-from infertriage.collect import adapt_scrape, detect, parse_metrics_text
+from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
 from infertriage.loadgen.caveats import stop_if_rejected
@@ -292,11 +292,7 @@ def _diagnose_run(run: RunDir, thresholds: Thresholds, target: str) -> DiagnoseR
 
 def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
     """One scrape: gauges only, at one instant; rules that need load or rates say `unknown`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror}.") from err
-    exposition = parse_metrics_text(text, str(path))
+    exposition = parse_metrics_text(read_metrics_file(path), str(path))
     adapted = adapt_scrape(exposition, detect(exposition))
     samples = samples_of(0.0, adapted)
     signals = metric_signals(samples, Phases(load_start_ts=0.0, load_end_ts=0.0))

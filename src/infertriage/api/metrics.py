@@ -31,6 +31,7 @@ from infertriage.collect import (
     is_url,
     metrics_url_of,
     parse_metrics_text,
+    read_metrics_file,
 )
 from infertriage.schemas import RunClock, UserError
 
@@ -41,12 +42,7 @@ def _read_file(source: str) -> str:
     path = Path(source)
     if not path.is_file():
         raise UserError(f"{source} is neither a URL (http://…) nor an existing file.")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{source} is not a text file of Prometheus metrics.") from err
-    except OSError as err:
-        raise UserError(f"cannot read {source}: {err.strerror}.") from err
+    return read_metrics_file(path)
 
 
 def _from_file(source: str) -> MetricsView:

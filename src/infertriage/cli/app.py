@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 import typer
+from typer._click.exceptions import ClickException
 
 from infertriage import __version__
 from infertriage.cli import bench as bench_cmd
@@ -17,6 +18,7 @@ from infertriage.cli import simulate as simulate_cmd
 from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.cli import validate as validate_cmd
+from infertriage.cli.usage import PROG, usage_sentence
 from infertriage.schemas import EXIT_USER_ERROR, UserError
 from infertriage.schemas.text import show_controls
 
@@ -73,7 +75,8 @@ def _root(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     try:
-        result = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+        args = list(argv) if argv is not None else None
+        result = app(args=args, prog_name=PROG, standalone_mode=False)
     except UserError as err:
         # the sentence may quote a server (a model name) or a file: its controls are shown
         print(f"infertriage: error: {show_controls(str(err))}", file=sys.stderr)
@@ -81,15 +84,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         print("infertriage: aborted.", file=sys.stderr)
         return _exit(130, argv)
-    except Exception as err:
-        # Usage errors of the click that typer vendors: they know how to show themselves.
-        show, code = getattr(err, "show", None), getattr(err, "exit_code", None)
-        if not callable(show) or not isinstance(code, int):
-            raise
-        show()
-        return _exit(code, argv)
+    except ClickException as err:  # the framework's usage errors: one sentence, as ours
+        return _exit(_usage_error(err, argv), argv)
     code = result if isinstance(result, int) else 0
     return _exit(code, argv)
+
+
+def _usage_error(err: ClickException, argv: Sequence[str] | None) -> int:
+    sentence = usage_sentence(err, sys.argv[1:] if argv is None else argv)
+    if sentence is None:
+        err.show()  # a bare group (`infertriage baseline`): its help
+    else:
+        print(f"infertriage: error: {show_controls(sentence)}", file=sys.stderr)
+    return err.exit_code
 
 
 def _exit(code: int, argv: Sequence[str] | None) -> int:

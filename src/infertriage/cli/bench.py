@@ -15,8 +15,16 @@ from rich.console import Console
 
 from infertriage.api.bench import run_bench
 from infertriage.cli.common import print_json
+from infertriage.cli.options import (
+    arrival_spec,
+    http_url,
+    non_negative,
+    positive,
+    seconds,
+    workload_spec,
+)
 from infertriage.report.bench import BenchProgress, bench_to_json, render_bench
-from infertriage.schemas import UserError, load_thresholds, parse_duration
+from infertriage.schemas import UserError, load_thresholds
 
 EXIT_INTERRUPTED = 130
 
@@ -32,18 +40,16 @@ def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[
                 number = float("inf") if text == "inf" and kind is float else kind(text)
             except ValueError:
                 raise UserError(f"{flag} {value!r}: {part.strip()!r} is not a number.") from None
-            if number <= 0:
+            if not number > 0:  # nan too; inf is a rate ("all at once"), never a count
                 raise UserError(f"{flag} {value!r}: values must be positive.")
             out.append(float(number))
     return out
 
 
-def _seconds(text: str | None) -> float | None:
-    return parse_duration(text) if text else None
-
-
 def bench(
-    url: str = typer.Option(..., "--url", help="Server base URL (a trailing /v1 is fine)."),
+    url: str = typer.Option(
+        ..., "--url", callback=http_url, help="Server base URL (a trailing /v1 is fine)."
+    ),
     model: str | None = typer.Option(None, "--model", help="Served model (default: the first)."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
     api_key: str | None = typer.Option(
@@ -56,28 +62,52 @@ def bench(
     rate: list[str] = typer.Option([], "--rate", help="Requests/s, e.g. 1,2,4 or inf (open loop)."),
     concurrency: list[str] = typer.Option([], "--concurrency", help="Closed-loop users: 1,4,16."),
     sweep: bool = typer.Option(False, "--sweep", help="Find max throughput and the knee."),
-    workload: str = typer.Option("chat-mix", "--workload", help="chat-mix, synthetic:…, …"),
+    workload: str = typer.Option(
+        "chat-mix", "--workload", callback=workload_spec, help="chat-mix, synthetic:…, …"
+    ),
     arrival: str = typer.Option(
-        "poisson", "--arrival", help="poisson, constant, gamma:B, ramp:R0."
+        "poisson", "--arrival", callback=arrival_spec, help="poisson, constant, gamma:B, ramp:R0."
     ),
-    duration: str | None = typer.Option(None, "--duration", help="Issue for this long, e.g. 60s."),
-    num_requests: int | None = typer.Option(None, "--num-requests", help="Requests per level."),
-    workers: int = typer.Option(1, "--workers", help="Client processes (one event loop each)."),
+    duration: float | None = typer.Option(
+        None, "--duration", parser=seconds, callback=positive, help="Issue for this long: 60s."
+    ),
+    num_requests: int | None = typer.Option(
+        None, "--num-requests", callback=positive, help="Requests per level."
+    ),
+    workers: int = typer.Option(
+        1, "--workers", callback=positive, help="Client processes (one event loop each)."
+    ),
     max_concurrency: int | None = typer.Option(
-        None, "--max-concurrency", help="Cap on in-flight requests (the wait is reported)."
+        None,
+        "--max-concurrency",
+        callback=positive,
+        help="Cap on in-flight requests (the wait is reported).",
     ),
-    think_time: str | None = typer.Option(None, "--think-time", help="Closed loop: pause."),
+    think_time: float = typer.Option(
+        "0", "--think-time", parser=seconds, callback=non_negative, help="Closed loop: pause."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Run directory (default runs/bench-…)."),
     slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
     goodput: str | None = typer.Option(None, "--goodput", help="Per-request SLOs: ttft=200ms,…"),
     header: list[str] = typer.Option([], "--header", help="NAME:VALUE, repeatable."),
-    timeout: str = typer.Option("600s", "--timeout", help="Per-request timeout."),
-    stall_timeout: str | None = typer.Option(None, "--stall-timeout", help="No byte for this."),
-    drain_timeout: str | None = typer.Option(None, "--drain-timeout", help="Wait after issuing."),
-    seed: int = typer.Option(0, "--seed", help="Seed of lengths and arrivals."),
+    timeout: float = typer.Option(
+        "600s", "--timeout", parser=seconds, callback=positive, help="Per-request timeout."
+    ),
+    stall_timeout: float | None = typer.Option(
+        None, "--stall-timeout", parser=seconds, callback=positive, help="No byte for this."
+    ),
+    drain_timeout: float | None = typer.Option(
+        None, "--drain-timeout", parser=seconds, callback=non_negative, help="Wait after issuing."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", callback=non_negative, help="Seed of lengths and arrivals."
+    ),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="A local tokenizer.json."),
     max_model_len: int | None = typer.Option(
-        None, "--max-model-len", help="The server's context, where it does not say it."
+        None,
+        "--max-model-len",
+        callback=positive,
+        help="The server's context, where it does not say it.",
     ),
     continuous_usage: bool = typer.Option(
         True, "--continuous-usage/--no-continuous-usage", help="Ask for usage in every chunk."
@@ -99,11 +129,11 @@ def bench(
         result = run_bench(
             url=url, model=model, endpoint=endpoint, api_key=api_key, rates=rates,
             concurrencies=concurrencies, sweep=sweep, workload=workload, arrival=arrival,
-            duration_s=_seconds(duration), num_requests=num_requests, workers=workers,
-            max_concurrency=max_concurrency, think_time_s=_seconds(think_time) or 0.0, out=out,
+            duration_s=duration, num_requests=num_requests, workers=workers,
+            max_concurrency=max_concurrency, think_time_s=think_time, out=out,
             thresholds=thresholds, goodput=goodput, headers=header,
-            timeout_s=parse_duration(timeout), stall_timeout_s=_seconds(stall_timeout),
-            drain_timeout_s=_seconds(drain_timeout), seed=seed, tokenizer=tokenizer,
+            timeout_s=timeout, stall_timeout_s=stall_timeout,
+            drain_timeout_s=drain_timeout, seed=seed, tokenizer=tokenizer,
             max_model_len=max_model_len, continuous_usage=continuous_usage,
             ignore_eos=ignore_eos, check_tokens=tokenize_check, use_uvloop=uvloop, observer=display,
         )  # fmt: skip

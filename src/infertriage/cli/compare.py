@@ -9,6 +9,7 @@ and none regressed; 2 for a user error, as every command.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -23,13 +24,21 @@ from infertriage.api.compare import (
     save_baseline,
 )
 from infertriage.cli.common import print_json
+from infertriage.cli.options import (
+    http_url,
+    new_file,
+    non_negative,
+    positive,
+    seconds,
+    workload_spec,
+)
 from infertriage.report.compare import (
     CompareResult,
     compare_markdown,
     compare_to_json,
     render_compare,
 )
-from infertriage.schemas import UserError, default_store_root, parse_duration
+from infertriage.schemas import UserError, default_store_root
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.schemas.text import show_controls
 
@@ -99,30 +108,51 @@ def delete(
 def _fraction(text: str) -> float:
     text = text.strip()
     try:
-        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise UserError(f"--threshold {text!r} is not a fraction such as 10% or 0.1.") from None
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise UserError(f"--threshold {text!r} is not a positive fraction such as 10% or 0.1.")
+    return value
 
 
 def compare(
     base: str | None = typer.Argument(None, help="Saved baseline name or run directory."),
     run: Path | None = typer.Argument(None, help="The run directory to judge."),
-    url: list[str] = typer.Option([], "--url", help="A/B: give --url A --url B."),
+    url: list[str] = typer.Option(
+        [], "--url", callback=http_url, help="A/B: give --url A --url B."
+    ),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help=_FAIL_HELP),
     threshold: str = typer.Option("10%", "--threshold", help="Smallest change that matters."),
     store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
-    rate: float | None = typer.Option(None, "--rate", help="A/B: requests/s."),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="A/B: closed loop."),
-    duration: str = typer.Option("60s", "--duration", help="A/B: load per server, in all."),
-    num_requests: int | None = typer.Option(None, "--num-requests", help="A/B: per server."),
-    blocks: int = typer.Option(4, "--blocks", help="A/B: interleaved blocks."),
-    workload: str = typer.Option("chat-mix", "--workload", help="A/B: workload spec or file."),
+    rate: float | None = typer.Option(None, "--rate", callback=positive, help="A/B: requests/s."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", callback=positive, help="A/B: closed loop."
+    ),
+    duration: float = typer.Option(
+        "60s",
+        "--duration",
+        parser=seconds,
+        callback=positive,
+        help="A/B: load per server, in all: 60, 90s, 2m.",
+    ),
+    num_requests: int | None = typer.Option(
+        None, "--num-requests", callback=positive, help="A/B: per server."
+    ),
+    blocks: int = typer.Option(4, "--blocks", callback=positive, help="A/B: interleaved blocks."),
+    workload: str = typer.Option(
+        "chat-mix", "--workload", callback=workload_spec, help="A/B: workload spec or file."
+    ),
     model: str | None = typer.Option(None, "--model", help="A/B: served model name."),
     endpoint: str = typer.Option("chat", "--endpoint", help="A/B: chat or completions."),
     api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
-    seed: int = typer.Option(0, "--seed", help="Workload and bootstrap seed."),
+    seed: int = typer.Option(
+        0, "--seed", callback=non_negative, help="Workload and bootstrap seed."
+    ),
     out: Path | None = typer.Option(None, "--out", help="A/B: run directory."),
-    markdown: Path | None = typer.Option(None, "--markdown", help="Also write Markdown here."),
+    markdown: Path | None = typer.Option(
+        None, "--markdown", callback=new_file, help="Also write Markdown here."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
     limit = _fraction(threshold)
@@ -131,7 +161,7 @@ def compare(
             raise UserError("A/B takes exactly two --url (A then B) and no BASE or RUN.")
         result = compare_ab(
             urls=(url[0], url[1]), rate=rate, concurrency=concurrency,
-            duration_s=parse_duration(duration, "s"), num_requests=num_requests, blocks=blocks,
+            duration_s=duration, num_requests=num_requests, blocks=blocks,
             workload=workload, model=model, endpoint=endpoint,
             api_key=api_key or os.environ.get("OPENAI_API_KEY"), threshold=limit, out=out,
             seed=seed,

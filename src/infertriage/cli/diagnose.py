@@ -10,53 +10,95 @@ from rich.console import Console
 
 from infertriage.api.diagnose import diagnose as run_diagnose
 from infertriage.cli.common import print_json
+from infertriage.cli.options import (
+    gpu_name,
+    http_url,
+    model_name,
+    nonempty_files,
+    positive,
+    scenario_name,
+    seconds,
+    workload_spec,
+)
 from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
 from infertriage.schemas.text import show_controls
 
 
 def diagnose(
-    url: str | None = typer.Option(None, "--url", help="Server base URL; without it, the twin."),
-    scenario: str = typer.Option("healthy", "--scenario", help="Twin scenario (name or YAML)."),
-    metrics_url: str | None = typer.Option(None, "--metrics-url", help="Default URL/metrics."),
-    dcgm_url: str | None = typer.Option(None, "--dcgm-url", help="dcgm-exporter /metrics."),
+    url: str | None = typer.Option(
+        None, "--url", callback=http_url, help="Server base URL; without it, the twin."
+    ),
+    scenario: str = typer.Option(
+        "healthy", "--scenario", callback=scenario_name, help="Twin scenario (name or YAML)."
+    ),
+    metrics_url: str | None = typer.Option(
+        None, "--metrics-url", callback=http_url, help="Default URL/metrics."
+    ),
+    dcgm_url: str | None = typer.Option(
+        None, "--dcgm-url", callback=http_url, help="dcgm-exporter /metrics."
+    ),
     prometheus: str | None = typer.Option(
-        None, "--prometheus", help="Read the replicas' metrics from this Prometheus instead."
+        None,
+        "--prometheus",
+        callback=http_url,
+        help="Read the replicas' metrics from this Prometheus instead.",
     ),
     selector: str = typer.Option("", "--selector", help='With --prometheus: job="vllm".'),
-    server_pid: int | None = typer.Option(None, "--server-pid", help="The server's process."),
-    duration: float = typer.Option(60.0, "--duration", help="Seconds of load in all."),
+    server_pid: int | None = typer.Option(
+        None, "--server-pid", callback=positive, help="The server's process."
+    ),
+    duration: float = typer.Option(
+        "60s", "--duration", parser=seconds, callback=positive, help="Load in all: 60, 90s, 2m."
+    ),
     from_run: Path | None = typer.Option(None, "--from-run", help="Re-diagnose a run dir."),
     metrics_file: Path | None = typer.Option(None, "--metrics-file", help="One scrape."),
     model: str | None = typer.Option(None, "--model", help="Served model name."),
-    model_config: str | None = typer.Option(None, "--model-config", help="Preset or config."),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU, for the roofline."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size, for the roofline."),
+    model_config: str | None = typer.Option(
+        None, "--model-config", callback=model_name, help="Preset or config."
+    ),
+    gpu: str | None = typer.Option(None, "--gpu", callback=gpu_name, help="GPU, for the roofline."),
+    tp: int = typer.Option(1, "--tp", callback=positive, help="Tensor-parallel size (roofline)."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
     api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
     slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     trace: list[Path] = typer.Option(
-        [], "--trace", help="Profiler trace or nsys SQLite export to analyse (repeatable)."
+        [],
+        "--trace",
+        callback=nonempty_files,
+        help="Profiler trace or nsys SQLite export to analyse (repeatable).",
     ),
     profile: float | None = typer.Option(
         None,
         "--profile",
-        help="Seconds of server profile (/start_profile) in the measured level.",
+        parser=seconds,
+        callback=positive,
+        help="Server profile (/start_profile) this long in the measured level: 10, 10s.",
     ),
     profile_dir: Path | None = typer.Option(
         None, "--profile-dir", help="Where the server writes traces (VLLM_TORCH_PROFILER_DIR)."
     ),
     log: list[Path] = typer.Option(
-        [], "--log", help="The server's log (vLLM, SGLang; .gz too), read after the load."
+        [],
+        "--log",
+        callback=nonempty_files,
+        help="The server's log (vLLM, SGLang; .gz too), read after the load.",
     ),
     compare_run: Path | None = typer.Option(
         None, "--compare-run", help="A diagnosed run of the service at another GPU count."
     ),
-    workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
-    concurrency: int = typer.Option(16, "--concurrency", help="The measured level's streams."),
+    workload: str = typer.Option(
+        "chat-mix", "--workload", callback=workload_spec, help="Workload spec or file."
+    ),
+    concurrency: int = typer.Option(
+        16, "--concurrency", callback=positive, help="The measured level's streams."
+    ),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
     max_model_len: int | None = typer.Option(
-        None, "--max-model-len", help="The server's context, where it does not say it."
+        None,
+        "--max-model-len",
+        callback=positive,
+        help="The server's context, where it does not say it.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:

@@ -11,10 +11,11 @@ from rich.console import Console
 
 from infertriage.api.metrics import fleet_metrics, scrape_metrics
 from infertriage.cli.common import print_json
+from infertriage.cli.options import http_url, positive, seconds
 from infertriage.collect.prometheus_api import required_matchers
 from infertriage.report.fleet import fleet_to_json, render_fleet
 from infertriage.report.metrics import metrics_to_json, render_metrics
-from infertriage.schemas import UserError, parse_duration
+from infertriage.schemas import UserError
 
 _FLEET_WINDOW_S = 300.0
 
@@ -23,11 +24,18 @@ def metrics(
     source: str | None = typer.Argument(
         None, help="The server's URL (its /metrics is scraped) or a file of Prometheus text."
     ),
-    duration: str | None = typer.Option(
-        None, "--duration", help="Scrape for this long (e.g. 30s) and show rates and quantiles."
+    duration: float | None = typer.Option(
+        None,
+        "--duration",
+        parser=seconds,
+        callback=positive,
+        help="Scrape for this long (e.g. 30s) and show rates and quantiles.",
     ),
     prometheus: str | None = typer.Option(
-        None, "--prometheus", help="A Prometheus server: show the replicas it scrapes instead."
+        None,
+        "--prometheus",
+        callback=http_url,
+        help="A Prometheus server: show the replicas it scrapes instead.",
     ),
     selector: str = typer.Option("", "--selector", help='With --prometheus: job="vllm".'),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
@@ -36,7 +44,7 @@ def metrics(
         if source is not None:
             raise UserError("give a URL or file, or --prometheus with --selector, not both.")
         required_matchers(selector)
-        window = parse_duration(duration) if duration else _FLEET_WINDOW_S
+        window = duration or _FLEET_WINDOW_S
         fleet = fleet_metrics(prometheus, selector, window)
         if json_out:
             print_json(fleet_to_json(fleet))
@@ -45,7 +53,7 @@ def metrics(
         return
     if source is None:
         raise UserError("give the server's URL or a metrics file (or --prometheus P --selector S).")
-    view = scrape_metrics(source, parse_duration(duration) if duration else None)
+    view = scrape_metrics(source, duration)
     if json_out:
         print_json(metrics_to_json(view))
     else:

@@ -11,35 +11,81 @@ from rich.console import Console
 from infertriage.api.validate import validate as run_validate
 from infertriage.api.validate import validate_to_json
 from infertriage.cli.common import print_json
+from infertriage.cli.options import (
+    http_url,
+    new_file,
+    non_negative,
+    positive,
+    scenario_name,
+    seconds,
+    workload_spec,
+)
 from infertriage.report.validate import checklist_markdown, render_checklist
-from infertriage.schemas import parse_duration
 
 
 def validate(
-    url: str | None = typer.Option(None, "--url", help="Server base URL; without it, the twin."),
-    scenario: str = typer.Option("healthy", "--scenario", help="Twin scenario (name or YAML)."),
-    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
-    soak: str = typer.Option("0", "--soak", help="Soak length at a steady rate, e.g. 30m."),
-    soak_rate: float | None = typer.Option(
-        None, "--soak-rate", help="Soak requests/s (default --rate, else ½ the measured)."
+    url: str | None = typer.Option(
+        None, "--url", callback=http_url, help="Server base URL; without it, the twin."
     ),
-    rate: float | None = typer.Option(None, "--rate", help="Expected peak requests/s."),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="Or a closed loop."),
-    duration: str = typer.Option("60s", "--duration", help="Length of the performance level."),
-    num_requests: int | None = typer.Option(None, "--num-requests", help="Or a request count."),
-    workload: str = typer.Option("chat-mix", "--workload", help="Workload spec or file."),
+    scenario: str = typer.Option(
+        "healthy", "--scenario", callback=scenario_name, help="Twin scenario (name or YAML)."
+    ),
+    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    soak: float = typer.Option(
+        "0",
+        "--soak",
+        parser=seconds,
+        callback=non_negative,
+        help="Soak length at a steady rate, e.g. 30m.",
+    ),
+    soak_rate: float | None = typer.Option(
+        None,
+        "--soak-rate",
+        callback=positive,
+        help="Soak requests/s (default --rate, else ½ the measured).",
+    ),
+    rate: float | None = typer.Option(
+        None, "--rate", callback=positive, help="Expected peak requests/s."
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", callback=positive, help="Or a closed loop."
+    ),
+    duration: float = typer.Option(
+        "60s",
+        "--duration",
+        parser=seconds,
+        callback=positive,
+        help="Length of the performance level: 60, 90s, 2m.",
+    ),
+    num_requests: int | None = typer.Option(
+        None, "--num-requests", callback=positive, help="Or a request count."
+    ),
+    workload: str = typer.Option(
+        "chat-mix", "--workload", callback=workload_spec, help="Workload spec or file."
+    ),
     model: str | None = typer.Option(None, "--model", help="Served model name."),
     endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
     api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
-    metrics_url: str | None = typer.Option(None, "--metrics-url", help="Default URL/metrics."),
-    dcgm_url: str | None = typer.Option(None, "--dcgm-url", help="dcgm-exporter /metrics."),
-    server_pid: int | None = typer.Option(None, "--server-pid", help="The server's process."),
+    metrics_url: str | None = typer.Option(
+        None, "--metrics-url", callback=http_url, help="Default URL/metrics."
+    ),
+    dcgm_url: str | None = typer.Option(
+        None, "--dcgm-url", callback=http_url, help="dcgm-exporter /metrics."
+    ),
+    server_pid: int | None = typer.Option(
+        None, "--server-pid", callback=positive, help="The server's process."
+    ),
     skip_functional: bool = typer.Option(False, "--skip-functional", help="No probes."),
-    markdown: Path | None = typer.Option(None, "--markdown", help="Also write Markdown here."),
-    seed: int = typer.Option(0, "--seed", help="Workload seed."),
+    markdown: Path | None = typer.Option(
+        None, "--markdown", callback=new_file, help="Also write Markdown here."
+    ),
+    seed: int = typer.Option(0, "--seed", callback=non_negative, help="Workload seed."),
     tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
     max_model_len: int | None = typer.Option(
-        None, "--max-model-len", help="The server's context, where it does not say it."
+        None,
+        "--max-model-len",
+        callback=positive,
+        help="The server's context, where it does not say it.",
     ),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
@@ -54,9 +100,9 @@ def validate(
         workload=workload,
         rate=rate,
         concurrency=concurrency,
-        duration_s=parse_duration(duration, "s"),
+        duration_s=duration,
         num_requests=num_requests,
-        soak_s=parse_duration(soak, "s"),
+        soak_s=soak,
         soak_rate=soak_rate,
         metrics_url=metrics_url,
         dcgm_url=dcgm_url,

@@ -32,7 +32,12 @@ from infertriage.collect.host import (
     py_spy_dump,
 )
 from infertriage.collect.http import FetchError, base_url_of, is_url, metrics_url_of
-from infertriage.collect.parse import Exposition, RawSample, parse_metrics_text
+from infertriage.collect.parse import (
+    Exposition,
+    RawSample,
+    parse_metrics_text,
+    read_metrics_file,
+)
 from infertriage.collect.prometheus_api import (
     FleetFigure,
     FleetView,
@@ -109,6 +114,7 @@ __all__ = [
     "open_nvml",
     "parse_metrics_text",
     "py_spy_dump",
+    "read_metrics_file",
     "samples_of",
     "snapshot_environment",
     "wait_until_ready",

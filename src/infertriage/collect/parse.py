@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from infertriage.schemas import UserError
 
-__all__ = ["Exposition", "RawSample", "parse_metrics_text"]
+__all__ = ["Exposition", "RawSample", "parse_metrics_text", "read_metrics_file"]
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -94,6 +95,16 @@ def _alias_counters(index: dict[str, list[RawSample]], types: Mapping[str, str])
     for family, kind in types.items():
         if kind == "counter" and f"{family}_total" in index:
             index.setdefault(family, index[f"{family}_total"])
+
+
+def read_metrics_file(path: Path) -> str:
+    """A saved scrape's text; a `UserError` when it cannot be read as text (binary, a folder)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path} is not a text file of Prometheus metrics.") from err
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}.") from err
 
 
 def parse_metrics_text(text: str, source: str) -> Exposition:

@@ -83,7 +83,7 @@ def _cumulative(adapted: Sequence[Adapted]) -> dict[tuple[str, Labels], float]:
     values: dict[tuple[str, Labels], float] = {}
     for one in adapted:
         for scalar in one.scalars:
-            if VOCABULARY[scalar.name].kind is MetricKind.COUNTER:
+            if VOCABULARY[scalar.name].kind is MetricKind.COUNTER and math.isfinite(scalar.value):
                 values[(scalar.name, scalar.labels)] = scalar.value
         for histogram in one.histograms:
             values[(histogram.name, histogram.labels)] = histogram.count
@@ -91,7 +91,7 @@ def _cumulative(adapted: Sequence[Adapted]) -> dict[tuple[str, Labels], float]:
 
 
 def _start_time(adapted: Sequence[Adapted]) -> float | None:
-    values = [v for one in adapted for v in one.values("proc.start_time_s")]
+    values = [v for one in adapted for v in one.values("proc.start_time_s") if math.isfinite(v)]
     return max(values) if values else None
 
 

@@ -11,6 +11,7 @@ This is the result type of the `metrics` command; `report` renders it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -217,9 +218,11 @@ def _scalar_entry(
     if not series:
         return base
     last = _combine(base.name, [points[-1][1] for points in series.values()])
-    entry = replace(base, num_series=len(series), value=last)
+    entry = replace(base, num_series=len(series), value=last)  # NaN when the server says NaN
     if not windowed:
         return entry
+    series = {key: [p for p in points if math.isfinite(p[1])] for key, points in series.items()}
+    series = {key: points for key, points in series.items() if points}
     if base.kind is MetricKind.COUNTER:
         return replace(entry, counter=_counter_window(series))
     return replace(entry, gauge=_gauge_window(base.name, series))
@@ -257,7 +260,8 @@ def _entries(
 
 def _ratio(entries: Sequence[MetricEntry], top: str, bottom: str, windowed: bool) -> float | None:
     def amount(name: str) -> float | None:
-        entry = next((e for e in entries if e.name == name and e.value is not None), None)
+        finite = (e for e in entries if e.value is not None and math.isfinite(e.value))
+        entry = next((e for e in finite if e.name == name), None)
         if entry is None:
             return None
         if windowed:

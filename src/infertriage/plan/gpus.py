@@ -8,6 +8,7 @@ bandwidth, the GPU-to-GPU link and PCIe, each row with its source.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -107,4 +108,6 @@ def get_gpu(name: str) -> GpuSpec:
     for candidate in candidates:
         if candidate in index:
             return index[candidate]
-    raise UserError(f"unknown GPU {name!r}; known GPUs: {', '.join(list_gpus())}.")
+    close = difflib.get_close_matches(key, index, n=1, cutoff=0.75)
+    guess = f" (did you mean {index[close[0]].name}?)" if close else ""
+    raise UserError(f"unknown GPU {name!r}{guess}; known GPUs: {', '.join(list_gpus())}.")

@@ -105,8 +105,8 @@ def metrics_to_json(view: MetricsView) -> dict[str, Any]:
 
 def format_value(value: float | None, unit: str) -> str:
     """A value for the screen in its unit: ms, GiB, %, tok/s, MHz."""
-    if value is None or not math.isfinite(value):
-        return "—" if value is None else ("∞" if value > 0 else str(value))
+    if value is None or not math.isfinite(value):  # NaN and ±Inf as Prometheus writes them
+        return "—" if value is None else "NaN" if math.isnan(value) else f"{value:+}".title()
     if value == 0:
         return "0"
     if unit == "s":

@@ -8,6 +8,7 @@ them with a file (YAML or JSON mapping) or an inline list such as
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -57,22 +58,43 @@ class Thresholds:
 # SLO names as users write them → (field, parser). Durations accept units; fractions accept '%'.
 def _fraction(text: str) -> float:
     text = text.strip()
-    if text.endswith("%"):
-        return float(text[:-1]) / 100.0
-    return float(text)
+    value = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    if not 0.0 <= value <= 1.0:  # nan fails too
+        raise ValueError(text)
+    return value
+
+
+def _time(text: str) -> float:
+    value = parse_duration(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < math.inf:
+        raise ValueError(text)
+    return value
 
 
 _SLO_KEYS = {
-    "ttft_p95": ("ttft_p95_s", parse_duration),
-    "itl_p95": ("itl_p95_s", parse_duration),
+    "ttft_p95": ("ttft_p95_s", _time),
+    "itl_p95": ("itl_p95_s", _time),
     "error_rate": ("error_rate", _fraction),
     "gpu_memory_headroom": ("gpu_memory_headroom", _fraction),
     "sm_active": ("sm_active", _fraction),
     "dram_active": ("dram_active_decode", _fraction),
     "tensor_active": ("tensor_active_prefill", _fraction),
-    "alert_ttft_p95": ("alert_ttft_p95_s", parse_duration),
-    "throughput": ("min_throughput_tok_s", float),
+    "alert_ttft_p95": ("alert_ttft_p95_s", _time),
+    "throughput": ("min_throughput_tok_s", _rate),
     "profile": ("profile", SloProfile),
+}
+_EXPECTED: dict[object, str] = {
+    _time: "a time above 0, such as 200ms",
+    _fraction: "a share from 0 to 1, such as 5% or 0.05",
+    _rate: "tokens/s, 0 or more",
+    SloProfile: "interactive or batch",
 }
 
 
@@ -84,10 +106,27 @@ def _apply(base: Thresholds, items: Mapping[str, object], origin: str) -> Thresh
             raise UserError(f"{origin}: unknown SLO {key!r} (known: {known}).")
         field_name, parse = _SLO_KEYS[key]
         try:
-            changes[field_name] = parse(str(raw))  # type: ignore[operator]
+            changes[field_name] = parse(str(raw))
         except (ValueError, UserError) as err:
-            raise UserError(f"{origin}: SLO {key!r} has an invalid value {raw!r}.") from err
+            raise UserError(
+                f"{origin}: SLO {key!r} has an invalid value {raw!r} (expected {_EXPECTED[parse]})."
+            ) from err
     return base.replace(**changes)
+
+
+def _read_file(path: Path, spec: str) -> object:
+    if not path.is_file():
+        raise UserError(f"SLO file {spec} does not exist.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"SLO file {spec} is not a text file (YAML or JSON).") from err
+    if not text.strip():
+        raise UserError(f"SLO file {spec} is empty.")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise UserError(f"SLO file {spec} is not valid YAML or JSON.") from err
 
 
 def load_thresholds(spec: str | None, base: Thresholds | None = None) -> Thresholds:
@@ -97,12 +136,9 @@ def load_thresholds(spec: str | None, base: Thresholds | None = None) -> Thresho
         return base
     path = Path(spec)
     if path.suffix in {".yaml", ".yml", ".json"} or path.is_file():
-        if not path.is_file():
-            raise UserError(f"SLO file {spec} does not exist.")
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise UserError(f"SLO file {spec} is not valid YAML or JSON.") from err
+        data = _read_file(path, spec)
+        if data is None:
+            raise UserError(f"SLO file {spec} is empty (only comments).")
         if not isinstance(data, Mapping):
             raise UserError(f"SLO file {spec} must hold a mapping of SLO names to values.")
         return _apply(base, data, spec)

@@ -56,6 +56,8 @@ _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Zµ]
 
 def _split_quantity(text: str, what: str) -> tuple[float, str]:
     match = _QUANTITY.match(text)
+    if match is None and text.strip().startswith("-"):
+        raise UserError(f"{text!r} is not a {what}: it is negative.")
     if match is None:
         raise UserError(f"{text!r} is not a {what} (expected a number with an optional unit).")
     return float(match.group(1)), match.group(2)

@@ -86,8 +86,10 @@ def _parse(text: str, source: str, base_dir: str | None) -> Scenario:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"scenario {source} is not valid YAML{where}.") from err
-    if data is None:
-        data = {}
+    if data is None:  # an empty file, or only comments: a mistake more often than "defaults"
+        raise UserError(
+            f"scenario {source} is empty: give at least one key, or {{}} for the healthy defaults."
+        )
     if not isinstance(data, dict):
         raise UserError(
             f"scenario {source} must be a mapping of keys, not a {type(data).__name__}."

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
+import socket
 import sys
 import time
 import uuid
@@ -30,6 +33,7 @@ import orjson
 from aiohttp import web
 
 from infertriage import __version__
+from infertriage.schemas import UserError
 from infertriage.twin.dcgm import DcgmExporter, GpuIdentity
 from infertriage.twin.driver import AddCommand, EngineDriver
 from infertriage.twin.engine import EngineCore, MonotonicClock, StepResult
@@ -414,7 +418,12 @@ async def _serve(app: web.Application, host: str, port: int, ready_line: bool) -
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except (OSError, OverflowError) as err:
+        await runner.cleanup()
+        problem = _bind_problem(err, host, port)
+        raise UserError(f"cannot listen on {host}:{port}: {problem}.") from err
     # aiohttp exposes the bound port (port 0 asks the OS for one) only on the site's server
     server: Any = site._server
     bound = server.sockets[0].getsockname()[1] if server is not None else port
@@ -424,6 +433,21 @@ async def _serve(app: web.Application, host: str, port: int, ready_line: bool) -
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
+
+
+def _bind_problem(err: OSError | OverflowError, host: str, port: int) -> str:
+    code = getattr(err, "errno", None)
+    if isinstance(err, OverflowError):
+        return "a port is a number from 0 to 65535"
+    if isinstance(err, socket.gaierror):
+        return f"{host!r} is not a host name or address this machine can resolve"
+    if code == errno.EADDRINUSE:
+        return f"port {port} is in use (pick another --port, or 0 for a free one)"
+    if code == errno.EADDRNOTAVAIL:
+        return f"{host} is not an address of this machine (127.0.0.1 or 0.0.0.0 are)"
+    if code == errno.EACCES:
+        return f"binding port {port} needs privileges (use a port above 1023)"
+    return os.strerror(code) if code else str(err)
 
 
 def serve(

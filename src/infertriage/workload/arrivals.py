@@ -45,9 +45,9 @@ class Arrivals:
     def __post_init__(self) -> None:
         if not (self.rate > 0 and math.isfinite(self.rate)):
             raise UserError(f"the request rate must be a positive number, not {self.rate}.")
-        if self.burstiness <= 0:
-            raise UserError(f"burstiness must be positive, not {self.burstiness}.")
-        if self.ramp_from < 0:
+        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
+            raise UserError(f"burstiness must be a positive number, not {self.burstiness}.")
+        if not (self.ramp_from >= 0 and math.isfinite(self.ramp_from)):
             raise UserError(f"a ramp must start at a rate of 0 or more, not {self.ramp_from}.")
 
 

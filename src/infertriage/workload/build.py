@@ -111,9 +111,14 @@ class WorkloadSpec:
         if not raw:
             return default
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
-            raise UserError(f"--workload {self.text!r}: {key}={raw!r} is not a number.") from None
+            value = math.nan
+        if not 0 <= value < math.inf:  # every option is a count, a length or a share
+            raise UserError(
+                f"--workload {self.text!r}: {key}={raw!r} is not a number of 0 or more."
+            )
+        return value
 
     def flag(self, key: str, default: bool) -> bool:
         raw = self.option(key, "").lower()

@@ -13,7 +13,7 @@ metric).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -183,12 +183,21 @@ def _scalars(exposition: Exposition, name: str, source: Source) -> list[NormScal
             value = sample.value * source.scale
         else:
             try:
-                value = float(sample.label(source.from_label) or "nan") * source.scale
-            except ValueError:
+                value = float(sample.label(source.from_label) or "") * source.scale
+            except ValueError:  # the label is missing or not a number
                 continue
-        if math.isfinite(value):
-            out.append(NormScalar(name, _with_raw(sample.labels, source.display), value))
+        # NaN and ±Inf are kept: the view shows them as the server said them; the
+        # samples written to metrics.jsonl (`samples_of`) and every figure leave them out
+        out.append(NormScalar(name, _with_raw(sample.labels, source.display), value))
     return out
+
+
+def _not_finite_note(scalars: Sequence[NormScalar]) -> str:
+    """What the server exports where it exports no number: NaN, +Inf or -Inf."""
+    if not scalars or any(math.isfinite(s.value) for s in scalars):
+        return ""
+    said = sorted({"NaN" if math.isnan(s.value) else f"{s.value:+}".title() for s in scalars})
+    return f"the server exports {' and '.join(said)} here, not a number"
 
 
 def _le(text: str | None, scale: float) -> float:
@@ -245,6 +254,7 @@ def _map_one(
         return MetricStatus(mapping.name, Availability.ABSENT, adapter.engine, None, note), [], []
     used, scalars, histograms = found[0]
     note = _status_note(mapping, used, [f[0] for f in found[1:]])
+    note = "; ".join(part for part in (_not_finite_note(scalars), note) if part)
     status = MetricStatus(mapping.name, Availability.PRESENT, adapter.engine, used.display, note)
     return status, scalars, histograms
 

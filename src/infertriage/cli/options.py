@@ -1,0 +1,214 @@
+"""cli, level 6: every command's options checked at the edge, before any work starts.
+
+Typer callbacks and parsers that turn a bad value into one sentence naming
+the flag (a `UserError`, exit 2):
+
+- numbers: `positive` (finite, above 0; an integer at least 1), `non_negative`
+  (finite, 0 or more), `fraction` (above 0, at most 1), `tcp_port` (0 to
+  65535); nan and inf are never a count, a rate, a length or a time;
+- durations: `seconds`, the parser of every time option, through the one
+  `schemas.parse_duration` (`30` is seconds, `30s`, `2m`, `500ms`), so every
+  command takes the same units (`milliseconds` is the same parser where a
+  bare number is a per-token time in ms); the callbacks above check its range;
+- `http_url`: an http:// or https:// URL with a host (and a port that can be);
+- names and specs: `gpu_name`, `model_name` (a preset or a config.json),
+  `scenario_name` (a packaged twin scenario or a YAML file, read now),
+  `workload_spec` and `arrival_spec`, each refused as `plan`, the twin and
+  `bench` refuse them, with the known names;
+- files: `workload_spec`'s file and `nonempty_files` (read after the load)
+  must be there, be files and not be empty; `new_file` (written after it)
+  needs its folder now.
+
+A callback runs while the command line is parsed, so a refused value starts no
+server, sends no request and creates no run directory.
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import typer
+
+from infertriage.plan import get_gpu, load_model
+from infertriage.schemas import UserError, parse_duration
+from infertriage.twin import load_scenario
+from infertriage.workload import make_specs, parse_arrivals, parse_workload
+
+__all__ = [
+    "arrival_spec",
+    "fraction",
+    "gpu_name",
+    "http_url",
+    "milliseconds",
+    "model_name",
+    "new_file",
+    "non_negative",
+    "nonempty_files",
+    "positive",
+    "scenario_name",
+    "seconds",
+    "tcp_port",
+    "workload_spec",
+]
+
+_MAX_PORT = 65_535
+_TEXT_PROBE_BYTES = 64 * 1024
+N = TypeVar("N", int, float)
+U = TypeVar("U", str, list[str])
+
+
+def _flag(param: typer.CallbackParam) -> str:
+    return param.opts[0] if param.opts else str(param.name)
+
+
+def _shown(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def positive(param: typer.CallbackParam, value: N | None) -> N | None:
+    """A count, rate, length or time: finite and above 0 (an integer: at least 1)."""
+    if value is None or (math.isfinite(value) and value > 0):
+        return value
+    if isinstance(value, int):
+        raise UserError(f"{_flag(param)} must be at least 1, not {value}.")
+    raise UserError(f"{_flag(param)} must be a positive number, not {_shown(value)}.")
+
+
+def non_negative(param: typer.CallbackParam, value: N | None) -> N | None:
+    """A pause, a cost or a seed: finite, 0 or more."""
+    if value is None or (math.isfinite(value) and value >= 0):
+        return value
+    raise UserError(f"{_flag(param)} must be 0 or more, not {_shown(value)}.")
+
+
+def fraction(param: typer.CallbackParam, value: float | None) -> float | None:
+    """A share of something: above 0 and at most 1."""
+    if value is None or (math.isfinite(value) and 0 < value <= 1):
+        return value
+    raise UserError(f"{_flag(param)} must be above 0 and at most 1, not {_shown(value)}.")
+
+
+def tcp_port(param: typer.CallbackParam, value: int) -> int:
+    """A TCP port: 0 (the OS picks a free one) to 65535."""
+    if not 0 <= value <= _MAX_PORT:
+        raise UserError(f"{_flag(param)} must be a port from 0 to {_MAX_PORT}, not {value}.")
+    return value
+
+
+def seconds(text: str) -> float:
+    """The parser of every time option: `30` (seconds), `30s`, `2m`, `500ms`, `1.5h`."""
+    try:
+        return parse_duration(text)
+    except UserError as err:
+        # click names the flag: the sentence becomes "--duration 'x' is not a duration …"
+        raise typer.BadParameter(str(err)) from None
+
+
+def milliseconds(text: str) -> float:
+    """`seconds` for a per-token time, where a bare number is milliseconds: `21`, `21ms`."""
+    try:
+        return parse_duration(text, "ms")
+    except UserError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+def _url_problem(url: str) -> str | None:
+    try:
+        parts = urlsplit(url.strip())
+        _ = parts.port  # a port out of range or not a number raises ValueError
+    except ValueError as err:
+        return f"is not a URL ({err})"
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        return "is not an http:// or https:// URL"
+    return None
+
+
+def http_url(param: typer.CallbackParam, value: U | None) -> U | None:
+    """A server's address: http:// or https://, a host, and a port that can be (`--url`…)."""
+    for url in [value] if isinstance(value, str) else value or []:
+        problem = _url_problem(url)
+        if problem is not None:
+            raise UserError(f"{_flag(param)} {url!r} {problem}.")
+    return value
+
+
+def new_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """A file written after the work (`--markdown`): its folder must exist now, not later."""
+    if value is None:
+        return value
+    if value.is_dir():
+        raise UserError(f"{_flag(param)} {value} is a folder, not a file.")
+    if not value.parent.is_dir():
+        raise UserError(f"{_flag(param)} {value}: the folder {value.parent} does not exist.")
+    return value
+
+
+def arrival_spec(value: str) -> str:
+    """`--arrival`: poisson, constant, gamma:B (B above 0) or ramp:R0 (R0 of 0 or more)."""
+    parse_arrivals(value, 1.0)
+    return value
+
+
+def _check_text_file(path: Path, flag: str) -> None:
+    """A file a command reads later (after the server is reached): there, text, not empty."""
+    if not path.exists():
+        raise UserError(f"{flag} {path} does not exist.")
+    if not path.is_file():
+        raise UserError(f"{flag} {path} is not a file.")
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(_TEXT_PROBE_BYTES)
+    except OSError as err:
+        raise UserError(f"{flag} {path} cannot be read ({err.strerror}).") from err
+    if not head.strip():
+        raise UserError(f"{flag} {path} is empty.")
+    try:  # a multi-byte character cut at the probe's end is fine: final=False
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        raise UserError(f"{flag} {path} is not a text file (JSON or JSON lines).") from None
+    if b"\x00" in head:
+        raise UserError(f"{flag} {path} is not a text file (JSON or JSON lines).")
+
+
+def nonempty_files(param: typer.CallbackParam, value: list[Path]) -> list[Path]:
+    """Files read after the load (`--trace`, `--log`): there, files, not empty."""
+    for path in value:
+        if not path.is_file():
+            raise UserError(f"{_flag(param)} {path} is not a file.")
+        if path.stat().st_size == 0:
+            raise UserError(f"{_flag(param)} {path} is empty.")
+    return value
+
+
+def workload_spec(value: str) -> str:
+    """`--workload`: a known kind with its options; a file it names is there, text, not empty."""
+    spec = parse_workload(value)
+    if spec.path is not None:
+        _check_text_file(spec.path, "--workload")
+    else:  # one request built: every option's value is checked
+        make_specs(spec, 1)
+    return value
+
+
+def gpu_name(value: str | None) -> str | None:
+    """A GPU of the catalogue (as `plan --gpu` takes it); the known ones listed when not."""
+    if value is not None:
+        get_gpu(value)
+    return value
+
+
+def model_name(value: str | None) -> str | None:
+    """A model preset or a config.json (as `plan --model` takes it); the presets when not."""
+    if value is not None:
+        load_model(value)
+    return value
+
+
+def scenario_name(value: str) -> str:
+    """A packaged twin scenario or a scenario YAML file, read and checked now."""
+    load_scenario(value)
+    return value
