@@ -13,17 +13,21 @@ the twin, which binds a socket.
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import socket
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from infertriage.cli import main
+from infertriage.cli.app import app
 from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
+from infertriage.schemas import UserError
 
 # What a finished run leaves; a run directory cut short by an error must not hold them.
 _FINISHED = ("diagnosis.json", "validate.json", "compare.json", "summary.csv", "signals.jsonl")
@@ -302,6 +306,43 @@ def test_the_suite_covers_every_command() -> None:
     for command in ("diagnose", "bench", "trace", "plan", "twin", "simulate", "metrics"):
         assert command in commands
     assert {"validate", "compare", "baseline"} <= commands
+
+
+def test_an_error_that_quotes_a_line_break_is_still_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(**_: object) -> None:
+        raise UserError("the server said 'no\nreally\r\nno'.")
+
+    monkeypatch.setattr("infertriage.cli.simulate.api.simulate", refuse)
+    assert main(["simulate"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["infertriage: error: the server said 'no really no'."]
+
+
+def _numeric_options() -> list[tuple[str, str, object]]:
+    """(command, parameter, its typer default) of every int or float option of every command."""
+    commands = [*app.registered_commands]
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        commands += group.typer_instance.registered_commands
+    found = []
+    for command in commands:
+        assert command.callback is not None
+        hints = typing.get_type_hints(command.callback)
+        for name, parameter in inspect.signature(command.callback).parameters.items():
+            kinds = {hints[name], *typing.get_args(hints[name])}
+            if kinds & {int, float}:
+                found.append((str(command.name), name, parameter.default))
+    return found
+
+
+def test_every_numeric_option_is_checked_at_the_edge() -> None:
+    """A new int or float option without a range check (`cli/options.py`) fails here."""
+    numeric = _numeric_options()
+    assert len(numeric) > 40
+    unchecked = [(c, n) for c, n, default in numeric if getattr(default, "callback", None) is None]
+    assert unchecked == []
 
 
 # --- as a real process: the real stderr and exit code, and the twin's socket ----------------

@@ -78,8 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = list(argv) if argv is not None else None
         result = app(args=args, prog_name=PROG, standalone_mode=False)
     except UserError as err:
-        # the sentence may quote a server (a model name) or a file: its controls are shown
-        print(f"infertriage: error: {show_controls(str(err))}", file=sys.stderr)
+        # the sentence may quote a server (a model name) or a file: its controls are shown,
+        # and a line break it holds becomes a space (one error, one line)
+        sentence = " ".join(str(err).splitlines())
+        print(f"infertriage: error: {show_controls(sentence)}", file=sys.stderr)
         return _exit(EXIT_USER_ERROR, argv)
     except (typer.Abort, KeyboardInterrupt):
         print("infertriage: aborted.", file=sys.stderr)
