@@ -320,6 +320,40 @@ def test_an_error_that_quotes_a_line_break_is_still_one_line(
     assert lines == ["infertriage: error: the server said 'no really no'."]
 
 
+# --- the same units in every command: 30 (seconds), 30s, 2m, 500ms -------------------------
+
+_BENCH_TIMES = ("--duration", "--timeout", "--stall-timeout", "--drain-timeout", "--think-time")
+_TIME_OPTIONS = [
+    (["diagnose", "--url", "{refused}"], "--duration"),
+    (DIAGNOSE, "--profile"),
+    *[(BENCH, flag) for flag in _BENCH_TIMES],
+    ([*VALIDATE, "--num-requests", "2"], "--duration"),
+    ([*VALIDATE, "--num-requests", "2"], "--soak"),
+    ([*AB, "--num-requests", "4"], "--duration"),
+    (["metrics", "{refused}"], "--duration"),
+    (["twin", "--port", "70000"], "--load-time"),
+]
+
+
+@pytest.mark.parametrize("value", ["30", "30s", "2m", "500ms"])
+@pytest.mark.parametrize(
+    ("words", "flag"), [pytest.param(w, f, id=f"{w[0]} {f}") for w, f in _TIME_OPTIONS]
+)
+def test_every_time_option_takes_the_same_units(
+    words: list[str],
+    flag: str,
+    value: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(_fill([*words, flag, value], request)) == 2  # the refused port, not the time
+    line = capsys.readouterr().err.strip()
+    assert flag not in line and "\n" not in line, line
+
+
 def _numeric_options() -> list[tuple[str, str, object]]:
     """(command, parameter, its typer default) of every int or float option of every command."""
     commands = [*app.registered_commands]
