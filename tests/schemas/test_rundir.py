@@ -125,3 +125,31 @@ def test_create_names_a_fresh_directory(tmp_path: Path) -> None:
     first = RunDir.create(None, base=tmp_path)
     second = RunDir.create(None, base=tmp_path)
     assert first.root != second.root and first.root.parent == tmp_path
+
+
+def test_create_refuses_a_directory_that_holds_a_run(tmp_path: Path) -> None:
+    """Two runs never share one requests.jsonl: an existing run is refused in one sentence."""
+    for name in ("run.json", "requests.jsonl"):
+        folder = tmp_path / name.split(".")[0]
+        folder.mkdir()
+        (folder / name).write_text("{}\n")
+        with pytest.raises(UserError, match=r"already holds a run.*--force") as caught:
+            RunDir.create(folder)
+        assert "\n" not in str(caught.value)
+        assert (folder / name).read_text() == "{}\n"  # untouched
+
+
+def test_create_with_force_empties_the_old_run(tmp_path: Path) -> None:
+    old = RunDir.create(tmp_path / "r")
+    old.write_info(RunInfo(command="bench", wall_anchor_s=1.0))
+    old.requests.write_text("{}\n")
+    (old.raw / "arm-A").mkdir()
+    run = RunDir.create(old.root, force=True)
+    assert run.root == old.root and run.raw.is_dir()
+    assert sorted(p.name for p in run.root.rglob("*")) == ["raw"]
+
+
+def test_create_accepts_an_existing_folder_without_a_run(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    run = RunDir.create(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine" and run.raw.is_dir()

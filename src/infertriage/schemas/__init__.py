@@ -19,7 +19,7 @@ from infertriage.schemas.diagnosis import (
     Primary,
     SloResult,
 )
-from infertriage.schemas.errors import EXIT_USER_ERROR, UserError
+from infertriage.schemas.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
 from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
 from infertriage.schemas.records import (
     Chunk,
@@ -35,6 +35,7 @@ from infertriage.schemas.rundir import (
     JsonlWriter,
     RunDir,
     RunInfo,
+    check_out,
     read_json,
     read_jsonl,
     write_json,
@@ -54,6 +55,7 @@ from infertriage.schemas.vocabulary import VOCABULARY, MetricDef, MetricKind, ge
 
 __all__ = [
     "DIAGNOSIS_SCHEMA",
+    "EXIT_INTERRUPTED",
     "EXIT_USER_ERROR",
     "GB",
     "GIB",
@@ -71,6 +73,7 @@ __all__ = [
     "ErrorKind",
     "Evidence",
     "Finding",
+    "Interrupted",
     "JsonlWriter",
     "JudgedWindow",
     "Layer",
@@ -91,6 +94,7 @@ __all__ = [
     "Thresholds",
     "TokenSource",
     "UserError",
+    "check_out",
     "checklist_ready",
     "default_store_root",
     "format_bytes",

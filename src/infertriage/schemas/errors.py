@@ -8,20 +8,34 @@ exceptions.
 Exit codes: 0 success; 1 a verdict against the target (not ready, a
 regression); `EXIT_USER_ERROR` 2; `EXIT_INCONCLUSIVE` 3, `compare
 --fail-on-regression` when no metric regressed but one could not be judged;
-130 interrupted. A new code gets its name here, so that two commands never
-give one number two meanings.
+`EXIT_INTERRUPTED` 130, Ctrl-C: the command stopped early, kept what it
+measured and raised `Interrupted` with one sentence on what that is. A new
+code gets its name here, so that two commands never give one number two
+meanings.
 """
 
 from __future__ import annotations
 
-__all__ = ["EXIT_INCONCLUSIVE", "EXIT_USER_ERROR", "UserError"]
+__all__ = ["EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_USER_ERROR", "Interrupted", "UserError"]
 
 EXIT_USER_ERROR = 2
 EXIT_INCONCLUSIVE = 3
+EXIT_INTERRUPTED = 130
 
 
 class UserError(Exception):
     """A problem the user can fix; `str(err)` is one sentence that says what and where."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Interrupted(Exception):
+    """Ctrl-C cut the command short; `str(err)` says in one sentence what was kept."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

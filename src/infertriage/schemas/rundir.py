@@ -10,6 +10,7 @@ malformed record.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ __all__ = [
     "JsonlWriter",
     "RunDir",
     "RunInfo",
+    "check_out",
+    "holds_run",
     "read_json",
     "read_jsonl",
     "write_json",
@@ -155,6 +158,35 @@ class RunInfo(BaseModel):
     summary: dict[str, Any] = Field(default_factory=dict)
 
 
+def holds_run(folder: Path) -> bool:
+    """Does `folder` hold a run (its run.json or requests.jsonl)?"""
+    return any((folder / name).is_file() for name in ("run.json", "requests.jsonl"))
+
+
+def check_out(out: Path | None, *, force: bool = False) -> None:
+    """Refuse an `--out` that is a file, or that holds a run unless `force`: before any load."""
+    if out is None or not out.exists():
+        return
+    if not out.is_dir():
+        raise UserError(f"{out} exists and is not a directory.")
+    if holds_run(out) and not force:
+        raise UserError(
+            f"{out} already holds a run: choose another --out, or add --force to replace it."
+        )
+
+
+def _clear(folder: Path) -> None:
+    """`--force`: empty a run directory, so the new run's files are its only ones."""
+    try:
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    except OSError as err:
+        raise UserError(f"cannot clear run directory {folder}: {err.strerror}.") from err
+
+
 @dataclass(frozen=True, slots=True)
 class RunDir:
     """The paths of one run directory."""
@@ -162,8 +194,19 @@ class RunDir:
     root: Path
 
     @classmethod
-    def create(cls, out: Path | None, *, prefix: str = "run", base: Path = Path("runs")) -> RunDir:
-        """Make `out`, or `runs/<prefix>-<UTC time>` when `out` is None."""
+    def create(
+        cls,
+        out: Path | None,
+        *,
+        prefix: str = "run",
+        base: Path = Path("runs"),
+        force: bool = False,
+    ) -> RunDir:
+        """Make `out`, or `runs/<prefix>-<UTC time>` when `out` is None.
+
+        An `out` that already holds a run is refused, so two runs never share
+        one requests.jsonl; `force` empties it first.
+        """
         if out is None:
             stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
             out = base / f"{prefix}-{stamp}"
@@ -171,8 +214,9 @@ class RunDir:
             while out.exists():
                 suffix += 1
                 out = base / f"{prefix}-{stamp}-{suffix}"
-        if out.exists() and not out.is_dir():
-            raise UserError(f"{out} exists and is not a directory.")
+        check_out(out, force=force)
+        if holds_run(out):
+            _clear(out)
         try:
             (out / "raw").mkdir(parents=True, exist_ok=True)
         except OSError as err:
