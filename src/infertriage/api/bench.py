@@ -9,8 +9,10 @@ finishes, counts a sample of the prompts with the server's `/tokenize`
 (`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
 killed run keeps a summary), signals.jsonl and the CSV exports; gives a
 `BenchResult`.
-Ctrl-C stops the load, keeps every record and returns the partial result
-with `interrupted` set. The API key and header values are sent, never stored.
+Ctrl-C (`api.interrupt`) stops the load, keeps every record and returns
+the partial result with `interrupted` set; run.json's status says so. A
+caller that writes several loads into one run passes its `RunDir`. The API
+key and header values are sent, never stored.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from infertriage.analyze.latency import (
     summarize,
     summary_signals,
 )
+from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.preflight import (
     ServerInfo,
     WorkloadFit,
@@ -69,6 +72,7 @@ from infertriage.schemas import (
     Thresholds,
     TokenSource,
     UserError,
+    check_out,
 )
 from infertriage.workload import (
     DEFAULT_WORKLOAD,
@@ -196,6 +200,7 @@ class _Session:
         self.first_schedule: Schedule | None = None
         self.token_check: TokenCheck | None = None
         self.fitting: WorkloadFit | None = None  # set once the server's context is known
+        self.interrupt = Interrupt()  # the command's Ctrl-C, once the load starts
 
     def sink(self, record: RequestRecord) -> None:
         self.writer.write(record)
@@ -215,6 +220,7 @@ class _Session:
                     sink=self.sink,
                     renderer=TextRenderer(self.tokenizer),
                     tokenizer=self.tokenizer,
+                    stop=self.interrupt.is_requested,
                 ),
                 use_uvloop=self.config.use_uvloop,
             )
@@ -226,6 +232,7 @@ class _Session:
             clock_start_ns=self.clock.start_ns,
             sink=self.sink,
             tokenizer=self.tokenizer,
+            stop=self.interrupt.is_requested,
         )
 
     def run_level(
@@ -434,6 +441,8 @@ def run_bench(
     max_concurrency: int | None = None,
     think_time_s: float = 0.0,
     out: Path | None = None,
+    force: bool = False,
+    run: RunDir | None = None,
     thresholds: Thresholds | None = None,
     goodput: str | None = None,
     headers: Sequence[str] = (),
@@ -451,7 +460,11 @@ def run_bench(
     clock: RunClock | None = None,
     labels: Sequence[tuple[str, str]] = (),
 ) -> BenchResult:
-    """The `bench` command: load levels against `url`, measured; see the module docstring."""
+    """The `bench` command: load levels against `url`, measured; see the module docstring.
+
+    `run`: write into this run directory (a command's several loads share one) instead of
+    creating `out` (refused when it holds a run, unless `force`).
+    """
     try:
         endpoint_kind = Endpoint(endpoint)
     except ValueError:
@@ -470,6 +483,8 @@ def run_bench(
     )  # fmt: skip
     ws = parse_workload(workload)
     levels = _levels(config, ws)
+    if run is None:
+        check_out(out, force=force)  # refused before any request
     if config.rates:
         parse_arrivals(config.arrival, 1.0)  # a bad --arrival fails before any network
     thresholds = thresholds or Thresholds()
@@ -480,8 +495,9 @@ def run_bench(
     chosen = choose_model(model, info, base)
     config = config.model_copy(update={"model": chosen})
     client = _client_config(config, api_key, pairs, keep_text=local_tokenizer is not None)
+    run = run or RunDir.create(out, prefix="bench", force=force)
     session = _Session(
-        config, client, run=RunDir.create(out, prefix="bench"), thresholds=thresholds, slos=slos,
+        config, client, run=run, thresholds=thresholds, slos=slos,
         tokenizer=local_tokenizer, observer=observer, clock=clock, labels=tuple(labels),
     )  # fmt: skip
     sent = {**dict(pairs), **auth}
@@ -515,7 +531,19 @@ def _run_levels(
     levels: list[tuple[str, str, float]],
     max_len: int,
 ) -> BenchResult:
-    config, knee, interrupted = session.config, None, False
+    with interruptible() as interrupt:
+        session.interrupt = interrupt
+        return _run_interruptibly(session, info, ws, levels, max_len)
+
+
+def _run_interruptibly(
+    session: _Session,
+    info: ServerInfo,
+    ws: WorkloadSpec,
+    levels: list[tuple[str, str, float]],
+    max_len: int,
+) -> BenchResult:
+    config, knee, interrupted = session.config, None, session.interrupt.requested
     _write_info(session, info, "running", None)
     try:
         index = 0
@@ -530,7 +558,7 @@ def _run_levels(
             session.first_schedule = session.first_schedule or schedule
             level = session.run_level(index, name, mode, value, schedule)
             caveats.stop_if_unauthorized(level)  # a key refused mid-run: no load reaches the model
-            interrupted = level.interrupted
+            interrupted = level.interrupted or session.interrupt.requested
             if config.sweep and index == 0:
                 peak = level.summary.request_throughput
                 levels += [(f"rate={r:.3g}", "rate", r) for r in sweep_rates(peak)]
@@ -542,6 +570,7 @@ def _run_levels(
         interrupted = True
     finally:
         session.writer.close()
+    interrupted = interrupted or session.interrupt.requested  # Ctrl-C in the token check too
     if config.sweep and session.levels:
         probe = session.levels[0].summary.request_throughput
         knee = find_knee(probe, [lv for lv in session.levels[1:] if lv.mode == "rate"])

@@ -10,7 +10,8 @@ configuration, and warns when the traffic was not like for like.
 interleaved in blocks (A B B A A B …, so a drift in time hits both arms
 alike): each block's requests go to A and then to B, or to B and then to A.
 The records (labelled `arm` A or B) land in one run directory; A is the
-base.
+base. Ctrl-C (`api.interrupt`) stops the block in flight and compares the
+requests that finished, if both arms have some.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from typing import Any
 
 from infertriage.analyze.compare import compare_records, config_diff
 from infertriage.api.bench import run_bench
+from infertriage.api.interrupt import interruptible
 from infertriage.api.target import Target, collector_for
 from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
 from infertriage.schemas import (
     BaselineStore,
+    Interrupted,
     RequestRecord,
     RunClock,
     RunDir,
@@ -182,6 +185,7 @@ def compare_ab(
     threshold: float = 0.10,
     out: Path | None = None,
     seed: int = 0,
+    force: bool = False,
 ) -> CompareResult:
     """`compare --url A --url B`; see the module docstring."""
     if rate is not None and concurrency is not None:
@@ -190,7 +194,7 @@ def compare_ab(
         raise UserError("--blocks must be at least 1.")
     if num_requests is not None and num_requests < blocks:
         raise UserError(f"--num-requests must be at least --blocks ({blocks}).")
-    run, clock = RunDir.create(out, prefix="compare"), RunClock()
+    run, clock = RunDir.create(out, prefix="compare", force=force), RunClock()
     configs = [_arm_config(url, run, clock, arm) for url, arm in zip(urls, _ARMS, strict=True)]
     per_block: dict[str, Any] = {
         "duration_s": duration_s / blocks if duration_s and num_requests is None else None,
@@ -199,14 +203,19 @@ def compare_ab(
     common: dict[str, Any] = {
         "rates": (rate,) if rate else (), "concurrencies": (concurrency or 8,) if not rate else (),
         "workload": workload, "model": model, "endpoint": endpoint, "api_key": api_key,
-        "out": run.root, "clock": clock, **per_block,
+        "run": run, "clock": clock, **per_block,
     }  # fmt: skip
-    for index in range(blocks):
-        for arm in _block_order(index):
-            labels = (("arm", _ARMS[arm]), ("block", str(index)))
-            run_bench(url=urls[arm], seed=seed + index, labels=labels, **common)
+    interrupted = _run_blocks(urls, blocks, seed, common)
     records = list(run.iter_records(run.requests, RequestRecord))
     arms = [[r for r in records if r.labels.get("arm") == a] for a in _ARMS]
+    status = "interrupted" if interrupted else "complete"
+    config = {"urls": list(urls), "blocks": blocks, "rate": rate, "concurrency": concurrency}
+    if interrupted and not all(any(r.ok for r in arm) for arm in arms):
+        _write_ab_info(run, clock, config, {"status": status})
+        raise Interrupted(
+            f"Ctrl-C came before both servers had answered a request, so there is nothing to "
+            f"compare; what was sent is kept in {run.root}."
+        )
     comparison = compare_records(arms[0], arms[1], threshold=threshold, seed=seed)
     result = CompareResult(
         base=f"A {urls[0]}",
@@ -220,18 +229,36 @@ def compare_ab(
         ),
         notes=(f"{blocks} interleaved blocks; each block's requests went to both servers",),
         run_dir=run.root,
+        interrupted=interrupted,
     )
-    run.write_info(
-        RunInfo(
-            command="compare",
-            wall_anchor_s=clock.wall_anchor_s,
-            config={"urls": list(urls), "blocks": blocks, "rate": rate, "concurrency": concurrency},
-            summary={
-                "verdict": result.verdict,
-                "regressed": result.regressed,
-                "inconclusive": result.inconclusive,
-            },
-        )
-    )
+    summary = {
+        "status": status,
+        "verdict": result.verdict,
+        "regressed": result.regressed,
+        "inconclusive": result.inconclusive,
+    }
+    _write_ab_info(run, clock, config, summary)
     write_json(run.root / "compare.json", compare_to_json(result))
     return result
+
+
+def _run_blocks(urls: tuple[str, str], blocks: int, seed: int, common: dict[str, Any]) -> bool:
+    """The interleaved blocks, into one run; whether Ctrl-C cut them short."""
+    with interruptible() as interrupt:
+        for index in range(blocks):
+            for arm in _block_order(index):
+                if interrupt.requested:
+                    return True
+                labels = (("arm", _ARMS[arm]), ("block", str(index)))
+                run_bench(url=urls[arm], seed=seed + index, labels=labels, **common)
+        return interrupt.requested
+
+
+def _write_ab_info(
+    run: RunDir, clock: RunClock, config: dict[str, Any], summary: dict[str, Any]
+) -> None:
+    run.write_info(
+        RunInfo(
+            command="compare", wall_anchor_s=clock.wall_anchor_s, config=config, summary=summary
+        )
+    )

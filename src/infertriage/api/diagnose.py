@@ -8,7 +8,10 @@ measured maximum and a drain, while the collector scrapes the server, DCGM
 and the host; captures a profile at the busiest step (the twin always does);
 then turns requests.jsonl, metrics.jsonl and the traces into signals.jsonl
 and the diagnosis (diagnosis.json). `--from-run` redoes the second half from
-a run directory; `--metrics-file` diagnoses one scrape.
+a run directory of any command (`api.runview`); `--metrics-file` diagnoses
+one scrape. Ctrl-C (`api.interrupt`) skips the phases not yet begun, and
+the map is drawn from the last level that finished a request (run.json's
+status says `interrupted`); the twin is stopped last.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ from infertriage.api.bench import run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
+from infertriage.api.interrupt import Interrupt, interruptible
+from infertriage.api.runview import RunView, finished, load_phases, measured_view
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
@@ -39,6 +43,7 @@ from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.results import BenchResult
 from infertriage.schemas import (
     Diagnosis,
+    Interrupted,
     JsonlWriter,
     RequestRecord,
     RunClock,
@@ -83,6 +88,7 @@ class DiagnoseResult:
     diagnosis: Diagnosis
     target: str  # the URL, "twin:<scenario>" or the metrics file
     notes: tuple[str, ...] = ()
+    interrupted: bool = False  # Ctrl-C: the map judges only what was measured before it
 
 
 def _level_s(duration_s: float) -> tuple[float, float, float]:
@@ -104,6 +110,60 @@ def sweep_of(concurrency: int) -> tuple[int, ...]:
     return tuple(sorted({1, max(1, concurrency // 4), concurrency}))
 
 
+@dataclass(slots=True)
+class _Loads:
+    """The loads `_measure` ran, in order; those Ctrl-C came before stay None."""
+
+    warm: BenchResult | None = None
+    main: BenchResult | None = None
+    overload: BenchResult | None = None
+    window: ProfileWindow | None = None
+    profiling: bool = False
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def swept(self) -> list[str]:
+        """The sweep's level names, warm-up first: the last is the measured one."""
+        return [lv.name for r in (self.warm, self.main) if r is not None for lv in r.levels]
+
+    def client_bound(self, level: str) -> bool:
+        levels = [lv for r in (self.warm, self.main, self.overload) if r for lv in r.levels]
+        return any(lv.client.client_bound for lv in levels if lv.name == level)
+
+
+def _run_loads(
+    target: Target,
+    common: dict[str, Any],
+    duration_s: float,
+    *,
+    concurrency: int,
+    capture: Capture,
+    interrupt: Interrupt,
+) -> _Loads:
+    """Warm-up, the measured level, overload and the drain; Ctrl-C skips what is left."""
+    warm_s, level_s, overload_s = _level_s(duration_s)
+    loads = _Loads()
+    loads.warm = run_bench(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s, **common)
+    loads.rejected += stop_if_rejected(loads.warm)  # a load refused as invalid measures nothing
+    if interrupt.requested:
+        return loads
+    loads.window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
+    loads.profiling = loads.window is not None and loads.window.start()
+    try:
+        loads.main = run_bench(concurrencies=(concurrency,), duration_s=level_s, **common)
+    finally:
+        if loads.window is not None:
+            loads.window.stop()
+    loads.rejected += stop_if_rejected(loads.main)
+    if interrupt.requested:
+        return loads
+    overload_rate = _OVERLOAD_FACTOR * _best_rate((loads.warm, loads.main))
+    loads.overload = run_bench(rates=(overload_rate,), duration_s=overload_s, **common)
+    loads.rejected += stop_if_rejected(loads.overload)
+    interrupt.wait(_DRAIN_S)
+    return loads
+
+
 def _measure(
     target: Target,
     run: RunDir,
@@ -113,46 +173,57 @@ def _measure(
     *,
     concurrency: int,
     capture: Capture,
-) -> tuple[Phases, list[str], dict[str, Any]]:
-    warm_s, level_s, overload_s = _level_s(duration_s)
+    interrupt: Interrupt,
+) -> tuple[Phases | None, list[str], dict[str, Any]]:
+    """The load and the collection beside it; phases None when Ctrl-C left no finished request."""
     collector = collector_for(target, run, clock)
     collector.start()
+    loads = _Loads()
     try:
-        common = {"url": target.url, "out": run.root, "clock": clock, **bench}
+        common = {"url": target.url, "run": run, "clock": clock, **bench}
         common["drain_timeout_s"] = _DRAIN_TIMEOUT_S
-        warm = run_bench(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s, **common)
-        rejected = stop_if_rejected(warm)  # a load the server refuses as invalid measures nothing
-        window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
-        profiling = window is not None and window.start()
-        main = run_bench(concurrencies=(concurrency,), duration_s=level_s, **common)
-        if window is not None:
-            window.stop()
-        rejected += stop_if_rejected(main)
-        overload_rate = _OVERLOAD_FACTOR * _best_rate((warm, main))
-        overload = run_bench(rates=(overload_rate,), duration_s=overload_s, **common)
-        rejected += stop_if_rejected(overload)
-        time.sleep(_DRAIN_S)
+        loads = _run_loads(
+            target, common, duration_s, concurrency=concurrency, capture=capture,
+            interrupt=interrupt,
+        )  # fmt: skip
     finally:
         collected = collector.stop()
-    notes = (list(window.notes) if window is not None else []) + rejected
-    if profiling and window is not None:
+    window = loads.window
+    notes = (list(window.notes) if window is not None else []) + loads.rejected
+    if loads.profiling and window is not None:
         notes += _take_profiles(run, capture, window.started_unix or 0.0)
     keep_logs(run, capture.logs)
-    main_name = main.levels[-1].name
-    over_name = overload.levels[-1].name
-    phases = _phases(run, main_name, over_name, clock.now_ts())
-    levels = [level.name for r in (warm, main, overload) for level in r.levels]
+    records = _records(run)
+    main_name = _measured_level(records, loads, interrupted=interrupt.requested)
+    over = loads.overload.levels[-1].name if loads.overload and loads.overload.levels else None
+    phases = None
+    if main_name is not None or not interrupt.requested:  # no level at all: say so
+        mine = [r for r in records if r.labels.get("level") == main_name]
+        overload = [r for r in records if over is not None and r.labels.get("level") == over]
+        phases = load_phases(mine, overload, clock.now_ts())
     server_config = collected.get("server_config", {})
-    if target.prometheus is not None:
+    if target.prometheus is not None and phases is not None:
         server_config = read_fleet(run, clock, target, phases)
     extra = {
         "server_config": server_config,
         "environment": collected.get("environment", {}),
-        "client_bound": any(lvl.client.client_bound for lvl in main.levels),
+        "client_bound": loads.client_bound(main_name or ""),
         "main_level": main_name,
         "notes": notes,
     }
+    levels = [lv.name for r in (loads.warm, loads.main, loads.overload) if r for lv in r.levels]
     return phases, levels, extra
+
+
+def _measured_level(
+    records: Sequence[RequestRecord], loads: _Loads, *, interrupted: bool
+) -> str | None:
+    """The sweep's last level; after Ctrl-C, the last one that finished a request (or None)."""
+    swept = loads.swept
+    if not interrupted:
+        return swept[-1] if loads.main is not None and swept else None
+    done = {r.labels.get("level") for r in records if finished(r)}
+    return next((name for name in reversed(swept) if name in done), None)
 
 
 def _take_profiles(run: RunDir, capture: Capture, since_unix: float) -> list[str]:
@@ -171,24 +242,6 @@ def _take_profiles(run: RunDir, capture: Capture, since_unix: float) -> list[str
 
 def _records(run: RunDir) -> list[RequestRecord]:
     return list(run.iter_records(run.requests, RequestRecord))
-
-
-def _phases(run: RunDir, main: str, overload: str, drain_end: float) -> Phases:
-    records = _records(run)
-    mine = [r for r in records if r.labels.get("level") == main]
-    over = [r for r in records if r.labels.get("level") == overload]
-    if not mine:
-        raise UserError("the measured load level finished no request; is the server serving?")
-    ends = [r.end_ts for r in mine if r.end_ts is not None]
-    over_ends = [r.end_ts or r.sent_ts for r in over]
-    return Phases(
-        # the server's figures over the window the client's are judged in: no first burst
-        load_start_ts=judged_window(mine).start_ts,
-        load_end_ts=max(ends, default=max(r.sent_ts for r in mine)),
-        overload_start_ts=min((r.sent_ts for r in over), default=None),
-        overload_end_ts=max(over_ends, default=None),
-        drain_end_ts=drain_end,
-    )
 
 
 def _trace_files(run: RunDir) -> list[Path]:
@@ -225,17 +278,12 @@ def _log_signals(run: RunDir, info: RunInfo, phases: Phases) -> list[Signal]:
     return out
 
 
-def _main_records(run: RunDir, info: RunInfo) -> list[RequestRecord]:
-    return [r for r in _records(run) if r.labels.get("level") == info.summary["main_level"]]
-
-
-def _signals_of_run(run: RunDir, info: RunInfo, records: list[RequestRecord]) -> list[Signal]:
-    summary = info.summary
-    phases = Phases(**summary["phases"])
+def _signals_of_run(run: RunDir, view: RunView) -> list[Signal]:
+    info, phases = view.info, view.phases
     samples = list(run.iter_records(run.metrics, Sample))
     deployment = info.config.get("deployment", {})
     signals = [
-        *client_signals(records, client_bound=bool(summary.get("client_bound"))),
+        *client_signals(view.records, client_bound=view.client_bound),
         *metric_signals(samples, phases),
         *config_signals(info.server_config, deployment),
         *_fleet_signals(run),
@@ -274,10 +322,12 @@ def keep_compare_run(run: RunDir, other: Path, values: dict[str, float]) -> None
     write_json(run.raw / COMPARE_FILE, {"path": str(other.resolve()), "signals": values})
 
 
-def _diagnose_run(run: RunDir, thresholds: Thresholds, target: str) -> DiagnoseResult:
-    info = run.read_info()
-    records = _main_records(run, info)
-    signals = _signals_of_run(run, info, records)
+def _diagnose_run(
+    run: RunDir, thresholds: Thresholds, target: str, view: RunView | None = None
+) -> DiagnoseResult:
+    view = view or measured_view(run)
+    records = view.records
+    signals = _signals_of_run(run, view)
     if run.signals.exists():
         run.signals.unlink()
     with JsonlWriter(run.signals) as writer:
@@ -287,7 +337,7 @@ def _diagnose_run(run: RunDir, thresholds: Thresholds, target: str) -> DiagnoseR
     if records:  # say which window the client's SLO figures were judged over
         diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
     write_json(run.diagnosis, diagnosis)
-    return DiagnoseResult(run.root, diagnosis, target)
+    return DiagnoseResult(run.root, diagnosis, target, notes=view.notes)
 
 
 def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
@@ -327,13 +377,18 @@ def diagnose(
     profile_dir: Path | None = None,
     logs: Sequence[Path] = (),
     compare_run: Path | None = None,
+    force: bool = False,
 ) -> DiagnoseResult:
     thresholds = load_thresholds(slo)
     if from_run is not None:
         run = RunDir.open(from_run)
-        if compare_run is not None:
-            keep_compare_run(run, compare_run, _other_run_signals(compare_run))
-        return _diagnose_run(run, thresholds, run.read_info().config.get("target", str(from_run)))
+        other = _other_run_signals(compare_run) if compare_run is not None else None
+        view = measured_view(run)  # a run it cannot read says so before anything is written
+        if compare_run is not None and other is not None:
+            keep_compare_run(run, compare_run, other)
+        config = view.info.config
+        target = config.get("target") or config.get("url") or str(from_run)
+        return _diagnose_run(run, thresholds, str(target), view)
     if metrics_file is not None:
         return diagnose_metrics_file(metrics_file, thresholds)
     if duration_s <= 0:
@@ -347,7 +402,7 @@ def diagnose(
         check_fleet(prometheus, selector)
     # the other run is read before any load: a bad path fails first
     other = _other_run_signals(compare_run) if compare_run is not None else None
-    run = RunDir.create(out, prefix="diagnose")
+    run = RunDir.create(out, prefix="diagnose", force=force)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
     keep_traces(run, traces)
@@ -364,19 +419,33 @@ def diagnose(
         given = Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, profile)
         fleet = dataclasses.replace(given, prometheus=prometheus, selector=selector)
         context = contextlib.nullcontext(fleet)
-    with context as target:
+    # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
+    with interruptible() as interrupt, context as target:
         phases, levels, extra = _measure(
-            target, run, clock, duration_s, bench, concurrency=concurrency, capture=capture
-        )
-    config = {"target": target.name, "deployment": target.deployment, "levels": levels}
-    run.write_info(_run_info(clock, {**config, "workload": workload}, phases, extra))
-    result = _diagnose_run(run, thresholds, target.name)
-    return dataclasses.replace(result, notes=tuple(extra["notes"]))
+            target, run, clock, duration_s, bench, concurrency=concurrency, capture=capture,
+            interrupt=interrupt,
+        )  # fmt: skip
+        status = "interrupted" if interrupt.requested else "complete"
+        config = {"target": target.name, "deployment": target.deployment, "levels": levels}
+        run.write_info(_run_info(clock, {**config, "workload": workload}, phases, extra, status))
+        if phases is None:
+            raise Interrupted(
+                f"no request finished before Ctrl-C, so there is nothing to diagnose; "
+                f"what was sent is kept in {run.root}."
+            )
+        result = _diagnose_run(run, thresholds, target.name)
+        interrupted = interrupt.requested
+    return dataclasses.replace(result, notes=tuple(extra["notes"]), interrupted=interrupted)
 
 
 def _run_info(
-    clock: RunClock, config: dict[str, Any], phases: Phases, extra: dict[str, Any]
+    clock: RunClock,
+    config: dict[str, Any],
+    phases: Phases | None,
+    extra: dict[str, Any],
+    status: str,
 ) -> RunInfo:
+    measured = {"phases": dataclasses.asdict(phases)} if phases is not None else {}
     return RunInfo(
         command="diagnose",
         wall_anchor_s=clock.wall_anchor_s,
@@ -384,7 +453,8 @@ def _run_info(
         environment=extra["environment"],
         server_config=extra["server_config"],
         summary={
-            "phases": dataclasses.asdict(phases),
+            "status": status,
+            **measured,
             "main_level": extra["main_level"],
             "client_bound": extra["client_bound"],
         },

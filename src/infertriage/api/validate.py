@@ -10,13 +10,14 @@ validate.json (the checklist, and the steady window the performance level's
 latency was judged over) and run.json; gives a `ValidateResult`, ready when
 no check failed. Its notes say which window was judged, and when the load
 client and the server shared a saturated host (`diagnose.contention`), whose
-wait for a CPU the latency checks then include.
+wait for a CPU the latency checks then include. Ctrl-C (`api.interrupt`)
+skips what is left, judges what ran and writes run.json with the status
+`interrupted`; the twin is stopped last.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from infertriage.analyze.golive import Phase, drain_check, performance_checks, s
 from infertriage.analyze.latency import steady_requests
 from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.api.bench import run_bench
+from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.diagnose import Evidence
 from infertriage.diagnose.contention import contention
@@ -67,6 +69,7 @@ class ValidateResult:
     checks: tuple[Check, ...]
     notes: tuple[str, ...]
     judged: JudgedWindow | None = None  # the performance level's steady window
+    interrupted: bool = False  # Ctrl-C: the checks judge only what ran before it
 
     @property
     def ready(self) -> bool:
@@ -104,14 +107,14 @@ class _Load:
 
 
 def _run_phases(
-    target: Target, run: RunDir, clock: RunClock, load: _Load
-) -> tuple[Phase, dict[str, Any], bool]:
+    target: Target, run: RunDir, clock: RunClock, load: _Load, interrupt: Interrupt
+) -> tuple[Phase, dict[str, Any]]:
     collector = collector_for(target, run, clock, metrics_optional=True)
     collector.start()
     try:
-        time.sleep(_IDLE_S)
+        interrupt.wait(_IDLE_S)
         idle_end = clock.now_ts()
-        common = {"url": target.url, "out": run.root, "clock": clock, **load.bench}
+        common = {"url": target.url, "run": run, "clock": clock, **load.bench}
         perf = run_bench(
             rates=(load.rate,) if load.rate else (),
             concurrencies=(load.concurrency,) if load.concurrency else (),
@@ -121,8 +124,7 @@ def _run_phases(
             **common,
         )
         stop_if_rejected(perf)  # its line is in the error-rate check; over 2 % stops here
-        interrupted = perf.interrupted
-        if load.soak_s > 0 and not interrupted:
+        if load.soak_s > 0 and not interrupt.requested:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
             soak_rate = load.soak_rate or load.rate or _SOAK_SHARE * measured
             if soak_rate <= 0:
@@ -131,12 +133,11 @@ def _run_phases(
                 rates=(soak_rate,), duration_s=load.soak_s, labels=(("phase", SOAK),), **common
             )
             stop_if_rejected(soak)
-            interrupted = soak.interrupted
         load_end = clock.now_ts()
-        time.sleep(_DRAIN_S)
+        interrupt.wait(_DRAIN_S)
     finally:
         collected = collector.stop()
-    return Phase(idle_end, load_end, clock.now_ts()), collected, interrupted
+    return Phase(idle_end, load_end, clock.now_ts()), collected
 
 
 def _load(
@@ -176,6 +177,7 @@ def validate(
     seed: int = 0,
     tokenizer: Path | None = None,
     max_model_len: int | None = None,
+    force: bool = False,
 ) -> ValidateResult:
     """The `validate` command; see the module docstring."""
     thresholds = load_thresholds(slo)
@@ -189,7 +191,7 @@ def validate(
         "max_model_len": max_model_len,
     }  # fmt: skip
     load = _Load(rate, concurrency, duration_s, num_requests, soak_s, soak_rate, bench)
-    run = RunDir.create(out, prefix="validate")
+    run = RunDir.create(out, prefix="validate", force=force)
     clock = RunClock()
     notes: list[str] = []
     if defaulted:
@@ -203,21 +205,23 @@ def validate(
         context = contextlib.nullcontext(
             Target(url, metrics_url, dcgm_url, server_pid, {}, url, profile=False)
         )
-    with context as target:
+    # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
+    with interruptible() as interrupt, context as target:
         checks = [
             _functional(c) for c in functional_checks(
                 target.url, model, api_key=api_key, max_model_len=max_model_len
             )
         ] if functional else []  # fmt: skip
-        phase, collected, interrupted = _run_phases(target, run, clock, load)
-    if interrupted:
-        notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
-    measured = _measured(run, phase, thresholds, soak_s, seed)
-    notes += measured.notes
-    result = ValidateResult(
-        run.root, target.name, (*checks, *measured.checks), tuple(notes), measured.judged
-    )
-    _write(run, clock, result, load, collected)
+        phase, collected = _run_phases(target, run, clock, load, interrupt)
+        if interrupt.requested:
+            notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
+        measured = _measured(run, phase, thresholds, soak_s, seed)
+        notes += measured.notes
+        result = ValidateResult(
+            run.root, target.name, (*checks, *measured.checks), tuple(notes), measured.judged,
+            interrupted=interrupt.requested,
+        )  # fmt: skip
+        _write(run, clock, result, load, collected)
     return result
 
 
@@ -269,6 +273,7 @@ def validate_to_json(result: ValidateResult) -> dict[str, Any]:
         "schema": VALIDATE_SCHEMA,
         "target": result.target,
         "ready": result.ready,
+        "interrupted": result.interrupted,
         "run_dir": str(result.run_dir),
         "notes": list(result.notes),
         "judged": result.judged.model_dump(mode="json") if result.judged else None,
@@ -308,6 +313,7 @@ def _write(
             environment=collected.get("environment", {}),
             server_config=collected.get("server_config", {}),
             summary={
+                "status": "interrupted" if result.interrupted else "complete",
                 "ready": result.ready,
                 "main_level": PERFORMANCE,
                 "checks": document["checks"],

@@ -1,9 +1,36 @@
 """cli, level 6: the thin typer app. Each command parses, calls one `api` function and renders.
 
 `main()` is the console script: a `UserError` becomes one sentence on stderr
-and exit code 2, never a traceback.
+and exit code 2, never a traceback. The app is imported inside `main`, so a
+Ctrl-C while the commands load is one line and exit 130 too.
 """
 
-from infertriage.cli.app import app, main
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["app", "main"]
+
+_EXIT_INTERRUPTED = 130  # schemas.EXIT_INTERRUPTED, not imported: nothing heavy loads first
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    try:
+        from infertriage.cli.app import main as run  # noqa: PLC0415  # see the docstring
+    except KeyboardInterrupt:
+        print("infertriage: interrupted.", file=sys.stderr)
+        if argv is None:
+            sys.exit(_EXIT_INTERRUPTED)
+        return _EXIT_INTERRUPTED
+    return run(argv)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from infertriage.cli.app import app  # noqa: PLC0415  # loaded on first use
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

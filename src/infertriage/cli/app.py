@@ -19,7 +19,7 @@ from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.cli import validate as validate_cmd
 from infertriage.cli.usage import PROG, usage_sentence
-from infertriage.schemas import EXIT_USER_ERROR, UserError
+from infertriage.schemas import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
 from infertriage.schemas.text import show_controls
 
 app = typer.Typer(
@@ -83,9 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sentence = " ".join(str(err).splitlines())
         print(f"infertriage: error: {show_controls(sentence)}", file=sys.stderr)
         return _exit(EXIT_USER_ERROR, argv)
-    except (typer.Abort, KeyboardInterrupt):
-        print("infertriage: aborted.", file=sys.stderr)
-        return _exit(130, argv)
+    except Interrupted as err:  # Ctrl-C, after the command kept what it measured
+        print(f"infertriage: interrupted; {err}", file=sys.stderr)
+        return _exit(EXIT_INTERRUPTED, argv)
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C before anything was measured
+        print("infertriage: interrupted.", file=sys.stderr)
+        return _exit(EXIT_INTERRUPTED, argv)
     except ClickException as err:  # the framework's usage errors: one sentence, as ours
         return _exit(_usage_error(err, argv), argv)
     code = result if isinstance(result, int) else 0

@@ -7,7 +7,6 @@ Exit codes: 0 done, 2 a user error (one sentence on stderr), 130 interrupted
 from __future__ import annotations
 
 import contextlib
-import sys
 from pathlib import Path
 
 import typer
@@ -24,9 +23,7 @@ from infertriage.cli.options import (
     workload_spec,
 )
 from infertriage.report.bench import BenchProgress, bench_to_json, render_bench
-from infertriage.schemas import UserError, load_thresholds
-
-EXIT_INTERRUPTED = 130
+from infertriage.schemas import Interrupted, UserError, load_thresholds
 
 
 def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[float]:
@@ -87,6 +84,7 @@ def bench(
         "0", "--think-time", parser=seconds, callback=non_negative, help="Closed loop: pause."
     ),
     out: Path | None = typer.Option(None, "--out", help="Run directory (default runs/bench-…)."),
+    force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
     slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
     goodput: str | None = typer.Option(None, "--goodput", help="Per-request SLOs: ttft=200ms,…"),
     header: list[str] = typer.Option([], "--header", help="NAME:VALUE, repeatable."),
@@ -131,6 +129,7 @@ def bench(
             concurrencies=concurrencies, sweep=sweep, workload=workload, arrival=arrival,
             duration_s=duration, num_requests=num_requests, workers=workers,
             max_concurrency=max_concurrency, think_time_s=think_time, out=out,
+            force=force,
             thresholds=thresholds, goodput=goodput, headers=header,
             timeout_s=timeout, stall_timeout_s=stall_timeout,
             drain_timeout_s=drain_timeout, seed=seed, tokenizer=tokenizer,
@@ -142,6 +141,5 @@ def bench(
     else:
         render_bench(result, Console())
     if result.interrupted:
-        sys.stderr.write("infertriage: interrupted; the records and a partial summary are kept.\n")
-        return EXIT_INTERRUPTED
+        raise Interrupted(f"the records and a partial summary are kept in {result.run_dir}.")
     return 0

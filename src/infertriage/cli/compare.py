@@ -38,7 +38,7 @@ from infertriage.report.compare import (
     compare_to_json,
     render_compare,
 )
-from infertriage.schemas import UserError, default_store_root
+from infertriage.schemas import Interrupted, UserError, default_store_root
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.schemas.text import show_controls
 
@@ -150,6 +150,7 @@ def compare(
         0, "--seed", callback=non_negative, help="Workload and bootstrap seed."
     ),
     out: Path | None = typer.Option(None, "--out", help="A/B: run directory."),
+    force: bool = typer.Option(False, "--force", help="A/B: replace the run already in --out."),
     markdown: Path | None = typer.Option(
         None, "--markdown", callback=new_file, help="Also write Markdown here."
     ),
@@ -164,7 +165,7 @@ def compare(
             duration_s=duration, num_requests=num_requests, blocks=blocks,
             workload=workload, model=model, endpoint=endpoint,
             api_key=api_key or os.environ.get("OPENAI_API_KEY"), threshold=limit, out=out,
-            seed=seed,
+            seed=seed, force=force,
         )  # fmt: skip
     else:
         if base is None or run is None:
@@ -178,6 +179,11 @@ def compare(
         print_json(compare_to_json(result))
     else:
         render_compare(result, Console())
+    if result.interrupted:
+        raise Interrupted(
+            f"the comparison judges only the requests that finished before Ctrl-C; the run is "
+            f"kept in {result.run_dir}."
+        )
     return _exit_code(result, fail_on_regression=fail_on_regression)
 
 

@@ -21,6 +21,7 @@ from infertriage.cli.options import (
     workload_spec,
 )
 from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
+from infertriage.schemas import Interrupted
 from infertriage.schemas.text import show_controls
 
 
@@ -62,6 +63,7 @@ def diagnose(
     api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
     slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
+    force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
     trace: list[Path] = typer.Option(
         [],
         "--trace",
@@ -133,12 +135,18 @@ def diagnose(
         profile_dir=profile_dir,
         logs=log,
         compare_run=compare_run,
+        force=force,
     )
     for note in result.notes:
         typer.echo(f"note: {show_controls(note)}", err=True)
     if json_out:
         print_json(diagnosis_to_json(result.diagnosis))
-        return
-    console = Console()
-    where = f" — run {result.run_dir}" if result.run_dir else ""
-    render_diagnosis(result.diagnosis, console, title=f"Bottleneck map: {result.target}{where}")
+    else:
+        where = f" — run {result.run_dir}" if result.run_dir else ""
+        title = f"Bottleneck map: {result.target}{where}"
+        render_diagnosis(result.diagnosis, Console(), title=title)
+    if result.interrupted:
+        raise Interrupted(
+            f"the map judges only the load measured before Ctrl-C; the run is kept in "
+            f"{result.run_dir}."
+        )

@@ -21,6 +21,7 @@ from infertriage.cli.options import (
     workload_spec,
 )
 from infertriage.report.validate import checklist_markdown, render_checklist
+from infertriage.schemas import Interrupted
 
 
 def validate(
@@ -88,6 +89,7 @@ def validate(
         help="The server's context, where it does not say it.",
     ),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
+    force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
     result = run_validate(
@@ -112,6 +114,7 @@ def validate(
         seed=seed,
         tokenizer=tokenizer,
         max_model_len=max_model_len,
+        force=force,
     )
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"
     if markdown is not None:
@@ -120,4 +123,9 @@ def validate(
         print_json(validate_to_json(result))
     else:
         render_checklist(result.checks, Console(), title=title, notes=result.notes)
+    if result.interrupted:
+        raise Interrupted(
+            f"the checklist judges only what ran before Ctrl-C; the run is kept in "
+            f"{result.run_dir}."
+        )
     return 0 if result.ready else 1

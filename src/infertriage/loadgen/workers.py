@@ -124,6 +124,24 @@ class _Pool:
                 proc.join(timeout=5.0)
 
 
+def _start_blocking_sigint(procs: list[Any]) -> None:
+    """Start the workers with SIGINT blocked, a mask they inherit.
+
+    A Ctrl-C to the process group while they import must not kill them: the parent
+    stops them. One that reaches the parent meanwhile waits until they are started.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        for proc in procs:
+            proc.start()
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for proc in procs:
+            proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _await_ready(pool: _Pool) -> None:
     ready, deadline = 0, time.monotonic() + _READY_TIMEOUT_S
     while ready < len(pool.procs):
@@ -144,8 +162,12 @@ def run_parallel(
     clock_start_ns: int,
     sink: Callable[[RequestRecord], None],
     tokenizer: TokenCounter | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[WorkerReport], bool]:
-    """Run the plan on `num_workers` processes; returns their reports and whether Ctrl-C cut it."""
+    """Run the plan on `num_workers` processes; returns their reports and whether Ctrl-C cut it.
+
+    `stop`, polled, asks every worker to stop as Ctrl-C does (the caller's SIGINT handler).
+    """
     jobs = [
         _Job(w, share, config, clock_start_ns, tokenizer)
         for w, share in enumerate(split_plan(plan, num_workers))
@@ -155,8 +177,7 @@ def run_parallel(
     errors: list[str] = []
     interrupted = False
     try:
-        for proc in pool.procs:
-            proc.start()
+        _start_blocking_sigint(pool.procs)
         _await_ready(pool)
         pool.start_ns.value = time.perf_counter_ns() + round(_START_MARGIN_S * 1e9)
         pool.start.set()
@@ -167,6 +188,9 @@ def run_parallel(
                 interrupted = True
                 pool.stop.set()
                 continue
+            if stop is not None and not interrupted and stop():
+                interrupted = True
+                pool.stop.set()
             if item is None:
                 if not pool.alive() and pool.out.empty():
                     break

@@ -74,6 +74,7 @@ class CompareResult:
     server_config: tuple[ConfigChange, ...]
     notes: tuple[str, ...]
     run_dir: Path | None = None  # the A/B run's own directory
+    interrupted: bool = False  # Ctrl-C cut the A/B run: it compares the blocks that ran
 
     @property
     def regressions(self) -> list[tuple[str, MetricComparison]]:

@@ -3,7 +3,8 @@
 Takes a scenario name or YAML path; gives a running twin's base URL once it
 answers `/health` with 200. The twin runs in its own process, as a real
 server would, so its front-end and engine threads never share a GIL with the
-load generator that measures them.
+load generator that measures them, and in its own process group, so that a
+Ctrl-C to the command reaches the command alone, which stops the twin last.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ class TwinProcess:
         if self.profile_dir is not None:
             command += ["--profile-dir", str(self.profile_dir)]
         started = time.monotonic()
+        # A process group of its own: the Ctrl-C a terminal sends to ours must not stop the
+        # server before the command has measured, written and stopped it itself.
         self._proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0
         )
         self.url = self._read_url(self._proc)
         self._wait_healthy(started)
@@ -104,7 +107,11 @@ class TwinProcess:
                 stream.close()
 
     def __enter__(self) -> Self:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # Ctrl-C while it starts: no server left behind
+            self.stop()
+            raise
         return self
 
     def __exit__(

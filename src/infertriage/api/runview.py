@@ -1,0 +1,115 @@
+"""api, level 5: the measured load of a run directory, whichever command wrote it.
+
+Takes a run directory — a diagnose run (finished, or interrupted after a
+level finished a request), a bench run, a validate run, or a diagnose run
+killed mid-load (whose run.json is its last bench call's) — and gives a
+`RunView`: the measured level's records, the phases over which the server's
+metrics are read, and whether the load client was the bottleneck. A diagnose
+run names its measured level and phases in run.json; any other run's
+measured level is the one it names (`main_level`: validate's performance
+phase) or else its last level that finished a request. A run of two servers
+(`compare --url`), or one with no finished request, is a `UserError` that
+says so in one sentence. `diagnose --from-run` draws the map from this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infertriage.analyze.client_signals import judged_window
+from infertriage.analyze.metric_signals import Phases
+from infertriage.analyze.outcomes import is_incomplete
+from infertriage.api.compare import group_key
+from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
+
+__all__ = ["RunView", "finished", "load_phases", "measured_view"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    info: RunInfo
+    main_level: str
+    records: list[RequestRecord]  # the measured level's
+    phases: Phases
+    client_bound: bool
+    notes: tuple[str, ...] = ()
+
+
+def finished(record: RequestRecord) -> bool:
+    """Did the request end on its own (a response or the server's error), not cut by the run?"""
+    return record.end_ts is not None and not is_incomplete(record)
+
+
+def load_phases(
+    mine: Sequence[RequestRecord],
+    over: Sequence[RequestRecord] = (),
+    drain_end_ts: float | None = None,
+) -> Phases:
+    """The measured level's window (without a closed loop's first burst), then overload's."""
+    if not mine:
+        raise UserError("the measured load level finished no request; is the server serving?")
+    ends = [r.end_ts for r in mine if r.end_ts is not None]
+    over_ends = [r.end_ts or r.sent_ts for r in over]
+    return Phases(
+        # the server's figures over the window the client's are judged in: no first burst
+        load_start_ts=judged_window(mine).start_ts,
+        load_end_ts=max(ends, default=max(r.sent_ts for r in mine)),
+        overload_start_ts=min((r.sent_ts for r in over), default=None),
+        overload_end_ts=max(over_ends, default=None),
+        drain_end_ts=drain_end_ts,
+    )
+
+
+def measured_view(run: RunDir) -> RunView:
+    """What `--from-run` diagnoses in `run`; see the module docstring."""
+    info = run.read_info()
+    records = list(run.iter_records(run.requests, RequestRecord))
+    if info.command == "compare" or any("arm" in r.labels for r in records):
+        raise UserError(
+            f"{run.root} is an A/B run of two servers, which one map cannot describe: "
+            "diagnose each server with its own run."
+        )
+    notes = _notes(info)
+    summary = info.summary
+    if info.command == "diagnose" and "phases" in summary and summary.get("main_level"):
+        # its phases hold: metrics and traces are read over them, even with no records
+        main = str(summary["main_level"])
+        mine = [r for r in records if r.labels.get("level") == main]
+        try:
+            phases = Phases(**summary["phases"])
+        except TypeError as err:
+            raise UserError(f"{run.run_json}: invalid phases in its summary ({err}).") from err
+        return RunView(info, main, mine, phases, bool(summary.get("client_bound")), notes)
+    if not records:
+        raise UserError(
+            f"{run.root} holds no request records (no requests.jsonl, or an empty one): "
+            "nothing to diagnose."
+        )
+    groups: dict[str, list[RequestRecord]] = {}
+    for record in records:
+        groups.setdefault(group_key(record), []).append(record)
+    measured = _main_group(groups, summary.get("main_level"))
+    if measured is None:
+        raise UserError(f"no request in {run.root} finished: nothing to diagnose.")
+    mine = groups[measured]
+    what = f"level {measured}" if measured else "requests"
+    notes += (f"the map judges the {info.command} run's {what}.",)
+    client_bound = bool(summary.get("client_bound"))
+    return RunView(info, measured, mine, load_phases(mine), client_bound, notes)
+
+
+def _main_group(groups: dict[str, list[RequestRecord]], named: object) -> str | None:
+    """The group the run names as measured, else the last one that finished a request."""
+    done = [key for key, group in groups.items() if any(finished(r) for r in group)]
+    if isinstance(named, str) and named in done:
+        return named
+    return done[-1] if done else None
+
+
+def _notes(info: RunInfo) -> tuple[str, ...]:
+    if info.summary.get("status") == "interrupted":
+        return ("the run was interrupted (Ctrl-C): the map judges only what it measured.",)
+    if info.summary.get("status") == "running":
+        return ("the run stopped before it finished (killed?): the map judges what it kept.",)
+    return ()

@@ -1,0 +1,103 @@
+"""`diagnose --from-run` on every kind of run directory (`api.runview`).
+
+Real runs against a server on 127.0.0.1 — bench, validate, `compare --url` —
+and hand-made ones (empty, no requests, nothing finished). Each gives a map
+(exit 0) or one sentence (exit 2), never a traceback. Interrupted diagnose
+runs: tests/api/test_interrupt.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infertriage.api.runview import measured_view
+from infertriage.cli import main
+from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
+from infertriage.schemas import ErrorKind, JsonlWriter, RequestRecord, RunDir, RunInfo
+
+SMALL = ["--workload", "synthetic:input=8,output=5"]
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serve_in_thread(ServerConfig(behavior=Behavior(ttft_s=0.005, itl_s=0.002))) as (base, _):
+        yield base
+
+
+def _from_run(run: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["diagnose", "--from-run", str(run), *extra])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def _refused(run: Path, capsys: pytest.CaptureFixture[str], needle: str) -> None:
+    code, out, err = _from_run(run, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+    assert out == "" and not (run / "diagnosis.json").exists()
+
+
+def test_a_bench_run_is_diagnosed_at_its_last_level(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench"
+    args = ["bench", "--url", url, "--concurrency", "1,2", "--num-requests", "6", *SMALL]
+    assert main([*args, "--out", str(out), "--json"]) == 0
+    code, _, err = _from_run(out, capsys, "--json")
+    assert code == 0, err
+    assert "the map judges the bench run's level concurrency=2." in err
+    assert json.loads((out / "diagnosis.json").read_text())["schema"] == "infertriage.diagnosis/v1"
+    view = measured_view(RunDir.open(out))
+    assert view.main_level == "concurrency=2" and len(view.records) == 6
+
+
+def test_a_validate_run_is_diagnosed_at_its_performance_phase(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "validate"
+    args = ["validate", "--url", url, "--concurrency", "2", "--num-requests", "6", *SMALL]
+    assert main([*args, "--skip-functional", "--out", str(out), "--json"]) in (0, 1)
+    code, _, err = _from_run(out, capsys, "--json")
+    assert code == 0, err
+    assert measured_view(RunDir.open(out)).main_level == "performance"
+
+
+def test_an_ab_run_is_refused_in_one_sentence(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ab"
+    args = ["compare", "--url", url, "--url", url, "--num-requests", "4", "--blocks", "2"]
+    assert main([*args, *SMALL, "--out", str(out), "--json"]) == 0
+    _refused(out, capsys, "A/B run of two servers")
+
+
+def test_an_empty_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(tmp_path, capsys, "not a run directory")
+
+
+def test_a_run_without_requests_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = RunDir.create(tmp_path / "r")
+    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0, summary={"status": "running"}))
+    _refused(run.root, capsys, "holds no request records")
+
+
+def test_a_run_whose_requests_were_all_cut_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = RunDir.create(tmp_path / "r")
+    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0, summary={"status": "interrupted"}))
+    cut = RequestRecord(
+        id="x-0", scheduled_ts=0.0, sent_ts=0.1, end_ts=0.5, error_kind=ErrorKind.CLIENT,
+        fault="cancelled", labels={"level": "concurrency=1"},
+    )  # fmt: skip
+    with JsonlWriter(run.requests) as writer:
+        writer.write(cut)
+    _refused(run.root, capsys, "finished")
