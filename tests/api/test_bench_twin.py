@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from infertriage.api.bench import run_bench
-from infertriage.cli import app
+from infertriage.cli.app import app
 from infertriage.schemas import RequestRecord, RunDir, TokenSource
 from infertriage.twin.process import TwinProcess
 

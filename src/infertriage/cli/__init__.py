@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-__all__ = ["app", "main"]
+__all__ = ["main"]  # the typer app is `infertriage.cli.app.app`
 
 _EXIT_INTERRUPTED = 130  # schemas.EXIT_INTERRUPTED, not imported: nothing heavy loads first
 
@@ -27,10 +26,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_INTERRUPTED
     return run(argv)
 
-
-def __getattr__(name: str) -> Any:
-    if name == "app":
-        from infertriage.cli.app import app  # noqa: PLC0415  # loaded on first use
-
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
