@@ -25,4 +25,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.exit(_EXIT_INTERRUPTED)
         return _EXIT_INTERRUPTED
     return run(argv)
-
