@@ -21,6 +21,23 @@ these machines are noisy; the host's load average is printed beside the figures.
     .venv/bin/python benchmarks/bench_client.py [--streams 32] [--tokens 200]
         [--itl 5ms,1ms] [--requests 160] [--workers 1] [--repeat 2] [--client-nice 5]
         [--json]
+
+`--ttft` measures the first-token stamp instead. The same server in per-stream mode
+writes the first token 40 ms after each request reaches its handler and logs both
+moments; once with keep-alive and once closing every connection after its stream (as
+llama-server does), at each of `--ttft-streams`, three clients each in a child process
+of its own run `--repeat` blocks of `--ttft-requests` requests in turn: infertriage
+(`run_bench`), and the floor (`infertriage.loadgen.floor.raw_ttft`: stamp, post, first
+content read, nothing parsed) on asyncio's loop and on uvloop. Per client: TTFT p50,
+mean and p90; the server's own TTFT (handler start → first token write); what the
+client added to it per request (its TTFT less the server's), split into the send (the
+stamp → the handler's start: connection set-up, the write) and the read (the write → the
+stamp); and ours − the floor's TTFT (p50, mean, and the median of the per-block p50
+differences, which a drifting host moves least) and added time.
+
+    .venv/bin/python benchmarks/bench_client.py --ttft [--repeat 10]
+        [--ttft-servers keepalive,close] [--ttft-streams 1,8] [--ttft-requests 40]
+        [--ttft-tokens 8] [--client-nice 0] [--json]
 """
 
 from __future__ import annotations
@@ -40,10 +57,18 @@ from typing import Any
 import aiohttp
 import numpy as np
 import orjson
+import uvloop
 
 from infertriage.analyze.latency import itl_samples, tpot_s
 from infertriage.api.bench import run_bench
-from infertriage.loadgen.testserver import Behavior, fetch_writes, serve_in_process
+from infertriage.loadgen.floor import TtftRow, raw_ttft
+from infertriage.loadgen.testserver import (
+    Behavior,
+    fetch_arrivals,
+    fetch_log,
+    fetch_writes,
+    serve_in_process,
+)
 from infertriage.schemas import RequestRecord, RunDir, parse_duration
 
 CLIENT_NICE = 5  # the default of --client-nice
@@ -173,6 +198,147 @@ def _one_itl(itl_s: float, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# --- `--ttft`: the first-token stamp against a raw reader and the server's truth ----------
+
+TTFT_S = 0.040  # the server writes the first token this long after the request arrives
+# infertriage's client (run_bench), and the raw floor on asyncio's loop and on uvloop's
+TTFT_CLIENTS = ("ours", "raw", "raw_uvloop")
+
+
+def _ours_ttft(load: Load) -> list[TtftRow]:
+    """`run_bench` itself; its records' sent and first-token stamps on the system's clock."""
+    out = Path(tempfile.mkdtemp(prefix="bench-ttft-"))
+    run_bench(url=load.url, concurrencies=[load.streams], num_requests=load.requests,
+              workers=load.workers, workload=f"synthetic:input=16,output={load.tokens}",
+              out=out / "run")  # fmt: skip
+    run = RunDir.open(out / "run")
+    base_ns = run.read_info().environment["perf_counter_start_ns"]
+    return [
+        (r.id, base_ns + round(r.sent_ts * 1e9), base_ns + round(r.first_token_ts * 1e9))
+        for r in run.iter_records(run.requests, RequestRecord)
+        if r.first_token_ts is not None
+    ]
+
+
+def _ttft_child(conn: Any, client: str, load: Load, keepalive: bool) -> None:
+    """One client's process: a block of requests each time the parent sends a tag."""
+    os.nice(load.nice)
+    while (tag := conn.recv()) is not None:
+        if client == "ours":
+            conn.send(_ours_ttft(load))
+        else:
+            factory = uvloop.new_event_loop if client == "raw_uvloop" else None
+            reader = raw_ttft(load.url, streams=load.streams, requests=load.requests,
+                              tokens=load.tokens, tag=tag, keepalive=keepalive)  # fmt: skip
+            with asyncio.Runner(loop_factory=factory) as runner:
+                conn.send(runner.run(reader))
+    conn.close()
+
+
+class _Client:
+    """A client in a child process of its own, started once and driven block by block."""
+
+    def __init__(self, client: str, load: Load, keepalive: bool) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_ttft_child, args=(child, client, load, keepalive))
+        self.proc.start()
+
+    def block(self, tag: str) -> list[TtftRow]:
+        self.conn.send(tag)
+        return [tuple(r) for r in self.conn.recv()]
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.proc.join()
+
+
+def _p50(values: Any) -> float:
+    return float(np.median(values))
+
+
+def _ttft_figures(
+    blocks: list[list[TtftRow]], log: dict[str, Any], arrivals: dict[str, int]
+) -> dict[str, Any]:
+    """TTFT against the server's truth, per request, split into the send's part and the read's.
+
+    The truth is the server's own TTFT, from its handler's start to its first token write
+    (40 ms plus its timer's lateness); what a client adds is the send (stamp → the handler's
+    start: connection set-up, the write, the server's parse) and the read (the write → the
+    stamp). One system-wide monotonic clock.
+    """
+    rows = [r for block in blocks for r in block if r[2] and r[0] in log]
+    sent, first = (np.array([r[i] for r in rows], dtype=np.int64) for i in (1, 2))
+    write = np.array([log[r[0]][0] for r in rows], dtype=np.int64)
+    arrival = np.array([arrivals[r[0]] for r in rows], dtype=np.int64)
+    ttft, truth = (first - sent) * 1e-9, (write - arrival) * 1e-9
+    block_p50 = [float(np.median([(r[2] - r[1]) * 1e-9 for r in b if r[2]])) for b in blocks]
+    p50 = _p50
+    return {"n": len(rows), "ttft_p50_s": p50(ttft), "ttft_mean_s": float(np.mean(ttft)),
+            "ttft_p90_s": float(np.percentile(ttft, 90)), "truth_p50_s": p50(truth),
+            "added_p50_s": p50(ttft - truth), "added_mean_s": float(np.mean(ttft - truth)),
+            "send_p50_s": p50((arrival - sent) * 1e-9), "read_p50_s": p50((first - write) * 1e-9),
+            "read_p99_s": float(np.percentile((first - write) * 1e-9, 99)),
+            "block_p50_s": block_p50}  # fmt: skip
+
+
+def _one_ttft(mode: str, streams: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One server (keep-alive, or closing every connection), the clients' blocks alternating."""
+    keepalive = mode == "keepalive"
+    behavior = Behavior(ttft_s=TTFT_S, itl_s=0.005, num_tokens=args.ttft_tokens,
+                        close_after=not keepalive)  # fmt: skip
+    blocks: dict[str, list[list[TtftRow]]] = {name: [] for name in TTFT_CLIENTS}
+    with serve_in_process(behavior) as url:
+        load = Load(url, streams, args.ttft_requests, args.ttft_tokens, args.workers,
+                    args.client_nice)  # fmt: skip
+        clients = {name: _Client(name, load, keepalive) for name in TTFT_CLIENTS}
+        try:
+            for rep in range(args.repeat):  # interleaved, so drift in the host hits all alike
+                for name, client in clients.items():
+                    blocks[name].append(client.block(f"{name}{rep}"))
+        finally:
+            for client in clients.values():
+                client.close()
+        log, arrivals = fetch_log(url), fetch_arrivals(url)
+    row: dict[str, Any] = {"mode": mode, "streams": streams}
+    for name in TTFT_CLIENTS:
+        row[name] = _ttft_figures(blocks[name], log, arrivals)
+    for floor in TTFT_CLIENTS[1:]:
+        ours, raw = row["ours"], row[floor]
+        pairs = zip(ours["block_p50_s"], raw["block_p50_s"], strict=True)
+        raw["ours_minus_this"] = {
+            "p50_s": ours["ttft_p50_s"] - raw["ttft_p50_s"],
+            "mean_s": ours["ttft_mean_s"] - raw["ttft_mean_s"],
+            "paired_s": float(np.median([a - b for a, b in pairs])),
+            "added_p50_s": ours["added_p50_s"] - raw["added_p50_s"],
+        }
+    return row
+
+
+def _print_ttft(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(f"TTFT: the server's first token {TTFT_S * 1e3:g} ms after a request arrives, "
+          f"{args.ttft_tokens} tokens, {args.ttft_requests} requests a block, {args.repeat} "
+          f"blocks a client, alternating, clients at nice {args.client_nice}; load average "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")  # fmt: skip
+    print(
+        "server | streams | client | n | TTFT p50 | mean | p90 | truth p50 | added p50 "
+        "(send + read) | read p99 | ours − this: TTFT p50 / mean / paired, added p50"
+    )
+    ms = 1e3
+    for r in rows:
+        for name in TTFT_CLIENTS:
+            f, d = r[name], r[name].get("ours_minus_this")
+            vs = (f"{d['p50_s'] * ms:+.2f} / {d['mean_s'] * ms:+.2f} / {d['paired_s'] * ms:+.2f}"
+                  f", {d['added_p50_s'] * ms:+.2f} ms" if d else "")  # fmt: skip
+            print(" | ".join([
+                r["mode"], str(r["streams"]), name, str(f["n"]),
+                f"{f['ttft_p50_s'] * ms:.2f} ms", f"{f['ttft_mean_s'] * ms:.2f} ms",
+                f"{f['ttft_p90_s'] * ms:.2f} ms", f"{f['truth_p50_s'] * ms:.2f} ms",
+                f"{f['added_p50_s'] * ms:.2f} ({f['send_p50_s'] * ms:.2f} + "
+                f"{f['read_p50_s'] * ms:.2f}) ms", f"{f['read_p99_s'] * ms:.2f} ms", vs,
+            ]))  # fmt: skip
+
+
 def _print(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"{args.streams} streams × {args.tokens} tokens, {args.requests} requests per run, "
           f"--workers {args.workers}, clients at nice {args.client_nice}, median of "
@@ -203,7 +369,24 @@ def main() -> None:
     parser.add_argument("--client-nice", type=int, default=CLIENT_NICE,
                         help="Niceness of the clients (the server keeps 0).")  # fmt: skip
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--ttft",
+        action="store_true",
+        help="Instead: the TTFT bias against a raw reader and the truth.",
+    )
+    parser.add_argument("--ttft-servers", default="keepalive,close", help="Comma list (--ttft).")
+    parser.add_argument("--ttft-streams", default="1,8", help="Comma list (--ttft).")
+    parser.add_argument("--ttft-requests", type=int, default=40, help="Per client run (--ttft).")
+    parser.add_argument("--ttft-tokens", type=int, default=8)
     args = parser.parse_args()
+    if args.ttft:
+        rows = [_one_ttft(mode, int(n), args) for mode in args.ttft_servers.split(",")
+                for n in args.ttft_streams.split(",")]  # fmt: skip
+        if args.json:
+            sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            _print_ttft(rows, args)
+        return
     rows = [_one_itl(parse_duration(text, "ms"), args) for text in args.itl.split(",")]
     if args.json:
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")

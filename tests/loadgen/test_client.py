@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from infertriage.analyze.latency import icl_samples, itl_samples, tpot_s, ttfo_s
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, make_session
 from infertriage.loadgen.testserver import PathServer
-from infertriage.schemas import ErrorKind, RequestRecord, TokenSource
+from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
 
 from .conftest import spec
 
@@ -20,11 +21,19 @@ Server = tuple[str, PathServer]
 Fetch = Callable[..., RequestRecord]
 
 
+def _events_in_reads(chunks: Sequence[Chunk], events: Sequence[int]) -> bool:
+    """The chunks are the server's events (tokens each), some perhaps joined: a read that
+    finds several events, as a late reader on a busy host does, makes one chunk of them.
+    Every chunk ends where an event ends, so none was split or miscounted."""
+    ends = list(itertools.accumulate(c.num_tokens for c in chunks))
+    return bool(ends) and set(ends) <= set(itertools.accumulate(events)) and ends[-1] == sum(events)
+
+
 def test_normal_stream_one_token_per_chunk(server: Server, fetch_one: Fetch) -> None:
     url, srv = server
     r = fetch_one(url)
     assert r.ok and r.http_status == 200 and r.fault == ""
-    assert [c.num_tokens for c in r.chunks] == [1] * 10
+    assert _events_in_reads(r.chunks, [1] * 10), [c.num_tokens for c in r.chunks]
     assert r.output_tokens == 10 and r.output_tokens_source is TokenSource.USAGE
     assert r.prompt_tokens_source is TokenSource.USAGE and r.chunk_tokens_exact
     # The role-only first chunk goes out at once; TTFT waits for the first content (20 ms).
@@ -36,11 +45,11 @@ def test_normal_stream_one_token_per_chunk(server: Server, fetch_one: Fetch) -> 
 
 def test_coalesced_events_keep_per_token_itl(server: Server, fetch_one: Fetch) -> None:
     r = fetch_one(server[0], "coalesce")
-    assert r.ok and [c.num_tokens for c in r.chunks] == [4, 4, 2]
+    assert r.ok and _events_in_reads(r.chunks, [4, 4, 2]), [c.num_tokens for c in r.chunks]
     samples = itl_samples(r)
     assert len(samples) == 9
     assert float(samples.mean()) == pytest.approx(tpot_s(r))  # type: ignore[arg-type]
-    assert len(icl_samples(r)) == 2
+    assert len(icl_samples(r)) == len(r.chunks) - 1
 
 
 def test_buffered_response_is_one_chunk(server: Server, fetch_one: Fetch) -> None:
@@ -52,16 +61,20 @@ def test_buffered_response_is_one_chunk(server: Server, fetch_one: Fetch) -> Non
 
 def test_multi_token_events_counted_from_continuous_usage(server: Server, fetch_one: Fetch) -> None:
     r = fetch_one(server[0], "multi_token")
-    assert [c.num_tokens for c in r.chunks] == [3, 3, 3, 1] and r.chunk_tokens_exact
+    assert _events_in_reads(r.chunks, [3, 3, 3, 1]) and r.chunk_tokens_exact
 
 
 def test_reasoning_deltas_count_for_ttft_and_ttfo_comes_later(
     server: Server, fetch_one: Fetch
 ) -> None:
     r = fetch_one(server[0], "reasoning")
-    assert [c.reasoning for c in r.chunks[:4]] == [True, True, True, False]
+    # Three reasoning deltas, then the output, 5 ms apart (a late read may join some: a
+    # read's reasoning chunk comes before its output chunk, at the same stamp).
+    flags = [c.reasoning for c in r.chunks]
+    assert flags == sorted(flags, reverse=True) and flags[0] and not flags[-1]
+    assert sum(c.num_tokens for c in r.chunks if c.reasoning) == 3
     ttfo = ttfo_s(r)
-    assert r.ttft_s is not None and ttfo is not None and ttfo > r.ttft_s + 0.01
+    assert r.ttft_s is not None and ttfo is not None and ttfo >= r.ttft_s
     assert r.output_tokens == 10
 
 
@@ -81,8 +94,7 @@ def test_without_usage_counts_are_estimates(server: Server, fetch_one: Fetch) ->
 
 def test_completions_endpoint(server: Server, fetch_one: Fetch) -> None:
     r = fetch_one(server[0], endpoint=Endpoint.COMPLETIONS)
-    assert r.ok and r.output_tokens == 10 and sum(c.num_tokens for c in r.chunks) == 10
-    assert len(r.chunks) >= 8  # 10 events 5 ms apart; a loaded host may join two in one read
+    assert r.ok and r.output_tokens == 10 and _events_in_reads(r.chunks, [1] * 10)
 
 
 @pytest.mark.parametrize(
@@ -150,29 +162,39 @@ def test_key_and_headers_are_sent_and_the_key_is_in_no_repr(
     assert "sk-very-secret" not in repr(ClientConfig("u", "m", api_key="sk-very-secret"))
 
 
+async def _one(client: RequestClient, rid: str) -> RequestRecord:
+    start = time.perf_counter_ns()
+    state = client.new_state(spec(4), start)
+    await client.fetch(state, rid)
+    return state.record(rid, start)
+
+
 def test_a_kept_alive_connection_the_server_closed_is_retried_once(server: Server) -> None:
-    # llama-server answers keep-alive but closes after every streamed response: without a
-    # retry every other request on a reused connection fails before it is sent.
+    # A server that closes a kept-alive connection just after the next request went out on
+    # it (here 0.2 s after each stream: a keep-alive timeout racing the request; across a
+    # network, llama-server's close after every streamed response): nothing was answered,
+    # so the request is sent once more on a fresh connection, and later ones each open
+    # their own.
     url, _ = server
     cfg = ClientConfig(base_url=url + "/v1", model="test-model", endpoint=Endpoint.CHAT)
 
     async def go() -> list[RequestRecord]:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
-            client._headers["X-Test-Behavior"] = "close_after"
-            records = []
-            for i in range(6):
-                start = time.perf_counter_ns()
-                state = client.new_state(spec(4), start)
-                await client.fetch(state, f"req-{i}")
-                records.append(state.record(f"req-{i}", start))
+            client._headers["X-Test-Behavior"] = "close_late"
+            records = [await _one(client, f"req-{i}") for i in range(6)]
             await client.aclose()
             return records
 
     records = asyncio.run(go())
     assert all(r.ok for r in records), [r.error_text for r in records]
     retried = [r for r in records if r.labels.get("retried") == "stale_connection"]
-    assert len(retried) == 1  # then every request opens a connection of its own
+    assert [r.id for r in retried] == ["req-1"]  # then every request opens a connection
+    # Its TTFT counts from the resend (the server's 20 ms and the trip), not from the send
+    # that waited 0.2 s for the close; the time lost is in its dispatch lag.
+    (r,) = retried
+    assert r.ttft_s is not None and 0.019 < r.ttft_s < 0.15
+    assert r.dispatch_lag_s > 0.15
 
 
 def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
@@ -181,24 +203,17 @@ def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
     # Found on llama-server at 64 streams: a retry sent with `Connection: close` through
     # the same pool took another pooled connection the server had just closed and failed
     # again. Once a stale connection is seen, requests go through a session that opens a
-    # connection per request (the race itself is a matter of microseconds, so the test
-    # pins the mechanism and that waves of concurrent streams all succeed).
+    # connection per request.
     url, _ = server
     cfg = ClientConfig(base_url=url + "/v1", model="test-model", endpoint=Endpoint.CHAT)
-
-    async def one(client: RequestClient, rid: str) -> RequestRecord:
-        start = time.perf_counter_ns()
-        state = client.new_state(spec(4), start)
-        await client.fetch(state, rid)
-        return state.record(rid, start)
 
     async def go() -> list[RequestRecord]:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
-            client._headers["X-Test-Behavior"] = "close_after"
-            records = [await one(client, "first"), await one(client, "second")]
+            client._headers["X-Test-Behavior"] = "close_late"
+            records = [await _one(client, "first"), await _one(client, "second")]
             for wave in range(3):
-                records += await asyncio.gather(*(one(client, f"w{wave}-{i}") for i in range(8)))
+                records += await asyncio.gather(*(_one(client, f"w{wave}-{i}") for i in range(8)))
             fresh = client._fresh
             force_close = (
                 fresh is not None and fresh.connector is not None and fresh.connector.force_close
@@ -210,3 +225,26 @@ def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
     records = asyncio.run(go())
     assert all(r.ok for r in records), [r.error_text for r in records if not r.ok]
     assert sum(r.labels.get("retried") == "stale_connection" for r in records) == 1
+
+
+def test_a_server_closing_after_each_stream_fails_no_request(server: Server) -> None:
+    # llama-server's way on one host: the close comes right after the stream. The client
+    # lets the loop take one turn before it sends, so the pool has seen the close and
+    # opens a new connection instead of writing to the closed one (the race is a matter of
+    # microseconds: at most one resend, then a connection per request).
+    url, _ = server
+    cfg = ClientConfig(base_url=url + "/v1", model="test-model", endpoint=Endpoint.CHAT)
+
+    async def go() -> list[RequestRecord]:
+        async with make_session(cfg) as session:
+            client = RequestClient(cfg, session)
+            client._headers["X-Test-Behavior"] = "close_after"
+            records = [await _one(client, f"r-{i}") for i in range(4)]
+            for wave in range(3):
+                records += await asyncio.gather(*(_one(client, f"w{wave}-{i}") for i in range(8)))
+            await client.aclose()
+            return records
+
+    records = asyncio.run(go())
+    assert all(r.ok for r in records), [r.error_text for r in records if not r.ok]
+    assert sum(r.labels.get("retried") == "stale_connection" for r in records) <= 1

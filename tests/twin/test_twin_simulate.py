@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -54,6 +56,11 @@ def test_a_simulation_is_seeded_and_its_result_serialises() -> None:
 
 def test_a_thousand_requests_simulate_far_faster_than_real_time() -> None:
     # The strict 100x figure is benchmarks/simulate_speed.py's; this guards against collapse.
+    # By CPU time, as the benchmark judges it: other work on the host stretches the wall
+    # clock (51-74x with four spinning processes on two cores, 151-178x by CPU).
+    cpu_s = time.process_time()
     result = simulate(Scenario(), rate=4, num_requests=1000)
+    cpu_s = time.process_time() - cpu_s
     assert result.num_completed == 1000
-    assert result.speedup >= 20, f"only {result.speedup:.0f}x faster than real time"
+    speedup = result.duration_s / cpu_s
+    assert speedup >= 20, f"only {speedup:.0f}x faster than real time"

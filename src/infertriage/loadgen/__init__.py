@@ -6,8 +6,10 @@ client's own health. Parts: `sse` (an incremental byte-level SSE parser),
 `client` (one measured streaming request), `runner` (open loop on absolute
 deadlines, closed loop, `max_concurrency` with client queue time), `workers`
 (`--workers N` processes on one schedule), `sweep` (rates to probe, the
-knee), `results` (the typed results `report` renders) and `testserver` (a
-loopback server with known timing and pathologies, for tests and benchmarks).
+knee), `results` (the typed results `report` renders), `testserver` (a
+loopback server with known timing and pathologies) and `floor` (a raw aiohttp
+reader, the floor the client's TTFT is judged against), these two for tests
+and benchmarks.
 """
 
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState

@@ -1,7 +1,9 @@
 """loadgen, level 2: one streaming request to an OpenAI-compatible server, measured.
 
 Takes a `ClientConfig` (base URL, model, endpoint, key, headers, timeouts), an
-aiohttp session and a `RequestSpec`; gives a `RequestRecord`. Every read is
+aiohttp session and a `RequestSpec`; gives a `RequestRecord`. TTFT is the
+field's (vLLM's `bench serve`, GuideLLM): the send is stamped just before the
+request goes to aiohttp, connection set-up included, and every read is
 stamped with `time.perf_counter_ns()` the moment it returns, before any
 parsing; the events of one read become one chunk per kind (reasoning or
 output) at that stamp. Token counts come from `usage`
@@ -349,6 +351,12 @@ class RequestClient:
             state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
             return
         headers = {**self._headers, "X-Request-Id": request_id}
+        # One turn of the loop between encoding and the stamp: pending reads are handled
+        # (a server's close of a kept-alive connection among them, so the pool drops it),
+        # and requests started together (a closed loop's first burst) all encode before
+        # any stamps, so no other request's encoding falls inside this one's TTFT (before
+        # Python 3.12 aiohttp writes the body from a task of its own, after the stamp).
+        await asyncio.sleep(0)
         task = asyncio.current_task()
         assert task is not None
         self._active[state] = task
@@ -364,9 +372,11 @@ class RequestClient:
                 # The server closed the kept-alive connection this request went out on
                 # (llama-server does after every streamed response, though it says
                 # keep-alive): nothing was answered, so send it once more on a fresh one,
-                # as HTTP clients do, and from now on open a connection per request. The
-                # time lost stays in its TTFT.
+                # as HTTP clients do, and from now on open a connection per request. Its
+                # TTFT counts from this send, as a client that found the connection closed
+                # before using it would count it; the time lost is in its dispatch lag.
                 state.retried, self._no_keepalive = True, True
+                state.sent_ns = state.last_ns = time.perf_counter_ns()
                 await self._send(state, body, headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             _classify(state, err)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -249,6 +250,10 @@ async def run_load(
         if stop is not None:
             helpers.append(asyncio.create_task(_watch(stop, me)))
         interrupted = False
+        # What the process holds so far (modules, the schedule) stays: the collector leaves
+        # it alone during the load, as vLLM's `bench serve` does. A full pass over it took
+        # 45 ms of CPU on a 2-core host, added to every stamp in flight.
+        gc.freeze()
         cpu0, wall0 = time.process_time(), time.perf_counter_ns()
         try:
             await sleep_until(load_start_ns)
@@ -264,6 +269,7 @@ async def run_load(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*helpers, return_exceptions=True)
             await client.aclose()
+            gc.unfreeze()
         cpu_s, wall_s = time.process_time() - cpu0, (time.perf_counter_ns() - wall0) * 1e-9
     return WorkerReport(
         worker=worker,

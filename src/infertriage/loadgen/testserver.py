@@ -5,8 +5,8 @@ by the `X-Test-Behavior` header, periodic faults, a capacity, an API key);
 gives `/v1/chat/completions`, `/v1/completions` (SSE), `/v1/models`,
 `/health`, `/tokenize` (vLLM's or llama.cpp's form), `/apply-template`
 (llama.cpp's) and `/_log` (per request
-id: the perf_counter_ns of its first and last token writes and its token count
-— the truth a client is judged against). Tokens go out on absolute deadlines:
+id: the perf_counter_ns of its first and last token writes, its token count and
+its arrival — the truth a client is judged against). Tokens go out on absolute deadlines:
 the first at arrival + TTFT, event i at first + i·ITL, so the schedule is
 known exactly. Pathologies: coalesced events, a buffering proxy, a slow first
 chunk, role-only chunks, reasoning deltas, CRLF framing, comments, multi-line
@@ -43,6 +43,7 @@ __all__ = [
     "Behavior",
     "PathServer",
     "ServerConfig",
+    "fetch_arrivals",
     "fetch_log",
     "fetch_writes",
     "serve_in_process",
@@ -84,6 +85,9 @@ class Behavior:
     send_done: bool = True
     usage: bool = True  # honour include_usage and continuous_usage_stats
     close_after: bool = False  # close the connection after each stream, yet answer keep-alive
+    # with close_after: close this long after the stream, while the client may already have
+    # sent its next request on the connection (a keep-alive timeout racing a request)
+    close_delay_s: float = 0.0
     # The model's EOS after N tokens, as a real model stops early: finish_reason "stop"
     # unless the request asks `ignore_eos` or `min_tokens` (when `sampling_fields` honours them).
     eos_after: int | None = None
@@ -124,6 +128,7 @@ PRESETS: dict[str, Behavior] = {
     "no_done": Behavior(send_done=False),
     "no_usage": Behavior(usage=False),
     "close_after": Behavior(close_after=True),  # as llama-server does
+    "close_late": Behavior(close_after=True, close_delay_s=0.2),
     "eos": Behavior(eos_after=3),
     "eos_unsupported": Behavior(eos_after=3, sampling_fields=False),
 }
@@ -189,7 +194,8 @@ class PathServer:
 
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config or ServerConfig()
-        self.log: dict[str, tuple[int, int, int]] = {}  # id → (first ns, last ns, tokens)
+        # id → (first token write ns, last write ns, tokens, arrival ns: the handler's start)
+        self.log: dict[str, tuple[int, int, int, int]] = {}
         self.seen_keys: set[str] = set()
         self.num_requests = 0
         self.in_flight = 0
@@ -371,9 +377,11 @@ class PathServer:
             await asyncio.sleep(max(0.0, stream.total_time_s(behavior)))
             await _write(resp, pending, False)
             first_ns = last_ns = time.perf_counter_ns()
-        self.log[request_id] = (first_ns, last_ns, stream.sent)
+        self.log[request_id] = (first_ns, last_ns, stream.sent, arrival)
         await resp.write_eof()
         if behavior.close_after and request.transport is not None:
+            if behavior.close_delay_s:
+                await asyncio.sleep(behavior.close_delay_s)
             request.transport.close()
         return resp
 
@@ -398,7 +406,8 @@ class PathServer:
             self._ticker = asyncio.create_task(self._tick(behavior.itl_s))
         await job.done
         tokens = len(job.writes)
-        self.log[request_id] = (job.writes[0], job.writes[-1], tokens) if tokens else (0, 0, 0)
+        writes = (job.writes[0], job.writes[-1]) if tokens else (0, 0)
+        self.log[request_id] = (*writes, tokens, arrival)
         if self.config.log_writes:
             self.writes[request_id] = job.writes
         await resp.write_eof()
@@ -645,6 +654,13 @@ def serve_in_process(
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def fetch_arrivals(url: str) -> dict[str, int]:
+    """Request id → the perf_counter_ns its handler started: where the server's TTFT begins."""
+    with urllib.request.urlopen(url + "/_log", timeout=10) as resp:  # 127.0.0.1 only
+        data: dict[str, list[int]] = orjson.loads(resp.read())
+    return {key: v[3] for key, v in data.items()}
 
 
 def fetch_writes(url: str) -> dict[str, list[int]]:
