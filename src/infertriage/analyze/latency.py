@@ -373,6 +373,7 @@ class LatencySummary:
     errors: tuple[tuple[str, int], ...] = field(default=())  # the server's and the run's cuts
     rejections: Rejections = field(default=Rejections())  # refused as invalid (4xx)
     num_refused: int = 0  # HTTP 429: the server refused the load (admission control)
+    num_resent: int = 0  # sent twice: the first send met a kept-alive connection closed
 
     @property
     def num_counted(self) -> int:
@@ -470,6 +471,7 @@ def summarize(
         errors=_error_counts(records),
         rejections=rejections_of(records),
         num_refused=sum(1 for r in records if is_refused(r)),
+        num_resent=sum(1 for r in records if "retried" in r.labels),
     )
 
 

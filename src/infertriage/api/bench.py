@@ -86,7 +86,7 @@ from infertriage.workload import (
     parse_workload,
 )
 
-__all__ = ["normalize_base_url", "run_bench"]
+__all__ = ["BenchResult", "normalize_base_url", "reach", "run_bench"]
 
 _DEFAULT_NUM_REQUESTS = 100
 _DEFAULT_CONCURRENCY = 8
@@ -101,6 +101,13 @@ def normalize_base_url(url: str) -> str:
     if not base.startswith(("http://", "https://")) or len(base.split("://", 1)[1]) == 0:
         raise UserError(f"--url {url!r} is not an http:// or https:// URL.")
     return base if base.endswith("/v1") else base + "/v1"
+
+
+def reach(url: str, api_key: str | None) -> None:
+    """A wrong URL, a server that is down or a refused key fails here, in one sentence,
+    before a run directory is made (so nothing is left behind but the error)."""
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    preflight(normalize_base_url(url), auth, need_model=False)
 
 
 def _parse_headers(headers: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -262,6 +269,7 @@ class _Session:
             client=_diagnose(reports, self.records, summary.dispatch_lag),
             interrupted=interrupted,
             exhausted=any(r.exhausted for r in reports),
+            num_backoffs=sum(r.num_backoffs for r in reports),
             stable=judge_stable(self.records, summary.window)
             if mode == "rate" and not math.isinf(value)
             else None,

@@ -29,7 +29,7 @@ from infertriage.analyze.deployment_signals import config_signals, fleet_signals
 from infertriage.analyze.metric_signals import Phases, metric_signals
 from infertriage.analyze.scaling_signals import scaling_signals
 from infertriage.analyze.server_log import log_signals, merge_log_signals, parse_server_log
-from infertriage.api.bench import run_bench
+from infertriage.api.bench import reach, run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
@@ -53,6 +53,7 @@ from infertriage.schemas import (
     Signal,
     Thresholds,
     UserError,
+    check_out,
     load_thresholds,
     read_json,
     write_json,
@@ -402,6 +403,9 @@ def diagnose(
         check_fleet(prometheus, selector)
     # the other run is read before any load: a bad path fails first
     other = _other_run_signals(compare_run) if compare_run is not None else None
+    check_out(out, force=force)  # an --out holding a run is refused first
+    if url is not None:
+        reach(url, api_key)  # then a server that cannot be reached, before the run dir
     run = RunDir.create(out, prefix="diagnose", force=force)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)

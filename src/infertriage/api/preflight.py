@@ -64,7 +64,8 @@ def preflight(base: str, headers: dict[str, str], *, need_model: bool) -> Server
     except aiohttp.InvalidURL as err:
         raise UserError(f"{base} is not a valid URL.") from err
     except aiohttp.ClientConnectorError as err:
-        reason = err.os_error.strerror or str(err.os_error)
+        refused = isinstance(err.os_error, ConnectionRefusedError)
+        reason = "connection refused" if refused else err.os_error.strerror or str(err.os_error)
         raise UserError(f"cannot connect to {base}: {reason.lower()}.") from err
     except TimeoutError as err:
         raise UserError(f"{base} did not answer within {_PREFLIGHT_TIMEOUT_S:g} s.") from err

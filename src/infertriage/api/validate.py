@@ -25,7 +25,7 @@ from typing import Any
 from infertriage.analyze.golive import Phase, drain_check, performance_checks, stability_checks
 from infertriage.analyze.latency import steady_requests
 from infertriage.analyze.metric_signals import Phases, metric_signals
-from infertriage.api.bench import run_bench
+from infertriage.api.bench import reach, run_bench
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.diagnose import Evidence
@@ -44,6 +44,7 @@ from infertriage.schemas import (
     Sample,
     Thresholds,
     UserError,
+    check_out,
     checklist_ready,
     load_thresholds,
     write_json,
@@ -191,6 +192,9 @@ def validate(
         "max_model_len": max_model_len,
     }  # fmt: skip
     load = _Load(rate, concurrency, duration_s, num_requests, soak_s, soak_rate, bench)
+    check_out(out, force=force)  # an --out holding a run is refused first
+    if url is not None:
+        reach(url, api_key)  # then a server that cannot be reached, before the run dir
     run = RunDir.create(out, prefix="validate", force=force)
     clock = RunClock()
     notes: list[str] = []

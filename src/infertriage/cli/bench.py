@@ -1,18 +1,21 @@
 """cli, level 6: `infertriage bench` — parse, call `api.bench.run_bench`, render.
 
-Exit codes: 0 done, 2 a user error (one sentence on stderr), 130 interrupted
-(Ctrl-C: the partial summary is printed and every record kept).
+Exit codes: 0 done, 2 a user error (one sentence on stderr), 4 a load level in
+which no request succeeded (the summary printed, every record kept, one line on
+stderr), 130 interrupted (Ctrl-C: the partial summary is printed and every
+record kept).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from infertriage.api.bench import run_bench
+from infertriage.api.bench import BenchResult, run_bench
 from infertriage.cli.common import print_json
 from infertriage.cli.options import (
     arrival_spec,
@@ -24,6 +27,7 @@ from infertriage.cli.options import (
 )
 from infertriage.report.bench import BenchProgress, bench_to_json, render_bench
 from infertriage.schemas import Interrupted, UserError, load_thresholds
+from infertriage.schemas.errors import EXIT_NO_SUCCESS
 
 
 def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[float]:
@@ -142,4 +146,24 @@ def bench(
         render_bench(result, Console())
     if result.interrupted:
         raise Interrupted(f"the records and a partial summary are kept in {result.run_dir}.")
+    if line := no_success(result):
+        print(f"infertriage: {line}", file=sys.stderr)
+        return EXIT_NO_SUCCESS
     return 0
+
+
+def no_success(result: BenchResult) -> str:
+    """One sentence when a level sent requests and none succeeded; "" otherwise."""
+    for level in result.levels:
+        s = level.summary
+        if s.num_requests and not s.num_ok:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in s.errors[:3])
+            if s.rejections.num_rejected:
+                kinds = ", ".join(filter(None, [kinds, f"rejected {s.rejections.num_rejected}"]))
+            if s.num_refused:
+                kinds = ", ".join(filter(None, [kinds, f"refused (429) {s.num_refused}"]))
+            return (
+                f"no request of level {level.name} succeeded ({s.num_requests} sent: {kinds}); "
+                f"the records are in {result.run_dir}."
+            )
+    return ""

@@ -82,6 +82,12 @@ def level_warnings(level: LevelResult, *, exact_asked: bool) -> list[str]:
         )
     if level.exhausted:
         out.append(f"{level.name}: the closed loop ran out of requests before its duration.")
+    if level.num_backoffs:
+        out.append(
+            f"{level.name}: users waited {level.num_backoffs} time(s) after a request failed "
+            "fast, before any token (50 ms, doubling to 1 s): the load offered was lower than "
+            "asked."
+        )
     if line := s.rejections.line():
         out.append(f"{level.name}: {line}; not counted as errors.")
     if s.num_refused:
@@ -93,13 +99,24 @@ def level_warnings(level: LevelResult, *, exact_asked: bool) -> list[str]:
 
 
 def retry_warning(records: Sequence[RequestRecord]) -> list[str]:
-    retried = sum(1 for r in records if r.labels.get("retried") == "stale_connection")
+    """The requests sent twice, and what their first send met: never a silent resend."""
+    retried = [r for r in records if r.labels.get("retried") == "stale_connection"]
     if not retried:
         return []
+    cause = retried[0].labels.get("retry_cause") or "the connection closed"
     return [
-        f"the server closed kept-alive connections under {retried} request(s), which were "
-        "sent again on a fresh one; later requests asked for `Connection: close` (llama-server "
-        "closes after each streamed response although it answers keep-alive)."
+        f"{len(retried)} request(s) went out on a kept-alive connection the server had "
+        f"already closed, before any answer ({cause}); each was sent once more on a fresh "
+        "connection (labelled `retried` in requests.jsonl, counted as `resent`) and later "
+        "requests opened a connection each. A server that closes after every streamed "
+        "response while it answers keep-alive (llama-server) or a keep-alive timeout "
+        "shorter than the gaps between requests does this."
+        + (
+            f" {again} of them failed again on the fresh connection: the server itself "
+            "resets requests."
+            if (again := sum(1 for r in retried if not r.ok))
+            else ""
+        )
     ]
 
 

@@ -11,8 +11,12 @@ output) at that stamp. Token counts come from `usage`
 where the server offers it). A role-only chunk is not content; reasoning
 deltas (`reasoning_content` or `reasoning`) are. Failures never raise: each
 becomes an `ErrorKind` with a finer `fault` (connect, reset, stall, timeout,
-http_5xx, error_event, malformed_event, truncated). The API key is sent in
-the `Authorization` header and appears in no record, text or repr.
+http_5xx, error_event, malformed_event, truncated, not_streamed: a JSON
+body where a stream was asked). A request is sent once; the one exception is
+a send that failed on a kept-alive connection (aiohttp's trace says it was
+one) before any answer, which goes once more on a fresh connection and is
+labelled `retried`. The API key is sent in the `Authorization` header and
+appears in no record, text or repr.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -88,6 +93,8 @@ class StreamState:
         "queue_s",
         "redact",
         "retried",
+        "retry_cause",
+        "reused",
         "scheduled_ns",
         "sent_ns",
         "spec",
@@ -124,6 +131,8 @@ class StreamState:
         self.usage_completion: int | None = None
         self.texts: list[str] | None = None
         self.retried = False  # resent once on a fresh connection: the kept-alive one was closed
+        self.retry_cause = ""  # what the send on the kept-alive connection met
+        self.reused = False  # the send went out on a kept-alive connection (aiohttp's trace)
 
     def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
         """Record the first failure; a later one (a reset after an error event) does not mask it."""
@@ -240,6 +249,7 @@ class StreamState:
         all_labels.update(labels)
         if self.retried:
             all_labels["retried"] = "stale_connection"
+            all_labels["retry_cause"] = self.retry_cause
         if tokenizer is not None and self.texts is not None and output_source is TokenSource.USAGE:
             # The cross-check: what the local tokenizer makes of the text the server sent.
             all_labels["tokenizer_output_tokens"] = str(tokenizer.count("".join(self.texts)))
@@ -366,16 +376,19 @@ class RequestClient:
         try:
             try:
                 await self._send(state, body, headers)
-            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
-                if state.headers_ns is not None or state.retried:
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as err:
+                if not _stale(state):
                     raise
-                # The server closed the kept-alive connection this request went out on
-                # (llama-server does after every streamed response, though it says
-                # keep-alive): nothing was answered, so send it once more on a fresh one,
-                # as HTTP clients do, and from now on open a connection per request. Its
-                # TTFT counts from this send, as a client that found the connection closed
-                # before using it would count it; the time lost is in its dispatch lag.
+                # Proven stale: the request went out on a kept-alive connection, which the
+                # server closed before answering anything (llama-server does after every
+                # streamed response, though it says keep-alive; so does a keep-alive
+                # timeout racing a request). Send it once more on a fresh connection, as
+                # HTTP clients do, and from now on open a connection per request. Its
+                # TTFT counts from this send; the time lost is in its dispatch lag. A reset
+                # on a fresh connection is the server's failure, never sent again.
                 state.retried, self._no_keepalive = True, True
+                state.retry_cause = state.redact(f"{type(err).__name__}: {err}")[:120]
+                state.reused = False
                 state.sent_ns = state.last_ns = time.perf_counter_ns()
                 await self._send(state, body, headers)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
@@ -407,13 +420,16 @@ class RequestClient:
 
     async def _send(self, state: StreamState, body: bytes, headers: dict[str, str]) -> None:
         session = self._session_now()
-        async with session.post(self._url, data=body, headers=headers) as resp:
+        post = session.post(self._url, data=body, headers=headers, trace_request_ctx=state)
+        async with post as resp:
             state.headers_ns = state.last_ns = time.perf_counter_ns()
             state.status = resp.status
             if resp.status != 200:
                 await self._http_error(state, resp)
-                return
-            await self._read(state, resp)
+            elif resp.content_type == "application/json":
+                await self._not_streamed(state, resp)
+            else:
+                await self._read(state, resp)
 
     async def _watch(self) -> None:
         """One timer for every request in flight, instead of one per read.
@@ -452,6 +468,31 @@ class RequestClient:
         # a 4xx refusing the request (rejected) or the load (429) is not the server failing
         kind = http_error_kind(resp.status)
         state.fail(kind, fault, f"HTTP {resp.status}: {text}".strip())
+
+    async def _not_streamed(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
+        """A 200 with one JSON body: the server, or a proxy before it, ignored `stream`.
+
+        Not a cut stream: nothing streamed, so no TTFT or ITL can be measured. An
+        `{"error": …}` body is the server's error, as an error event would be.
+        """
+        try:
+            data = await resp.content.read(_ERROR_TEXT_LIMIT * 64)
+        except (TimeoutError, aiohttp.ClientError):
+            data = b""
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict) and "error" in body:
+            state._error_event(data)
+            return
+        state.fail(
+            ErrorKind.STREAM,
+            "not_streamed",
+            "the server answered with one JSON body (application/json), not an event stream: "
+            "it, or a proxy in front of it, ignores `stream: true`, so TTFT and ITL cannot be "
+            "measured",
+        )
 
     async def _read(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
         read = resp.content.readany
@@ -493,6 +534,25 @@ async def _finish_body(resp: aiohttp.ClientResponse) -> None:
         resp.close()
 
 
+def _stale(state: StreamState) -> bool:
+    """A send failed on a connection the server had already closed: nothing was answered,
+    the connection was a kept-alive one, and this request was not resent before."""
+    return state.headers_ns is None and state.reused and not state.retried
+
+
+async def _on_reuse(session: aiohttp.ClientSession, ctx: SimpleNamespace, params: object) -> None:
+    state = ctx.trace_request_ctx
+    if isinstance(state, StreamState):
+        state.reused = True
+
+
+def _trace() -> aiohttp.TraceConfig:
+    """aiohttp's word on whether a request's connection is a kept-alive one."""
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_on_reuse)
+    return trace
+
+
 def _classify(state: StreamState, err: BaseException) -> None:
     before_headers = state.headers_ns is None
     text = f"{type(err).__name__}: {err}"
@@ -527,4 +587,5 @@ def make_session(config: ClientConfig, *, force_close: bool = False) -> aiohttp.
         connector=connector,
         auto_decompress=False,
         skip_auto_headers=("User-Agent",),
+        trace_configs=[] if force_close else [_trace()],
     )

@@ -95,6 +95,7 @@ class LevelResult:
     interrupted: bool
     exhausted: bool = False
     stable: bool | None = None  # sweeps: did latency stay bounded at this rate
+    num_backoffs: int = 0  # closed loop: users that waited after a fast failure
 
 
 @dataclass(frozen=True, slots=True)

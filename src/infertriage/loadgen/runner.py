@@ -34,6 +34,10 @@ Sink = Callable[[RequestRecord], None]
 _LAG_INTERVAL_S = 0.010
 _STOP_POLL_S = 0.05
 _TIMER_TICK_S = 0.001
+# A closed-loop user whose request failed fast, before any token (a refused connection, a
+# 5xx, a 429), waits before its next: 50 ms, doubling to 1 s, until one succeeds. Without
+# it, a failing server takes the whole budget in a second.
+_BACKOFF_S, _BACKOFF_MAX_S, _INSTANT_FAILURE_S = 0.05, 1.0, 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,7 @@ class WorkerReport:
     uvloop: bool
     num_reads: int = 0  # socket reads of streamed bodies
     num_events: int = 0  # SSE events those reads carried
+    num_backoffs: int = 0  # closed loop: waits after a fast failure
 
 
 def have_uvloop() -> bool:
@@ -117,10 +122,11 @@ class _Run:
         self.load_start_ns = load_start_ns
         self.sink = sink
         self.tokenizer = tokenizer
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
         self.cancel_fault = "cancelled"
         self.num_records = 0
         self.exhausted = False
+        self.num_backoffs = 0
         self.lag: list[float] = []
         cap = plan.max_concurrency if not plan.closed else None
         self.slots = asyncio.Semaphore(cap) if cap else None
@@ -132,7 +138,8 @@ class _Run:
         self.sink(record)
         self.num_records += 1
 
-    async def one(self, spec: RequestSpec, scheduled_ns: int) -> None:
+    async def one(self, spec: RequestSpec, scheduled_ns: int) -> bool:
+        """Send one request and emit its record; true when it failed fast, before any token."""
         state = self.client.new_state(spec, scheduled_ns)
         request_id = f"{self.plan.id_prefix}-{spec.index}"
         acquired = False
@@ -153,8 +160,11 @@ class _Run:
             if acquired and self.slots is not None:
                 self.slots.release()
         self._emit(state, request_id)
+        took_s = (time.perf_counter_ns() - state.sent_ns) * 1e-9
+        failed = state.error_kind is not ErrorKind.NONE and not state.chunks
+        return failed and took_s < _INSTANT_FAILURE_S
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -174,13 +184,19 @@ class _Run:
     async def _user(self, specs: Iterator[RequestSpec]) -> None:
         think = self.plan.think_time_s
         limit = self.issue_until_ns
-        scheduled = time.perf_counter_ns()
+        scheduled, failures = time.perf_counter_ns(), 0
         for spec in specs:
             if limit is not None and time.perf_counter_ns() >= limit:
                 return
-            await self.one(spec, scheduled)
-            if think > 0:
-                await asyncio.sleep(think)
+            failures = failures + 1 if await self.one(spec, scheduled) else 0
+            pause = think
+            if failures:
+                self.num_backoffs += 1
+                pause += min(_BACKOFF_MAX_S, _BACKOFF_S * 2 ** (failures - 1))
+            if limit is not None:
+                pause = min(pause, max(0.0, (limit - time.perf_counter_ns()) * 1e-9))
+            if pause > 0:
+                await asyncio.sleep(pause)
             scheduled = time.perf_counter_ns()
         self.exhausted = self.issue_until_ns is not None
 
@@ -282,4 +298,5 @@ async def run_load(
         uvloop=type(asyncio.get_running_loop()).__module__.startswith("uvloop"),
         num_reads=run.client.num_reads,
         num_events=run.client.num_events,
+        num_backoffs=run.num_backoffs,
     )

@@ -45,6 +45,7 @@ __all__ = [
     "ServerConfig",
     "fetch_arrivals",
     "fetch_log",
+    "fetch_posts",
     "fetch_writes",
     "serve_in_process",
     "serve_in_thread",
@@ -76,6 +77,8 @@ class Behavior:
     error_after: int | None = None  # an error event after N tokens, then [DONE]
     named_error: bool = False  # the error as `event: error` rather than data {"error": …}
     reset_after: int | None = None  # abort the connection after N tokens
+    reset_before: bool = False  # abort the connection before any response byte
+    non_stream: bool = False  # answer with one JSON completion, as if `stream` were false
     stall_after: int | None = None  # after N tokens, hold the stream open silently
     stall_s: float = 10.0
     invalid_json_at: int | None = None  # event N (1-based) is not JSON
@@ -114,6 +117,8 @@ PRESETS: dict[str, Behavior] = {
     "error": Behavior(error_after=3),
     "named_error": Behavior(error_after=3, named_error=True),
     "reset": Behavior(reset_after=3),
+    "reset_before": Behavior(reset_before=True),
+    "non_stream": Behavior(non_stream=True),
     "stall": Behavior(stall_after=2, stall_s=5.0),
     "invalid_json": Behavior(invalid_json_at=3),
     "http_503": Behavior(status=503),
@@ -198,6 +203,7 @@ class PathServer:
         self.log: dict[str, tuple[int, int, int, int]] = {}
         self.seen_keys: set[str] = set()
         self.num_requests = 0
+        self.posts: dict[str, int] = {}  # request id → POSTs that carried it (a resend: 2)
         self.in_flight = 0
         self.max_in_flight = 0
         self._slots = asyncio.Semaphore(self.config.capacity) if self.config.capacity else None
@@ -213,6 +219,7 @@ class PathServer:
         app.router.add_get("/health", self._health)
         app.router.add_get("/_log", self._log)
         app.router.add_get("/_writes", self._writes)
+        app.router.add_get("/_posts", self._posts)
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_post("/apply-template", self._apply_template)
         self.app = app
@@ -230,6 +237,9 @@ class PathServer:
 
     async def _health(self, request: web.Request) -> web.StreamResponse:
         return web.Response(text="ok")
+
+    async def _posts(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response(self.posts)
 
     async def _log(self, request: web.Request) -> web.StreamResponse:
         return web.Response(body=orjson.dumps(self.log), content_type="application/json")
@@ -293,6 +303,7 @@ class PathServer:
         self.num_requests += 1
         # Taken now: by the stream's end other requests have moved the counter on.
         request_id = request.headers.get("X-Request-Id", f"anon-{self.num_requests}")
+        self.posts[request_id] = self.posts.get(request_id, 0) + 1
         body = orjson.loads(await request.read())
         self.asked[request_id] = {k: body.get(k) for k in _LENGTH_FIELDS if k in body}
         if self.config.reject_over_context and (problem := self._too_long(body)):
@@ -301,6 +312,11 @@ class PathServer:
             return web.json_response(error, status=400)
         if behavior.headers_delay_s:
             await asyncio.sleep(behavior.headers_delay_s)
+        if behavior.reset_before and request.transport is not None:
+            request.transport.abort()
+            return web.Response()  # never sent: the connection is gone
+        if behavior.non_stream:
+            return web.json_response(_completion(body, chat, behavior))
         if behavior.status != 200:
             error = {
                 "error": {
@@ -572,6 +588,20 @@ class _Stream:
         return self._frame(error)
 
 
+def _completion(body: dict[str, Any], chat: bool, behavior: Behavior) -> dict[str, Any]:
+    """A non-streamed answer, as a server or proxy that ignores `stream: true` gives."""
+    asked = int(body.get("max_tokens") or 16)
+    tokens = behavior.num_tokens or min(asked, _MAX_TOKENS_CAP)
+    text = " tok" * tokens
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+    choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+    return {
+        "object": "chat.completion" if chat else "text_completion",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+    }
+
+
 def _count_prompt(body: dict[str, Any], config: ServerConfig) -> int:
     """Words as tokens (times `prompt_token_scale`), plus the chat template's tokens."""
     scale = config.prompt_token_scale
@@ -661,6 +691,13 @@ def fetch_arrivals(url: str) -> dict[str, int]:
     with urllib.request.urlopen(url + "/_log", timeout=10) as resp:  # 127.0.0.1 only
         data: dict[str, list[int]] = orjson.loads(resp.read())
     return {key: v[3] for key, v in data.items()}
+
+
+def fetch_posts(url: str) -> dict[str, int]:
+    """Request id → how many POSTs carried it: 1 each, unless the client sent one again."""
+    with urllib.request.urlopen(url + "/_posts", timeout=10) as resp:  # 127.0.0.1 only
+        data: dict[str, int] = orjson.loads(resp.read())
+    return data
 
 
 def fetch_writes(url: str) -> dict[str, list[int]]:

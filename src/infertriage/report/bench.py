@@ -113,6 +113,7 @@ def _summary_json(s: LatencySummary) -> dict[str, object]:
         "rejected_fix": s.rejections.fix or None,
         "refused": s.num_refused,
         "admission_rate": s.admission_rate,
+        "resent": s.num_resent,  # sent a second time: the kept-alive connection was closed
         "itl_token_level": s.itl_token_level,
         "num_short_outputs": s.num_short_outputs,
         "output_ratio": s.output_ratio,
@@ -163,6 +164,7 @@ def level_to_json(level: LevelResult, thresholds: Thresholds) -> dict[str, objec
         "mode": level.mode,
         "value": level.value,
         "interrupted": level.interrupted,
+        "backoffs": level.num_backoffs,  # closed loop: waits after a fast failure
         "stable": level.stable,
         **_summary_json(level.summary),
         "slo": _slo_json(level.summary, thresholds),

@@ -16,10 +16,18 @@ meanings.
 
 from __future__ import annotations
 
-__all__ = ["EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_USER_ERROR", "Interrupted", "UserError"]
+__all__ = [
+    "EXIT_INCONCLUSIVE",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_SUCCESS",
+    "EXIT_USER_ERROR",
+    "Interrupted",
+    "UserError",
+]
 
 EXIT_USER_ERROR = 2
 EXIT_INCONCLUSIVE = 3
+EXIT_NO_SUCCESS = 4  # `bench`: a load level in which no request succeeded
 EXIT_INTERRUPTED = 130
 
 
