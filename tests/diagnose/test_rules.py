@@ -44,6 +44,11 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         {"trace__launch_gap_fraction": 0.6, "trace__cuda_graph_fraction": 0.95},
         "trace.launch_gap_fraction",
     ),
+    "scheduling.prefill_token_budget": (
+        {"config__max_num_batched_tokens": 256, "server__prefill_time_mean_s": 0.04},
+        {"config__max_num_batched_tokens": 2048, "server__prefill_time_mean_s": 0.04},
+        "server.prefill_time_mean_s",
+    ),
     "kernel.unfused_attention": (
         {"trace__attention_unfused": 1},
         {"trace__attention_unfused": 0},
@@ -486,3 +491,119 @@ def test_the_front_end_is_not_blamed_for_a_host_the_client_saturates() -> None:
     )  # fmt: skip
     kv = diagnose_evidence(full, Thresholds())
     assert kv.primary is not None and kv.primary.finding == "memory.kv_pressure"
+
+
+# Rules at their thresholds: 5 % inside fires, 5 % outside stays quiet, so a threshold
+# moved by 10 % breaks one of the two.
+def _at(threshold: float, inside: bool, below_fires: bool = False) -> float:
+    return threshold * (1.05 if inside != below_fires else 0.95)
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_launch_bound_at_its_gap_threshold(inside: bool) -> None:
+    t = Thresholds()
+    gaps = _at(t.launch_gap_fraction, inside)
+    ev = make_evidence(trace__launch_gap_fraction=gaps, trace__cuda_graph_fraction=0.0,
+                       config__cuda_graphs=0)  # fmt: skip
+    finding = RULES["kernel.launch_bound"].fn(ev, t)
+    assert (finding is not None) is inside
+    if finding is not None:  # the case study's words: CUDA graphs, and both engines' flags
+        assert "CUDA graphs off" in finding.title and "--enforce-eager" in finding.next_steps[0]
+        assert "--disable-cuda-graph" in finding.next_steps[0]
+
+
+def test_launch_bound_needs_graphs_off_by_the_servers_word_or_the_trace() -> None:
+    t = Thresholds()
+    # on by the server's word, yet the trace ran outside graphs: a batch past the capture sizes
+    unused = make_evidence(trace__launch_gap_fraction=0.3, trace__cuda_graph_fraction=0.1,
+                           config__cuda_graphs=1)  # fmt: skip
+    finding = RULES["kernel.launch_bound"].fn(unused, t)
+    assert finding is not None and "CUDA graphs not used" in finding.title
+    on = make_evidence(trace__launch_gap_fraction=0.3, trace__cuda_graph_fraction=0.9,
+                       config__cuda_graphs=1)  # fmt: skip
+    off = make_evidence(trace__launch_gap_fraction=0.3, trace__cuda_graph_fraction=0.9,
+                        config__cuda_graphs=0)  # fmt: skip
+    assert RULES["kernel.launch_bound"].fn(on, t) is None
+    assert RULES["kernel.launch_bound"].fn(off, t) is not None
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_launch_bound_is_a_bottleneck_at_its_share_of_the_roofline_gap(inside: bool) -> None:
+    # No SLO missed: a bottleneck only when the idle time explains enough of the gap to the
+    # roofline. Throughput T, roofline R: idle g lifts T to T / (1 - g), which explains
+    # (T / (1 - g) - T) / (R - T) of the gap; solve for the g that explains the threshold.
+    t = Thresholds()
+    measured, ceiling = 1000.0, 4000.0
+    share = _at(t.launch_gap_roofline_share, inside)
+    lifted = measured + share * (ceiling - measured)
+    gaps = 1 - measured / lifted
+    ev = make_evidence(
+        trace__launch_gap_fraction=gaps,
+        trace__cuda_graph_fraction=0.0,
+        client__throughput_tok_s=measured,
+        plan__throughput_roofline_tok_s=ceiling,
+    )
+    finding = RULES["kernel.launch_bound"].fn(ev, t)
+    assert finding is not None
+    assert (finding.status is Status.BOTTLENECK) is inside
+
+
+def test_the_seeds_case_study_names_cuda_graphs_and_chains_to_busy_not_computing() -> None:
+    # GPU util 97 %, SM active 60 %, 21 % of the GPU's time between kernels, graphs off.
+    ev = make_evidence(gpu__util_mean=0.97, gpu__sm_active_mean=0.6,
+                       trace__launch_gap_fraction=0.21, trace__cuda_graph_fraction=0.0,
+                       trace__kernels_per_step=700, **SLOW)  # fmt: skip
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is not None and diagnosis.primary.finding == "kernel.launch_bound"
+    chain = [link.finding for link in diagnosis.chain]
+    assert chain[:2] == ["kernel.launch_bound", "hardware.busy_not_computing"]
+    assert diagnosis.symptom.startswith("TTFT p95 900 ms (SLO 200 ms)")
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_prefill_token_budget_at_its_steps_threshold(inside: bool) -> None:
+    t = Thresholds()
+    budget = 256.0
+    prompt = _at(t.prompt_steps, inside) * budget
+    ev = make_evidence(config__max_num_batched_tokens=budget, client__mean_prompt_tokens=prompt,
+                       server__prefill_time_mean_s=0.04)  # fmt: skip
+    assert (RULES["scheduling.prefill_token_budget"].fn(ev, t) is not None) is inside
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_prefill_token_budget_at_its_share_of_ttft(inside: bool) -> None:
+    # Seats free: prefill and the wait to be scheduled count; HEALTHY's TTFT mean is 50 ms.
+    t = Thresholds()
+    starved = _at(t.prefill_ttft_share, inside) * 0.05
+    ev = make_evidence(config__max_num_batched_tokens=256, server__prefill_time_mean_s=starved / 2,
+                       server__queue_time_mean_s=starved / 2)  # fmt: skip
+    finding = RULES["scheduling.prefill_token_budget"].fn(ev, t)
+    assert (finding is not None) is inside
+    if finding is not None:
+        assert "--max-num-batched-tokens" in finding.next_steps[0]
+        assert "(now 256)" in finding.next_steps[0]
+
+
+def test_prefill_token_budget_reads_the_largest_step_without_the_setting() -> None:
+    ev = make_evidence(config__max_num_batched_tokens=None, server__step_tokens_max=256,
+                       server__prefill_time_mean_s=0.04, client__ttft_p95_s=0.9)  # fmt: skip
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is not None
+    assert diagnosis.primary.finding == "scheduling.prefill_token_budget"
+    finding = diagnosis.layer(Layer.SCHEDULING).findings[0]
+    assert "no engine step exceeded 256 tokens" in finding.title
+
+
+def test_an_slo_miss_no_rule_explains_is_said_with_what_is_missing() -> None:
+    ev = make_evidence(client__ttft_p95_s=0.206, trace__launch_gap_fraction=None)
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is None and diagnosis.unexplained is not None
+    assert diagnosis.unexplained.line == "TTFT p95 206 ms misses 200 ms; no layer explains it"
+    assert any(line.startswith("trace.launch_gap_fraction:") for line in
+               diagnosis.unexplained.missing)  # fmt: skip
+    assert diagnosis.to_json_dict()["primary"] is None
+
+
+def test_no_miss_no_unexplained_and_no_symptom() -> None:
+    diagnosis = diagnose_evidence(make_evidence(), Thresholds())
+    assert diagnosis.unexplained is None and diagnosis.symptom == ""

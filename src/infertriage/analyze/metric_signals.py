@@ -14,13 +14,19 @@ client's own CPU, whether the server shares the client's host).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from infertriage.analyze.prom import counter_increase, histogram_increase, histogram_quantile
+from infertriage.analyze.prom import (
+    HistogramWindow,
+    counter_increase,
+    histogram_increase,
+    histogram_quantile,
+)
 from infertriage.schemas import Sample, Signal
 
 __all__ = ["Phases", "metric_signals"]
@@ -78,14 +84,31 @@ def _increase(series: _Series, name: str, start: float, end: float) -> float | N
     return None if found is None else found.increase
 
 
-def _histogram(series: _Series, name: str, start: float, end: float) -> list[Signal]:
+def _window(series: _Series, name: str, start: float, end: float) -> HistogramWindow | None:
     snapshots = []
     for t in sorted(series.hist.get(name, {})):
         if start - 1e-9 <= t <= end + 1e-9:
             values = series.hist[name][t]
             buckets = {float(k): v for k, v in values.items() if k not in ("sum", "count")}
             snapshots.append((buckets, values.get("sum", 0.0), values.get("count", 0.0)))
-    window = histogram_increase(snapshots)
+    return histogram_increase(snapshots)
+
+
+def _step_tokens_max(series: _Series, start: float, end: float) -> list[Signal]:
+    """The largest engine step's tokens, bounded above by the first bucket that holds every
+    step of the window (vLLM's `iteration_tokens_total`): a step budget
+    (`max_num_batched_tokens`) below the prompts shows as steps that never grow past it."""
+    window = _window(series, "server.step_tokens", start, end)
+    if window is None or window.count <= 0:
+        return []
+    bound = next((le for le, n in window.buckets if n >= window.count), None)
+    if bound is None or math.isinf(bound):
+        return []
+    return _signal("server.step_tokens_max", bound, "tokens", (start, end))
+
+
+def _histogram(series: _Series, name: str, start: float, end: float) -> list[Signal]:
+    window = _window(series, name, start, end)
     if window is None or window.count <= 0:
         return []
     span = (start, end)
@@ -112,8 +135,9 @@ def _server(series: _Series, phases: Phases) -> list[Signal]:
     # Up to the overload step: vLLM observes queue time when a request finishes, so the
     # measured level's last requests land in its drain, before the overload begins.
     hist_end = phases.overload_start_ts or end
-    for name in ("server.ttft", "server.itl", "server.queue_time"):
+    for name in ("server.ttft", "server.itl", "server.queue_time", "server.prefill_time"):
         out += _histogram(series, name, start, hist_end)
+    out += _step_tokens_max(series, start, hist_end)
     # Memory and queues are read up to the end of the overload step, their peak.
     end = max(end, phases.overload_end_ts or end)
     span = (start, end)

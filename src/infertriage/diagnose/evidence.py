@@ -64,6 +64,8 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "server.ttft_p95_s": SignalDef("s", _METRICS),
         "server.itl_p95_s": SignalDef("s", _METRICS),
         "server.queue_time_mean_s": SignalDef("s", _METRICS),
+        "server.prefill_time_mean_s": SignalDef("s", _METRICS),
+        "server.step_tokens_max": SignalDef("tokens", _METRICS),
         "server.ttft_mean_s": SignalDef("s", _METRICS),
         "server.itl_p50_s": SignalDef("s", _METRICS),
         "server.restarts": SignalDef("1", _METRICS),
@@ -96,6 +98,8 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "config.block_size": SignalDef("tokens", _CONFIG),
         "config.gpu_memory_utilization": SignalDef("fraction", _CONFIG),
         "config.max_model_len": SignalDef("tokens", _CONFIG),
+        "config.max_num_batched_tokens": SignalDef("tokens", _CONFIG),
+        "config.cuda_graphs": SignalDef("bool", _CONFIG),
         "config.tensor_parallel": SignalDef("1", _PLAN),
         "config.interconnect_pcie": SignalDef("bool", _PLAN),
         # GPU counters (DCGM)

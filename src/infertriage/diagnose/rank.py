@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from infertriage.diagnose import rules as _rules  # noqa: F401 — importing registers the rules
 from infertriage.diagnose.evidence import SIGNALS, Evidence
 from infertriage.diagnose.registry import RULES, Rule
-from infertriage.diagnose.symptom import slo_results
+from infertriage.diagnose.symptom import misses, slo_results
 from infertriage.schemas import (
     LAYER_ORDER,
     ChainLink,
@@ -24,6 +24,7 @@ from infertriage.schemas import (
     Primary,
     Status,
     Thresholds,
+    Unexplained,
 )
 
 __all__ = ["CAUSES", "diagnose_evidence", "run_rules"]
@@ -37,6 +38,10 @@ CAUSES: dict[str, tuple[str, ...]] = {
         "hardware.below_roofline",
     ),
     "scheduling.queue_dominates_ttft": ("scheduling.unbounded_queue",),
+    "scheduling.prefill_token_budget": (
+        "scheduling.queue_dominates_ttft",
+        "scheduling.unbounded_queue",
+    ),
     "kernel.launch_bound": ("hardware.busy_not_computing", "hardware.below_roofline"),
     "kernel.unfused_attention": ("hardware.below_roofline",),
     "application.frontend_saturated": (
@@ -204,20 +209,40 @@ def _held_back(findings: list[Finding], roots: dict[str, str]) -> list[Finding]:
     ]
 
 
+def _unexplained(
+    sentence: str, findings: list[Finding], layers: tuple[LayerResult, ...]
+) -> Unexplained:
+    """Why a missed SLO has no primary, and the evidence that would tell."""
+    if any(f.caveat for f in findings):
+        why = "contention on this host may explain it (see the caveat)"
+    elif findings:
+        why = "no bottleneck explains it; the warnings are the candidates"
+    else:
+        why = "no layer explains it"
+    missing = tuple(dict.fromkeys(line for layer in layers for line in layer.missing))
+    return Unexplained(line=f"{sentence}; {why}", missing=missing)
+
+
 def diagnose_evidence(evidence: Evidence, thresholds: Thresholds) -> Diagnosis:
     findings, skipped = run_rules(evidence, thresholds)
     findings, root = _promote_root(findings)
     by_id = {f.id: f for f in findings}
     layers = tuple(_layer_result(layer, findings, skipped, evidence) for layer in LAYER_ORDER)
-    primary = None
+    missed = misses(evidence, thresholds)
+    primary, unexplained = None, None
     chain: tuple[ChainLink, ...] = ()
     if root is not None:
         primary = Primary(layer=by_id[root].layer, finding=root)
         chain = _chain_from(root, by_id)
+    elif missed:
+        sentence = "; ".join(m.sentence for m in missed)
+        unexplained = _unexplained(sentence, findings, layers)
     return Diagnosis(
         layers=layers,
         primary=primary,
         chain=chain,
         slo=slo_results(evidence, thresholds),
         client_bound=(evidence.get("client.bound") or 0.0) >= 1,
+        symptom=", ".join(m.symptom for m in missed),
+        unexplained=unexplained,
     )

@@ -16,10 +16,12 @@ from infertriage.schemas import SloProfile, SloResult, Thresholds
 
 __all__ = [
     "ErrorCounts",
+    "Miss",
     "current",
     "error_counts",
     "errors_missed",
     "itl_missed",
+    "misses",
     "slo_missed",
     "slo_results",
     "ttft_missed",
@@ -98,6 +100,45 @@ def slo_missed(evidence: Evidence, t: Thresholds) -> bool:
         or errors_missed(evidence, t)
         or low_throughput
     )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2g} s" if value >= 1 else f"{value * 1e3:.0f} ms"
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """One SLO the run missed, as the chain's end and as a sentence."""
+
+    figure: str  # "TTFT p95 4.7 s"
+    target: str  # "200 ms"
+
+    @property
+    def symptom(self) -> str:
+        return f"{self.figure} (SLO {self.target})"
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.figure} misses {self.target}"
+
+
+def misses(evidence: Evidence, t: Thresholds) -> list[Miss]:
+    """The SLOs missed, by the same tests the rules use (`slo_missed`)."""
+    out: list[Miss] = []
+    if ttft_missed(evidence, t):
+        out.append(Miss(f"TTFT p95 {_seconds(ttft_p95(evidence) or 0.0)}", _seconds(t.ttft_p95_s)))
+    if itl_missed(evidence, t):
+        out.append(Miss(f"ITL p95 {_seconds(itl_p95(evidence) or 0.0)}", _seconds(t.itl_p95_s)))
+    if errors_missed(evidence, t):
+        counts = error_counts(evidence)
+        rate = counts.rate if counts else evidence.get("client.error_rate") or 0.0
+        out.append(Miss(f"error rate {rate:.1%}", f"{t.error_rate:.1%}"))
+    throughput = evidence.get("client.throughput_tok_s")
+    batch = t.profile is SloProfile.BATCH
+    if batch and throughput is not None and throughput < t.min_throughput_tok_s:
+        target = f"{t.min_throughput_tok_s:,.0f} tokens/s"
+        out.append(Miss(f"throughput {throughput:,.0f} tokens/s", target))
+    return out
 
 
 def slo_results(evidence: Evidence, t: Thresholds) -> tuple[SloResult, ...]:

@@ -106,25 +106,37 @@ def _summary(diagnosis: Diagnosis) -> Text:
     if diagnosis.client_bound:
         text.append("The load client fell behind: its figures are not trustworthy.\n", style="red")
     if diagnosis.primary is None:
-        missed = [r.name for r in diagnosis.slo if r.passed is False]
-        if missed:
-            text.append(
-                f"No bottleneck found, but {', '.join(missed)} missed its SLO: read the warnings "
-                "and the missing evidence.\n",
-                style="yellow",
-            )
-        else:
-            text.append("No bottleneck: every SLO holds.\n", style="green")
+        _no_primary(diagnosis, text)
         return text
     text.append("Primary bottleneck: ", style="bold")
     text.append(
         f"{diagnosis.primary.layer.value} ({show_controls(diagnosis.primary.finding)})\n",
         style="bold red",
     )
-    if len(diagnosis.chain) > 1:
-        chain = " → ".join(f"{link.layer.value}: {link.finding}" for link in diagnosis.chain)
-        text.append(f"Chain: {show_controls(chain)}\n")
+    links = [link.finding for link in diagnosis.chain]
+    if diagnosis.symptom:
+        links.append(diagnosis.symptom)
+    if len(links) > 1:
+        text.append(f"Chain: {show_controls(' → '.join(links))}\n")
     return text
+
+
+def _no_primary(diagnosis: Diagnosis, text: Text) -> None:
+    unexplained = diagnosis.unexplained
+    if unexplained is not None:
+        text.append(f"No primary: {show_controls(unexplained.line)}.\n", style="yellow")
+        for line in unexplained.missing[:6]:
+            text.append(f"  missing: {show_controls(line)}\n", style="dim")
+        return
+    missed = [r.name for r in diagnosis.slo if r.passed is False]
+    if missed:
+        text.append(
+            f"No bottleneck found, but {', '.join(missed)} missed its SLO: read the warnings "
+            "and the missing evidence.\n",
+            style="yellow",
+        )
+    else:
+        text.append("No bottleneck: every SLO holds.\n", style="green")
 
 
 def _slo_value(value: float, unit: str) -> str:

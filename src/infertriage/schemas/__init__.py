@@ -18,6 +18,7 @@ from infertriage.schemas.diagnosis import (
     LayerResult,
     Primary,
     SloResult,
+    Unexplained,
 )
 from infertriage.schemas.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
 from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
@@ -93,6 +94,7 @@ __all__ = [
     "Status",
     "Thresholds",
     "TokenSource",
+    "Unexplained",
     "UserError",
     "check_out",
     "checklist_ready",

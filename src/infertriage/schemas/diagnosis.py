@@ -87,6 +87,13 @@ class ChainLink(_Frozen):
     effect: str
 
 
+class Unexplained(_Frozen):
+    """An SLO missed that no bottleneck explains: the miss, why, and what would tell."""
+
+    line: str  # e.g. "TTFT p95 206 ms misses 200 ms; no layer explains it"
+    missing: tuple[str, ...] = ()  # absent evidence, each with the flag or command for it
+
+
 class SloResult(_Frozen):
     name: str  # e.g. ttft_p95
     target: float
@@ -134,6 +141,9 @@ class Diagnosis(_Frozen):
     slo: tuple[SloResult, ...] = ()
     client_bound: bool = False
     judged: JudgedWindow | None = None  # the window the client's SLO figures were judged over
+    # what the chain ends at: the SLOs missed, e.g. "TTFT p95 4.7 s (SLO 200 ms)"; "" if none
+    symptom: str = ""
+    unexplained: Unexplained | None = None  # a miss with no primary: said, never silent
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

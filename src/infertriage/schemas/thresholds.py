@@ -50,6 +50,16 @@ class Thresholds:
     # ... and the CPU that is not the server's (the client, other processes) is at least this
     # share of the host: a server that saturates the host on its own is not contended
     host_other_cpu_share: float = 0.25
+    # kernel launches: GPU time idle between kernels (CUDA graphs off) that is a finding, and
+    # the share of the gap to the roofline it must explain to be a bottleneck without an SLO
+    # miss; idle this much is a bottleneck whatever the SLOs and the roofline say
+    launch_gap_fraction: float = 0.15
+    launch_gap_roofline_share: float = 0.20
+    launch_bound_fraction: float = 0.50
+    # prefill starved by the step budget: prefill (and, with seats free, the wait to be
+    # scheduled) this share of TTFT, and prompts this many budgets long on average
+    prefill_ttft_share: float = 0.50
+    prompt_steps: float = 1.5
 
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

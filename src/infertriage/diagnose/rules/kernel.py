@@ -8,10 +8,29 @@ from infertriage.diagnose.symptom import slo_missed
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
-_LAUNCH_GAP = 0.3  # share of GPU time idle between kernels
-_LAUNCH_BOUND = 0.5  # idle this much, the launches are the bottleneck whatever the SLOs say
 _GRAPHS_ON = 0.5
 _HOST_WAIT = 0.3
+
+
+def _graphs_unused(ev: Evidence) -> str:
+    """How CUDA graphs are off: "off" (the server says so), "not used" (the trace's kernels
+    ran outside graphs: off, or a batch beyond the capture sizes), or "" when in use."""
+    reported = ev.get("config.cuda_graphs")
+    if reported is not None and reported < 1:
+        return "off"
+    if (ev.get("trace.cuda_graph_fraction") or 0.0) < _GRAPHS_ON:
+        return "off" if reported is None else "not used"
+    return ""
+
+
+def roofline_gap_explained(ev: Evidence, idle: float) -> float | None:
+    """The share of the gap to the roofline that `idle` GPU time explains: removing it
+    would raise throughput by 1/(1 − idle), up to the roofline. None without a roofline."""
+    measured = ev.get("client.throughput_tok_s")
+    ceiling = ev.get("plan.throughput_roofline_tok_s")
+    if measured is None or not ceiling or measured >= ceiling or idle >= 1:
+        return None
+    return (min(measured / (1 - idle), ceiling) - measured) / (ceiling - measured)
 
 
 @rule(
@@ -20,26 +39,43 @@ _HOST_WAIT = 0.3
     ("trace.launch_gap_fraction", "trace.cuda_graph_fraction", "trace.kernels_per_step"),
 )
 def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
+    """CUDA graphs off and the GPU idle between kernels: the seeds' case study.
+
+    A bottleneck when an SLO is missed, when the idle time explains at least
+    `launch_gap_roofline_share` of the gap to the roofline, or when it reaches
+    `launch_bound_fraction` of the GPU's time; otherwise a warning.
+    """
     gaps = ev.get("trace.launch_gap_fraction") or 0.0
-    graphs = ev.get("trace.cuda_graph_fraction") or 0.0
-    if gaps < _LAUNCH_GAP or graphs >= _GRAPHS_ON:
+    unused = _graphs_unused(ev)
+    if gaps < t.launch_gap_fraction or not unused:
         return None
     kernels = ev.get("trace.kernels_per_step") or 0.0
+    explained = roofline_gap_explained(ev, gaps)
+    bottleneck = (
+        slo_missed(ev, t)
+        or gaps >= t.launch_bound_fraction
+        or (explained is not None and explained >= t.launch_gap_roofline_share)
+    )
+    share = "" if explained is None else f", {explained:.0%} of the gap to the roofline"
     return make_finding(
         "kernel.launch_bound",
         _L,
-        bottleneck=slo_missed(ev, t) or gaps >= _LAUNCH_BOUND,
-        severity=severity_above(gaps, _LAUNCH_GAP, 0.8),
-        explains=gaps,
-        title=f"{kernels:.0f} kernels per step launched one by one; GPU idle {gaps:.0%} between",
+        bottleneck=bottleneck,
+        severity=severity_above(gaps, t.launch_gap_fraction, 0.8),
+        explains=gaps if explained is None else max(gaps, explained),
+        title=(
+            f"CUDA graphs {unused}: {kernels:.0f} kernels per step launched one by one, the GPU "
+            f"idle {gaps:.0%} of its time between them{share}"
+        ),
         evidence=ev,
         used=(
-            ("trace.launch_gap_fraction", _LAUNCH_GAP),
+            ("trace.launch_gap_fraction", t.launch_gap_fraction),
             ("trace.cuda_graph_fraction", _GRAPHS_ON),
         ),
         explanation=(
             "Without CUDA graphs every kernel pays a host launch; small decode kernels finish "
-            "before the next launch arrives, so the GPU waits on the CPU."
+            "before the next launch arrives, so the GPU waits on the CPU. GPU 'utilisation' "
+            "counts that time as busy."
         ),
         next_steps=(
             "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)",

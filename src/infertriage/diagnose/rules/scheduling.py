@@ -81,6 +81,75 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
+def _step_budget(ev: Evidence) -> tuple[float, str] | None:
+    """The step budget: the server's setting, else the largest step seen (an upper bound)."""
+    budget = ev.get("config.max_num_batched_tokens")
+    if budget is not None:
+        return budget, f"the step budget `--max-num-batched-tokens` is {budget:,.0f}"
+    largest = ev.get("server.step_tokens_max")
+    if largest is None:
+        return None
+    return largest, f"no engine step exceeded {largest:,.0f} tokens (`iteration_tokens_total`)"
+
+
+@rule(
+    "scheduling.prefill_token_budget",
+    _L,
+    ("server.prefill_time_mean_s", "server.ttft_mean_s", "client.mean_prompt_tokens"),
+)
+def prefill_token_budget(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Prefill starved by the token budget: a prompt takes several steps to prefill.
+
+    TTFT is mostly prefill (the server's histograms), or prefill and the wait to be
+    scheduled while batch seats are free, and the step budget is smaller than the
+    typical prompt, so each prefill is chunked over `prompt / budget` steps, every
+    one of them shared with the running decodes.
+    """
+    ttft, prefill = ev.get("server.ttft_mean_s") or 0.0, ev.get("server.prefill_time_mean_s")
+    prompt, found = ev.get("client.mean_prompt_tokens") or 0.0, _step_budget(ev)
+    if found is None or prefill is None or ttft <= 0:
+        return None
+    budget, said = found
+    queue_share = (ev.get("server.queue_time_mean_s") or 0.0) / ttft
+    prefill_share, steps = prefill / ttft, prompt / budget if budget > 0 else 0.0
+    # With seats free the wait to be scheduled is a wait for the budget too (a running
+    # prefill's chunks take it); with every seat taken it is the seats' (queue_dominates_ttft).
+    seats, running = ev.get("config.max_num_seqs"), ev.get("queue.running_max") or 0.0
+    seats_free = seats is not None and running < seats
+    starved = prefill_share + (queue_share if seats_free else 0.0)
+    if starved < t.prefill_ttft_share or steps < t.prompt_steps:
+        return None
+    waited = f" and the wait for it {queue_share:.0%}" if seats_free else ""
+    return make_finding(
+        "scheduling.prefill_token_budget",
+        _L,
+        bottleneck=ttft_missed(ev, t),
+        severity=severity_above(steps, t.prompt_steps, 8.0),
+        explains=min(1.0, starved),
+        title=(
+            f"prefill is {prefill_share:.0%} of TTFT{waited}: {said}, prompts average "
+            f"{prompt:,.0f} tokens, about {steps:.1f} steps each"
+        ),
+        evidence=ev,
+        used=(
+            ("server.prefill_time_mean_s", t.prefill_ttft_share * ttft),
+            ("client.mean_prompt_tokens", t.prompt_steps * budget),
+        ),
+        explanation=(
+            "Each engine step schedules at most the token budget; a prompt longer than it is "
+            "prefilled in chunks over several steps, each also carrying every running decode, "
+            "so the first token waits for all of them."
+        ),
+        next_steps=(
+            "raise `--max-num-batched-tokens`"
+            + current(ev, "config.max_num_batched_tokens", "{:,.0f}")
+            + f" to at least the typical prompt ({prompt:,.0f} tokens; SGLang: "
+            "`--chunked-prefill-size`, TGI: `--max-batch-prefill-tokens`)",
+            "if ITL must stay flat while prompts arrive, raise it in steps and watch ITL p95",
+        ),
+    )
+
+
 @rule("scheduling.engine_loop_cpu", _L, ("proc.engine_thread_cpu",))
 def engine_loop_cpu(ev: Evidence, t: Thresholds) -> Finding | None:
     busy = ev.get("proc.engine_thread_cpu") or 0.0
