@@ -8,18 +8,18 @@ DURATION ?= 30
 
 .PHONY: demo test test-engines lint typecheck contracts unit clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml testing/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./testing
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/infertriage diagnose --scenario $(SCENARIO) --duration $(DURATION)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src testing tests benchmarks scripts
+	$(BIN)/ruff format --check src testing tests benchmarks scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -41,4 +41,4 @@ test-engines: $(STAMP)
 	INFERTRIAGE_ENGINES=1 $(BIN)/python -m pytest -p no:xdist -q -ra --durations=10 tests/engines
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info testing/*.egg-info .pytest_cache .mypy_cache .ruff_cache

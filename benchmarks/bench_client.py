@@ -27,7 +27,7 @@ writes the first token 40 ms after each request reaches its handler and logs bot
 moments; once with keep-alive and once closing every connection after its stream (as
 llama-server does), at each of `--ttft-streams`, three clients each in a child process
 of its own run `--repeat` blocks of `--ttft-requests` requests in turn: infertriage
-(`run_bench`), and the floor (`infertriage.loadgen.floor.raw_ttft`: stamp, post, first
+(`run_bench`), and the floor (`infertriage_testing.floor.raw_ttft`: stamp, post, first
 content read, nothing parsed) on asyncio's loop and on uvloop. Per client: TTFT p50,
 mean and p90; the server's own TTFT (handler start → first token write); what the
 client added to it per request (its TTFT less the server's), split into the send (the
@@ -61,15 +61,15 @@ import uvloop
 
 from infertriage.analyze.latency import itl_samples, tpot_s
 from infertriage.api.bench import run_bench
-from infertriage.loadgen.floor import TtftRow, raw_ttft
-from infertriage.loadgen.testserver import (
+from infertriage.schemas import RequestRecord, RunDir, parse_duration
+from infertriage_testing.floor import TtftRow, raw_ttft
+from infertriage_testing.testserver import (
     Behavior,
     fetch_arrivals,
     fetch_log,
     fetch_writes,
     serve_in_process,
 )
-from infertriage.schemas import RequestRecord, RunDir, parse_duration
 
 CLIENT_NICE = 5  # the default of --client-nice
 

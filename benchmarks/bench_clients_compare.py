@@ -60,8 +60,8 @@ import numpy as np
 import orjson
 import psutil
 
-from infertriage.loadgen.testserver import Behavior, fetch_writes, serve_in_process
 from infertriage.schemas import parse_duration
+from infertriage_testing.testserver import Behavior, fetch_writes, serve_in_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_clients_tools as tools

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from infertriage.analyze.trace.synth import SynthSpec, trace_chunks
+from infertriage_testing.tracesynth import SynthSpec, trace_chunks
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent.parent / "shared" / "fixtures" / "traces" / "pytorch"

@@ -12,9 +12,9 @@ import pytest
 
 from infertriage.analyze.trace import jsonsplit, load_traces
 from infertriage.analyze.trace.jsonsplit import NotATrace, TruncatedTrace, iter_event_batches
-from infertriage.analyze.trace.synth import SynthSpec, trace_chunks
 from infertriage.analyze.trace.table import CopyKind, GpuOpKind
 from infertriage.schemas import UserError
+from infertriage_testing.tracesynth import SynthSpec, trace_chunks
 
 
 def _events(data: bytes, chunk: int | None = None) -> tuple[list[object], dict[str, object]]:

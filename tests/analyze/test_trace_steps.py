@@ -1,6 +1,6 @@
 """Step detection and the launch, graph and communication figures on synthetic inference traces.
 
-`synth` writes decode steps of a Llama-like model with no step markers, so
+`infertriage_testing.tracesynth` writes decode steps of a Llama-like model with no step markers, so
 the detector must find the steps from the kernel pattern alone; the trace's
 truth (`synth_truth`) says what it must find.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.analyze.trace import TraceReport, analyze_tables, find_steps, load_traces
-from infertriage.analyze.trace.synth import SynthSpec, synth_truth, trace_chunks
+from infertriage_testing.tracesynth import SynthSpec, synth_truth, trace_chunks
 
 
 def _write(path: Path, spec: SynthSpec) -> Path:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.analyze.trace.synth import SynthSpec, trace_chunks
 from infertriage.api.diagnose import diagnose, keep_traces
 from infertriage.cli import main
 from infertriage.schemas import Layer, RunDir, RunInfo, Status
+from infertriage_testing.tracesynth import SynthSpec, trace_chunks
 
 # scenario → the layer its injected fault lives in (None: no bottleneck at all)
 EXPECTED: dict[str, Layer | None] = {

@@ -24,8 +24,8 @@ import orjson
 import pytest
 
 from infertriage.cli import main
-from infertriage.loadgen.testserver import Behavior, ServerConfig, fetch_posts, serve_in_thread
 from infertriage.schemas import RunDir
+from infertriage_testing.testserver import Behavior, ServerConfig, fetch_posts, serve_in_thread
 
 # (every n-th request, preset) → the kind:fault its record carries
 FAULTS = {
@@ -161,7 +161,7 @@ def test_a_sigkilled_server_leaves_one_record_per_request_and_a_diagnosable_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     behavior = orjson.dumps(asdict(Behavior(ttft_s=0.02, itl_s=0.01, num_tokens=20))).decode()
-    command = [sys.executable, "-m", "infertriage.loadgen.testserver", "--behavior", behavior]
+    command = [sys.executable, "-m", "infertriage_testing.testserver", "--behavior", behavior]
     out = tmp_path / "run"
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as server:
         assert server.stdout is not None

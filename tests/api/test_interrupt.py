@@ -25,8 +25,8 @@ import pytest
 
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.cli import main
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import RequestRecord, RunDir
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 STOP_BOUND_S = 20.0  # first Ctrl-C to exit: cancel, write, diagnose, stop the twin (2 s idle)
 AT_ONCE_S = 3.0  # second Ctrl-C to exit

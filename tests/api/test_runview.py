@@ -16,8 +16,8 @@ import pytest
 
 from infertriage.api.runview import measured_view
 from infertriage.cli import main
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import ErrorKind, JsonlWriter, RequestRecord, RunDir, RunInfo
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 SMALL = ["--workload", "synthetic:input=8,output=5"]
 

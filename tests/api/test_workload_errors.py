@@ -1,7 +1,7 @@
 """Requests the server rejects (4xx) or refuses for load (429), against a real loopback server.
 
 Every 10th request gets vLLM's HTTP 400 for a prompt past the context (the
-`http_400` preset of `loadgen.testserver`; for `diagnose`, which reads the
+`http_400` preset of `infertriage_testing.testserver`; for `diagnose`, which reads the
 server's /metrics, a gateway in front of the real twin answers it), or a 429:
 bench counts them apart from the server's errors; diagnose and validate stop
 with exit 2 at more than 2 % rejected, naming the server's message and the
@@ -20,9 +20,9 @@ from aiohttp import web
 from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import diagnose
 from infertriage.cli.app import main
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import RequestRecord, RunDir, Signal, Status, UserError
 from infertriage.twin.process import TwinProcess
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 from ..loopback_proxy import Proxy
 

@@ -26,8 +26,8 @@ import pytest
 
 from infertriage.cli import main
 from infertriage.cli.app import app
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import UserError
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 # What a finished run leaves; a run directory cut short by an error must not hold them.
 _FINISHED = ("diagnosis.json", "validate.json", "compare.json", "summary.csv", "signals.jsonl")

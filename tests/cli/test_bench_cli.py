@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from infertriage.cli import main
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import ErrorKind, RequestRecord, RunDir
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 FAST = Behavior(ttft_s=0.005, itl_s=0.002)
 SMALL = ["--workload", "synthetic:input=8,output=5"]

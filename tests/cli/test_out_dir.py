@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from infertriage.cli import main
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import RequestRecord, RunDir
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 DEAD = "http://127.0.0.1:9"  # refused before any connection is tried
 SMALL = ["--workload", "synthetic:input=8,output=5"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.analyze.trace.synth import SynthSpec, synth_truth, trace_chunks
 from infertriage.cli import main
+from infertriage_testing.tracesynth import SynthSpec, synth_truth, trace_chunks
 
 SPEC = SynthSpec(num_steps=6, num_layers=4)
 

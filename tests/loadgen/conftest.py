@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, make_session
-from infertriage.loadgen.testserver import PathServer, ServerConfig, serve_in_thread
 from infertriage.schemas import RequestRecord
 from infertriage.workload import RequestSpec, SynthText, Turn
+from infertriage_testing.testserver import PathServer, ServerConfig, serve_in_thread
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ import pytest
 from infertriage.analyze.latency import LatencySummary, tpot_s
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.client import ClientConfig
-from infertriage.loadgen.floor import TtftRow, raw_ttft
 from infertriage.loadgen.runner import LoadPlan, run_load, run_sync
-from infertriage.loadgen.testserver import Behavior, fetch_arrivals, fetch_log, serve_in_process
 from infertriage.schemas import RequestRecord, RunDir
 from infertriage.workload import Schedule, make_specs, parse_workload
+from infertriage_testing.floor import TtftRow, raw_ttft
+from infertriage_testing.testserver import Behavior, fetch_arrivals, fetch_log, serve_in_process
 
 TTFT_S, ITL_S, TOKENS = 0.050, 0.010, 40
 

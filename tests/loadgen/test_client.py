@@ -12,8 +12,8 @@ import pytest
 
 from infertriage.analyze.latency import icl_samples, itl_samples, tpot_s, ttfo_s
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, make_session
-from infertriage.loadgen.testserver import PathServer
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
+from infertriage_testing.testserver import PathServer
 
 from .conftest import spec
 

@@ -17,7 +17,7 @@ import pytest
 from infertriage.analyze.latency import judge_client
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.results import ClientDiagnostics
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_process, serve_in_thread
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_process, serve_in_thread
 
 
 def _client(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.bench import run_bench
-from infertriage.loadgen.testserver import PRESETS, PathServer, ServerConfig, serve_in_thread
 from infertriage.schemas import RequestRecord
+from infertriage_testing.testserver import PRESETS, PathServer, ServerConfig, serve_in_thread
 
 Fetch = Callable[..., RequestRecord]
 

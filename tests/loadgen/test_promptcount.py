@@ -16,8 +16,8 @@ import pytest
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.promptcount import pick_sample
 from infertriage.loadgen.results import BenchResult
-from infertriage.loadgen.testserver import Behavior, PathServer, ServerConfig, serve_in_thread
 from infertriage.workload import make_specs, parse_workload, words_text
+from infertriage_testing.testserver import Behavior, PathServer, ServerConfig, serve_in_thread
 
 _FAST = Behavior(ttft_s=0.001, itl_s=0.0)
 

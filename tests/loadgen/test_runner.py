@@ -10,10 +10,10 @@ import pytest
 
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.loadgen.workers import split_plan
 from infertriage.schemas import ErrorKind, RequestRecord
 from infertriage.workload import Schedule, make_specs, parse_workload
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 FAST = Behavior(ttft_s=0.005, itl_s=0.002)
 

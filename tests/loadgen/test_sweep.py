@@ -10,8 +10,8 @@ from infertriage.analyze.latency import LatencySummary, steady_window, summarize
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.results import ClientDiagnostics, LevelResult
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates, ttft_growth
-from infertriage.loadgen.testserver import Behavior, serve_in_process
 from infertriage.schemas import Chunk, RequestRecord
+from infertriage_testing.testserver import Behavior, serve_in_process
 
 
 def _records(ttft_of: list[float], gap: float = 0.1) -> list[RequestRecord]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.bench import run_bench
-from infertriage.loadgen.testserver import ServerConfig, serve_in_thread
 from infertriage.workload import words_text
+from infertriage_testing.testserver import ServerConfig, serve_in_thread
 
 
 def _bench(

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from infertriage.api.bench import run_bench
-from infertriage.loadgen.testserver import Behavior, ServerConfig, serve_in_thread
 from infertriage.schemas import RequestRecord, RunDir
 from infertriage.workload import make_offsets, parse_arrivals
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 
 def test_two_workers_share_one_schedule_and_one_run(tmp_path: Path) -> None:

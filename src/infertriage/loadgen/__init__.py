@@ -6,10 +6,9 @@ client's own health. Parts: `sse` (an incremental byte-level SSE parser),
 `client` (one measured streaming request), `runner` (open loop on absolute
 deadlines, closed loop, `max_concurrency` with client queue time), `workers`
 (`--workers N` processes on one schedule), `sweep` (rates to probe, the
-knee), `results` (the typed results `report` renders), `testserver` (a
-loopback server with known timing and pathologies) and `floor` (a raw aiohttp
-reader, the floor the client's TTFT is judged against), these two for tests
-and benchmarks.
+knee) and `results` (the typed results `report` renders). The loopback test
+server and the raw-reader floor live outside the product, in
+`infertriage_testing`.
 """
 
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState

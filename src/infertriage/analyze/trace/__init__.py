@@ -4,8 +4,8 @@ Takes PyTorch-profiler Chrome traces and Nsight Systems SQLite exports; gives
 a `TraceReport` of `trace.*` signals and findings for the kernel, parallelism
 and hardware layers. Parse once into a `TraceTable` (numpy columns, interned
 names: `load_traces`), then every analysis is a pure function of the table
-(`analyze_tables`). `synth` writes marker-less inference-like traces for
-tests and benchmarks.
+(`analyze_tables`). Synthetic traces for tests and benchmarks come from
+`infertriage_testing.tracesynth`, outside the product.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""analyze, level 1: synthetic inference traces with known answers, for tests and benchmarks.
+"""testing: synthetic inference traces with known answers, for tests and benchmarks.
 
 Takes a `SynthSpec` (steps, layers, CUDA graphs on/off, tensor parallelism,
 ProfilerStep markers on/off, padding CPU ops); gives the bytes of a

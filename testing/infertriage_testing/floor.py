@@ -1,4 +1,4 @@
-"""loadgen, level 2: the floor the client's stamps are judged against — a raw aiohttp reader.
+"""testing: the floor the client's stamps are judged against — a raw aiohttp reader.
 
 Takes the loopback test server's base URL and a load (streams, requests, tokens);
 gives, per request, (request id, sent ns, first-token ns) on `perf_counter_ns`:

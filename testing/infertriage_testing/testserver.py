@@ -1,4 +1,4 @@
-"""loadgen, level 2: a loopback OpenAI-compatible streaming server with known timing and faults.
+"""testing: a loopback OpenAI-compatible streaming server with known timing and faults.
 
 Takes a `ServerConfig` (a default `Behavior`, named presets chosen per request
 by the `X-Test-Behavior` header, periodic faults, a capacity, an API key);
@@ -16,7 +16,7 @@ resets, invalid JSON, non-200 statuses, slow headers, an early EOS that
 `asked`), and — `reject_over_context` — vLLM's HTTP 400 for a prompt +
 `max_tokens` past `max_model_len` (a prompt counted as words times
 `prompt_token_scale`, plus its chat template's tokens). Binds 127.0.0.1
-only. For tests and benchmarks; `python -m infertriage.loadgen.testserver
+only. For tests and benchmarks; `python -m infertriage_testing.testserver
 --help` serves it.
 """
 
@@ -662,7 +662,7 @@ def serve_in_process(
     log_writes: bool = False,
 ) -> Iterator[str]:
     """Serve from a child process (its own GIL and loop); yields the base URL."""
-    command = [sys.executable, "-m", "infertriage.loadgen.testserver",
+    command = [sys.executable, "-m", "infertriage_testing.testserver",
                "--behavior", orjson.dumps(asdict(behavior or Behavior())).decode()]  # fmt: skip
     if capacity is not None:
         command += ["--capacity", str(capacity)]
