@@ -21,7 +21,7 @@ import numpy as np
 from infertriage.twin.costmodel import StepBreakdown
 from infertriage.twin.engine import DecodeRun, EngineCore, StepResult, VirtualClock
 from infertriage.twin.request import FinishReason, RequestTimings, SamplingParams
-from infertriage.twin.results import SimulationResult, summarize
+from infertriage.twin.results import SimulationResult, percentiles
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.scheduler import RequestOutput
 from infertriage.twin.traffic import ArrivalProcess, TrafficRequest, make_traffic
@@ -269,8 +269,8 @@ def _result(  # noqa: PLR0917 — the run and the parameters it was given
     server_ttft = [x for t in ok if (x := t.ttft_s) is not None]
     event_gaps = [np.diff(t.output_event_ts) for t in ok if len(t.output_event_ts) > 1]
     server_itl = np.concatenate(event_gaps).tolist() if event_gaps else []
-    ttft_summary = summarize(ttft)
-    queue_summary = summarize(queue)
+    ttft_summary = percentiles(ttft)
+    queue_summary = percentiles(queue)
     spec = stats.spec_decode
     waits = [c.engine_arrival_ts - c.arrival_ts for c in run.clients.values()]
     return SimulationResult(
@@ -286,10 +286,10 @@ def _result(  # noqa: PLR0917 — the run and the parameters it was given
         num_completed=len(ok),
         num_errors=len(run.timings) - len(ok),
         ttft=ttft_summary,
-        itl=summarize(itl),
-        e2e=summarize(e2e),
-        server_ttft=summarize(server_ttft),
-        server_itl=summarize(server_itl),
+        itl=percentiles(itl),
+        e2e=percentiles(e2e),
+        server_ttft=percentiles(server_ttft),
+        server_itl=percentiles(server_itl),
         queue_time=queue_summary,
         output_throughput_tok_s=sum(t.num_output_tokens for t in ok) * per_s,
         request_throughput_rps=len(ok) * per_s,
