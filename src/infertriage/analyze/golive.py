@@ -54,6 +54,7 @@ from infertriage.analyze.latency import (
 )
 from infertriage.analyze.outcomes import is_counted, is_refused, rejections_of
 from infertriage.analyze.stats import (
+    bootstrap_clustered_quantile_ci,
     bootstrap_quantile_ci,
     linear_trend,
     mann_whitney,
@@ -122,17 +123,6 @@ def _latency_check(
     detail = f"{label} p95 {_ms(point)} ({ci}) is {verdict} the SLO of {_ms(limit)}."
     figures = {"p95_s": point, "ci_low_s": interval[0], "ci_high_s": interval[1], "limit_s": limit}
     return Check(_P, name, status, detail, figures)
-
-
-def _clustered_p95_ci(per_request: Sequence[np.ndarray], seed: int) -> tuple[float, float]:
-    """The p95 of per-token samples, bootstrapped by resampling whole requests."""
-    rng = np.random.default_rng(seed)
-    stats = np.empty(_RESAMPLES)
-    for i in range(_RESAMPLES):
-        picks = rng.integers(0, len(per_request), len(per_request))
-        stats[i] = np.percentile(np.concatenate([per_request[j] for j in picks]), 95)
-    low, high = np.percentile(stats, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def _not_counted(records: Sequence[RequestRecord]) -> str:
@@ -208,7 +198,11 @@ def performance_checks(
         if ttft
         else (0.0, 0.0)
     )
-    itl_ci = _clustered_p95_ci(per_request, seed + 1) if per_request else (0.0, 0.0)
+    itl_ci = (
+        bootstrap_clustered_quantile_ci(per_request, 0.95, num_resamples=_RESAMPLES, seed=seed + 1)
+        if per_request
+        else (0.0, 0.0)
+    )
     itl = np.concatenate(per_request).tolist() if per_request else []
     checks = [
         _latency_check("performance.ttft_p95", ttft, ttft_ci, thresholds.ttft_p95_s, "TTFT"),

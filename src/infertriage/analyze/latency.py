@@ -30,7 +30,7 @@ Definitions (all seconds, on the run's clock):
   asked to serve: requests cut by the run's end, rejected as invalid (4xx) or
   refused for load (429) are counted apart (`outcomes`), never as errors.
 - Percentiles are numpy's (linear); the mean carries a seeded percentile
-  bootstrap confidence interval where asked.
+  bootstrap confidence interval where asked (`stats.bootstrap_quantile_ci`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from infertriage.analyze.outcomes import (
     is_server_failure,
     rejections_of,
 )
+from infertriage.analyze.stats import bootstrap_quantile_ci
 from infertriage.schemas import (
     JudgedWindow,
     RequestRecord,
@@ -67,7 +68,6 @@ __all__ = [
     "Slo",
     "Window",
     "apportion",
-    "bootstrap_mean_ci",
     "default_slos",
     "describe",
     "e2e_s",
@@ -109,31 +109,6 @@ class Distribution:
     mean_ci: tuple[float, float] | None = None
 
 
-def bootstrap_mean_ci(
-    values: Sequence[float] | FloatArray,
-    *,
-    level: float = 0.95,
-    num_resamples: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """A percentile-bootstrap confidence interval of the mean, seeded."""
-    data = np.asarray(values, dtype=np.float64)
-    if data.size < 2:
-        value = float(data.mean()) if data.size else math.nan
-        return value, value
-    rng = np.random.default_rng(seed)
-    means = np.empty(num_resamples)
-    # Resample in blocks: a large run's index matrix would not fit in memory at once.
-    block = max(1, 2_000_000 // data.size)
-    for start in range(0, num_resamples, block):
-        stop = min(num_resamples, start + block)
-        picks = rng.integers(0, data.size, (stop - start, data.size))
-        means[start:stop] = data[picks].mean(axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return float(low), float(high)
-
-
 def describe(
     values: Sequence[float] | FloatArray, *, ci: bool = False, seed: int = 0
 ) -> Distribution | None:
@@ -153,7 +128,7 @@ def describe(
         p95=p95,
         p99=p99,
         p999=p999,
-        mean_ci=bootstrap_mean_ci(data, seed=seed) if ci else None,
+        mean_ci=bootstrap_quantile_ci(data, None, seed=seed) if ci else None,
     )
 
 

@@ -19,6 +19,9 @@ What each function reproduces (checked against scipy in the tests):
   (√nₑ + 0.12 + 0.11/√nₑ)·D with nₑ = n·m/(n + m) (Stephens 1970).
 - `normal_quantile`: Acklam's rational approximation, polished by one Halley step.
 - `t_quantile`: exact for df 1 and 2, Hill (1970, CACM algorithm 396) above.
+- `bootstrap_quantile_ci`, `bootstrap_diff_ci`, `bootstrap_clustered_quantile_ci`:
+  the seeded percentile bootstrap, the project's only one (of a mean, a quantile,
+  a difference, or a quantile over resampled groups).
 - `wilson_interval`: the Wilson score interval without continuity correction.
 - `two_proportion_p`: the pooled two-sided z test (the uncorrected 2×2 χ² test).
 
@@ -38,6 +41,7 @@ import numpy.typing as npt
 __all__ = [
     "MannWhitney",
     "Trend",
+    "bootstrap_clustered_quantile_ci",
     "bootstrap_diff_ci",
     "bootstrap_quantile_ci",
     "fisher_exact",
@@ -298,6 +302,32 @@ def bootstrap_diff_ci(
     stats_b = _resampled(y, q, num_resamples, rng) if y.size > 1 else _statistic(y, q)
     diffs = np.broadcast_to(np.asarray(stats_b - stats_a, dtype=np.float64), (num_resamples,))
     return _percentile_interval(diffs, level)
+
+
+def bootstrap_clustered_quantile_ci(
+    groups: Sequence[Samples],
+    q: float,
+    *,
+    level: float = 0.95,
+    num_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A seeded percentile-bootstrap interval of the q-quantile of pooled groups.
+
+    Whole groups (a request's per-token samples) are resampled, not single
+    values, so samples that move together inside a group do not narrow the
+    interval. No groups give (nan, nan).
+    """
+    _check_quantile(q)
+    data = [np.asarray(group, dtype=np.float64) for group in groups]
+    if not data:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    stats = np.empty(num_resamples)
+    for i in range(num_resamples):
+        picks = rng.integers(0, len(data), len(data))
+        stats[i] = np.quantile(np.concatenate([data[j] for j in picks]), q)
+    return _percentile_interval(stats, level)
 
 
 # --- Kolmogorov–Smirnov --------------------------------------------------------------------
