@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infertriage.analyze.latency import (
+from infertriage.analyze.stats.distribution import describe
+from infertriage.analyze.stats.latency import (
     Slo,
     apportion,
     default_slos,
-    describe,
     icl_samples,
     itl_samples,
     judge_client,

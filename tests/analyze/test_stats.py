@@ -14,10 +14,12 @@ import time
 import numpy as np
 import pytest
 
-from infertriage.analyze.stats import (
+from infertriage.analyze.stats.bootstrap import (
     bootstrap_clustered_quantile_ci,
     bootstrap_diff_ci,
     bootstrap_quantile_ci,
+)
+from infertriage.analyze.stats.significance import (
     fisher_exact,
     fisher_min_p,
     ks_two_sample,

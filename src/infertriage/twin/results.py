@@ -2,9 +2,9 @@
 
 Takes nothing; gives `SimulationResult` and its `LatencyPercentiles` (the
 `--json` shape of one latency: count, mean and percentiles in seconds), with
-`percentiles` to build one from samples through `analyze.latency.describe`, the
-one summary of a distribution that `bench` uses too. All times in seconds,
-shares and activities as fractions 0..1.
+`percentiles` to build one from samples through `analyze.stats.distribution`'s
+`describe`, the one summary of a distribution, which `bench` uses too. All times
+in seconds, shares and activities as fractions 0..1.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from infertriage.analyze.latency import describe
+from infertriage.analyze.stats.distribution import describe
 
 __all__ = ["LatencyPercentiles", "SimulationResult", "percentiles"]
 

@@ -1,9 +1,9 @@
-"""analyze, level 1: one metric's verdict, base against run, from their samples.
+"""analyze.compare, level 1: one metric's verdict, base against run, from their samples.
 
 Takes a `Metric` and the base's and the run's samples of it (floats: seconds,
 tokens per second, 0/1 failures); gives a `MetricComparison`: both sides' p50,
 p95 and mean, the changes, the tests' p-values, the intervals, the verdict and
-its reason. Pure: no clock, no I/O; the bootstrap is seeded. `analyze.compare`
+its reason. Pure: no clock, no I/O; the bootstrap is seeded. `compare.comparison`
 draws the samples of every metric from the records and judges each here.
 Below, `alpha` is the whole comparison's (default 0.05): `judge_metric` takes
 its Bonferroni share as `alpha` and the whole as `miss`.
@@ -81,9 +81,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from infertriage.analyze.latency import describe
-from infertriage.analyze.stats import (
-    bootstrap_diff_ci,
+from infertriage.analyze.stats.bootstrap import bootstrap_diff_ci
+from infertriage.analyze.stats.distribution import describe
+from infertriage.analyze.stats.significance import (
     fisher_exact,
     fisher_min_p,
     mann_whitney,

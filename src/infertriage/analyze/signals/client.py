@@ -1,4 +1,4 @@
-"""analyze, level 1: the signals the diagnosis reads from the load client's records.
+"""analyze.signals, level 1: the signals the diagnosis reads from the load client's records.
 
 Takes the `RequestRecord`s of the measured load level and the client's own
 health verdict; gives `client.*` signals: TTFT and ITL percentiles over the
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infertriage.analyze.latency import steady_requests, summarize
-from infertriage.analyze.outcomes import is_incomplete
+from infertriage.analyze.stats.latency import steady_requests, summarize
+from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.schemas import ErrorKind, JudgedWindow, RequestRecord, Signal
 
 __all__ = ["client_signals", "judged_window", "stream_cut"]

@@ -1,4 +1,4 @@
-"""analyze, level 1: the performance and stability halves of the go-live checklist.
+"""analyze.golive, level 1: the performance and stability halves of the go-live checklist.
 
 Takes the records of the performance level and of the soak, the scraped
 samples and the phase times; gives `Check`s. Pure: no clock, no I/O.
@@ -43,8 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infertriage.analyze.binomial import exact_interval, requests_to_settle
-from infertriage.analyze.latency import (
+from infertriage.analyze.stats.binomial import exact_interval, requests_to_settle
+from infertriage.analyze.stats.bootstrap import (
+    bootstrap_clustered_quantile_ci,
+    bootstrap_quantile_ci,
+)
+from infertriage.analyze.stats.latency import (
     Window,
     is_incomplete,
     itl_samples,
@@ -52,14 +56,8 @@ from infertriage.analyze.latency import (
     steady_window,
     tpot_s,
 )
-from infertriage.analyze.outcomes import is_counted, is_refused, rejections_of
-from infertriage.analyze.stats import (
-    bootstrap_clustered_quantile_ci,
-    bootstrap_quantile_ci,
-    linear_trend,
-    mann_whitney,
-    two_proportion_p,
-)
+from infertriage.analyze.stats.outcomes import is_counted, is_refused, rejections_of
+from infertriage.analyze.stats.significance import linear_trend, mann_whitney, two_proportion_p
 from infertriage.schemas import (
     MIB,
     Check,
