@@ -63,7 +63,7 @@ class _StepTotals:
         self.decode_s = self.decode_memory_s = 0.0
         self.kv_weighted = self.kv_max = self.running_weighted = 0.0
 
-    def add(self, cost: StepBreakdown, kv_usage: float, num_seqs: int, has_prefill: bool) -> None:
+    def _add_time(self, cost: StepBreakdown, kv_usage: float, num_seqs: int) -> float:
         duration = cost.total_s
         self.step_s += duration
         self.comm_s += cost.comm_s
@@ -72,6 +72,10 @@ class _StepTotals:
         self.kv_weighted += kv_usage * duration
         self.kv_max = max(self.kv_max, kv_usage)
         self.running_weighted += num_seqs * duration
+        return duration
+
+    def add(self, cost: StepBreakdown, kv_usage: float, num_seqs: int, has_prefill: bool) -> None:
+        duration = self._add_time(cost, kv_usage, num_seqs)
         if not has_prefill:
             self.decode_s += duration
             if cost.bound == "memory":
@@ -81,15 +85,7 @@ class _StepTotals:
         self, cost: StepBreakdown, memory_bound_s: float, kv_usage: float, num_seqs: int
     ) -> None:
         """Several decode-only steps summed in `cost`."""
-        duration = cost.total_s
-        self.step_s += duration
-        self.comm_s += cost.comm_s
-        self.cpu_s += cost.cpu_s
-        self.gap_s += cost.launch_gap_s
-        self.kv_weighted += kv_usage * duration
-        self.kv_max = max(self.kv_max, kv_usage)
-        self.running_weighted += num_seqs * duration
-        self.decode_s += duration
+        self.decode_s += self._add_time(cost, kv_usage, num_seqs)
         self.decode_memory_s += memory_bound_s
 
     def share(self, part: float) -> float:
