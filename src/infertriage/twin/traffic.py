@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from infertriage.workload import (
+    CHAT_MIX_OUTPUT,
     ArrivalKind,
     Arrivals,
     RequestSpec,
@@ -37,9 +38,6 @@ from infertriage.workload import (
 __all__ = ["ArrivalProcess", "TrafficRequest", "make_traffic", "traffic_workload"]
 
 ArrivalProcess = Literal["poisson", "constant"]
-
-# The chat mix's outputs, for a fixed input without a fixed output.
-_CHAT_MIX_OUTPUT = "lognormal(256,1024)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,7 @@ def traffic_workload(input_len: int | None, output_len: int | None) -> WorkloadS
     """The workload `simulate`'s length options name: the chat mix, or fixed lengths."""
     if input_len is None:
         return parse_workload("chat-mix" if output_len is None else f"chat-mix,output={output_len}")
-    output = _CHAT_MIX_OUTPUT if output_len is None else str(output_len)
+    output = CHAT_MIX_OUTPUT if output_len is None else str(output_len)
     return parse_workload(f"synthetic:input={input_len},output={output}")
 
 
