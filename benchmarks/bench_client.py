@@ -59,7 +59,7 @@ import numpy as np
 import orjson
 import uvloop
 
-from infertriage.analyze.latency import itl_samples, tpot_s
+from infertriage.analyze.stats.latency import itl_samples, tpot_s
 from infertriage.api.bench import run_bench
 from infertriage.schemas import RequestRecord, RunDir, parse_duration
 from infertriage_testing.floor import TtftRow, raw_ttft

@@ -214,7 +214,7 @@ def _per_request(
 
 
 def _reported_infertriage(work: Path, writes: dict[str, list[int]]) -> dict[str, Any]:
-    from infertriage.analyze.latency import itl_samples, tpot_s  # noqa: PLC0415
+    from infertriage.analyze.stats.latency import itl_samples, tpot_s  # noqa: PLC0415
     from infertriage.schemas import RequestRecord, RunDir  # noqa: PLC0415
 
     run = RunDir.open(work / "run")

@@ -21,7 +21,7 @@ import argparse
 
 import numpy as np
 
-from infertriage.analyze.compare import compare_records
+from infertriage.analyze.compare.comparison import compare_records
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord
 
 

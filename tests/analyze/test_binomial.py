@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from infertriage.analyze.binomial import exact_interval, requests_to_settle
+from infertriage.analyze.stats.binomial import exact_interval, requests_to_settle
 
 
 def _tail_at_least(k: int, n: int, p: float) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infertriage.analyze.client_signals import client_signals
+from infertriage.analyze.signals.client import client_signals
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord
 
 

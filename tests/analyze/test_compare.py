@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infertriage.analyze.compare import (
+from infertriage.analyze.compare.comparison import (
     DEFAULT_IGNORED,
     METRICS,
     Comparison,
@@ -17,7 +17,7 @@ from infertriage.analyze.compare import (
     tail_min_p,
     traffic_shape,
 )
-from infertriage.analyze.stats import fisher_exact
+from infertriage.analyze.stats.significance import fisher_exact
 from infertriage.schemas import RequestRecord
 
 from .compare_helpers import closed_loop_run as _run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from infertriage.analyze.golive import Phase, performance_checks, stability_checks
+from infertriage.analyze.golive.checks import Phase, performance_checks, stability_checks
 from infertriage.schemas import (
     MIB,
     CheckStatus,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infertriage.analyze.metric_signals import Phases, metric_signals
+from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.schemas import Sample
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infertriage.analyze.outcomes import (
+from infertriage.analyze.stats.outcomes import (
     MAX_REJECTED_SHARE,
     check_rejections,
     is_counted,

@@ -14,9 +14,12 @@ import time
 import numpy as np
 import pytest
 
-from infertriage.analyze.stats import (
+from infertriage.analyze.stats.bootstrap import (
+    bootstrap_clustered_quantile_ci,
     bootstrap_diff_ci,
     bootstrap_quantile_ci,
+)
+from infertriage.analyze.stats.significance import (
     fisher_exact,
     fisher_min_p,
     ks_two_sample,
@@ -382,3 +385,31 @@ def test_bootstrap_diff_interval() -> None:
     assert low < 1.0 < high
     assert bootstrap_diff_ci([1.0], [3.0], 0.5) == (2.0, 2.0)
     assert bootstrap_diff_ci([], [3.0], 0.5) == pytest.approx((math.nan, math.nan), nan_ok=True)
+
+
+def test_bootstrap_interval_covers_the_true_mean() -> None:
+    # 200 seeded synthetic runs of 100 log-normal latencies: true mean exp(σ²/2)·median.
+    sigma, median = 0.5, 0.2
+    true_mean = median * np.exp(sigma**2 / 2)
+    covered = 0
+    for seed in range(200):
+        sample = np.random.default_rng(seed).lognormal(np.log(median), sigma, 100)
+        low, high = bootstrap_quantile_ci(sample, None, seed=seed, num_resamples=500)
+        covered += low <= true_mean <= high
+    assert covered / 200 >= 0.90
+
+
+def test_a_clustered_bootstrap_resamples_whole_groups() -> None:
+    # Each group's values move together: resampling groups, not values, keeps the interval wide.
+    groups = [np.full(20, float(level)) for level in range(1, 21)]
+    pooled = np.concatenate(groups)
+    low, high = bootstrap_clustered_quantile_ci(groups, 0.5, num_resamples=2000, seed=3)
+    plain_low, plain_high = bootstrap_quantile_ci(pooled, 0.5, num_resamples=2000, seed=3)
+    assert low <= np.quantile(pooled, 0.5) <= high
+    assert high - low > 2 * (plain_high - plain_low)
+    assert bootstrap_clustered_quantile_ci(groups, 0.9, seed=1) == bootstrap_clustered_quantile_ci(
+        groups, 0.9, seed=1
+    )
+    assert bootstrap_clustered_quantile_ci([], 0.5) == pytest.approx(
+        (math.nan, math.nan), nan_ok=True
+    )

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infertriage.analyze.prom import (
+from infertriage.analyze.signals.prom import (
     counter_increase,
     gauge_stats,
     histogram_increase,

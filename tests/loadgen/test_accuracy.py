@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infertriage.analyze.latency import LatencySummary, tpot_s
+from infertriage.analyze.stats.latency import LatencySummary, tpot_s
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.runner import LoadPlan, run_load, run_sync

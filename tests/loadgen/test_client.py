@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from infertriage.analyze.latency import icl_samples, itl_samples, tpot_s, ttfo_s
+from infertriage.analyze.stats.latency import icl_samples, itl_samples, tpot_s, ttfo_s
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, make_session
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
 from infertriage_testing.testserver import PathServer

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.analyze.latency import judge_client
+from infertriage.analyze.stats.latency import judge_client
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.results import ClientDiagnostics
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_process, serve_in_thread

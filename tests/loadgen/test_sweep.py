@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.analyze.latency import LatencySummary, steady_window, summarize
+from infertriage.analyze.stats.latency import LatencySummary, steady_window, summarize
 from infertriage.api.bench import run_bench
 from infertriage.loadgen.results import ClientDiagnostics, LevelResult
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates, ttft_growth

@@ -30,11 +30,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from infertriage import __version__
-from infertriage.analyze.latency import (
-    Distribution,
+from infertriage.analyze.stats.distribution import Distribution, describe
+from infertriage.analyze.stats.latency import (
     Slo,
     default_slos,
-    describe,
     judge_client,
     parse_slos,
     summarize,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infertriage.analyze.compare import compare_records, config_diff
+from infertriage.analyze.compare.comparison import compare_records, config_diff
 from infertriage.api.bench import run_bench
 from infertriage.api.interrupt import interruptible
 from infertriage.api.target import Target, collector_for

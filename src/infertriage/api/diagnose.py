@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infertriage.analyze.client_signals import client_signals, judged_window
-from infertriage.analyze.deployment_signals import config_signals, fleet_signals
-from infertriage.analyze.metric_signals import Phases, metric_signals
-from infertriage.analyze.scaling_signals import scaling_signals
 from infertriage.analyze.server_log import log_signals, merge_log_signals, parse_server_log
+from infertriage.analyze.signals.client import client_signals, judged_window
+from infertriage.analyze.signals.deployment import config_signals, fleet_signals
+from infertriage.analyze.signals.metrics import Phases, metric_signals
+from infertriage.analyze.signals.scaling import scaling_signals
 from infertriage.api.bench import reach, run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals

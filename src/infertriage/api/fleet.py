@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from infertriage.analyze.metric_signals import Phases
+from infertriage.analyze.signals.metrics import Phases
 from infertriage.api.target import Target
 from infertriage.collect import collect_fleet, fetch_server_config, fleet_samples, is_url
 from infertriage.collect.prometheus_api import (

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infertriage.analyze.client_signals import judged_window
-from infertriage.analyze.metric_signals import Phases
-from infertriage.analyze.outcomes import is_incomplete
+from infertriage.analyze.signals.client import judged_window
+from infertriage.analyze.signals.metrics import Phases
+from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.compare import group_key
 from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
 

@@ -22,9 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infertriage.analyze.golive import Phase, drain_check, performance_checks, stability_checks
-from infertriage.analyze.latency import steady_requests
-from infertriage.analyze.metric_signals import Phases, metric_signals
+from infertriage.analyze.golive.checks import (
+    Phase,
+    drain_check,
+    performance_checks,
+    stability_checks,
+)
+from infertriage.analyze.signals.metrics import Phases, metric_signals
+from infertriage.analyze.stats.latency import steady_requests
 from infertriage.api.bench import reach, run_bench
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.target import Target, collector_for, twin_target

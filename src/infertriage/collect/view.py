@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from infertriage.analyze.prom import (
+from infertriage.analyze.signals.prom import (
     CounterIncrease,
     GaugeStats,
     HistogramWindow,

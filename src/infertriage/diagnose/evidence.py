@@ -4,7 +4,8 @@ Takes `Signal`s (from `analyze` over requests, metrics, traces and the plan)
 and the live server configuration; gives `Evidence`, a read-only lookup by
 signal name. `SIGNALS` names every signal a rule may need, its unit, and the
 flag or command that collects it, so a rule that cannot run says exactly
-what is missing.
+what is missing. (One signal a finding cites, with its threshold, is a
+`schemas.EvidenceItem`.)
 """
 
 from __future__ import annotations

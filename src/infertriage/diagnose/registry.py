@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from infertriage.diagnose.evidence import SIGNALS, Evidence
-from infertriage.schemas import Evidence as EvidenceItem
-from infertriage.schemas import Finding, Layer, Status, Thresholds
+from infertriage.schemas import EvidenceItem, Finding, Layer, Status, Thresholds
 
 __all__ = ["RULES", "Rule", "RuleFn", "make_finding", "rule", "severity_above", "severity_below"]
 

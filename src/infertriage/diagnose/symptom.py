@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infertriage.analyze.binomial import exact_interval
+from infertriage.analyze.stats.binomial import exact_interval
 from infertriage.diagnose.evidence import Evidence
 from infertriage.schemas import SloProfile, SloResult, Thresholds
 

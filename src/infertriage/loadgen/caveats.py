@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infertriage.analyze.outcomes import check_rejections
+from infertriage.analyze.stats.outcomes import check_rejections
 from infertriage.loadgen.results import BenchResult, LevelResult
 from infertriage.schemas import RequestRecord, UserError
 

@@ -17,7 +17,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infertriage.analyze.latency import Distribution, LatencySummary
+from infertriage.analyze.stats.distribution import Distribution
+from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.loadgen.client import Endpoint
 from infertriage.schemas import RequestRecord, Thresholds
 from infertriage.workload import FitReport

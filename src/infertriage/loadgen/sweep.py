@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infertriage.analyze.latency import Window
+from infertriage.analyze.stats.latency import Window
 from infertriage.loadgen.results import Knee, LevelResult
 from infertriage.schemas import RequestRecord
 

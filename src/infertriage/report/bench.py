@@ -33,14 +33,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.analyze.latency import (
-    Distribution,
-    LatencySummary,
-    e2e_s,
-    tpot_s,
-    ttfo_s,
-)
-from infertriage.analyze.outcomes import is_server_failure
+from infertriage.analyze.stats.distribution import Distribution
+from infertriage.analyze.stats.latency import LatencySummary, e2e_s, tpot_s, ttfo_s
+from infertriage.analyze.stats.outcomes import is_server_failure
 from infertriage.loadgen.results import (
     BenchResult,
     ClientDiagnostics,

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.analyze.compare import Comparison, ConfigChange, MetricComparison
+from infertriage.analyze.compare.comparison import Comparison, ConfigChange, MetricComparison
 from infertriage.schemas.text import escape_markdown, terminal_text
 
 __all__ = [

@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.schemas import Diagnosis, Evidence, Finding, LayerResult, Status
+from infertriage.schemas import Diagnosis, EvidenceItem, Finding, LayerResult, Status
 from infertriage.schemas.text import show_controls, terminal_text
 
 __all__ = ["diagnosis_to_json", "render_diagnosis"]
@@ -28,7 +28,7 @@ def diagnosis_to_json(diagnosis: Diagnosis) -> dict[str, object]:
     return diagnosis.to_json_dict()
 
 
-def _value(item: Evidence) -> str:
+def _value(item: EvidenceItem) -> str:
     unit, value = item.unit, item.value
     if unit == "s":
         return f"{value * 1e3:.1f} ms"
@@ -39,7 +39,7 @@ def _value(item: Evidence) -> str:
     return f"{value:,.3g}"
 
 
-def _threshold(item: Evidence) -> str:
+def _threshold(item: EvidenceItem) -> str:
     if item.threshold is None:
         return ""
     probe = item.model_copy(update={"value": item.threshold})

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.analyze.prom import QuantileEstimate
+from infertriage.analyze.signals.prom import QuantileEstimate
 from infertriage.collect import Availability, MetricEntry, MetricsView
 from infertriage.schemas import MetricKind
 from infertriage.schemas.text import show_controls, terminal_text

@@ -6,12 +6,12 @@ from rich.console import Console
 from rich.table import Table
 
 from infertriage.schemas.text import terminal_text
-from infertriage.twin.results import LatencySummary, SimulationResult
+from infertriage.twin.results import LatencyPercentiles, SimulationResult
 
 __all__ = ["render_simulation"]
 
 
-def _ms(summary: LatencySummary) -> list[str]:
+def _ms(summary: LatencyPercentiles) -> list[str]:
     return [f"{v * 1e3:,.1f}" for v in (summary.p50_s, summary.p90_s, summary.p95_s, summary.p99_s)]
 
 

@@ -17,7 +17,7 @@ __all__ = [
     "DIAGNOSIS_SCHEMA",
     "ChainLink",
     "Diagnosis",
-    "Evidence",
+    "EvidenceItem",
     "Finding",
     "JudgedWindow",
     "LayerResult",
@@ -32,7 +32,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Evidence(_Frozen):
+class EvidenceItem(_Frozen):
     """One signal a finding used, with the threshold it was held against."""
 
     signal: str
@@ -52,7 +52,7 @@ class Finding(_Frozen):
     explains: float = Field(ge=0.0, le=1.0)
     score: float = Field(ge=0.0, le=1.0)
     title: str
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[EvidenceItem, ...] = ()
     explanation: str = ""
     next_steps: tuple[str, ...] = ()
     # why this run cannot call it the server's bottleneck (e.g. the load client shared a

@@ -26,7 +26,7 @@ from infertriage.twin.request import (
     output_token_id,
     request_seed,
 )
-from infertriage.twin.results import LatencySummary, SimulationResult
+from infertriage.twin.results import LatencyPercentiles, SimulationResult
 from infertriage.twin.scenario import list_scenarios, load_scenario, scenario_from_mapping
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.scheduler import RequestOutput, SchedulerStats, SpecDecodeCounters
@@ -41,7 +41,7 @@ __all__ = [
     "FinishReason",
     "GpuCounters",
     "Hardware",
-    "LatencySummary",
+    "LatencyPercentiles",
     "MonotonicClock",
     "RequestOutput",
     "RequestRejectedError",

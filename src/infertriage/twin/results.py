@@ -1,25 +1,28 @@
 """twin, level 2: what `simulate` returns (pydantic, so `--json` is one `model_dump_json`).
 
-Takes nothing; gives `SimulationResult` and its `LatencySummary`, with
-`summarize` to build a summary from samples. All times in seconds, shares and
-activities as fractions 0..1.
+Takes nothing; gives `SimulationResult` and its `LatencyPercentiles` (the
+`--json` shape of one latency: count, mean and percentiles in seconds), with
+`percentiles` to build one from samples through `analyze.stats.distribution`'s
+`describe`, the one summary of a distribution, which `bench` uses too. All times
+in seconds, shares and activities as fractions 0..1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["LatencySummary", "SimulationResult", "summarize"]
+from infertriage.analyze.stats.distribution import describe
+
+__all__ = ["LatencyPercentiles", "SimulationResult", "percentiles"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LatencySummary(_Frozen):
+class LatencyPercentiles(_Frozen):
     count: int
     mean_s: float
     p50_s: float
@@ -28,14 +31,18 @@ class LatencySummary(_Frozen):
     p99_s: float
 
 
-def summarize(samples: Sequence[float]) -> LatencySummary:
+def percentiles(samples: Sequence[float]) -> LatencyPercentiles:
     """Mean and percentiles (numpy's linear interpolation); all zero without samples."""
-    if not samples:
-        return LatencySummary(count=0, mean_s=0.0, p50_s=0.0, p90_s=0.0, p95_s=0.0, p99_s=0.0)
-    values = np.asarray(samples, dtype=float)
-    p50, p90, p95, p99 = np.percentile(values, [50, 90, 95, 99]).tolist()
-    return LatencySummary(
-        count=len(values), mean_s=float(values.mean()), p50_s=p50, p90_s=p90, p95_s=p95, p99_s=p99
+    dist = describe(samples)
+    if dist is None:
+        return LatencyPercentiles(count=0, mean_s=0.0, p50_s=0.0, p90_s=0.0, p95_s=0.0, p99_s=0.0)
+    return LatencyPercentiles(
+        count=dist.count,
+        mean_s=dist.mean,
+        p50_s=dist.p50,
+        p90_s=dist.p90,
+        p95_s=dist.p95,
+        p99_s=dist.p99,
     )
 
 
@@ -54,12 +61,12 @@ class SimulationResult(_Frozen):
 
     num_completed: int
     num_errors: int
-    ttft: LatencySummary  # client: arrival → first chunk delivered
-    itl: LatencySummary  # client: gaps between delivered chunks
-    e2e: LatencySummary
-    server_ttft: LatencySummary  # engine: engine arrival → first token
-    server_itl: LatencySummary  # engine: gaps between a request's output steps
-    queue_time: LatencySummary  # engine: arrival → first scheduled
+    ttft: LatencyPercentiles  # client: arrival → first chunk delivered
+    itl: LatencyPercentiles  # client: gaps between delivered chunks
+    e2e: LatencyPercentiles
+    server_ttft: LatencyPercentiles  # engine: engine arrival → first token
+    server_itl: LatencyPercentiles  # engine: gaps between a request's output steps
+    queue_time: LatencyPercentiles  # engine: arrival → first scheduled
     output_throughput_tok_s: float
     request_throughput_rps: float
     mean_queue_s: float

@@ -21,7 +21,7 @@ import numpy as np
 from infertriage.twin.costmodel import StepBreakdown
 from infertriage.twin.engine import DecodeRun, EngineCore, StepResult, VirtualClock
 from infertriage.twin.request import FinishReason, RequestTimings, SamplingParams
-from infertriage.twin.results import SimulationResult, summarize
+from infertriage.twin.results import SimulationResult, percentiles
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.scheduler import RequestOutput
 from infertriage.twin.traffic import ArrivalProcess, TrafficRequest, make_traffic
@@ -63,7 +63,7 @@ class _StepTotals:
         self.decode_s = self.decode_memory_s = 0.0
         self.kv_weighted = self.kv_max = self.running_weighted = 0.0
 
-    def add(self, cost: StepBreakdown, kv_usage: float, num_seqs: int, has_prefill: bool) -> None:
+    def _add_time(self, cost: StepBreakdown, kv_usage: float, num_seqs: int) -> float:
         duration = cost.total_s
         self.step_s += duration
         self.comm_s += cost.comm_s
@@ -72,6 +72,10 @@ class _StepTotals:
         self.kv_weighted += kv_usage * duration
         self.kv_max = max(self.kv_max, kv_usage)
         self.running_weighted += num_seqs * duration
+        return duration
+
+    def add(self, cost: StepBreakdown, kv_usage: float, num_seqs: int, has_prefill: bool) -> None:
+        duration = self._add_time(cost, kv_usage, num_seqs)
         if not has_prefill:
             self.decode_s += duration
             if cost.bound == "memory":
@@ -81,15 +85,7 @@ class _StepTotals:
         self, cost: StepBreakdown, memory_bound_s: float, kv_usage: float, num_seqs: int
     ) -> None:
         """Several decode-only steps summed in `cost`."""
-        duration = cost.total_s
-        self.step_s += duration
-        self.comm_s += cost.comm_s
-        self.cpu_s += cost.cpu_s
-        self.gap_s += cost.launch_gap_s
-        self.kv_weighted += kv_usage * duration
-        self.kv_max = max(self.kv_max, kv_usage)
-        self.running_weighted += num_seqs * duration
-        self.decode_s += duration
+        self.decode_s += self._add_time(cost, kv_usage, num_seqs)
         self.decode_memory_s += memory_bound_s
 
     def share(self, part: float) -> float:
@@ -269,8 +265,8 @@ def _result(  # noqa: PLR0917 — the run and the parameters it was given
     server_ttft = [x for t in ok if (x := t.ttft_s) is not None]
     event_gaps = [np.diff(t.output_event_ts) for t in ok if len(t.output_event_ts) > 1]
     server_itl = np.concatenate(event_gaps).tolist() if event_gaps else []
-    ttft_summary = summarize(ttft)
-    queue_summary = summarize(queue)
+    ttft_summary = percentiles(ttft)
+    queue_summary = percentiles(queue)
     spec = stats.spec_decode
     waits = [c.engine_arrival_ts - c.arrival_ts for c in run.clients.values()]
     return SimulationResult(
@@ -286,10 +282,10 @@ def _result(  # noqa: PLR0917 — the run and the parameters it was given
         num_completed=len(ok),
         num_errors=len(run.timings) - len(ok),
         ttft=ttft_summary,
-        itl=summarize(itl),
-        e2e=summarize(e2e),
-        server_ttft=summarize(server_ttft),
-        server_itl=summarize(server_itl),
+        itl=percentiles(itl),
+        e2e=percentiles(e2e),
+        server_ttft=percentiles(server_ttft),
+        server_itl=percentiles(server_itl),
         queue_time=queue_summary,
         output_throughput_tok_s=sum(t.num_output_tokens for t in ok) * per_s,
         request_throughput_rps=len(ok) * per_s,

@@ -9,6 +9,8 @@ their prompts are rendered from, and the specs fitted to a server's context
 
 from infertriage.workload.arrivals import ArrivalKind, Arrivals, make_offsets, parse_arrivals
 from infertriage.workload.build import (
+    CHAT_MIX_OUTPUT,
+    CHAT_MIX_PROMPT,
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_WORKLOAD,
     WorkloadKind,
@@ -40,6 +42,8 @@ from infertriage.workload.text import (
 )
 
 __all__ = [
+    "CHAT_MIX_OUTPUT",
+    "CHAT_MIX_PROMPT",
     "DEFAULT_MAX_MODEL_LEN",
     "DEFAULT_WORKLOAD",
     "ONE_TOKEN_WORDS",

@@ -46,6 +46,8 @@ from infertriage.workload.spec import RequestSpec, Schedule, SynthText, Turn
 from infertriage.workload.text import TokenCounter
 
 __all__ = [
+    "CHAT_MIX_OUTPUT",
+    "CHAT_MIX_PROMPT",
     "DEFAULT_WORKLOAD",
     "WorkloadKind",
     "WorkloadSpec",
@@ -56,6 +58,9 @@ __all__ = [
 ]
 
 DEFAULT_WORKLOAD = "chat-mix"
+# DESIGN's chat mix: prompt and output lengths (median, p90), as `lengths.parse_length` reads them.
+CHAT_MIX_PROMPT = "lognormal(512,2048)"
+CHAT_MIX_OUTPUT = "lognormal(256,1024)"
 DEFAULT_MAX_MODEL_LEN = 8192
 # A closed loop bounded only by time gets this many requests per slot per second at most:
 # enough for requests as short as 10 ms, small enough to build in a blink.
@@ -217,10 +222,8 @@ def _synthetic_specs(
 
 def _chat_mix(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
     cap = max(2, ctx.max_model_len // 2)
-    prompts = parse_length("lognormal(512,2048)").sample(ctx.rng, ctx.count, cap=cap)
-    outputs = ws.length("output", "lognormal(256,1024)").sample(
-        ctx.rng, ctx.count, cap=ctx.max_model_len
-    )
+    prompts = parse_length(CHAT_MIX_PROMPT).sample(ctx.rng, ctx.count, cap=cap)
+    outputs = ws.length("output", CHAT_MIX_OUTPUT).sample(ctx.rng, ctx.count, cap=ctx.max_model_len)
     prefix_len = min(round(ws.number("prefix", 1024)), cap // 2)
     share = ws.number("prefix_share", 0.2) if prefix_len > 0 else 0.0
     shared = _pick_shared(ctx.rng, prompts, share, prefix_len + _MIN_BODY)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from infertriage.schemas.diagnosis import Evidence, Finding
+from infertriage.schemas.diagnosis import EvidenceItem, Finding
 from infertriage.schemas.layers import Layer, Status
 from infertriage.schemas.records import Signal
 
@@ -51,13 +51,13 @@ def _v(values: Values, name: str) -> float | None:
     return None if found is None else found.value
 
 
-def _evidence(values: Values, *pairs: tuple[str, float | None]) -> tuple[Evidence, ...]:
+def _evidence(values: Values, *pairs: tuple[str, float | None]) -> tuple[EvidenceItem, ...]:
     out = []
     for name, threshold in pairs:
         found = values.get(f"trace.{name}")
         if found is not None:
             out.append(
-                Evidence(
+                EvidenceItem(
                     signal=found.name,
                     value=found.value,
                     unit=found.unit,
@@ -85,7 +85,7 @@ class _Draft:
     severity: float
     explains: float
     title: str
-    evidence: tuple[Evidence, ...]
+    evidence: tuple[EvidenceItem, ...]
     explanation: str
     next_steps: tuple[str, ...]
 

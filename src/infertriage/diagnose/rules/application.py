@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infertriage.analyze.binomial import requests_to_settle
+from infertriage.analyze.stats.binomial import requests_to_settle
 from infertriage.diagnose.contention import (
     RERUN_STEPS,
     caveat_of,

@@ -1,4 +1,4 @@
-"""analyze, level 1: how each request ended, and which endings count against the server.
+"""analyze.stats, level 1: how each request ended, and which endings count against the server.
 
 Takes `RequestRecord`s; gives the class of each ending and `Rejections`, the
 requests the server refused as invalid grouped by its own message, with the

@@ -1,9 +1,9 @@
-"""analyze, level 1: one metric's verdict, base against run, from their samples.
+"""analyze.compare, level 1: one metric's verdict, base against run, from their samples.
 
 Takes a `Metric` and the base's and the run's samples of it (floats: seconds,
 tokens per second, 0/1 failures); gives a `MetricComparison`: both sides' p50,
 p95 and mean, the changes, the tests' p-values, the intervals, the verdict and
-its reason. Pure: no clock, no I/O; the bootstrap is seeded. `analyze.compare`
+its reason. Pure: no clock, no I/O; the bootstrap is seeded. `compare.comparison`
 draws the samples of every metric from the records and judges each here.
 Below, `alpha` is the whole comparison's (default 0.05): `judge_metric` takes
 its Bonferroni share as `alpha` and the whole as `miss`.
@@ -81,9 +81,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from infertriage.analyze.latency import describe
-from infertriage.analyze.stats import (
-    bootstrap_diff_ci,
+from infertriage.analyze.stats.bootstrap import bootstrap_diff_ci
+from infertriage.analyze.stats.distribution import describe
+from infertriage.analyze.stats.significance import (
     fisher_exact,
     fisher_min_p,
     mann_whitney,
@@ -259,7 +259,7 @@ class _Rule:
 
 
 @dataclass(frozen=True, slots=True)
-class _Check:
+class _Change:
     """One statistic's change, judged.
 
     `p` is its test's p-value. `open` when the change is no practical worsening
@@ -305,7 +305,7 @@ def _check(
     rule: _Rule,
     *,
     tail: bool = False,
-) -> _Check:
+) -> _Change:
     """`cis`: the interval its significance needs, and the one-sided bound's (or None).
 
     `tail`: a p95, tested by the share of samples above the pooled p95, not by ranks.
@@ -322,7 +322,7 @@ def _check(
     scale = _test_scale(p, rule.alpha)
     if tail:
         scale = max(scale, rule.tail_scale)
-    judged = _Check(name, rel, practical, significant, worse, p, scale=scale)
+    judged = _Change(name, rel, practical, significant, worse, p, scale=scale)
     if cis[1] is None or (practical and worse):  # a practical worsening is judged by its test
         return judged
     bound = max(sign * cis[1][0], sign * cis[1][1])
@@ -418,7 +418,7 @@ def _too_few(rule: _Rule, sizes: _Sizes) -> tuple[str, Settle] | None:
 
 
 def _inconclusive(
-    checks: Sequence[_Check], rule: _Rule, sizes: _Sizes
+    checks: Sequence[_Change], rule: _Rule, sizes: _Sizes
 ) -> tuple[str, Settle] | None:
     """Why the metric cannot be judged either way, and the sizes that would settle it."""
     if rule.min_p >= rule.alpha:
@@ -440,7 +440,7 @@ def _inconclusive(
     return None
 
 
-def _verdict(checks: Sequence[_Check], rule: _Rule, sizes: _Sizes) -> tuple[Verdict, str, Settle]:
+def _verdict(checks: Sequence[_Change], rule: _Rule, sizes: _Sizes) -> tuple[Verdict, str, Settle]:
     confirmed = [c for c in checks if c.practical and c.significant]
     worse = any(c.worse for c in confirmed)
     better = any(not c.worse for c in confirmed)

@@ -1,4 +1,4 @@
-"""analyze, level 1: the Prometheus math, pure.
+"""analyze.signals, level 1: the Prometheus math, pure.
 
 Takes scraped values in time order (`(t, value)` points of a counter or a
 gauge, cumulative bucket counts of a histogram) and gives what PromQL would:

@@ -1,4 +1,4 @@
-"""analyze, level 1: the signals the diagnosis reads from scraped metrics.
+"""analyze.signals, level 1: the signals the diagnosis reads from scraped metrics.
 
 Takes the normalised `Sample`s of metrics.jsonl (server engine metrics, DCGM
 and host samples on the run's clock) and the run's phases: the measured
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infertriage.analyze.prom import (
+from infertriage.analyze.signals.prom import (
     HistogramWindow,
     counter_increase,
     histogram_increase,

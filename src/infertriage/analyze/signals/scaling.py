@@ -1,4 +1,4 @@
-"""analyze, level 1: scaling across GPU counts — two runs of one service at different sizes.
+"""analyze.signals, level 1: scaling across GPU counts — two runs of one service at different sizes.
 
 Takes the signals of this run and of another run of the same service at a
 different number of GPUs (`diagnose --compare-run DIR`), by name; gives

@@ -1,4 +1,4 @@
-"""analyze, level 1: latency, throughput and goodput from `RequestRecord`s.
+"""analyze.stats, level 1: latency, throughput and goodput from `RequestRecord`s.
 
 Takes the records of one load level, the SLOs and a seed; gives a typed
 `LatencySummary` (and `Signal`s for the rules). Pure: no clock, no I/O.
@@ -30,7 +30,7 @@ Definitions (all seconds, on the run's clock):
   asked to serve: requests cut by the run's end, rejected as invalid (4xx) or
   refused for load (429) are counted apart (`outcomes`), never as errors.
 - Percentiles are numpy's (linear); the mean carries a seeded percentile
-  bootstrap confidence interval where asked.
+  bootstrap confidence interval where asked (`distribution.describe`).
 """
 
 from __future__ import annotations
@@ -41,15 +41,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
-from infertriage.analyze.outcomes import (
+from infertriage.analyze.stats.distribution import Distribution, describe
+from infertriage.analyze.stats.outcomes import (
     Rejections,
     is_incomplete,
     is_refused,
     is_server_failure,
     rejections_of,
 )
+from infertriage.analyze.stats.samples import FloatArray
 from infertriage.schemas import (
     JudgedWindow,
     RequestRecord,
@@ -62,14 +63,11 @@ from infertriage.schemas import (
 __all__ = [
     "SLO_METRICS",
     "ClientVerdict",
-    "Distribution",
     "LatencySummary",
     "Slo",
     "Window",
     "apportion",
-    "bootstrap_mean_ci",
     "default_slos",
-    "describe",
     "e2e_s",
     "icl_samples",
     "is_incomplete",
@@ -84,77 +82,10 @@ __all__ = [
     "ttfo_s",
 ]
 
-FloatArray = npt.NDArray[np.float64]
-_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 # A steady window shorter than this share of the run is no window: use the whole run.
 _MIN_WINDOW_SHARE = 0.2
 # Fewer requests than this sent within the steady window: judge the whole level instead.
 _MIN_STEADY_REQUESTS = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Distribution:
-    """Summary statistics of one metric; `mean_ci` is the bootstrap interval of the mean."""
-
-    count: int
-    mean: float
-    std: float
-    min: float
-    max: float
-    p50: float
-    p90: float
-    p95: float
-    p99: float
-    p999: float
-    mean_ci: tuple[float, float] | None = None
-
-
-def bootstrap_mean_ci(
-    values: Sequence[float] | FloatArray,
-    *,
-    level: float = 0.95,
-    num_resamples: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """A percentile-bootstrap confidence interval of the mean, seeded."""
-    data = np.asarray(values, dtype=np.float64)
-    if data.size < 2:
-        value = float(data.mean()) if data.size else math.nan
-        return value, value
-    rng = np.random.default_rng(seed)
-    means = np.empty(num_resamples)
-    # Resample in blocks: a large run's index matrix would not fit in memory at once.
-    block = max(1, 2_000_000 // data.size)
-    for start in range(0, num_resamples, block):
-        stop = min(num_resamples, start + block)
-        picks = rng.integers(0, data.size, (stop - start, data.size))
-        means[start:stop] = data[picks].mean(axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return float(low), float(high)
-
-
-def describe(
-    values: Sequence[float] | FloatArray, *, ci: bool = False, seed: int = 0
-) -> Distribution | None:
-    """Mean, std, min, max and p50/p90/p95/p99/p99.9; None for no values."""
-    data = np.asarray(values, dtype=np.float64)
-    if data.size == 0:
-        return None
-    p50, p90, p95, p99, p999 = (float(v) for v in np.percentile(data, _PERCENTILES))
-    return Distribution(
-        count=int(data.size),
-        mean=float(data.mean()),
-        std=float(data.std()),
-        min=float(data.min()),
-        max=float(data.max()),
-        p50=p50,
-        p90=p90,
-        p95=p95,
-        p99=p99,
-        p999=p999,
-        mean_ci=bootstrap_mean_ci(data, seed=seed) if ci else None,
-    )
 
 
 # --- per-request metrics -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""analyze, level 1: small statistical tests and intervals, numpy only.
+"""analyze.stats, level 1: small statistical tests and intervals, numpy only.
 
 Takes plain samples (sequences or float arrays); gives p-values, confidence
 intervals and fits as floats and frozen dataclasses. Pure: no I/O, no clock;
@@ -22,7 +22,8 @@ What each function reproduces (checked against scipy in the tests):
 - `wilson_interval`: the Wilson score interval without continuity correction.
 - `two_proportion_p`: the pooled two-sided z test (the uncorrected 2×2 χ² test).
 
-Non-finite samples (NaN, ±inf) are dropped before any computation.
+Non-finite samples (NaN, ±inf) are dropped before any computation (`samples.finite`).
+The bootstrap intervals are `stats.bootstrap`'s.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from infertriage.analyze.stats.samples import FloatArray, Samples, finite
+
 __all__ = [
     "MannWhitney",
     "Trend",
-    "bootstrap_diff_ci",
-    "bootstrap_quantile_ci",
     "fisher_exact",
     "fisher_min_p",
     "ks_two_sample",
@@ -52,22 +53,12 @@ __all__ = [
     "wilson_interval",
 ]
 
-FloatArray = npt.NDArray[np.float64]
-Samples = Sequence[float] | FloatArray
-
-# Elements gathered per bootstrap block for the mean: bounds memory whatever the input size.
-_BLOCK_ELEMENTS = 2_000_000
 # Cells the exact rank-sum recursion may touch (subset sizes × rank sums × values, ~0.1 s);
 # above it `method="auto"` takes the normal approximation, which is close at such sizes.
 _EXACT_MAX_CELLS = 30_000_000
 # Fisher's two-sided p sums the tables no likelier than the observed one, up to this relative
 # slack, so that float rounding does not drop a table exactly as likely (scipy and R do the same).
 _FISHER_RELATIVE_TIE = 1e-7
-
-
-def _clean(values: Samples) -> FloatArray:
-    data = np.asarray(values, dtype=np.float64).ravel()
-    return data[np.isfinite(data)]
 
 
 def _normal_sf(z: float) -> float:
@@ -166,7 +157,7 @@ def mann_whitney(
     approximation above. Empty inputs, or all values equal, give p 1.0 (and
     `prob_superiority` ½ when either side is empty).
     """
-    x, y = _clean(a), _clean(b)
+    x, y = finite(a), finite(b)
     n1, n2 = x.size, y.size
     if n1 == 0 or n2 == 0:
         return MannWhitney(u=0.0, p_value=1.0, prob_superiority=0.5)
@@ -194,112 +185,6 @@ def min_attainable_p(n1: int, n2: int) -> float:
     return min(1.0, 2 / math.comb(n1 + n2, n1))  # int / int: exact, 0.0 past float range
 
 
-# --- bootstrap -----------------------------------------------------------------------------
-
-
-def _resampled_means(data: FloatArray, num: int, rng: np.random.Generator) -> FloatArray:
-    means = np.empty(num)
-    # Resample in blocks: a large run's index matrix would not fit in memory at once.
-    block = max(1, _BLOCK_ELEMENTS // data.size)
-    for start in range(0, num, block):
-        stop = min(num, start + block)
-        picks = rng.integers(0, data.size, (stop - start, data.size))
-        means[start:stop] = data[picks].mean(axis=1)
-    return means
-
-
-def _resampled_quantiles(
-    ordered: FloatArray, q: float, num: int, rng: np.random.Generator
-) -> FloatArray:
-    """The q-quantile (numpy's linear rule) of `num` bootstrap resamples of sorted data.
-
-    A resample is `ordered[floor(n·U)]` for n uniforms U, so its k-th smallest
-    value is `ordered[floor(n·U₍ₖ₎)]`, with U₍ₖ₎ ~ Beta(k, n − k + 1) and the
-    next order statistic U₍ₖ₊₁₎ = U₍ₖ₎ + (1 − U₍ₖ₎)·Beta(1, n − k). Drawing those
-    two is exactly the percentile bootstrap, in O(num) memory and time however
-    large the input (the index-matrix way costs n per resample).
-    """
-    n = ordered.size
-    position = (n - 1) * q
-    lower = math.floor(position)
-    frac = position - lower
-    k = lower + 1  # the 1-based order statistic below the quantile
-    u_low = rng.beta(k, n - k + 1, num)
-    low = ordered[np.minimum((u_low * n).astype(np.int64), n - 1)]
-    if frac == 0.0 or k >= n:
-        return low
-    u_high = u_low + (1.0 - u_low) * rng.beta(1, n - k, num)
-    high = ordered[np.minimum((u_high * n).astype(np.int64), n - 1)]
-    return low + frac * (high - low)
-
-
-def _resampled(data: FloatArray, q: float | None, num: int, rng: np.random.Generator) -> FloatArray:
-    if q is None:
-        return _resampled_means(data, num, rng)
-    return _resampled_quantiles(np.sort(data), q, num, rng)
-
-
-def _check_quantile(q: float | None) -> None:
-    if q is not None and not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile {q} is not within [0, 1]")
-
-
-def _percentile_interval(stats: FloatArray, level: float) -> tuple[float, float]:
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(stats, [tail, 100.0 - tail])
-    return float(low), float(high)
-
-
-def _statistic(data: FloatArray, q: float | None) -> float:
-    return float(data.mean()) if q is None else float(np.quantile(data, q))
-
-
-def bootstrap_quantile_ci(
-    values: Samples,
-    q: float | None,
-    *,
-    level: float = 0.95,
-    num_resamples: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """A seeded percentile-bootstrap interval of the q-quantile (0..1; None: the mean).
-
-    Quantiles use numpy's linear rule. No values give (nan, nan); one value, (v, v).
-    """
-    _check_quantile(q)
-    data = _clean(values)
-    if data.size < 2:
-        value = _statistic(data, q) if data.size else math.nan
-        return value, value
-    stats = _resampled(data, q, num_resamples, np.random.default_rng(seed))
-    return _percentile_interval(stats, level)
-
-
-def bootstrap_diff_ci(
-    a: Samples,
-    b: Samples,
-    q: float | None,
-    *,
-    level: float = 0.95,
-    num_resamples: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """A seeded percentile-bootstrap interval of stat(b) − stat(a), a and b resampled apart.
-
-    `stat` is the q-quantile (0..1) or, for None, the mean. Either side empty
-    gives (nan, nan); a one-value side is taken as fixed.
-    """
-    _check_quantile(q)
-    x, y = _clean(a), _clean(b)
-    if x.size == 0 or y.size == 0:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    stats_a = _resampled(x, q, num_resamples, rng) if x.size > 1 else _statistic(x, q)
-    stats_b = _resampled(y, q, num_resamples, rng) if y.size > 1 else _statistic(y, q)
-    diffs = np.broadcast_to(np.asarray(stats_b - stats_a, dtype=np.float64), (num_resamples,))
-    return _percentile_interval(diffs, level)
-
-
 # --- Kolmogorov–Smirnov --------------------------------------------------------------------
 
 
@@ -324,7 +209,7 @@ def ks_two_sample(a: Samples, b: Samples) -> tuple[float, float]:
     D is the largest gap between the two empirical CDFs. Either side empty
     gives (0.0, 1.0).
     """
-    x, y = np.sort(_clean(a)), np.sort(_clean(b))
+    x, y = np.sort(finite(a)), np.sort(finite(b))
     if x.size == 0 or y.size == 0:
         return 0.0, 1.0
     points = np.concatenate((x, y))

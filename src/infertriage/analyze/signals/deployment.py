@@ -1,4 +1,4 @@
-"""analyze, level 1: signals from what is known of the deployment — its settings and its plan.
+"""analyze.signals, level 1: signals from what is known of the deployment: settings and plan.
 
 Takes the server's reported configuration (run.json `server_config`), the
 deployment as the user or the twin's scenario gave it (model, GPU, tensor

@@ -1,4 +1,4 @@
-"""analyze, level 1: the exact (Clopper–Pearson) interval of a rate, and the trials that settle it.
+"""analyze.stats, level 1: the exact (Clopper–Pearson) interval of a rate; the trials to settle it.
 
 Takes counts (k events in n trials) or an observed rate and a limit; gives the
 interval as floats, and the number of trials at which an observed rate's

@@ -1,4 +1,4 @@
-"""analyze, level 1: did a candidate run regress against a baseline?
+"""analyze.compare, level 1: did a candidate run regress against a baseline?
 
 Takes the `RequestRecord`s of a baseline ("base") and a candidate ("run") and
 their configs; gives one `MetricComparison` per metric of `METRICS`, warnings
@@ -13,7 +13,7 @@ cut into ⌊duration⌋ equal bins); `error_rate` one 0/1 per answered request
 429: `traffic_shape` names those apart), summarised by the rate (its p50, p95 and mean
 are all the rate, so one rule fits all).
 
-Each metric is judged by `analyze.verdict` on its p50 and p95 (for
+Each metric is judged by `compare.verdict` on its p50 and p95 (for
 `error_rate` both are the rate): regression, improvement, unchanged, or
 inconclusive when the data cannot tell (the module says how). Each statistic
 of each metric is tested at `alpha` / 12 (two statistics of six metrics,
@@ -32,15 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from infertriage.analyze.latency import (
-    e2e_s,
-    itl_samples,
-    steady_window,
-    tpot_s,
-)
-from infertriage.analyze.outcomes import is_counted, is_refused, rejections_of
-from infertriage.analyze.stats import ks_two_sample
-from infertriage.analyze.verdict import (
+from infertriage.analyze.compare.verdict import (
     Metric,
     MetricComparison,
     SampleStats,
@@ -49,6 +41,14 @@ from infertriage.analyze.verdict import (
     tail_min_p,
     tail_p_value,
 )
+from infertriage.analyze.stats.latency import (
+    e2e_s,
+    itl_samples,
+    steady_window,
+    tpot_s,
+)
+from infertriage.analyze.stats.outcomes import is_counted, is_refused, rejections_of
+from infertriage.analyze.stats.significance import ks_two_sample
 from infertriage.schemas import RequestRecord
 
 __all__ = [
@@ -162,7 +162,7 @@ def compare_records(
     alpha: float = 0.05,
     seed: int = 0,
 ) -> Comparison:
-    """Compare every metric of `METRICS`, run against base (`analyze.verdict` has the rule)."""
+    """Compare every metric of `METRICS`, run against base (`compare.verdict` has the rule)."""
     # Bonferroni: each statistic of each metric at its share of the comparison's alpha.
     each = alpha / (2 * len(METRICS))
     compared = tuple(

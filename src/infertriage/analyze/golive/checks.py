@@ -1,4 +1,4 @@
-"""analyze, level 1: the performance and stability halves of the go-live checklist.
+"""analyze.golive, level 1: the performance and stability halves of the go-live checklist.
 
 Takes the records of the performance level and of the soak, the scraped
 samples and the phase times; gives `Check`s. Pure: no clock, no I/O.
@@ -43,8 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infertriage.analyze.binomial import exact_interval, requests_to_settle
-from infertriage.analyze.latency import (
+from infertriage.analyze.stats.binomial import exact_interval, requests_to_settle
+from infertriage.analyze.stats.bootstrap import (
+    bootstrap_clustered_quantile_ci,
+    bootstrap_quantile_ci,
+)
+from infertriage.analyze.stats.latency import (
     Window,
     is_incomplete,
     itl_samples,
@@ -52,13 +56,8 @@ from infertriage.analyze.latency import (
     steady_window,
     tpot_s,
 )
-from infertriage.analyze.outcomes import is_counted, is_refused, rejections_of
-from infertriage.analyze.stats import (
-    bootstrap_quantile_ci,
-    linear_trend,
-    mann_whitney,
-    two_proportion_p,
-)
+from infertriage.analyze.stats.outcomes import is_counted, is_refused, rejections_of
+from infertriage.analyze.stats.significance import linear_trend, mann_whitney, two_proportion_p
 from infertriage.schemas import (
     MIB,
     Check,
@@ -122,17 +121,6 @@ def _latency_check(
     detail = f"{label} p95 {_ms(point)} ({ci}) is {verdict} the SLO of {_ms(limit)}."
     figures = {"p95_s": point, "ci_low_s": interval[0], "ci_high_s": interval[1], "limit_s": limit}
     return Check(_P, name, status, detail, figures)
-
-
-def _clustered_p95_ci(per_request: Sequence[np.ndarray], seed: int) -> tuple[float, float]:
-    """The p95 of per-token samples, bootstrapped by resampling whole requests."""
-    rng = np.random.default_rng(seed)
-    stats = np.empty(_RESAMPLES)
-    for i in range(_RESAMPLES):
-        picks = rng.integers(0, len(per_request), len(per_request))
-        stats[i] = np.percentile(np.concatenate([per_request[j] for j in picks]), 95)
-    low, high = np.percentile(stats, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def _not_counted(records: Sequence[RequestRecord]) -> str:
@@ -208,7 +196,11 @@ def performance_checks(
         if ttft
         else (0.0, 0.0)
     )
-    itl_ci = _clustered_p95_ci(per_request, seed + 1) if per_request else (0.0, 0.0)
+    itl_ci = (
+        bootstrap_clustered_quantile_ci(per_request, 0.95, num_resamples=_RESAMPLES, seed=seed + 1)
+        if per_request
+        else (0.0, 0.0)
+    )
     itl = np.concatenate(per_request).tolist() if per_request else []
     checks = [
         _latency_check("performance.ttft_p95", ttft, ttft_ci, thresholds.ttft_p95_s, "TTFT"),

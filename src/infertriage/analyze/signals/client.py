@@ -1,4 +1,4 @@
-"""analyze, level 1: the signals the diagnosis reads from the load client's records.
+"""analyze.signals, level 1: the signals the diagnosis reads from the load client's records.
 
 Takes the `RequestRecord`s of the measured load level and the client's own
 health verdict; gives `client.*` signals: TTFT and ITL percentiles over the
@@ -20,16 +20,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infertriage.analyze.latency import steady_requests, summarize
-from infertriage.analyze.outcomes import is_incomplete
+from infertriage.analyze.stats.latency import steady_requests, summarize
+from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.schemas import ErrorKind, JudgedWindow, RequestRecord, Signal
 
-__all__ = ["client_signals", "judged_window", "stream_cut"]
+__all__ = ["client_signals", "consistent_stream_cuts", "judged_window"]
 
 _CUT_SPREAD = 0.1  # cut streams end within ±10 % of one elapsed time
 
 
-def stream_cut(records: Sequence[RequestRecord]) -> tuple[float, float]:
+def consistent_stream_cuts(records: Sequence[RequestRecord]) -> tuple[float, float]:
     """(share of streams cut mid-way at one consistent elapsed time, that time in seconds)."""
     cut = [
         r.end_ts - r.sent_ts
@@ -101,7 +101,7 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
     # the run's own cuts are gone by now: a timeout here is the server's
     timeouts = sum(1 for r in records if r.error_kind is ErrorKind.TIMEOUT)
     out.append(signal("client.timeout_rate", timeouts / len(records), "fraction"))
-    share, at = stream_cut(records)
+    share, at = consistent_stream_cuts(records)
     out += [
         signal("client.stream_cut_fraction", share, "fraction"),
         signal("client.stream_cut_at_s", at, "s"),

@@ -1,0 +1,10 @@
+"""analyze.signals: what each source of evidence says, as named `Signal`s for `diagnose`.
+
+Takes one source each — the client's `RequestRecord`s (`client`), the server's
+Prometheus samples over the run's phases (`metrics`, with the counter and
+histogram math in `prom`), its settings and fleet (`deployment`), its replicas'
+scaling (`scaling`); gives `Signal`s with names from `diagnose.SIGNALS`. Server
+logs are read by `analyze.server_log`, traces by `analyze.trace`.
+
+Stands on `analyze.stats`; imports no other `analyze` subpackage.
+"""
