@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
-from infertriage.diagnose.symptom import slo_missed
+from infertriage.diagnose.symptom import engine_flag, slo_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
@@ -12,6 +13,15 @@ _LAUNCH_GAP = 0.3  # share of GPU time idle between kernels
 _LAUNCH_BOUND = 0.5  # idle this much, the launches are the bottleneck whatever the SLOs say
 _GRAPHS_ON = 0.5
 _HOST_WAIT = 0.3
+
+
+def _graphs_on(ev: Evidence) -> str:
+    eager = engine_flag(ev, Knob.EAGER)
+    if eager is None:  # the engine is not known: the two that have such a flag
+        return (
+            "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)"
+        )
+    return f"turn CUDA graphs on: drop `{eager}`"
 
 
 @rule(
@@ -42,7 +52,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
             "before the next launch arrives, so the GPU waits on the CPU."
         ),
         next_steps=(
-            "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)",
+            _graphs_on(ev),
             "widen the capture sizes (`--cuda-graph-sizes`) to cover the running batch",
         ),
     )

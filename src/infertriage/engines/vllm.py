@@ -1,22 +1,39 @@
-"""collect, level 2: the vLLM adapter (V1 names first, then the V0 ones).
+"""engines, level 0½: the vLLM adapter — every vLLM-specific fact.
 
-Takes nothing; gives `VLLM`, the table from vLLM's `/metrics` names to the
-vocabulary. vLLM renamed several metrics between its V0 and V1 engines
-(`gpu_cache_usage_perc` → `kv_cache_usage_perc`, `time_per_output_token_seconds`
-→ `inter_token_latency_seconds`, `gpu_prefix_cache_*` → `prefix_cache_*`); the
-newer name wins when a server exports both, and the status notes the other.
+Its `/metrics` names (V1 names first, then the V0 ones: vLLM renamed
+`gpu_cache_usage_perc` → `kv_cache_usage_perc`, `time_per_output_token_seconds`
+→ `inter_token_latency_seconds`, `gpu_prefix_cache_*` → `prefix_cache_*`; the
+newer name wins when a server exports both, and the status notes the other);
+`/version`; `max_model_len` in its `/v1/models` cards and `/tokenize`
+answers; `vllm:cache_config_info`; its log's stats lines (V1 `Running: N
+reqs, Waiting: M reqs, GPU KV cache usage: X%`, V0 `… Swapped: S reqs,
+Pending: M reqs …`), `MM-DD HH:MM:SS` stamps (local time, no year) and V0's
+preemption warnings; and its flags.
 """
 
 from __future__ import annotations
 
-from infertriage.collect.adapters.base import ENGINE_DOMAIN, Adapter, Product, Source, metric
+import re
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["VLLM"]
+from infertriage.engines.base import (
+    Endpoint,
+    EngineAdapter,
+    Knob,
+    LogFormat,
+    SaidLimit,
+    StatsLine,
+    positive,
+)
+from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
+
+__all__ = ["CACHE_CONFIG_INFO", "TOKENIZE_PATH", "VLLM", "VLLM_METRICS", "limit_from_tokenize"]
 
 _V0 = "vLLM V0 name"
 _SPEC = "exported only with speculative decoding on (--speculative-config)"
 
-VLLM = Adapter(
+VLLM_METRICS = MetricTable(
     engine="vllm",
     title="vLLM",
     prefixes=("vllm:",),
@@ -89,4 +106,74 @@ VLLM = Adapter(
     },
     notes=("vLLM's process_* metrics describe the API-server process, not the engine core.",),
     products=(Product("kv.tokens_total", "kv.blocks_total", "kv.block_size"),),
+)
+
+
+CACHE_CONFIG_INFO = "vllm:cache_config_info"  # an info metric: the cache's settings as labels
+TOKENIZE_PATH = "/tokenize"  # POST {"model", "prompt"}: its answer carries max_model_len
+
+
+def _read_version(document: Mapping[str, Any], found: dict[str, Any]) -> None:
+    found["version"] = document.get("version")
+
+
+def _read_card(card: Mapping[str, Any]) -> SaidLimit | None:
+    length = positive(card.get("max_model_len"))
+    return SaidLimit(length, "/v1/models max_model_len") if length is not None else None
+
+
+def limit_from_tokenize(document: Any) -> SaidLimit | None:
+    """The `max_model_len` of a `/tokenize` answer."""
+    length = positive(document.get("max_model_len")) if isinstance(document, dict) else None
+    return SaidLimit(length, "/tokenize max_model_len") if length is not None else None
+
+
+_STATS = re.compile(
+    r"Running: (?P<running>\d+) reqs, (?:Swapped: \d+ reqs, )?"
+    r"(?P<queue>Waiting|Pending): (?P<waiting>\d+) reqs, GPU KV cache usage: (?P<kv>[\d.]+)%"
+)
+# "(APIServer pid=7) INFO 12-02 16:31:45 [loggers.py:123] …", the process prefix optional
+_TIME = re.compile(
+    r"^(?:\([^)]*\)\s*)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d\d)-(\d\d) (\d\d:\d\d:\d\d)"
+)
+
+
+def _read_stats(line: str) -> StatsLine | None:
+    found = _STATS.search(line)
+    if not found:
+        return None
+    engine = "vllm-v0" if found.group("queue") == "Pending" else "vllm"
+    kv = float(found.group("kv")) / 100.0
+    return StatsLine(engine, kv, float(found.group("running")), float(found.group("waiting")))
+
+
+def _read_stamp(line: str, year: int) -> str | None:
+    found = _TIME.match(line)
+    if not found:
+        return None
+    return f"{year}-{found.group(1)}-{found.group(2)} {found.group(3)}"
+
+
+VLLM = EngineAdapter(
+    name="vllm",
+    title="vLLM",
+    metrics=(VLLM_METRICS,),
+    endpoints=(Endpoint("/version", read_config=_read_version),),
+    read_card=_read_card,
+    log=LogFormat(
+        read_stats=_read_stats,
+        read_stamp=_read_stamp,
+        preempted=re.compile(r"is preempted by PreemptionMode\.\w+"),
+        cumulative_preemptions=re.compile(r"total_num_cumulative_preemption=(\d+)"),
+    ),
+    knobs={
+        Knob.MAX_SEATS: "--max-num-seqs",
+        Knob.TOKEN_BUDGET: "--max-num-batched-tokens",
+        Knob.MEMORY_FRACTION: "--gpu-memory-utilization",
+        Knob.MAX_CONTEXT: "--max-model-len",
+        Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
+        Knob.PREFIX_CACHING: "--enable-prefix-caching",
+        Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
+        Knob.EAGER: "--enforce-eager",
+    },
 )
