@@ -84,7 +84,6 @@ TGI = EngineAdapter(
         Knob.TOKEN_BUDGET: "--max-batch-prefill-tokens",
         Knob.MEMORY_FRACTION: "--cuda-memory-fraction",
         Knob.MAX_CONTEXT: "--max-total-tokens",
-        Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
         Knob.TENSOR_PARALLEL: "--num-shard",
     },
 )

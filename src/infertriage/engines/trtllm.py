@@ -135,10 +135,10 @@ TRTLLM = EngineAdapter(
     title="TensorRT-LLM",
     metrics=(TRTLLM_TRITON_METRICS, TRITON_METRICS),
     knobs={
-        Knob.MAX_SEATS: "max_batch_size",
-        Knob.TOKEN_BUDGET: "max_num_tokens",
-        Knob.MEMORY_FRACTION: "kv_cache_free_gpu_memory_fraction",
-        Knob.MAX_CONTEXT: "max_seq_len",
-        Knob.TENSOR_PARALLEL: "tp_size",
+        Knob.MAX_SEATS: "--max_batch_size",  # trtllm-serve's spelling; the engine's build setting
+        Knob.TOKEN_BUDGET: "--max_num_tokens",
+        Knob.MEMORY_FRACTION: "--kv_cache_free_gpu_memory_fraction",
+        Knob.MAX_CONTEXT: "--max_seq_len",
+        Knob.TENSOR_PARALLEL: "--tp_size",
     },
 )

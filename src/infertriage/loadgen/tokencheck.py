@@ -30,6 +30,7 @@ import orjson
 
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.results import TokenCheck
+from infertriage.net import open_session, root_url
 from infertriage.workload import RequestSpec, TextRenderer
 
 __all__ = ["TOKEN_CHECK_LIMIT", "ServerTokenizer", "check_tokens", "token_check_warnings"]
@@ -115,13 +116,16 @@ async def check_tokens(
 ) -> TokenCheck:
     """Count the sample's prompts with the server's `/tokenize`; see the module docstring."""
     chat = endpoint is Endpoint.CHAT
-    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S * (1 + 2 * len(sample)), sock_read=_TIMEOUT_S)
     all_headers = {**headers, "Content-Type": "application/json"}
     intended = sum(spec.prompt_tokens for spec, _ in sample)
     text_total = request_total = usage_total = 0
     num_usage = 0
-    async with aiohttp.ClientSession(timeout=timeout, headers=all_headers) as session:
-        tokenize = ServerTokenizer(session, base_url.removesuffix("/v1"), model)
+    async with open_session(
+        timeout_s=_TIMEOUT_S * (1 + 2 * len(sample)),
+        read_timeout_s=_TIMEOUT_S,
+        headers=all_headers,
+    ) as session:
+        tokenize = ServerTokenizer(session, root_url(base_url), model)
         for spec, usage in sample:
             texts = [text for _, text in renderer.messages(spec.turns)]
             counted = _sum([await tokenize.text(text) for text in texts])
