@@ -18,7 +18,18 @@ from typing import Any
 from infertriage.engines.base import Endpoint, EngineAdapter, Knob, SaidLimit, as_int, positive
 from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, metric
 
-__all__ = ["LLAMACPP", "LLAMACPP_METRICS"]
+__all__ = [
+    "APPLY_TEMPLATE_PATH",
+    "LLAMACPP",
+    "LLAMACPP_METRICS",
+    "TOKENIZE_PATH",
+    "templated_prompt",
+    "token_count",
+    "tokenize_body",
+]
+
+TOKENIZE_PATH = "/tokenize"  # POST {"content"}: lists `tokens` (no chat template applied)
+APPLY_TEMPLATE_PATH = "/apply-template"  # POST {"messages"}: the templated `prompt`
 
 _ON_FINISH = "moves only when a request finishes"
 _RESETS = "reset on every read of /metrics: covers only what finished since the last read"
@@ -101,6 +112,26 @@ def _read_slots(document: Any, found: dict[str, Any]) -> None:
         "num_busy": busy,
         "n_ctx_per_slot": sorted(c for c in contexts if c is not None),
     }
+
+
+def tokenize_body(text: str, *, special: bool | None = None) -> dict[str, object]:
+    """A `/tokenize` body; `special` adds `add_special` (a BOS) when given."""
+    body: dict[str, object] = {"content": text}
+    if special is not None:
+        body["add_special"] = special
+    return body
+
+
+def token_count(document: Any) -> int | None:
+    """How many `tokens` a `/tokenize` answer lists."""
+    tokens = document.get("tokens") if isinstance(document, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+def templated_prompt(document: Any) -> str | None:
+    """The `prompt` of an `/apply-template` answer."""
+    prompt = document.get("prompt") if isinstance(document, dict) else None
+    return prompt if isinstance(prompt, str) else None
 
 
 def _read_card(card: Mapping[str, Any]) -> SaidLimit | None:

@@ -28,7 +28,15 @@ from infertriage.engines.base import (
 )
 from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
 
-__all__ = ["CACHE_CONFIG_INFO", "TOKENIZE_PATH", "VLLM", "VLLM_METRICS", "limit_from_tokenize"]
+__all__ = [
+    "CACHE_CONFIG_INFO",
+    "TOKENIZE_PATH",
+    "VLLM",
+    "VLLM_METRICS",
+    "limit_from_tokenize",
+    "token_count",
+    "tokenize_body",
+]
 
 _V0 = "vLLM V0 name"
 _SPEC = "exported only with speculative decoding on (--speculative-config)"
@@ -120,6 +128,17 @@ def _read_version(document: Mapping[str, Any], found: dict[str, Any]) -> None:
 def _read_card(card: Mapping[str, Any]) -> SaidLimit | None:
     length = positive(card.get("max_model_len"))
     return SaidLimit(length, "/v1/models max_model_len") if length is not None else None
+
+
+def tokenize_body(model: str | None, fields: Mapping[str, object]) -> dict[str, object]:
+    """A `/tokenize` body: the model and a prompt (`prompt`) or a chat (`messages`)."""
+    return {"model": model, **fields}
+
+
+def token_count(document: Any) -> int | None:
+    """The `count` of a `/tokenize` answer."""
+    count = document.get("count") if isinstance(document, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 def limit_from_tokenize(document: Any) -> SaidLimit | None:
