@@ -101,7 +101,6 @@ class EngineAdapter:
     read_card: LimitReader | None = None  # the context length in a /v1/models card
     log: LogFormat | None = None
     knobs: Mapping[Knob, str] = field(default_factory=dict)  # → the flag, e.g. --max-num-seqs
-    metrics_flag: str = ""  # what turns /metrics on, when it is off by default
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -155,5 +155,4 @@ LLAMACPP = EngineAdapter(
         Knob.MAX_CONTEXT: "--ctx-size",
         Knob.KV_CACHE_DTYPE: "--cache-type-k",
     },
-    metrics_flag="--metrics",
 )

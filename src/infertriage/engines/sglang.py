@@ -133,5 +133,4 @@ SGLANG = EngineAdapter(
         Knob.TENSOR_PARALLEL: "--tp-size",
         Knob.EAGER: "--disable-cuda-graph",
     },
-    metrics_flag="--enable-metrics",
 )
