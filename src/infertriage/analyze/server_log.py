@@ -3,7 +3,8 @@
 Takes the text of an engine's log and, when known, the run's window in Unix
 time; gives a `ServerLog` and its signals. Read from the log:
 
-- the periodic stats lines — vLLM V1 (`Engine 000: Avg prompt throughput: …,
+- the periodic stats lines (their formats are each engine's adapter's, in
+  `infertriage.engines`) — vLLM V1 (`Engine 000: Avg prompt throughput: …,
   Running: N reqs, Waiting: M reqs, GPU KV cache usage: X%, …`), vLLM V0
   (`… Running: N reqs, Swapped: S reqs, Pending: M reqs, GPU KV cache usage:
   X%, …`) and SGLang (`Decode batch. #running-req: N, #token: T, token usage:
@@ -29,24 +30,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
+from infertriage.engines import ENGINES, LogFormat, StatsLine
 from infertriage.schemas import Signal
 
 __all__ = ["ServerLog", "log_signals", "merge_log_signals", "parse_server_log"]
 
-_VLLM_STATS = re.compile(
-    r"Running: (?P<running>\d+) reqs, (?:Swapped: \d+ reqs, )?"
-    r"(?P<queue>Waiting|Pending): (?P<waiting>\d+) reqs, GPU KV cache usage: (?P<kv>[\d.]+)%"
+_FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
+_PREEMPTED = tuple(f.preempted for f in _FORMATS if f.preempted is not None)
+_CUMULATIVE = tuple(
+    f.cumulative_preemptions for f in _FORMATS if f.cumulative_preemptions is not None
 )
-_SGLANG_STATS = re.compile(r"(?:Decode|Prefill) batch[.,] (?P<body>.*)")
-_SGLANG_FIELD = re.compile(r"(#running-req|#queue-req|token usage): (?P<value>[\d.]+)")
-_PREEMPTED = re.compile(r"is preempted by PreemptionMode\.\w+")
-_CUMULATIVE = re.compile(r"total_num_cumulative_preemption=(\d+)")
 _OOM = re.compile(r"(CUDA out of memory|OutOfMemoryError|out of memory on device)", re.IGNORECASE)
-# vLLM: "(APIServer pid=7) INFO 12-02 16:31:45 [loggers.py:123] …", the process prefix optional
-_VLLM_TIME = re.compile(
-    r"^(?:\([^)]*\)\s*)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d\d)-(\d\d) (\d\d:\d\d:\d\d)"
-)
-_ISO_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
 _SLACK_S = 5.0  # log stamps are whole seconds, and a stats line sums the seconds before it
 
 
@@ -65,14 +59,9 @@ class ServerLog:
 
 def _stamp(line: str, year: int) -> float | None:
     """The line's local time as Unix seconds, or None when it has no stamp we know."""
-    iso = _ISO_TIME.match(line)
-    if iso:
-        text = f"{iso.group(1)} {iso.group(2)}"
-    else:
-        vllm = _VLLM_TIME.match(line)
-        if not vllm:
-            return None
-        text = f"{year}-{vllm.group(1)}-{vllm.group(2)} {vllm.group(3)}"
+    text = next((t for f in _FORMATS if (t := f.read_stamp(line, year)) is not None), None)
+    if text is None:
+        return None
     try:
         return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
     except (ValueError, OverflowError):
@@ -92,25 +81,9 @@ def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list
     return kept
 
 
-def _stats(line: str) -> tuple[str, float | None, float | None, float | None] | None:
-    """(engine, KV use, running, waiting) of one stats line."""
-    vllm = _VLLM_STATS.search(line)
-    if vllm:
-        kv = float(vllm.group("kv")) / 100.0
-        engine = "vllm-v0" if vllm.group("queue") == "Pending" else "vllm"
-        return engine, kv, float(vllm.group("running")), float(vllm.group("waiting"))
-    sglang = _SGLANG_STATS.search(line)
-    if sglang:
-        fields = {m.group(1): float(m.group("value")) for m in _SGLANG_FIELD.finditer(line)}
-        if not fields:
-            return None
-        return (
-            "sglang",
-            fields.get("token usage"),
-            fields.get("#running-req"),
-            fields.get("#queue-req"),
-        )
-    return None
+def _stats(line: str) -> StatsLine | None:
+    """The first engine's reading of one stats line."""
+    return next((found for f in _FORMATS if (found := f.read_stats(line)) is not None), None)
 
 
 def _peak(values: Sequence[float | None]) -> float | None:
@@ -122,16 +95,16 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
     """Read one log; `window_unix` keeps only the lines stamped within it (see the docstring)."""
     lines = _in_window(text.splitlines(), window_unix)
     stats = [s for s in map(_stats, lines) if s is not None]
-    warned = sum(1 for line in lines if _PREEMPTED.search(line))
-    cumulative = [int(m.group(1)) for line in lines if (m := _CUMULATIVE.search(line))]
+    warned = sum(1 for line in lines if any(p.search(line) for p in _PREEMPTED))
+    cumulative = [int(m.group(1)) for line in lines for p in _CUMULATIVE if (m := p.search(line))]
     preemptions = max(warned, max(cumulative) - min(cumulative) + 1) if cumulative else warned
     return ServerLog(
-        engine=stats[0][0] if stats else None,
+        engine=stats[0].engine if stats else None,
         num_lines=len(lines),
         num_stats_lines=len(stats),
-        kv_usage_max=_peak([s[1] for s in stats]),
-        running_max=_peak([s[2] for s in stats]),
-        waiting_max=_peak([s[3] for s in stats]),
+        kv_usage_max=_peak([s.kv_usage for s in stats]),
+        running_max=_peak([s.running for s in stats]),
+        waiting_max=_peak([s.waiting for s in stats]),
         preemptions=preemptions,
         oom_errors=sum(1 for line in lines if _OOM.search(line)),
         recompiles=parse_recompile_log("\n".join(lines)),

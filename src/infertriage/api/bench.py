@@ -61,6 +61,7 @@ from infertriage.loadgen.results import (
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.loadgen.workers import run_parallel
+from infertriage.net import normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
 from infertriage.schemas import (
     JsonlWriter,
@@ -92,14 +93,6 @@ _DEFAULT_CONCURRENCY = 8
 _SWEEP_PROBE_CONCURRENCY = 64
 _START_DELAY_S = 0.01
 _TOKEN_CHECK_SAMPLE = 8  # prompts of the first level counted by the server's /tokenize
-
-
-def normalize_base_url(url: str) -> str:
-    """`http://h:8000`, `…/v1` or `…/v1/` → `http://h:8000/v1`."""
-    base = url.strip().rstrip("/")
-    if not base.startswith(("http://", "https://")) or len(base.split("://", 1)[1]) == 0:
-        raise UserError(f"--url {url!r} is not an http:// or https:// URL.")
-    return base if base.endswith("/v1") else base + "/v1"
 
 
 def reach(url: str, api_key: str | None) -> None:

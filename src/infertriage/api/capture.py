@@ -17,12 +17,11 @@ import gzip
 import shutil
 import threading
 import time
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 
 __all__ = ["ProfileWindow", "check_files", "keep_logs", "read_log", "take_profiles"]
@@ -35,15 +34,8 @@ _TRACE_GLOB = "*.pt.trace.json*"
 
 def _post(url: str, timeout_s: float) -> str | None:
     """None when the server took it; else why not, in a few words."""
-    request = urllib.request.Request(url, data=b"{}", method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            status: int = response.status
-            return None if 200 <= status < 300 else f"HTTP {status}"
-    except urllib.error.HTTPError as err:
-        return f"HTTP {err.code}"
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
-        return str(getattr(err, "reason", err))
+    answer = sync_request(url, method="POST", data=b"{}", timeout_s=timeout_s)
+    return None if answer.ok else answer.error
 
 
 class ProfileWindow:

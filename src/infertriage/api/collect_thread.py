@@ -13,9 +13,8 @@ import asyncio
 import threading
 from typing import Any
 
-import aiohttp
-
 from infertriage.collect import Collected, Collector
+from infertriage.net import open_session
 from infertriage.schemas import RunClock, RunDir
 
 __all__ = ["CollectorThread"]
@@ -47,7 +46,7 @@ class CollectorThread:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with aiohttp.ClientSession() as session:
+        async with open_session() as session:
             try:
                 await self._collector.start(session)
             except BaseException as err:  # handed to the caller's thread

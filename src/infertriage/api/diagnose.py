@@ -334,7 +334,8 @@ def _diagnose_run(
     with JsonlWriter(run.signals) as writer:
         for signal in signals:
             writer.write(signal)
-    diagnosis = diagnose_evidence(Evidence.of(signals), thresholds)
+    engine = view.info.server_config.get("engine")
+    diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
     if records:  # say which window the client's SLO figures were judged over
         diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
     write_json(run.diagnosis, diagnosis)
@@ -344,10 +345,12 @@ def _diagnose_run(
 def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
     """One scrape: gauges only, at one instant; rules that need load or rates say `unknown`."""
     exposition = parse_metrics_text(read_metrics_file(path), str(path))
-    adapted = adapt_scrape(exposition, detect(exposition))
+    detection = detect(exposition)
+    adapted = adapt_scrape(exposition, detection)
     samples = samples_of(0.0, adapted)
     signals = metric_signals(samples, Phases(load_start_ts=0.0, load_end_ts=0.0))
-    diagnosis = diagnose_evidence(Evidence.of(signals), thresholds)
+    engine = detection.engine.engine if detection.engine else None
+    diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
     return DiagnoseResult(None, diagnosis, str(path))
 
 

@@ -16,8 +16,6 @@ import dataclasses
 import time
 from typing import Any
 
-import aiohttp
-
 from infertriage.analyze.signals.metrics import Phases
 from infertriage.api.target import Target
 from infertriage.collect import collect_fleet, fetch_server_config, fleet_samples, is_url
@@ -26,6 +24,7 @@ from infertriage.collect.prometheus_api import (
     required_matchers,
     selector_matchers,
 )
+from infertriage.net import open_session
 from infertriage.schemas import JsonlWriter, RunClock, RunDir, UserError, write_json
 
 __all__ = ["FLEET_FILE", "check_fleet", "read_fleet"]
@@ -43,7 +42,7 @@ def check_fleet(prometheus_url: str, selector: str) -> None:
     matchers = required_matchers(selector)
 
     async def run() -> int:
-        async with aiohttp.ClientSession() as session:
+        async with open_session() as session:
             client = PrometheusClient(session, prometheus_url)
             found = await client.query(f"count({{{matchers}}})", time.time())
             return int(found[0].points[-1][1]) if found and found[0].points else 0
@@ -68,7 +67,7 @@ async def _read(run: RunDir, clock: RunClock, target: Target, phases: Phases) ->
     prometheus_url, selector = target.prometheus or "", target.selector
     anchor = clock.wall_anchor_s
     end_ts = phases.drain_end_ts or clock.now_ts()
-    async with aiohttp.ClientSession() as session:
+    async with open_session() as session:
         client = PrometheusClient(session, prometheus_url)
         await _catch_up(client, selector_matchers(selector), anchor + end_ts)
         fleet = await fleet_samples(

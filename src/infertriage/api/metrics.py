@@ -15,8 +15,6 @@ import asyncio
 import time
 from pathlib import Path
 
-import aiohttp
-
 from infertriage.collect import (
     FleetView,
     MetricsView,
@@ -33,6 +31,7 @@ from infertriage.collect import (
     parse_metrics_text,
     read_metrics_file,
 )
+from infertriage.net import open_session
 from infertriage.schemas import RunClock, UserError
 
 __all__ = ["fleet_metrics", "scrape_metrics"]
@@ -56,7 +55,7 @@ async def _from_url(
 ) -> MetricsView:
     target = ScrapeTarget("engine", metrics_url_of(url))
     scraper = Scraper([target], clock=RunClock(), interval_s=interval_s, timeout_s=timeout_s)
-    async with aiohttp.ClientSession() as session:
+    async with open_session() as session:
         await scraper.scrape_once(session, strict=True)
         state = scraper.state_of("engine")
         engine = state.detection.engine if state.detection else None
@@ -113,7 +112,7 @@ def fleet_metrics(
     end = end_unix_s if end_unix_s is not None else time.time()
 
     async def run() -> FleetView:
-        async with aiohttp.ClientSession() as session:
+        async with open_session() as session:
             return await collect_fleet(
                 session,
                 prometheus_url,

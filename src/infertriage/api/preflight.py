@@ -19,10 +19,12 @@ from typing import Any
 import aiohttp
 import orjson
 
+from infertriage.engines import read_model_list
 from infertriage.loadgen.client import Endpoint
 from infertriage.loadgen.context import find_context_limit
 from infertriage.loadgen.promptcount import learn_prompt_model
 from infertriage.loadgen.runner import run_sync
+from infertriage.net import open_session, root_url
 from infertriage.schemas import RequestRecord, UserError
 from infertriage.workload import (
     DEFAULT_MAX_MODEL_LEN,
@@ -49,9 +51,8 @@ class ServerInfo:
 
 
 async def _get_models(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    timeout = aiohttp.ClientTimeout(total=_PREFLIGHT_TIMEOUT_S, sock_connect=3.0)
     async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
+        open_session(timeout_s=_PREFLIGHT_TIMEOUT_S, connect_timeout_s=3.0) as session,
         session.get(base + "/models", headers=headers) as resp,
     ):
         return resp.status, await resp.content.read(1 << 20)
@@ -81,11 +82,15 @@ def preflight(base: str, headers: dict[str, str], *, need_model: bool) -> Server
             "OpenAI-compatible server?"
         )
     try:
-        entries = orjson.loads(body).get("data") or []
-        models = tuple(str(entry["id"]) for entry in entries)
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as err:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
         raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
-    return ServerInfo(models, tuple(entries))
+    if isinstance(document, dict) and not document.get("data"):
+        return ServerInfo(())  # a list of no models
+    listing = read_model_list(document)
+    if listing.problem:
+        raise UserError(f"{base}/models did not answer with an OpenAI model list.")
+    return ServerInfo(listing.ids, listing.cards)
 
 
 def choose_model(model: str | None, info: ServerInfo, base: str) -> str:
@@ -106,11 +111,10 @@ async def _find(
     entries: Sequence[Any],
     override: int | None,
 ) -> ContextLimit | None:
-    timeout = aiohttp.ClientTimeout(total=_PROBE_TIMEOUT_S)
-    async with aiohttp.ClientSession(timeout=timeout, headers=dict(headers)) as session:
+    async with open_session(timeout_s=_PROBE_TIMEOUT_S, headers=headers) as session:
         return await find_context_limit(
             session,
-            base_url.removesuffix("/v1"),
+            root_url(base_url),
             model=model,
             models_document={"data": list(entries)},
             override=override,

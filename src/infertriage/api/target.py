@@ -8,15 +8,13 @@ process id when it is on this host, and what is known of its deployment.
 from __future__ import annotations
 
 import contextlib
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infertriage.api.collect_thread import CollectorThread
-from infertriage.collect.http import metrics_url_of
+from infertriage.net import metrics_url_of, sync_request
 from infertriage.schemas import RunClock, RunDir
 from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
@@ -69,12 +67,7 @@ def _twin_deployment(scenario: Any) -> dict[str, Any]:
 
 def has_metrics(url: str) -> bool:
     """Does the server answer /metrics? A server without them is still validated, less fully."""
-    try:
-        with urllib.request.urlopen(metrics_url_of(url), timeout=5) as response:
-            status: int = response.status
-            return status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
-        return False
+    return sync_request(metrics_url_of(url), timeout_s=5).status == 200
 
 
 def collector_for(

@@ -1,20 +1,22 @@
-"""collect, level 2: the one HTTP seam of the collectors.
+"""collect, level 2: the collectors' GET over a session of the HTTP seam (`infertriage.net`).
 
 Takes a URL and an `aiohttp.ClientSession`; gives the response text, or a
 `FetchError` (a `UserError`) that says in one sentence what went wrong:
-refused, unknown host, timeout, cut short, or an HTTP error status. Also
-turns a server's base URL into its `/metrics` URL and back.
+refused, unknown host, timeout, cut short, or an HTTP error status. The URL
+forms (`metrics_url_of`, `base_url_of` = `net.root_url`, `is_url`) are
+`infertriage.net`'s, kept here under the names collect's callers use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
 
+from infertriage.net import is_url, metrics_url_of
+from infertriage.net import root_url as base_url_of  # the name collect's callers know
 from infertriage.schemas import UserError
 
 __all__ = [
@@ -48,29 +50,6 @@ class Fetched:
     status: int
     text: str
     content_type: str
-
-
-def is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
-
-
-def metrics_url_of(url: str) -> str:
-    """`http://h:8000` or `http://h:8000/v1` → `http://h:8000/metrics`; other paths are kept."""
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    if path in {"", "/v1"}:
-        path = "/metrics"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def base_url_of(url: str) -> str:
-    """The server's root: `http://h:8000/v1` or `http://h:8000/metrics` → `http://h:8000`."""
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    for suffix in ("/metrics", "/v1"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def _connect_error(url: str, err: aiohttp.ClientConnectorError) -> FetchError:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from infertriage.collect.http import FetchError, fetch, fetch_json
+from infertriage.engines import read_model_list
 from infertriage.schemas import UserError
 
 __all__ = ["GpuMemory", "Readiness", "check_readiness", "wait_until_ready"]
@@ -61,10 +62,10 @@ async def _models(
         document = await fetch_json(session, base_url + "/v1/models", timeout_s=timeout_s)
     except FetchError as err:
         return str(err)
-    data = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(data, list):
+    listing = read_model_list(document)
+    if not listing.is_list:
         return f"{base_url}/v1/models did not return an OpenAI model list."
-    return tuple(str(m["id"]) for m in data if isinstance(m, dict) and m.get("id"))
+    return listing.ids
 
 
 async def check_readiness(

@@ -2,9 +2,11 @@
 
 Takes a scrape (`vllm:cache_config_info`, TensorRT-LLM's `max` gauges) and
 the server's base URL; gives a `ServerConfig` for run.json's `server_config`:
-`max_model_len` and the served models from `/v1/models`, the version from
-`/version` (vLLM), `/info` (TGI), `/get_server_info` (SGLang) or `/props`
-(llama.cpp), KV-cache geometry, prefix caching, and llama.cpp's `/slots`.
+`max_model_len` and the served models from `/v1/models`, then what the
+engine's adapter (`infertriage.engines`) names as its config endpoints and
+reads from them: the version (vLLM `/version`, TGI `/info`, SGLang
+`/get_server_info`, llama.cpp `/props`), KV-cache geometry, prefix caching,
+and llama.cpp's `/slots`.
 Every probe is short and optional: an endpoint that does not answer becomes a
 note, never an error, so the diagnosis can quote what it could learn.
 """
@@ -20,38 +22,13 @@ import aiohttp
 
 from infertriage.collect.http import FetchError, fetch_json
 from infertriage.collect.parse import Exposition
+from infertriage.engines import EngineAdapter, as_int, engine_of, read_model_list, typed_label
+from infertriage.engines.trtllm import KV_BLOCK_METRICS, REQUEST_METRICS
+from infertriage.engines.vllm import CACHE_CONFIG_INFO
 
 __all__ = ["ServerConfig", "config_from_metrics", "fetch_server_config"]
 
 _SCALARS = (str, int, float, bool, type(None))
-
-
-def _typed(text: str) -> object:
-    """A Prometheus label value as the Python value it spells: 'True' → True, '16' → 16."""
-    lowered = text.strip().lower()
-    if lowered in {"true", "false"}:
-        return lowered == "true"
-    if lowered in {"none", "null", ""}:
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return text
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return int(value)
-    if isinstance(value, str):
-        typed = _typed(value)
-        return (
-            int(typed) if isinstance(typed, int | float) and not isinstance(typed, bool) else None
-        )
-    return None
 
 
 def _flat(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,33 +88,34 @@ def _trt_value(exposition: Exposition, family: str, key: str, kind: str) -> int 
 def config_from_metrics(exposition: Exposition) -> dict[str, Any]:
     """Configuration the metrics themselves carry (pure): vLLM's cache_config_info, TRT-LLM's."""
     found: dict[str, Any] = {}
-    info = exposition.get("vllm:cache_config_info")
+    info = exposition.get(CACHE_CONFIG_INFO)
     if info:
-        cache = {key: _typed(value) for key, value in info[0].labels}
+        cache = {key: typed_label(value) for key, value in info[0].labels}
         found["cache_config_info"] = cache
-        found["num_gpu_blocks"] = _int(cache.get("num_gpu_blocks"))
-        found["block_size"] = _int(cache.get("block_size"))
+        found["num_gpu_blocks"] = as_int(cache.get("num_gpu_blocks"))
+        found["block_size"] = as_int(cache.get("block_size"))
         utilization = cache.get("gpu_memory_utilization")
         if isinstance(utilization, int | float) and not isinstance(utilization, bool):
             found["gpu_memory_utilization"] = float(utilization)
         prefix = cache.get("enable_prefix_caching")
         found["enable_prefix_caching"] = prefix if isinstance(prefix, bool) else None
-    kv = "nv_trt_llm_kv_cache_block_metrics"
+    kv, kind = KV_BLOCK_METRICS
     if exposition.has(kv):
-        found["num_gpu_blocks"] = _trt_value(exposition, kv, "kv_cache_block_type", "max")
-        found["block_size"] = _trt_value(exposition, kv, "kv_cache_block_type", "tokens_per")
-    max_requests = _trt_value(exposition, "nv_trt_llm_request_metrics", "request_type", "max")
+        found["num_gpu_blocks"] = _trt_value(exposition, kv, kind, "max")
+        found["block_size"] = _trt_value(exposition, kv, kind, "tokens_per")
+    max_requests = _trt_value(exposition, *REQUEST_METRICS, "max")
     if max_requests is not None:
         found["max_num_seqs"] = max_requests
     return {key: value for key, value in found.items() if value is not None}
 
 
-_PROBES: dict[str | None, tuple[str, ...]] = {
-    "vllm": ("/v1/models", "/version"),
-    "sglang": ("/v1/models", "/get_server_info"),
-    "tgi": ("/v1/models", "/info"),
-    "llamacpp": ("/v1/models", "/props", "/slots"),
-}
+_MODELS_PATH = "/v1/models"
+
+
+def _paths(adapter: EngineAdapter | None) -> tuple[str, ...]:
+    """`/v1/models`, then the endpoints where the engine says its configuration."""
+    endpoints = adapter.endpoints if adapter is not None else ()
+    return (_MODELS_PATH, *(e.path for e in endpoints if e.read_config is not None))
 
 
 async def _probe(
@@ -150,76 +128,29 @@ async def _probe(
 
 
 def _from_models(document: Any, found: dict[str, Any]) -> None:
-    data = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(data, list):
+    listing = read_model_list(document)
+    if not listing.is_list:
         return
-    entries = [entry for entry in data if isinstance(entry, dict)]
-    found["models"] = tuple(str(entry.get("id")) for entry in entries if entry.get("id"))
-    if entries:
-        found["model"] = str(entries[0].get("id") or "") or None
-        found["max_model_len"] = _int(entries[0].get("max_model_len"))
-        found["details"]["/v1/models"] = _flat(entries[0])
+    found["models"] = listing.ids
+    if listing.cards:
+        first = listing.cards[0]
+        found["model"] = str(first.get("id") or "") or None
+        found["max_model_len"] = as_int(first.get("max_model_len"))
+        found["details"][_MODELS_PATH] = _flat(first)
 
 
-def _from_sglang(document: Mapping[str, Any], found: dict[str, Any]) -> None:
-    found["version"] = document.get("version")
-    found["max_model_len"] = found.get("max_model_len") or _int(document.get("context_length"))
-    found["max_num_seqs"] = _int(document.get("max_running_requests"))
-    found["kv_tokens_total"] = _int(document.get("max_total_num_tokens"))
-    found["enable_prefix_caching"] = (
-        None if "disable_radix_cache" not in document else not document["disable_radix_cache"]
-    )
-
-
-def _from_tgi(document: Mapping[str, Any], found: dict[str, Any]) -> None:
-    found["version"] = document.get("version")
-    found["model"] = found.get("model") or document.get("model_id")
-    found["max_model_len"] = found.get("max_model_len") or _int(document.get("max_total_tokens"))
-    found["max_num_seqs"] = _int(document.get("max_concurrent_requests"))
-    found["kv_tokens_total"] = _int(document.get("max_batch_total_tokens"))
-
-
-def _from_props(document: Mapping[str, Any], found: dict[str, Any]) -> None:
-    settings = document.get("default_generation_settings")
-    n_ctx = document.get("n_ctx")
-    if n_ctx is None and isinstance(settings, dict):
-        n_ctx = settings.get("n_ctx")
-    found["version"] = document.get("build_info")
-    found["max_model_len"] = found.get("max_model_len") or _int(n_ctx)
-    found["max_num_seqs"] = _int(document.get("total_slots"))
-
-
-def _from_slots(document: Any, found: dict[str, Any]) -> None:
-    if not isinstance(document, list):
-        return
-    slots = [slot for slot in document if isinstance(slot, dict)]
-    busy = sum(1 for slot in slots if slot.get("is_processing"))
-    contexts = {_int(slot.get("n_ctx")) for slot in slots} - {None}
-    found["details"]["/slots"] = {
-        "num_slots": len(slots),
-        "num_busy": busy,
-        "n_ctx_per_slot": sorted(c for c in contexts if c is not None),
-    }
-
-
-def _absorb(path: str, document: Any, found: dict[str, Any]) -> None:
-    if path == "/v1/models":
+def _absorb(adapter: EngineAdapter | None, path: str, document: Any, found: dict[str, Any]) -> None:
+    if path == _MODELS_PATH:
         _from_models(document, found)
         return
-    if path == "/slots":
-        _from_slots(document, found)
+    endpoint = adapter.endpoint(path) if adapter is not None else None
+    if endpoint is None or endpoint.read_config is None:
         return
-    if not isinstance(document, dict):
-        return
-    found["details"][path] = _flat(document)
-    if path == "/version":
-        found["version"] = document.get("version")
-    elif path == "/get_server_info":
-        _from_sglang(document, found)
-    elif path == "/info":
-        _from_tgi(document, found)
-    elif path == "/props":
-        _from_props(document, found)
+    if endpoint.is_object:
+        if not isinstance(document, dict):
+            return
+        found["details"][path] = _flat(document)
+    endpoint.read_config(document, found)
 
 
 async def fetch_server_config(
@@ -237,7 +168,8 @@ async def fetch_server_config(
         if "cache_config_info" in from_metrics:
             found["details"]["cache_config_info"] = from_metrics.pop("cache_config_info")
         found.update(from_metrics)
-    paths = _PROBES.get(engine, ("/v1/models",))
+    adapter = engine_of(engine)
+    paths = _paths(adapter)
     results = await asyncio.gather(*(_probe(session, base_url, p, timeout_s) for p in paths))
     notes, answered = [], []
     for path, document, failure in results:
@@ -245,7 +177,7 @@ async def fetch_server_config(
             notes.append(failure)
             continue
         answered.append(path)
-        _absorb(path, document, found)
+        _absorb(adapter, path, document, found)
     if (
         found.get("kv_tokens_total") is None
         and found.get("num_gpu_blocks")

@@ -148,13 +148,14 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """Signals by name. Rules read `get`, never raw files."""
+    """Signals by name, and the engine they came from. Rules read `get`, never raw files."""
 
     signals: Mapping[str, Signal] = field(default_factory=dict)
+    engine: str | None = None  # as `collect.detect` names it; advice names this engine's flags
 
     @classmethod
-    def of(cls, signals: Iterable[Signal]) -> Evidence:
-        return cls({signal.name: signal for signal in signals})
+    def of(cls, signals: Iterable[Signal], engine: str | None = None) -> Evidence:
+        return cls({signal.name: signal for signal in signals}, engine)
 
     def get(self, name: str) -> float | None:
         signal = self.signals.get(name)
@@ -169,4 +170,4 @@ class Evidence:
     def merged(self, other: Iterable[Signal]) -> Evidence:
         merged = dict(self.signals)
         merged.update({signal.name: signal for signal in other})
-        return Evidence(merged)
+        return Evidence(merged, self.engine)

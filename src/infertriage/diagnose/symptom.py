@@ -12,14 +12,17 @@ from dataclasses import dataclass
 
 from infertriage.analyze.stats.binomial import exact_interval
 from infertriage.diagnose.evidence import Evidence
+from infertriage.engines import Knob, engine_of, knob_flag
 from infertriage.schemas import SloProfile, SloResult, Thresholds
 
 __all__ = [
     "ErrorCounts",
     "Miss",
     "current",
+    "engine_flag",
     "error_counts",
     "errors_missed",
+    "flag",
     "itl_missed",
     "misses",
     "slo_missed",
@@ -157,6 +160,17 @@ def slo_results(evidence: Evidence, t: Thresholds) -> tuple[SloResult, ...]:
         )
         for name, target, measured, unit in rows
     )
+
+
+def flag(evidence: Evidence, knob: Knob) -> str:
+    """The engine's flag for `knob` (vLLM's where the engine is unknown or has none)."""
+    return knob_flag(evidence.engine, knob)
+
+
+def engine_flag(evidence: Evidence, knob: Knob) -> str | None:
+    """The flag of the engine the evidence came from; None when unknown or it has none."""
+    adapter = engine_of(evidence.engine)
+    return adapter.knobs.get(knob) if adapter is not None else None
 
 
 def current(evidence: Evidence, name: str, fmt: str = "{:g}") -> str:

@@ -2,8 +2,9 @@
 
 Takes an aiohttp session, the server's root URL (no `/v1`), the model and,
 when the caller already has it, the `/v1/models` document; gives a
-`ContextLimit` (the length and where it came from) or None. The one place
-that knows where each engine says it:
+`ContextLimit` (the length and where it came from) or None. Where each
+engine says it is its adapter's (`infertriage.engines`); this module asks,
+in this order:
 
 - an override (`--max-model-len`) wins;
 - `/v1/models`: `max_model_len` of the model's card (vLLM, SGLang, the twin),
@@ -27,6 +28,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from infertriage.engines import ENGINES, SaidLimit, limit_from_card, read_model_list
+from infertriage.engines.vllm import TOKENIZE_PATH, limit_from_tokenize
 from infertriage.workload import ContextLimit
 
 __all__ = ["find_context_limit", "limit_from_models"]
@@ -35,8 +38,8 @@ _TIMEOUT_S = 3.0
 _PROBE_PROMPT = "hello"
 
 
-def _positive(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+def _limit(said: SaidLimit | None) -> ContextLimit | None:
+    return None if said is None else ContextLimit(said.length, said.source, said.prompt_length)
 
 
 def limit_from_models(entries: Sequence[Any], model: str | None) -> ContextLimit | None:
@@ -44,38 +47,10 @@ def limit_from_models(entries: Sequence[Any], model: str | None) -> ContextLimit
     cards = [c for c in entries if isinstance(c, Mapping)]
     chosen = [c for c in cards if model is not None and str(c.get("id")) == model] or cards[:1]
     for card in chosen:
-        length = _positive(card.get("max_model_len"))
-        if length is not None:
-            return ContextLimit(length, "/v1/models max_model_len")
-        meta = card.get("meta")
-        n_ctx = _positive(meta.get("n_ctx")) if isinstance(meta, Mapping) else None
-        if n_ctx is not None:
-            return ContextLimit(n_ctx, "/v1/models meta.n_ctx")
+        found = limit_from_card(card)
+        if found is not None:
+            return _limit(found)
     return None
-
-
-def _from_props(document: Mapping[str, Any]) -> ContextLimit | None:
-    settings = document.get("default_generation_settings")
-    n_ctx = _positive(document.get("n_ctx"))
-    if n_ctx is None and isinstance(settings, Mapping):
-        n_ctx = _positive(settings.get("n_ctx"))
-    return ContextLimit(n_ctx, "/props n_ctx") if n_ctx is not None else None
-
-
-def _from_sglang(document: Mapping[str, Any]) -> ContextLimit | None:
-    length = _positive(document.get("context_length"))
-    prompt = _positive(document.get("max_req_input_len"))
-    if length is None:
-        return None
-    return ContextLimit(length, "/get_server_info context_length", prompt)
-
-
-def _from_tgi(document: Mapping[str, Any]) -> ContextLimit | None:
-    total = _positive(document.get("max_total_tokens"))
-    prompt = _positive(document.get("max_input_tokens")) or _positive(
-        document.get("max_input_length")
-    )
-    return ContextLimit(total, "/info max_total_tokens", prompt) if total is not None else None
 
 
 async def _get(session: aiohttp.ClientSession, url: str, payload: object = None) -> Any:
@@ -94,13 +69,17 @@ async def _get(session: aiohttp.ClientSession, url: str, payload: object = None)
 
 
 async def _from_engines(session: aiohttp.ClientSession, root: str) -> ContextLimit | None:
-    paths = ("/props", "/get_server_info", "/info")
-    documents = await asyncio.gather(*(_get(session, root + path) for path in paths))
-    readers = (_from_props, _from_sglang, _from_tgi)
-    for reader, document in zip(readers, documents, strict=True):
+    readers = [
+        (e.path, e.read_limit)
+        for engine in ENGINES
+        for e in engine.endpoints
+        if e.read_limit is not None
+    ]
+    documents = await asyncio.gather(*(_get(session, root + path) for path, _ in readers))
+    for (_, reader), document in zip(readers, documents, strict=True):
         found = reader(document) if isinstance(document, Mapping) else None
         if found is not None:
-            return found
+            return _limit(found)
     return None
 
 
@@ -117,14 +96,13 @@ async def find_context_limit(
         return ContextLimit(override, "--max-model-len")
     if models_document is None:
         models_document = await _get(session, root + "/v1/models")
-    data = models_document.get("data") if isinstance(models_document, Mapping) else None
-    found = limit_from_models(data, model) if isinstance(data, list) else None
+    listing = read_model_list(models_document)
+    found = limit_from_models(listing.cards, model) if listing.is_list else None
     if found is None:
         found = await _from_engines(session, root)
     if found is None and model is not None:
         document = await _get(
-            session, root + "/tokenize", {"model": model, "prompt": _PROBE_PROMPT}
+            session, root + TOKENIZE_PATH, {"model": model, "prompt": _PROBE_PROMPT}
         )
-        length = _positive(document.get("max_model_len")) if isinstance(document, dict) else None
-        found = ContextLimit(length, "/tokenize max_model_len") if length is not None else None
+        found = _limit(limit_from_tokenize(document))
     return found

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from infertriage.engines import llamacpp, vllm
 from infertriage.loadgen.sse import SseEvent, SseParser
 
 _MAX_TOKENS = 8
@@ -152,10 +153,10 @@ async def _tokenize(p: _Probe, prompt: str) -> int | None:
     """The server's token count of `prompt` by `/tokenize` (vLLM's form); None without one."""
     if p.has_tokenize is False:
         return None
-    reply = await _request(p, "/tokenize", {"model": p.model, "prompt": prompt})
-    document = reply.document() if reply.status == 200 else None
-    count = document.get("count") if isinstance(document, dict) else None
-    if isinstance(count, int) and not isinstance(count, bool):
+    body = vllm.tokenize_body(p.model, {"prompt": prompt})
+    reply = await _request(p, vllm.TOKENIZE_PATH, body)
+    count = vllm.token_count(reply.document() if reply.status == 200 else None)
+    if count is not None:
         p.has_tokenize = True
         return count
     if p.has_tokenize is None:
@@ -172,10 +173,8 @@ async def _count_tokens(p: _Probe, prompt: str) -> int | None:
     count = await _tokenize(p, prompt)
     if count is not None:
         return count
-    reply = await _request(p, "/tokenize", {"content": prompt})
-    document = reply.document() if reply.status == 200 else None
-    tokens = document.get("tokens") if isinstance(document, dict) else None
-    return len(tokens) if isinstance(tokens, list) else None
+    reply = await _request(p, llamacpp.TOKENIZE_PATH, llamacpp.tokenize_body(prompt))
+    return llamacpp.token_count(reply.document() if reply.status == 200 else None)
 
 
 # ---------------------------------------------------------------------- bodies and answers

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from infertriage.engines import read_model_list
 from infertriage.loadgen.context import find_context_limit
 from infertriage.loadgen.probe_http import (
     _PROMPT,
@@ -49,6 +50,7 @@ from infertriage.loadgen.probe_http import (
     _tokenize,
     _usage,
 )
+from infertriage.net import auth_headers, open_session, redactor_of, root_url
 from infertriage.schemas import UserError
 from infertriage.schemas.redact import Redactor
 
@@ -437,13 +439,6 @@ _CHECKS: tuple[tuple[str, _Check], ...] = (
 # ---------------------------------------------------------------------- driver
 
 
-def _root(base_url: str) -> str:
-    url = base_url.strip().rstrip("/")
-    if "://" not in url:
-        url = "http://" + url
-    return url.removesuffix("/v1")
-
-
 async def _open(
     session: aiohttp.ClientSession, root: str, model: str | None, max_model_len: int | None
 ) -> _Probe:
@@ -454,12 +449,11 @@ async def _open(
         raise UserError(f"could not reach the server at {root}: {models.error}.")
     health = await _request(p, "/health")
     p.health = f"answered HTTP {health.status}" if health.status else f"failed ({health.error})"
-    document = models.document()
-    data = document.get("data") if isinstance(document, dict) else None
-    if models.status != 200 or not isinstance(data, list):
+    listing = read_model_list(models.document())
+    cards = [card for card in listing.cards if card.get("id")]
+    if models.status != 200 or not listing.is_list:
         p.models_problem = f"HTTP {models.status}: {_snippet(models.body)}"
-        data = []
-    cards = [card for card in data if isinstance(card, dict) and card.get("id")]
+        cards = []
     p.listed = tuple(str(card["id"]) for card in cards)
     p.model = model or (p.listed[0] if p.listed else None)
     if p.max_model_len is None:
@@ -494,19 +488,17 @@ async def functional_checks_async(
     timeout_s: float = 60.0,
 ) -> list[CheckResult]:
     """Run every check against `base_url` (with or without /v1), one after another."""
-    root = _root(base_url)
-    sent = dict(headers)
-    if api_key:
-        sent["Authorization"] = f"Bearer {api_key}"
-    timeout = aiohttp.ClientTimeout(
-        total=timeout_s, sock_connect=min(timeout_s, _CONNECT_TIMEOUT_S)
-    )
+    root = root_url(base_url)
     # A fresh connection for every probe: llama-server closes a kept-alive connection after
     # each streamed answer, and a probe must test the server, not connection reuse.
-    connector = aiohttp.TCPConnector(force_close=True)
-    async with aiohttp.ClientSession(headers=sent, timeout=timeout, connector=connector) as session:
+    async with open_session(
+        timeout_s=timeout_s,
+        connect_timeout_s=min(timeout_s, _CONNECT_TIMEOUT_S),
+        headers=auth_headers(api_key, headers),
+        fresh_connections=True,
+    ) as session:
         probe = await _open(session, root, model, max_model_len)
-        redact = Redactor.of(api_key, headers)
+        redact = redactor_of(api_key, headers)
         return [await _run(name, check, probe, redact) for name, check in _CHECKS]
 
 

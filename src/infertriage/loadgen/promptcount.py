@@ -18,10 +18,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-import aiohttp
-
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.tokencheck import ServerTokenizer
+from infertriage.net import open_session, root_url
 from infertriage.workload import (
     CountedPrompt,
     PromptModel,
@@ -97,12 +96,11 @@ async def learn_prompt_model(
     have_tokenizer: bool,
 ) -> PromptModel:
     """Count a sample of `specs` with the server's `/tokenize`; see the module docstring."""
-    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
     measured: list[CountedPrompt] = []
     cache: dict[str | SynthText, int] = {}
     all_headers = {**headers, "Content-Type": "application/json"}
-    async with aiohttp.ClientSession(timeout=timeout, headers=all_headers) as session:
-        tokenizer = ServerTokenizer(session, base_url.removesuffix("/v1"), model)
+    async with open_session(timeout_s=_TIMEOUT_S, headers=all_headers) as session:
+        tokenizer = ServerTokenizer(session, root_url(base_url), model)
         try:
             async with asyncio.timeout(BUDGET_S):
                 for spec in pick_sample(specs):

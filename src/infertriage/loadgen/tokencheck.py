@@ -28,8 +28,10 @@ from collections.abc import Mapping, Sequence
 import aiohttp
 import orjson
 
+from infertriage.engines import llamacpp, vllm
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.results import TokenCheck
+from infertriage.net import open_session, root_url
 from infertriage.workload import RequestSpec, TextRenderer
 
 __all__ = ["TOKEN_CHECK_LIMIT", "ServerTokenizer", "check_tokens", "token_check_warnings"]
@@ -44,7 +46,7 @@ class ServerTokenizer:
     def __init__(self, session: aiohttp.ClientSession, root: str, model: str) -> None:
         self.session = session
         self.root = root
-        self.url = root + "/tokenize"
+        self.url = root + vllm.TOKENIZE_PATH
         self.model = model
         self.form = ""  # "vllm" | "llama.cpp" once known; "none" when neither answers
         self.num_requests = 0
@@ -60,14 +62,11 @@ class ServerTokenizer:
             return None
 
     async def _vllm(self, fields: Mapping[str, object]) -> int | None:
-        document = await self._post({"model": self.model, **fields})
-        count = document.get("count") if isinstance(document, dict) else None
-        return count if isinstance(count, int) and not isinstance(count, bool) else None
+        return vllm.token_count(await self._post(vllm.tokenize_body(self.model, fields)))
 
     async def _llama(self, text: str, *, special: bool) -> int | None:
-        document = await self._post({"content": text, "add_special": special})
-        tokens = document.get("tokens") if isinstance(document, dict) else None
-        return len(tokens) if isinstance(tokens, list) else None
+        body = llamacpp.tokenize_body(text, special=special)
+        return llamacpp.token_count(await self._post(body, self.root + llamacpp.TOKENIZE_PATH))
 
     async def text(self, text: str) -> int | None:
         """The tokens of plain text: no template, no special tokens."""
@@ -95,9 +94,9 @@ class ServerTokenizer:
         """llama.cpp: the chat template applied by `/apply-template`, then counted."""
         if self.form != "llama.cpp":
             return None
-        document = await self._post({"messages": messages}, self.root + "/apply-template")
-        prompt = document.get("prompt") if isinstance(document, dict) else None
-        return await self._llama(prompt, special=True) if isinstance(prompt, str) else None
+        url = self.root + llamacpp.APPLY_TEMPLATE_PATH
+        prompt = llamacpp.templated_prompt(await self._post({"messages": messages}, url))
+        return await self._llama(prompt, special=True) if prompt is not None else None
 
 
 def _sum(counts: Sequence[int | None]) -> int | None:
@@ -115,13 +114,16 @@ async def check_tokens(
 ) -> TokenCheck:
     """Count the sample's prompts with the server's `/tokenize`; see the module docstring."""
     chat = endpoint is Endpoint.CHAT
-    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S * (1 + 2 * len(sample)), sock_read=_TIMEOUT_S)
     all_headers = {**headers, "Content-Type": "application/json"}
     intended = sum(spec.prompt_tokens for spec, _ in sample)
     text_total = request_total = usage_total = 0
     num_usage = 0
-    async with aiohttp.ClientSession(timeout=timeout, headers=all_headers) as session:
-        tokenize = ServerTokenizer(session, base_url.removesuffix("/v1"), model)
+    async with open_session(
+        timeout_s=_TIMEOUT_S * (1 + 2 * len(sample)),
+        read_timeout_s=_TIMEOUT_S,
+        headers=all_headers,
+    ) as session:
+        tokenize = ServerTokenizer(session, root_url(base_url), model)
         for spec, usage in sample:
             texts = [text for _, text in renderer.messages(spec.turns)]
             counted = _sum([await tokenize.text(text) for text in texts])

@@ -12,12 +12,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from infertriage.net import sync_request
 from infertriage.schemas.errors import UserError
 
 __all__ = ["TwinProcess"]
@@ -82,12 +81,8 @@ class TwinProcess:
 
     def _wait_healthy(self, started: float) -> None:
         while time.monotonic() - started < self.timeout_s:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError):
-                pass
+            if sync_request(f"{self.url}/health", timeout_s=2).status == 200:
+                return
             time.sleep(0.05)
         self.stop()
         raise UserError(f"the twin at {self.url} was not healthy after {self.timeout_s:.0f} s.")

@@ -1,8 +1,10 @@
-"""collect, level 2: engine adapters, and which one a scrape needs.
+"""collect, level 2: the engines' metric tables, and which one a scrape needs.
 
-Takes an `Exposition`; `detect` names the engine from its metric prefixes
-(`vllm:`, `sglang:`, `tgi_`, `nv_trt_llm_`/`trtllm_`, `nv_inference_`,
-`llamacpp:`) and any GPU exporter in it (`DCGM_FI_`); `adapt_scrape` maps it
+The tables live with their engine (`infertriage.engines`); here they keep
+their short names (`VLLM` is `engines.vllm.VLLM_METRICS`). Takes an
+`Exposition`; `detect` names the engine from its metric prefixes (`vllm:`,
+`sglang:`, `tgi_`, `nv_trt_llm_`/`trtllm_`, `nv_inference_`, `llamacpp:`)
+and any GPU exporter in it (`DCGM_FI_`); `adapt_scrape` maps it
 through each detected adapter into the vocabulary.
 """
 
@@ -21,12 +23,13 @@ from infertriage.collect.adapters.base import (
     adapt,
 )
 from infertriage.collect.adapters.dcgm import DCGM
-from infertriage.collect.adapters.llamacpp import LLAMACPP
-from infertriage.collect.adapters.sglang import SGLANG
-from infertriage.collect.adapters.tgi import TGI
-from infertriage.collect.adapters.trtllm_triton import TRITON, TRTLLM_TRITON
-from infertriage.collect.adapters.vllm import VLLM
 from infertriage.collect.parse import Exposition
+from infertriage.engines.llamacpp import LLAMACPP_METRICS as LLAMACPP
+from infertriage.engines.sglang import SGLANG_METRICS as SGLANG
+from infertriage.engines.tgi import TGI_METRICS as TGI
+from infertriage.engines.trtllm import TRITON_METRICS as TRITON
+from infertriage.engines.trtllm import TRTLLM_TRITON_METRICS as TRTLLM_TRITON
+from infertriage.engines.vllm import VLLM_METRICS as VLLM
 
 __all__ = [
     "ADAPTERS",

@@ -1,9 +1,9 @@
-"""collect, level 2: what an engine adapter is, and how one maps a scrape.
+"""collect, level 2: how a metric table maps a scrape.
 
-An `Adapter` is a table: for each normalised name of the vocabulary, the
-raw names that carry it in this engine (newest first, older generations
-after), the factor to SI units, a label filter, or why the engine has no
-such metric. `adapt` applies it to an `Exposition` and gives normalised
+An `Adapter` (`engines.MetricTable`: the table lives with its engine in
+`infertriage.engines`) gives, for each normalised name of the vocabulary, the
+raw names that carry it, the factor to SI units, a label filter, or why the
+engine has no such metric. `adapt` applies it to an `Exposition` and gives normalised
 scalars and histograms (raw name kept in the `raw` label) and a status for
 every name of the adapter's domain: `present`, `absent` (the engine can
 export it, this scrape does not) or `unsupported` (the engine has no such
@@ -13,11 +13,19 @@ metric).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from infertriage.collect.parse import Exposition, Labels, RawSample
+from infertriage.engines.metrics import (
+    ENGINE_DOMAIN,
+    MetricMap,
+    Product,
+    Source,
+    metric,
+)
+from infertriage.engines.metrics import MetricTable as Adapter
 from infertriage.schemas import VOCABULARY, MetricKind
 
 __all__ = [
@@ -40,56 +48,6 @@ class Availability(StrEnum):
     PRESENT = "present"
     ABSENT = "absent"  # the engine can export it; this scrape does not have it
     UNSUPPORTED = "unsupported"  # the engine has no such metric
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """One raw metric that carries a normalised one.
-
-    `raw` is the sample name for scalars (`vllm:num_preemptions_total`) and
-    the family's base name for histograms (`vllm:time_to_first_token_seconds`).
-    """
-
-    raw: str
-    scale: float = 1.0  # raw unit → SI (MiB → bytes, µs → s, percent → fraction)
-    where: Labels = ()  # only samples with these label values
-    from_label: str | None = None  # the value is this label of an info metric
-    note: str = ""  # e.g. "vLLM V0 name"
-
-    @property
-    def display(self) -> str:
-        """The raw name as shown and kept in the `raw` label, with its filter or label."""
-        text = self.raw
-        if self.where:
-            text += "{" + ",".join(f'{k}="{v}"' for k, v in self.where) + "}"
-        if self.from_label:
-            text += f".{self.from_label}"
-        return text
-
-
-@dataclass(frozen=True, slots=True)
-class MetricMap:
-    name: str
-    sources: tuple[Source, ...]
-    note: str = ""  # a caveat shown whatever the status
-    enable: str = ""  # how to make it appear when it is absent
-
-
-def metric(name: str, *sources: str | Source, note: str = "", enable: str = "") -> MetricMap:
-    """A mapping row; plain strings are sources with no scaling or filter."""
-    if name not in VOCABULARY:
-        raise KeyError(f"{name} is not in the vocabulary")
-    made = tuple(Source(s) if isinstance(s, str) else s for s in sources)
-    return MetricMap(name, made, note, enable)
-
-
-@dataclass(frozen=True, slots=True)
-class Product:
-    """A name derived as the product of two others, when the engine does not export it."""
-
-    name: str
-    left: str
-    right: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,23 +80,6 @@ class MetricStatus:
 
 
 @dataclass(frozen=True)
-class Adapter:
-    engine: str  # vllm, sglang, tgi, trtllm_triton, triton, llamacpp, dcgm
-    title: str
-    prefixes: tuple[str, ...]
-    domain: frozenset[str]
-    mappings: tuple[MetricMap, ...]
-    unsupported: Mapping[str, str] = field(default_factory=dict)  # name → why
-    notes: tuple[str, ...] = ()
-    products: tuple[Product, ...] = ()
-
-    def __post_init__(self) -> None:
-        mapped = {m.name for m in self.mappings}
-        if not mapped <= self.domain:
-            raise ValueError(f"{self.engine}: mapped names outside the domain")
-
-
-@dataclass(frozen=True)
 class Adapted:
     """What one adapter made of one scrape."""
 
@@ -154,15 +95,6 @@ class Adapted:
 
     def values(self, name: str) -> tuple[float, ...]:
         return tuple(s.value for s in self.scalars if s.name == name)
-
-
-ENGINE_DOMAIN: frozenset[str] = frozenset(
-    name
-    for name, definition in VOCABULARY.items()
-    if definition.kind is not MetricKind.EVENT
-    and name.split(".")[0]
-    in {"queue", "kv", "preemptions", "prefix_cache", "tokens", "requests", "server", "spec"}
-) | {"proc.rss_bytes", "proc.start_time_s", "proc.cpu_seconds"}
 
 
 def _matches(sample: RawSample, where: Labels) -> bool:

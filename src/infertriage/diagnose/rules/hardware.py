@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
-from infertriage.diagnose.symptom import itl_missed, slo_missed
+from infertriage.diagnose.symptom import flag, itl_missed, slo_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.HARDWARE
@@ -33,7 +34,7 @@ def busy_not_computing(ev: Evidence, t: Thresholds) -> Finding | None:
         ),
         next_steps=(
             "capture a trace (`--profile 5`) and look at kernels per step and launch gaps",
-            "make sure CUDA graphs are on (no `--enforce-eager`)",
+            f"make sure CUDA graphs are on (no `{flag(ev, Knob.EAGER)}`)",
         ),
     )
 
@@ -67,7 +68,7 @@ def hbm_bandwidth_bound(ev: Evidence, t: Thresholds) -> Finding | None:
         next_steps=(
             "quantise weights or the KV cache (`--kv-cache-dtype fp8`) to move fewer bytes",
             "add replicas or a GPU with more HBM bandwidth",
-            "cap the batch (`--max-num-seqs`) if ITL matters more than throughput",
+            f"cap the batch (`{flag(ev, Knob.MAX_SEATS)}`) if ITL matters more than throughput",
         ),
     )
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
-from infertriage.diagnose.symptom import slo_missed
+from infertriage.diagnose.symptom import engine_flag, slo_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
@@ -31,6 +32,15 @@ def roofline_gap_explained(ev: Evidence, idle: float) -> float | None:
     if measured is None or not ceiling or measured >= ceiling or idle >= 1:
         return None
     return (min(measured / (1 - idle), ceiling) - measured) / (ceiling - measured)
+
+
+def _graphs_on(ev: Evidence) -> str:
+    eager = engine_flag(ev, Knob.EAGER)
+    if eager is None:  # the engine is not known: the two that have such a flag
+        return (
+            "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)"
+        )
+    return f"turn CUDA graphs on: drop `{eager}`"
 
 
 @rule(
@@ -78,7 +88,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
             "counts that time as busy."
         ),
         next_steps=(
-            "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)",
+            _graphs_on(ev),
             "widen the capture sizes (`--cuda-graph-sizes`) to cover the running batch",
         ),
     )

@@ -6,7 +6,8 @@ import math
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
-from infertriage.diagnose.symptom import current, slo_missed
+from infertriage.diagnose.symptom import current, flag, slo_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.MEMORY
@@ -78,11 +79,13 @@ def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
             "ones are preempted and recomputed, which shows up as queueing and high TTFT."
         ),
         next_steps=(
-            "raise `--gpu-memory-utilization`" + current(ev, "config.gpu_memory_utilization"),
+            f"raise `{flag(ev, Knob.MEMORY_FRACTION)}`"
+            + current(ev, "config.gpu_memory_utilization"),
             "store the KV cache in FP8: `--kv-cache-dtype fp8`",
-            "lower `--max-num-seqs`" + current(ev, "config.max_num_seqs") + " so requests queue "
-            "instead of being preempted",
-            "lower `--max-model-len`" + current(ev, "config.max_model_len"),
+            f"lower `{flag(ev, Knob.MAX_SEATS)}`"
+            + current(ev, "config.max_num_seqs")
+            + " so requests queue instead of being preempted",
+            f"lower `{flag(ev, Knob.MAX_CONTEXT)}`" + current(ev, "config.max_model_len"),
             "add GPUs (tensor parallelism or replicas); size it with `infertriage plan`",
         ),
     )
@@ -144,7 +147,8 @@ def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
         used=(("gpu.fb_used_fraction", 1 - t.gpu_memory_headroom),),
         explanation="Bursts, fragmentation and CUDA graphs need room; an OOM restarts the server.",
         next_steps=(
-            "lower `--gpu-memory-utilization`" + current(ev, "config.gpu_memory_utilization"),
+            f"lower `{flag(ev, Knob.MEMORY_FRACTION)}`"
+            + current(ev, "config.gpu_memory_utilization"),
         ),
     )
 
@@ -170,7 +174,7 @@ def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
         used=(("prefix_cache.hit_rate", _PREFIX_HIT_SHARE * shared),),
         explanation="Shared system prompts should be computed once; they are being recomputed.",
         next_steps=(
-            "enable prefix caching (`--enable-prefix-caching`)",
+            f"enable prefix caching (`{flag(ev, Knob.PREFIX_CACHING)}`)",
             "keep the shared prefix byte-identical and at the start of the prompt",
         ),
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
-from infertriage.diagnose.symptom import current, slo_missed
+from infertriage.diagnose.symptom import current, flag, slo_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.PARALLELISM
@@ -39,7 +40,7 @@ def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
         next_steps=(
             "keep tensor parallelism inside an NVLink domain"
             + (", or run one replica per GPU (data parallelism) instead" if over_pcie else ""),
-            "lower `--tensor-parallel-size`" + current(ev, "config.tensor_parallel"),
+            f"lower `{flag(ev, Knob.TENSOR_PARALLEL)}`" + current(ev, "config.tensor_parallel"),
             "check the plan: `infertriage plan --model … --gpu … --num-gpus …`",
         ),
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
 from infertriage.diagnose.rules.memory import kv_blocks_short
-from infertriage.diagnose.symptom import current, slo_missed, ttft_missed
+from infertriage.diagnose.symptom import current, engine_flag, flag, slo_missed, ttft_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.SCHEDULING
@@ -15,6 +16,8 @@ _BUSY_THREAD = 0.95
 _STEP_GAP = 0.3
 _UNBOUNDED_SLOPE = 0.5  # waiting requests per second
 _QUEUED_FOR_MINUTES = 1000
+# an engine not known: its seat flag under other engines' names too
+_OTHER_SEAT_FLAGS = " (llama.cpp: `-np`; SGLang: `--max-running-requests`)"
 
 
 @rule(
@@ -72,10 +75,10 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
             "what the KV cache could hold."
         ),
         next_steps=(
-            "raise `--max-num-seqs`"
+            f"raise `{flag(ev, Knob.MAX_SEATS)}`"
             + current(ev, "config.max_num_seqs")
-            + " (llama.cpp: `-np`; SGLang: `--max-running-requests`)",
-            "raise the token budget `--max-num-batched-tokens`",
+            + ("" if engine_flag(ev, Knob.MAX_SEATS) else _OTHER_SEAT_FLAGS),
+            f"raise the token budget `{flag(ev, Knob.TOKEN_BUDGET)}`",
             "add replicas if the GPU is already saturated",
         ),
     )
@@ -141,10 +144,14 @@ def prefill_token_budget(ev: Evidence, t: Thresholds) -> Finding | None:
             "so the first token waits for all of them."
         ),
         next_steps=(
-            "raise `--max-num-batched-tokens`"
+            f"raise `{flag(ev, Knob.TOKEN_BUDGET)}`"
             + current(ev, "config.max_num_batched_tokens", "{:,.0f}")
-            + f" to at least the typical prompt ({prompt:,.0f} tokens; SGLang: "
-            "`--chunked-prefill-size`, TGI: `--max-batch-prefill-tokens`)",
+            + f" to at least the typical prompt ({prompt:,.0f} tokens"
+            + (
+                ")"
+                if engine_flag(ev, Knob.TOKEN_BUDGET)
+                else "; SGLang: `--chunked-prefill-size`, TGI: `--max-batch-prefill-tokens`)"
+            ),
             "if ITL must stay flat while prompts arrive, raise it in steps and watch ITL p95",
         ),
     )
@@ -165,7 +172,9 @@ def engine_loop_cpu(ev: Evidence, t: Thresholds) -> Finding | None:
         evidence=ev,
         used=(("proc.engine_thread_cpu", _BUSY_THREAD),),
         explanation="Scheduling and bookkeeping in one Python thread set the pace of every step.",
-        next_steps=("enable async scheduling; reduce `--max-num-seqs`; use a faster host CPU",),
+        next_steps=(
+            f"enable async scheduling; reduce `{flag(ev, Knob.MAX_SEATS)}`; use a faster host CPU",
+        ),
     )
 
 

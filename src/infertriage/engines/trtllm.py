@@ -1,24 +1,36 @@
-"""collect, level 2: the Triton and TensorRT-LLM adapters.
+"""engines, level 0½: the TensorRT-LLM adapter (served by Triton or by `trtllm-serve`).
 
-Takes nothing; gives `TRTLLM_TRITON` (Triton with the TensorRT-LLM backend's
-`nv_trt_llm_*` metrics, or `trtllm-serve`'s `trtllm_*` ones) and `TRITON`
-(Triton's own `nv_inference_*` and `nv_gpu_*` only). Triton's durations are
-cumulative microsecond counters summed over requests, not histograms; its
-latency histograms (`nv_inference_first_response_histogram_ms`) are opt-in.
+Its `/metrics` names: `TRTLLM_TRITON_METRICS` (Triton with the TensorRT-LLM
+backend's `nv_trt_llm_*` metrics, or `trtllm-serve`'s `trtllm_*` ones) and
+`TRITON_METRICS` (Triton's own `nv_inference_*` and `nv_gpu_*` only).
+Triton's durations are cumulative microsecond counters summed over
+requests, not histograms; its latency histograms
+(`nv_inference_first_response_histogram_ms`) are opt-in. The batch and KV
+settings the backend reports as `max` gauges, and its settings' names.
 """
 
 from __future__ import annotations
 
-from infertriage.collect.adapters.base import (
+from infertriage.engines.base import EngineAdapter, Knob
+from infertriage.engines.metrics import (
     ENGINE_DOMAIN,
-    Adapter,
     MetricMap,
+    MetricTable,
     Product,
     Source,
     metric,
 )
 
-__all__ = ["TRITON", "TRTLLM_TRITON"]
+__all__ = [
+    "KV_BLOCK_METRICS",
+    "REQUEST_METRICS",
+    "TRITON_METRICS",
+    "TRTLLM",
+    "TRTLLM_TRITON_METRICS",
+]
+
+KV_BLOCK_METRICS = ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type")  # family, label
+REQUEST_METRICS = ("nv_trt_llm_request_metrics", "request_type")
 
 _US = 1e-6
 _MS = 1e-3
@@ -26,11 +38,11 @@ _OPT_IN = "opt-in: start tritonserver with --metrics-config histogram_latencies=
 
 
 def _req(kind: str) -> Source:
-    return Source("nv_trt_llm_request_metrics", where=(("request_type", kind),))
+    return Source(REQUEST_METRICS[0], where=((REQUEST_METRICS[1], kind),))
 
 
 def _kv(kind: str) -> Source:
-    return Source("nv_trt_llm_kv_cache_block_metrics", where=(("kv_cache_block_type", kind),))
+    return Source(KV_BLOCK_METRICS[0], where=((KV_BLOCK_METRICS[1], kind),))
 
 
 _TRITON_COMMON: tuple[MetricMap, ...] = (
@@ -50,7 +62,7 @@ _TRITON_UNSUPPORTED = {
     "queue.swapped": "Triton does not swap requests",
 }
 
-TRTLLM_TRITON = Adapter(
+TRTLLM_TRITON_METRICS = MetricTable(
     engine="trtllm_triton",
     title="TensorRT-LLM (Triton)",
     prefixes=("nv_trt_llm_", "trtllm_"),
@@ -95,7 +107,7 @@ TRTLLM_TRITON = Adapter(
     ),
 )
 
-TRITON = Adapter(
+TRITON_METRICS = MetricTable(
     engine="triton",
     title="Triton Inference Server",
     prefixes=("nv_inference_",),
@@ -115,4 +127,18 @@ TRITON = Adapter(
         "kv.usage": "no TensorRT-LLM backend metrics (nv_trt_llm_*) in this scrape",
     },
     notes=("No LLM backend metrics: this is Triton's generic view of its models.",),
+)
+
+
+TRTLLM = EngineAdapter(
+    name="trtllm_triton",
+    title="TensorRT-LLM",
+    metrics=(TRTLLM_TRITON_METRICS, TRITON_METRICS),
+    knobs={
+        Knob.MAX_SEATS: "--max_batch_size",  # trtllm-serve's spelling; the engine's build setting
+        Knob.TOKEN_BUDGET: "--max_num_tokens",
+        Knob.MEMORY_FRACTION: "--kv_cache_free_gpu_memory_fraction",
+        Knob.MAX_CONTEXT: "--max_seq_len",
+        Knob.TENSOR_PARALLEL: "--tp_size",
+    },
 )

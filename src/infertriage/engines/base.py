@@ -1,0 +1,145 @@
+"""engines, level 0½: what an engine adapter is — every engine-specific fact, as data.
+
+An `EngineAdapter` holds what one inference engine does its own way: its
+`/metrics` names (`MetricTable`s), the endpoints that say its configuration
+and how to read them (`Endpoint`), where it says its context length (a
+`/v1/models` card, an endpoint), the lines of its log (`LogFormat`) and the
+names of its settings (`Knob` → flag) that advice quotes. Pure: readers
+take parsed JSON or one log line and give plain values; the HTTP stays in
+`collect` and `loadgen`, which ask the adapter what to fetch and how to read it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from infertriage.engines.metrics import MetricTable
+
+__all__ = [
+    "ConfigReader",
+    "Endpoint",
+    "EngineAdapter",
+    "Knob",
+    "LimitReader",
+    "LogFormat",
+    "SaidLimit",
+    "StatsLine",
+    "as_int",
+    "positive",
+    "typed_label",
+]
+
+
+class Knob(StrEnum):
+    """A setting advice may tell the user to change; each engine spells it its own way."""
+
+    MAX_SEATS = "max_seats"  # how many requests run in one batch
+    TOKEN_BUDGET = "token_budget"  # tokens one step may schedule
+    MEMORY_FRACTION = "memory_fraction"  # the share of GPU memory the engine takes
+    MAX_CONTEXT = "max_context"  # the longest request (prompt + output)
+    KV_CACHE_DTYPE = "kv_cache_dtype"
+    PREFIX_CACHING = "prefix_caching"  # the flag that turns it on
+    TENSOR_PARALLEL = "tensor_parallel"
+    EAGER = "eager"  # the flag that turns CUDA graphs off
+
+
+@dataclass(frozen=True, slots=True)
+class SaidLimit:
+    """A context length a server said, where it said it, and its prompt limit if it has one."""
+
+    length: int
+    source: str  # "/v1/models max_model_len", "/props n_ctx", …
+    prompt_length: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatsLine:
+    """One periodic stats line of an engine's log."""
+
+    engine: str  # "vllm", "vllm-v0", "sglang"
+    kv_usage: float | None  # fraction
+    running: float | None
+    waiting: float | None
+
+
+ConfigReader = Callable[[Any, dict[str, Any]], None]  # (document, found so far) → fills found
+LimitReader = Callable[[Mapping[str, Any]], SaidLimit | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A GET endpoint that says something of the server's configuration."""
+
+    path: str
+    read_config: ConfigReader | None = None  # for run.json's server_config
+    read_limit: LimitReader | None = None  # the context length, before any load
+    is_object: bool = True  # a JSON object (its scalar fields are kept); else read as is
+
+
+@dataclass(frozen=True)
+class LogFormat:
+    """How an engine's log says its stats, its time and its preemptions."""
+
+    read_stats: Callable[[str], StatsLine | None]
+    read_stamp: Callable[[str, int], str | None]  # (line, year) → "YYYY-MM-DD HH:MM:SS"
+    preempted: re.Pattern[str] | None = None  # one line per preemption
+    cumulative_preemptions: re.Pattern[str] | None = None  # group 1: a running count
+
+
+@dataclass(frozen=True)
+class EngineAdapter:
+    """Everything engine-specific about one engine (see the module docstring)."""
+
+    name: str  # the engine as `collect.detect` names it: vllm, sglang, tgi, …
+    title: str
+    metrics: tuple[MetricTable, ...]  # the first is the engine's own; others are variants
+    endpoints: tuple[Endpoint, ...] = ()  # probed after /v1/models, in this order
+    read_card: LimitReader | None = None  # the context length in a /v1/models card
+    log: LogFormat | None = None
+    knobs: Mapping[Knob, str] = field(default_factory=dict)  # → the flag, e.g. --max-num-seqs
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name detection may give this engine (TensorRT-LLM's plain-Triton variant)."""
+        return tuple(table.engine for table in self.metrics)
+
+    def endpoint(self, path: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.path == path), None)
+
+
+def positive(value: object) -> int | None:
+    """`value` when it is a positive int (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def typed_label(text: str) -> object:
+    """A Prometheus label value as the Python value it spells: 'True' → True, '16' → 16."""
+    lowered = text.strip().lower()
+    if lowered in {"true", "false"}:
+        return lowered == "true"
+    if lowered in {"none", "null", ""}:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def as_int(value: object) -> int | None:
+    """A number (or a label spelling one) as an int; None for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str):
+        typed = typed_label(value)
+        return (
+            int(typed) if isinstance(typed, int | float) and not isinstance(typed, bool) else None
+        )
+    return None

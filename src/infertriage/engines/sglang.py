@@ -1,0 +1,136 @@
+"""engines, level 0½: the SGLang adapter — every SGLang-specific fact.
+
+Its `/metrics` names (`sglang:`; older SGLang names the per-token latency
+`time_per_output_token_seconds` — it observes every token, so it is the
+inter-token latency; newer builds add `inter_token_latency_seconds`,
+queue-time histograms and cached-token counters; all need
+`--enable-metrics`); `/get_server_info` (version, `context_length`,
+`max_req_input_len`, `max_running_requests`, `max_total_num_tokens`,
+`disable_radix_cache`); its log's `Decode batch. #running-req: N, #token: T,
+token usage: 0.12, … #queue-req: M` lines (and `Prefill batch.`), stamped
+`[YYYY-MM-DD HH:MM:SS]`; and its flags.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from infertriage.engines.base import (
+    Endpoint,
+    EngineAdapter,
+    Knob,
+    LogFormat,
+    SaidLimit,
+    StatsLine,
+    as_int,
+    positive,
+)
+from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Source, metric
+
+__all__ = ["SGLANG", "SGLANG_METRICS", "read_iso_stamp"]
+
+_NEWER = "newer SGLang builds only"
+_SPEC = "exported only with speculative decoding on (--speculative-algorithm)"
+
+SGLANG_METRICS = MetricTable(
+    engine="sglang",
+    title="SGLang",
+    prefixes=("sglang:",),
+    domain=ENGINE_DOMAIN,
+    mappings=(
+        metric("queue.waiting", "sglang:num_queue_reqs"),
+        metric("queue.running", "sglang:num_running_reqs"),
+        metric("kv.usage", "sglang:token_usage", note="fraction of the KV token pool in use"),
+        metric("kv.tokens_used", "sglang:num_used_tokens"),
+        metric(
+            "prefix_cache.hit_rate",
+            "sglang:cache_hit_rate",
+            note="the radix cache's hit rate as SGLang computes it",
+        ),
+        metric("prefix_cache.hits", "sglang:cached_tokens_total", enable=_NEWER),
+        metric("tokens.prompt", "sglang:prompt_tokens_total"),
+        metric("tokens.generation", "sglang:generation_tokens_total"),
+        metric("tokens.generation_rate", "sglang:gen_throughput"),
+        metric("requests.finished", "sglang:num_requests_total", enable=_NEWER),
+        metric("requests.failed", "sglang:num_aborted_requests_total", enable=_NEWER),
+        metric("server.ttft", "sglang:time_to_first_token_seconds"),
+        metric(
+            "server.itl",
+            "sglang:inter_token_latency_seconds",
+            Source("sglang:time_per_output_token_seconds", note="older name, observed per token"),
+        ),
+        metric("server.e2e", "sglang:e2e_request_latency_seconds"),
+        metric("server.queue_time", "sglang:queue_time_seconds", enable=_NEWER),
+        metric("spec.accept_length", "sglang:spec_accept_length", enable=_SPEC),
+        metric("proc.rss_bytes", "process_resident_memory_bytes"),
+        metric("proc.start_time_s", "process_start_time_seconds"),
+        metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+    ),
+    unsupported={
+        "preemptions": "SGLang retracts requests instead of preempting; it logs retractions",
+        "queue.swapped": "SGLang does not swap requests to CPU",
+        "prefix_cache.queries": "SGLang exports the hit rate (prefix_cache.hit_rate) instead",
+    },
+    notes=("SGLang's metrics need --enable-metrics on the server.",),
+)
+
+
+def _read_info(document: Mapping[str, Any], found: dict[str, Any]) -> None:
+    found["version"] = document.get("version")
+    found["max_model_len"] = found.get("max_model_len") or as_int(document.get("context_length"))
+    found["max_num_seqs"] = as_int(document.get("max_running_requests"))
+    found["kv_tokens_total"] = as_int(document.get("max_total_num_tokens"))
+    found["enable_prefix_caching"] = (
+        None if "disable_radix_cache" not in document else not document["disable_radix_cache"]
+    )
+
+
+def _read_limit(document: Mapping[str, Any]) -> SaidLimit | None:
+    length = positive(document.get("context_length"))
+    prompt = positive(document.get("max_req_input_len"))
+    if length is None:
+        return None
+    return SaidLimit(length, "/get_server_info context_length", prompt)
+
+
+_STATS = re.compile(r"(?:Decode|Prefill) batch[.,] (?P<body>.*)")
+_FIELD = re.compile(r"(#running-req|#queue-req|token usage): (?P<value>[\d.]+)")
+_ISO_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
+
+
+def _read_stats(line: str) -> StatsLine | None:
+    if not _STATS.search(line):
+        return None
+    fields = {m.group(1): float(m.group("value")) for m in _FIELD.finditer(line)}
+    if not fields:
+        return None
+    return StatsLine(
+        "sglang", fields.get("token usage"), fields.get("#running-req"), fields.get("#queue-req")
+    )
+
+
+def read_iso_stamp(line: str, year: int) -> str | None:
+    """`[YYYY-MM-DD HH:MM:SS]` (or `YYYY-MM-DDTHH:MM:SS`) at the start of a line; `year` unused."""
+    del year  # the stamp carries its own
+    found = _ISO_TIME.match(line)
+    return f"{found.group(1)} {found.group(2)}" if found else None
+
+
+SGLANG = EngineAdapter(
+    name="sglang",
+    title="SGLang",
+    metrics=(SGLANG_METRICS,),
+    endpoints=(Endpoint("/get_server_info", read_config=_read_info, read_limit=_read_limit),),
+    log=LogFormat(read_stats=_read_stats, read_stamp=read_iso_stamp),
+    knobs={
+        Knob.MAX_SEATS: "--max-running-requests",
+        Knob.TOKEN_BUDGET: "--chunked-prefill-size",
+        Knob.MEMORY_FRACTION: "--mem-fraction-static",
+        Knob.MAX_CONTEXT: "--context-length",
+        Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
+        Knob.TENSOR_PARALLEL: "--tp-size",
+        Knob.EAGER: "--disable-cuda-graph",
+    },
+)

@@ -1,0 +1,198 @@
+"""engines, level 0½: the vLLM adapter — every vLLM-specific fact.
+
+Its `/metrics` names (V1 names first, then the V0 ones: vLLM renamed
+`gpu_cache_usage_perc` → `kv_cache_usage_perc`, `time_per_output_token_seconds`
+→ `inter_token_latency_seconds`, `gpu_prefix_cache_*` → `prefix_cache_*`; the
+newer name wins when a server exports both, and the status notes the other);
+`/version`; `max_model_len` in its `/v1/models` cards and `/tokenize`
+answers; `vllm:cache_config_info`; its log's stats lines (V1 `Running: N
+reqs, Waiting: M reqs, GPU KV cache usage: X%`, V0 `… Swapped: S reqs,
+Pending: M reqs …`), `MM-DD HH:MM:SS` stamps (local time, no year) and V0's
+preemption warnings; and its flags.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from infertriage.engines.base import (
+    Endpoint,
+    EngineAdapter,
+    Knob,
+    LogFormat,
+    SaidLimit,
+    StatsLine,
+    positive,
+)
+from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
+
+__all__ = [
+    "CACHE_CONFIG_INFO",
+    "TOKENIZE_PATH",
+    "VLLM",
+    "VLLM_METRICS",
+    "limit_from_tokenize",
+    "token_count",
+    "tokenize_body",
+]
+
+_V0 = "vLLM V0 name"
+_SPEC = "exported only with speculative decoding on (--speculative-config)"
+
+VLLM_METRICS = MetricTable(
+    engine="vllm",
+    title="vLLM",
+    prefixes=("vllm:",),
+    domain=ENGINE_DOMAIN,
+    mappings=(
+        metric("queue.waiting", "vllm:num_requests_waiting"),
+        metric("queue.running", "vllm:num_requests_running"),
+        metric("queue.swapped", "vllm:num_requests_swapped", note="V0 only; V1 never swaps"),
+        metric("server.queue_time", "vllm:request_queue_time_seconds"),
+        metric("server.prefill_time", "vllm:request_prefill_time_seconds"),
+        metric("server.decode_time", "vllm:request_decode_time_seconds"),
+        metric("server.inference_time", "vllm:request_inference_time_seconds"),
+        metric("server.step_tokens", "vllm:iteration_tokens_total"),
+        metric(
+            "kv.usage", "vllm:kv_cache_usage_perc", Source("vllm:gpu_cache_usage_perc", note=_V0)
+        ),
+        metric("kv.blocks_total", Source("vllm:cache_config_info", from_label="num_gpu_blocks")),
+        metric("kv.block_size", Source("vllm:cache_config_info", from_label="block_size")),
+        metric("preemptions", "vllm:num_preemptions_total"),
+        metric(
+            "prefix_cache.queries",
+            "vllm:prefix_cache_queries_total",
+            Source("vllm:gpu_prefix_cache_queries_total", note="early V1 name"),
+            enable="on with --enable-prefix-caching (V1's default)",
+        ),
+        metric(
+            "prefix_cache.hits",
+            "vllm:prefix_cache_hits_total",
+            Source("vllm:gpu_prefix_cache_hits_total", note="early V1 name"),
+            enable="on with --enable-prefix-caching (V1's default)",
+        ),
+        metric("prefix_cache.hit_rate", Source("vllm:gpu_prefix_cache_hit_rate", note=_V0)),
+        metric("tokens.prompt", "vllm:prompt_tokens_total"),
+        metric("tokens.generation", "vllm:generation_tokens_total"),
+        metric("tokens.prompt_rate", Source("vllm:avg_prompt_throughput_toks_per_s", note=_V0)),
+        metric(
+            "tokens.generation_rate",
+            Source("vllm:avg_generation_throughput_toks_per_s", note=_V0),
+        ),
+        metric("requests.finished", "vllm:request_success_total"),
+        metric("server.ttft", "vllm:time_to_first_token_seconds"),
+        metric(
+            "server.itl",
+            "vllm:inter_token_latency_seconds",
+            Source("vllm:time_per_output_token_seconds", note=_V0),
+        ),
+        metric("server.tpot", "vllm:request_time_per_output_token_seconds"),
+        metric("server.e2e", "vllm:e2e_request_latency_seconds"),
+        metric("server.prompt_len", "vllm:request_prompt_tokens"),
+        metric("server.output_len", "vllm:request_generation_tokens"),
+        metric("spec.drafts", "vllm:spec_decode_num_drafts_total", enable=_SPEC),
+        metric("spec.draft_tokens", "vllm:spec_decode_num_draft_tokens_total", enable=_SPEC),
+        metric("spec.accepted_tokens", "vllm:spec_decode_num_accepted_tokens_total", enable=_SPEC),
+        metric(
+            "spec.accepted_tokens_per_pos",
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            enable=_SPEC,
+        ),
+        metric("proc.rss_bytes", "process_resident_memory_bytes"),
+        metric("proc.start_time_s", "process_start_time_seconds"),
+        metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+    ),
+    unsupported={
+        "requests.failed": "vLLM counts no failed requests (aborts appear as finished_reason)",
+        "kv.blocks_free": "vLLM exports usage as a fraction (kv.usage), not free blocks",
+        "kv.blocks_used": "vLLM exports usage as a fraction (kv.usage), not used blocks",
+        "kv.tokens_used": "vLLM exports usage as a fraction (kv.usage), not tokens",
+        "server.batch_size": "vLLM exports tokens per step (server.step_tokens) and queue.running",
+        "spec.accept_length": "derive it from spec.accepted_tokens / spec.drafts",
+    },
+    notes=("vLLM's process_* metrics describe the API-server process, not the engine core.",),
+    products=(Product("kv.tokens_total", "kv.blocks_total", "kv.block_size"),),
+)
+
+
+CACHE_CONFIG_INFO = "vllm:cache_config_info"  # an info metric: the cache's settings as labels
+TOKENIZE_PATH = "/tokenize"  # POST {"model", "prompt"}: its answer carries max_model_len
+
+
+def _read_version(document: Mapping[str, Any], found: dict[str, Any]) -> None:
+    found["version"] = document.get("version")
+
+
+def _read_card(card: Mapping[str, Any]) -> SaidLimit | None:
+    length = positive(card.get("max_model_len"))
+    return SaidLimit(length, "/v1/models max_model_len") if length is not None else None
+
+
+def tokenize_body(model: str | None, fields: Mapping[str, object]) -> dict[str, object]:
+    """A `/tokenize` body: the model and a prompt (`prompt`) or a chat (`messages`)."""
+    return {"model": model, **fields}
+
+
+def token_count(document: Any) -> int | None:
+    """The `count` of a `/tokenize` answer."""
+    count = document.get("count") if isinstance(document, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def limit_from_tokenize(document: Any) -> SaidLimit | None:
+    """The `max_model_len` of a `/tokenize` answer."""
+    length = positive(document.get("max_model_len")) if isinstance(document, dict) else None
+    return SaidLimit(length, "/tokenize max_model_len") if length is not None else None
+
+
+_STATS = re.compile(
+    r"Running: (?P<running>\d+) reqs, (?:Swapped: \d+ reqs, )?"
+    r"(?P<queue>Waiting|Pending): (?P<waiting>\d+) reqs, GPU KV cache usage: (?P<kv>[\d.]+)%"
+)
+# "(APIServer pid=7) INFO 12-02 16:31:45 [loggers.py:123] …", the process prefix optional
+_TIME = re.compile(
+    r"^(?:\([^)]*\)\s*)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d\d)-(\d\d) (\d\d:\d\d:\d\d)"
+)
+
+
+def _read_stats(line: str) -> StatsLine | None:
+    found = _STATS.search(line)
+    if not found:
+        return None
+    engine = "vllm-v0" if found.group("queue") == "Pending" else "vllm"
+    kv = float(found.group("kv")) / 100.0
+    return StatsLine(engine, kv, float(found.group("running")), float(found.group("waiting")))
+
+
+def _read_stamp(line: str, year: int) -> str | None:
+    found = _TIME.match(line)
+    if not found:
+        return None
+    return f"{year}-{found.group(1)}-{found.group(2)} {found.group(3)}"
+
+
+VLLM = EngineAdapter(
+    name="vllm",
+    title="vLLM",
+    metrics=(VLLM_METRICS,),
+    endpoints=(Endpoint("/version", read_config=_read_version),),
+    read_card=_read_card,
+    log=LogFormat(
+        read_stats=_read_stats,
+        read_stamp=_read_stamp,
+        preempted=re.compile(r"is preempted by PreemptionMode\.\w+"),
+        cumulative_preemptions=re.compile(r"total_num_cumulative_preemption=(\d+)"),
+    ),
+    knobs={
+        Knob.MAX_SEATS: "--max-num-seqs",
+        Knob.TOKEN_BUDGET: "--max-num-batched-tokens",
+        Knob.MEMORY_FRACTION: "--gpu-memory-utilization",
+        Knob.MAX_CONTEXT: "--max-model-len",
+        Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
+        Knob.PREFIX_CACHING: "--enable-prefix-caching",
+        Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
+        Knob.EAGER: "--enforce-eager",
+    },
+)

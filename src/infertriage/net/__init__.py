@@ -1,0 +1,33 @@
+"""net, level 0½: the one HTTP seam, and the one URL normaliser.
+
+Takes URLs, headers, an API key and timeouts; gives aiohttp sessions
+(`open_session`, made by the swappable `session.session_factory`), one
+blocking request (`sync_request`), the headers and `Redactor` of a
+conversation, and the URL forms of a server (`root_url`, `api_url`,
+`metrics_url_of`). Imports only `schemas`.
+"""
+
+from __future__ import annotations
+
+from infertriage.net.session import auth_headers, open_session, redactor_of
+from infertriage.net.sync import SyncAnswer, sync_request
+from infertriage.net.urls import (
+    api_url,
+    is_url,
+    metrics_url_of,
+    normalize_base_url,
+    root_url,
+)
+
+__all__ = [
+    "SyncAnswer",
+    "api_url",
+    "auth_headers",
+    "is_url",
+    "metrics_url_of",
+    "normalize_base_url",
+    "open_session",
+    "redactor_of",
+    "root_url",
+    "sync_request",
+]
