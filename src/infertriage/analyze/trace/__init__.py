@@ -11,6 +11,7 @@ names: `load_traces`), then every analysis is a pure function of the table
 from __future__ import annotations
 
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
+from infertriage.analyze.trace.derived import derive_rule_signals
 from infertriage.analyze.trace.findings import TraceLimits, find_issues
 from infertriage.analyze.trace.load import load_traces
 from infertriage.analyze.trace.mix import KernelStat, Mix
@@ -41,6 +42,7 @@ __all__ = [
     "analyze_rank",
     "analyze_tables",
     "category_of",
+    "derive_rule_signals",
     "find_issues",
     "find_steps",
     "load_traces",
@@ -58,6 +60,7 @@ def analyze_tables(
     """Every analysis over the tables of one capture, merged across ranks."""
     ranks = [analyze_rank(t) for t in tables]
     signals, mix, backend = make_signals(ranks, log)
+    signals += derive_rule_signals(signals)
     findings = find_issues(signals, limits)
     return make_report(
         ranks, findings=findings, signals=signals, mix=mix, backend=backend, log_path=log_path

@@ -41,6 +41,10 @@ and a log's recompilations ("log"). Window: (0, longest rank's span) s.
 | trace.achieved_occupancy | busy-weighted estimated achieved occupancy (Kineto) |
 | trace.attention_backend.<id> | value 1 for the dominant backend (`ATTENTION_BACKENDS`) |
 
+`analyze_tables` adds the signals the diagnose rules read (`derived.py`):
+trace.host_wait_fraction, trace.syncs_per_step (renamed), trace.launch_gap_fraction,
+trace.step_cpu_gap_fraction, trace.memcpy_fraction and trace.attention_unfused.
+
 A fraction whose denominator is zero is left out, as are the step signals
 when no steps are found and the overlap when there is no communication.
 """
