@@ -60,6 +60,20 @@ class Thresholds:
     # scheduled) this share of TTFT, and prompts this many budgets long on average
     prefill_ttft_share: float = 0.50
     prompt_steps: float = 1.5
+    # kernel layer, from a trace. The GPU idle with no kernel queued this share of the time
+    # waits on the host (scheduling, sampling).
+    host_wait_fraction: float = 0.30
+    # Synchronisations per step: vLLM's sampler copies the sampled token ids to the host once
+    # every step (`.tolist()`), so one per step is the engine's own and cannot be removed
+    # short of async scheduling; a second one is avoidable (`.item()`, `.cpu()`, a print).
+    syncs_per_step: float = 2.0
+    # launches whose GPU time is shorter than the CPU call that launched them, outside
+    # CUDA graphs: launch overhead sets the pace
+    short_kernel_fraction: float = 0.50
+    # hardware layer, from a trace: host↔device bytes through pageable memory (staged by the
+    # driver, never overlapping kernels), when copies take at least this share of GPU time
+    pageable_fraction: float = 0.50
+    min_memcpy_fraction: float = 0.01
 
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

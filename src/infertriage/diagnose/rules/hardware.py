@@ -1,4 +1,4 @@
-"""diagnose, level 3: hardware-layer rules — SM, tensor and HBM activity, PCIe, GPU errors."""
+"""diagnose, level 3: hardware-layer rules — SM, tensor and HBM activity, PCIe, copies, errors."""
 
 from __future__ import annotations
 
@@ -113,6 +113,29 @@ def pcie_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
         used=(("gpu.pcie_utilization", _PCIE_SATURATED),),
         explanation="Host-device or GPU-GPU traffic fills the PCIe link.",
         next_steps=("keep tensor parallelism on NVLink; avoid CPU offload and pageable copies",),
+    )
+
+
+@rule("hardware.pageable_memcpy", _L, ("trace.memcpy.pageable_fraction", "trace.memcpy_fraction"))
+def pageable_memcpy(ev: Evidence, t: Thresholds) -> Finding | None:
+    pageable = ev.get("trace.memcpy.pageable_fraction") or 0.0
+    copies = ev.get("trace.memcpy_fraction") or 0.0
+    if pageable < t.pageable_fraction or copies < t.min_memcpy_fraction:
+        return None
+    return make_finding(
+        "hardware.pageable_memcpy",
+        _L,
+        bottleneck=False,
+        severity=severity_above(pageable, t.pageable_fraction, 1.0),
+        explains=copies,
+        title=f"{pageable:.0%} of host↔device bytes move through pageable memory",
+        evidence=ev,
+        used=(
+            ("trace.memcpy.pageable_fraction", t.pageable_fraction),
+            ("trace.memcpy_fraction", t.min_memcpy_fraction),
+        ),
+        explanation="Pageable copies are staged by the driver and cannot overlap kernels.",
+        next_steps=("use pinned host memory (`tensor.pin_memory()`, `pin_memory=True`)",),
     )
 
 

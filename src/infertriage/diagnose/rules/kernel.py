@@ -9,7 +9,6 @@ from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
 _GRAPHS_ON = 0.5
-_HOST_WAIT = 0.3
 
 
 def _graphs_unused(ev: Evidence) -> str:
@@ -126,17 +125,17 @@ def recompilations(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("kernel.host_wait", _L, ("trace.host_wait_fraction",))
 def host_wait(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("trace.host_wait_fraction") or 0.0
-    if share < _HOST_WAIT:
+    if share < t.host_wait_fraction:
         return None
     return make_finding(
         "kernel.host_wait",
         _L,
         bottleneck=slo_missed(ev, t),
-        severity=severity_above(share, _HOST_WAIT, 0.8),
+        severity=severity_above(share, t.host_wait_fraction, 0.8),
         explains=share,
         title=f"the GPU waits on the host {share:.0%} of the time",
         evidence=ev,
-        used=(("trace.host_wait_fraction", _HOST_WAIT),),
+        used=(("trace.host_wait_fraction", t.host_wait_fraction),),
         explanation="Idle time with no kernel queued: the CPU side (scheduling, sampling) is late.",
         next_steps=("look at the scheduling layer's engine-loop CPU; enable async scheduling",),
     )
@@ -145,17 +144,55 @@ def host_wait(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("kernel.sync_every_step", _L, ("trace.syncs_per_step",))
 def sync_every_step(ev: Evidence, t: Thresholds) -> Finding | None:
     syncs = ev.get("trace.syncs_per_step") or 0.0
-    if syncs < 1:
+    if syncs < t.syncs_per_step:  # one per step is the sampler's (see Thresholds)
         return None
     return make_finding(
         "kernel.sync_every_step",
         _L,
         bottleneck=False,
-        severity=severity_above(syncs, 1, 10),
+        severity=severity_above(syncs, t.syncs_per_step, 10),
         explains=0.2,
         title=f"{syncs:.1f} device synchronisations per step",
         evidence=ev,
-        used=(("trace.syncs_per_step", 1.0),),
+        used=(("trace.syncs_per_step", t.syncs_per_step),),
         explanation="A synchronisation drains the GPU queue and serialises host and device.",
         next_steps=("remove `.item()`/`.cpu()` calls from the step; use non-blocking copies",),
+    )
+
+
+@rule(
+    "kernel.short_kernels",
+    _L,
+    ("trace.short_kernel_fraction", "trace.cuda_graph_fraction", "trace.gpu_idle_fraction"),
+)
+def short_kernels(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Most launches finish on the GPU before the host has launched the next, outside graphs.
+
+    A warning: when the GPU is idle between them `kernel.launch_bound` says so.
+    """
+    short = ev.get("trace.short_kernel_fraction") or 0.0
+    graphs = ev.get("trace.cuda_graph_fraction") or 0.0
+    if short < t.short_kernel_fraction or graphs >= short:
+        return None
+    return make_finding(
+        "kernel.short_kernels",
+        _L,
+        bottleneck=False,
+        severity=severity_above(short, t.short_kernel_fraction, 1.0),
+        explains=ev.get("trace.gpu_idle_fraction") or 0.0,
+        title=f"{short:.0%} of kernels run shorter than their launch call",
+        evidence=ev,
+        used=(
+            ("trace.short_kernel_fraction", t.short_kernel_fraction),
+            ("trace.cuda_graph_fraction", None),
+            ("trace.gpu_idle_fraction", None),
+        ),
+        explanation=(
+            "When a kernel takes less GPU time than the CPU needs to launch it, launch overhead "
+            "sets the pace; CUDA graphs or fusion (torch.compile) remove it."
+        ),
+        next_steps=(
+            "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)",
+            "fuse small ops (torch.compile, fused kernels)",
+        ),
     )
