@@ -8,16 +8,15 @@ from infertriage.diagnose.symptom import slo_missed
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
-_GRAPHS_ON = 0.5
 
 
-def _graphs_unused(ev: Evidence) -> str:
+def _graphs_unused(ev: Evidence, t: Thresholds) -> str:
     """How CUDA graphs are off: "off" (the server says so), "not used" (the trace's kernels
     ran outside graphs: off, or a batch beyond the capture sizes), or "" when in use."""
     reported = ev.get("config.cuda_graphs")
     if reported is not None and reported < 1:
         return "off"
-    if (ev.get("trace.cuda_graph_fraction") or 0.0) < _GRAPHS_ON:
+    if (ev.get("trace.cuda_graph_fraction") or 0.0) < t.cuda_graph_fraction_on:
         return "off" if reported is None else "not used"
     return ""
 
@@ -45,7 +44,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
     `launch_bound_fraction` of the GPU's time; otherwise a warning.
     """
     gaps = ev.get("trace.launch_gap_fraction") or 0.0
-    unused = _graphs_unused(ev)
+    unused = _graphs_unused(ev, t)
     if gaps < t.launch_gap_fraction or not unused:
         return None
     kernels = ev.get("trace.kernels_per_step") or 0.0
@@ -69,7 +68,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
         evidence=ev,
         used=(
             ("trace.launch_gap_fraction", t.launch_gap_fraction),
-            ("trace.cuda_graph_fraction", _GRAPHS_ON),
+            ("trace.cuda_graph_fraction", t.cuda_graph_fraction_on),
         ),
         explanation=(
             "Without CUDA graphs every kernel pays a host launch; small decode kernels finish "
@@ -104,17 +103,17 @@ def unfused_attention(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("kernel.recompilations", _L, ("trace.recompilations",))
 def recompilations(ev: Evidence, t: Thresholds) -> Finding | None:
     count = ev.get("trace.recompilations") or 0.0
-    if count < 1:
+    if count < t.recompilations:
         return None
     return make_finding(
         "kernel.recompilations",
         _L,
         bottleneck=False,
-        severity=severity_above(count, 0, 8),
+        severity=severity_above(count, 0, t.recompilations_full),
         explains=0.3,
         title=f"torch.compile recompiled {count:.0f} times",
         evidence=ev,
-        used=(("trace.recompilations", 0.0),),
+        used=(("trace.recompilations", t.recompilations),),
         explanation="Each recompilation stalls the engine for seconds.",
         next_steps=(
             "mark dynamic dimensions (`torch._dynamo.mark_dynamic`) and fix the capture sizes",
