@@ -41,7 +41,8 @@ def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
         title=f"clients wait {gap * 1e3:.0f} ms longer for the first token than the engine reports",
         evidence=ev,
         used=(
-            ("client.ttft_p50_s", None),
+            # the client TTFT this rule fires at: past the gap and the engine's own spread
+            ("client.ttft_p50_s", max(server + max(t.client_ttft_gap_s, server), tail or 0.0)),
             ("server.ttft_p50_s", None),
             ("server.ttft_p95_s", None),
             *contention_used(caveat, t),
