@@ -71,4 +71,4 @@ def test_log_counts_win_over_the_trace(tmp_path: Path) -> None:
     assert recompilations is not None and recompilations.value == 3
     assert recompilations.source == "log"
     assert from_log.value("trace.recompile_limit_hits") == 1
-    assert "trace.recompilations" in {f.id for f in from_log.findings}
+    assert "kernel.recompilations" in {f.id for f in from_log.findings}

@@ -29,8 +29,9 @@ def trace_file(tmp_path: Path) -> Path:
 def test_summary_names_the_layers(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", str(trace_file)]) == 0
     out = capsys.readouterr().out
-    for needle in ("GPU time", "idle: host wait", "Heaviest kernels", "kernel:", "parallelism:",
-                   "hardware:", "flash_attn_2", "6 / 40.0 (pattern)"):  # fmt: skip
+    for needle in ("GPU time", "idle: host wait", "Heaviest kernels", "kernel:", "scheduling:",
+                   "parallelism:", "hardware:", "flash_attn_2", "6 / 40.0 (pattern)",
+                   "CUDA graphs off", "trace.launch_gap_fraction", "(limit 15%)"):  # fmt: skip
         assert needle in out, needle
 
 
@@ -48,6 +49,11 @@ def test_json_is_one_document_with_every_signal(
     assert signals["trace.gpu_busy_fraction"]["unit"] == "fraction"
     assert document["ranks"][0]["step_source"] == "pattern"
     assert document["findings"] and document["findings"][0]["layer"] in {"kernel", "hardware"}
+    # the diagnose rules' verdict, with the threshold it applied (Thresholds.launch_gap_fraction)
+    top = document["findings"][0]
+    assert top["id"] == "kernel.launch_bound"
+    assert top["evidence"][0] == {**top["evidence"][0], "signal": "trace.launch_gap_fraction",
+                                  "threshold": 0.15}  # fmt: skip
     assert document["top_kernels"][0]["total_s"] > 0
 
 

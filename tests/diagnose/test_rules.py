@@ -65,9 +65,23 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         "trace.host_wait_fraction",
     ),
     "kernel.sync_every_step": (
-        {"trace__syncs_per_step": 2},
-        {"trace__syncs_per_step": 0.2},
+        {"trace__syncs_per_step": 3},
+        {"trace__syncs_per_step": 1},  # the sampler's one per step
         "trace.syncs_per_step",
+    ),
+    "kernel.short_kernels": (
+        {
+            "trace__short_kernel_fraction": 0.9,
+            "trace__cuda_graph_fraction": 0.0,
+            "trace__gpu_idle_fraction": 0.4,
+        },
+        {"trace__short_kernel_fraction": 0.9, "trace__cuda_graph_fraction": 0.95},
+        "trace.short_kernel_fraction",
+    ),
+    "hardware.pageable_memcpy": (
+        {"trace__memcpy__pageable_fraction": 1.0, "trace__memcpy_fraction": 0.2},
+        {"trace__memcpy__pageable_fraction": 1.0, "trace__memcpy_fraction": 0.005},
+        "trace.memcpy.pageable_fraction",
     ),
     "memory.kv_pressure": (
         {"kv__usage_max": 0.99, "preemptions__total": 12},

@@ -2,7 +2,7 @@
 
 Takes the trace files of a run and the deployment; gives the signals the
 rules read under their own names: the trace analysis's `trace.*` figures
-(renamed where the rules use a shorter name) and the roofline's throughput
+(which carry the rules' names: analyze.trace.derived) and the roofline's throughput
 and ITL at the batch the run reached.
 """
 
@@ -18,62 +18,12 @@ from infertriage.schemas import Signal, UserError
 
 __all__ = ["plan_signals", "trace_signals"]
 
-# the rules' name ← the trace analysis's name
-_TRACE_NAMES = {
-    "trace.host_wait_fraction": "trace.idle.host_wait_fraction",
-    "trace.syncs_per_step": "trace.sync_calls_per_step",
-}
-
 
 def trace_signals(paths: Sequence[Path]) -> list[Signal]:
-    """Every trace signal, plus the derived ones the rules read."""
+    """Every trace signal, the derived ones the rules read among them (`derive_rule_signals`)."""
     if not paths:
         return []
-    report = analyze_trace(list(paths))
-    found = {s.name: s for s in report.signals}
-    out = list(report.signals)
-    for mine, theirs in _TRACE_NAMES.items():
-        if theirs in found:
-            out.append(_renamed(found[theirs], mine))
-    out += _launch_gap(found)
-    backends = [s for name, s in found.items() if name.startswith("trace.attention_backend.")]
-    if backends:
-        unfused = any(s.name.endswith(".math") for s in backends)
-        out.append(_renamed(backends[0], "trace.attention_unfused", 1.0 if unfused else 0.0))
-    return out
-
-
-def _launch_gap(found: Mapping[str, Signal]) -> list[Signal]:
-    """GPU idle waiting on launches: kernel-to-kernel gaps and host waits, outside CUDA graphs.
-
-    With graphs the host's waits are scheduling between steps, not launches, so the
-    share is scaled by the time not under graphs.
-    """
-    span = found.get("trace.gpu_span_s")
-    if span is None or span.value <= 0:
-        return []
-    idle = sum(
-        found[name].value
-        for name in ("trace.idle.kernel_to_kernel_s", "trace.idle.host_wait_s")
-        if name in found
-    )
-    graphs = found.get("trace.cuda_graph_fraction")
-    eager = 1.0 - (graphs.value if graphs is not None else 0.0)
-    share = idle / span.value * eager
-    out = [Signal("trace.launch_gap_fraction", share, "fraction", span.source, span.window)]
-    host = found.get("trace.idle.host_wait_s")
-    if host is not None:
-        # under CUDA graphs the GPU waits on the host only between steps: the scheduler's time
-        gap = host.value / span.value * (1.0 - eager)
-        out.append(Signal("trace.step_cpu_gap_fraction", gap, "fraction", span.source, span.window))
-    return out
-
-
-def _renamed(signal: Signal, name: str, value: float | None = None) -> Signal:
-    unit = "bool" if value is not None else signal.unit
-    return Signal(
-        name, signal.value if value is None else value, unit, signal.source, signal.window
-    )
+    return list(analyze_trace(list(paths)).signals)
 
 
 def _value(signals: Sequence[Signal], name: str) -> float | None:

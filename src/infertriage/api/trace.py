@@ -2,11 +2,14 @@
 
 Takes trace paths (PyTorch-profiler JSON, a directory of per-rank traces,
 Nsight Systems SQLite exports) and an optional `TORCH_LOGS=recompiles` log;
-gives a `TraceReport`. Bad input is a `UserError` of one sentence.
+gives a `TraceReport` whose findings are the diagnose rules' over the
+trace's signals alone (the same rules and thresholds as `diagnose`). Bad
+input is a `UserError` of one sentence.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +19,8 @@ from infertriage.analyze.trace import (
     load_traces,
     parse_recompile_log,
 )
-from infertriage.schemas import UserError
+from infertriage.diagnose import Evidence, trace_findings
+from infertriage.schemas import Thresholds, UserError
 
 __all__ = ["analyze_trace"]
 
@@ -31,4 +35,6 @@ def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport
             raise UserError(f"--log {log} cannot be read ({err.strerror}).") from err
         recompiles = parse_recompile_log(text)
     tables = load_traces(list(paths))
-    return analyze_tables(tables, recompiles, str(log) if log is not None else None)
+    report = analyze_tables(tables, recompiles, str(log) if log is not None else None)
+    findings = trace_findings(Evidence.of(report.signals), Thresholds())
+    return dataclasses.replace(report, findings=findings)

@@ -5,7 +5,7 @@ Pure: no I/O, no clock. Every rule is registered in `registry.RULES`.
 """
 
 from infertriage.diagnose.evidence import SIGNALS, Evidence, SignalDef
-from infertriage.diagnose.rank import CAUSES, diagnose_evidence, run_rules
+from infertriage.diagnose.rank import CAUSES, diagnose_evidence, run_rules, trace_findings
 from infertriage.diagnose.registry import RULES, Rule
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "SignalDef",
     "diagnose_evidence",
     "run_rules",
+    "trace_findings",
 ]

@@ -114,6 +114,9 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "gpu.fb_used_fraction": SignalDef("fraction", _DCGM),
         # traces
         "trace.short_kernel_fraction": SignalDef("fraction", _TRACE),
+        "trace.gpu_idle_fraction": SignalDef("fraction", _TRACE),
+        "trace.memcpy.pageable_fraction": SignalDef("fraction", _TRACE),
+        "trace.memcpy_fraction": SignalDef("fraction", _TRACE),
         "trace.launch_gap_fraction": SignalDef("fraction", _TRACE),
         "trace.kernels_per_step": SignalDef("1", _TRACE),
         "trace.cuda_graph_fraction": SignalDef("fraction", _TRACE),

@@ -27,7 +27,7 @@ from infertriage.schemas import (
     Unexplained,
 )
 
-__all__ = ["CAUSES", "diagnose_evidence", "run_rules"]
+__all__ = ["CAUSES", "diagnose_evidence", "run_rules", "trace_findings"]
 
 # cause → effects: a present cause is the root of its effects.
 CAUSES: dict[str, tuple[str, ...]] = {
@@ -78,6 +78,16 @@ def run_rules(evidence: Evidence, thresholds: Thresholds) -> tuple[list[Finding]
         if finding is not None:
             findings.append(finding)
     return findings, skipped
+
+
+def trace_findings(evidence: Evidence, thresholds: Thresholds) -> tuple[Finding, ...]:
+    """The rules over a trace's signals alone, worst first: the `trace` command's verdicts.
+
+    Rules that need other evidence (load, metrics, the plan) are skipped silently; the
+    trace and `diagnose` judge one trace by the same rules and thresholds.
+    """
+    findings, _ = run_rules(evidence, thresholds)
+    return tuple(sorted(findings, key=lambda f: -f.score))
 
 
 def _not_applicable(layer: Layer, evidence: Evidence) -> bool:

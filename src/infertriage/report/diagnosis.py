@@ -13,7 +13,7 @@ from rich.text import Text
 from infertriage.schemas import Diagnosis, EvidenceItem, Finding, LayerResult, Status
 from infertriage.schemas.text import show_controls, terminal_text
 
-__all__ = ["diagnosis_to_json", "render_diagnosis"]
+__all__ = ["diagnosis_to_json", "evidence_text", "render_diagnosis"]
 
 _STYLE = {
     Status.OK: "green",
@@ -46,7 +46,8 @@ def _threshold(item: EvidenceItem) -> str:
     return f" (limit {_value(probe)})"
 
 
-def _evidence_text(finding: Finding) -> str:
+def evidence_text(finding: Finding) -> str:
+    """Up to three evidence items, each with the threshold its rule applied."""
     return "; ".join(f"{e.signal} {_value(e)}{_threshold(e)}" for e in finding.evidence[:3])
 
 
@@ -56,7 +57,7 @@ def _layer_cell(result: LayerResult, primary: str | None) -> Text:
         marker = "▶ " if finding.id == primary else ""
         style = _STYLE[finding.status]
         text.append(f"{marker}{show_controls(finding.title)}\n", style=style)
-        text.append(f"  {show_controls(_evidence_text(finding))}\n", style="dim")
+        text.append(f"  {show_controls(evidence_text(finding))}\n", style="dim")
         if finding.caveat:
             text.append(f"  caveat: {show_controls(finding.caveat)}\n", style="yellow")
         if finding.next_steps:

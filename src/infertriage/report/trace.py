@@ -2,7 +2,8 @@
 
 Takes a `TraceReport`; gives the terminal summary (ranks, GPU time, launches
 and steps, kernel mix, communication, memcpy, then the top findings of the
-kernel, parallelism and hardware layers) and `trace_to_json`, which holds
+kernel, scheduling, parallelism and hardware layers — the diagnose rules'
+verdicts, each with its evidence and the threshold applied) and `trace_to_json`, which holds
 every signal (name, value, unit, source, window), the findings, the ranks and
 the heaviest kernels (schema `infertriage.trace/v1`). Kernel names, devices,
 paths and the attention backend come from the trace file: shown as data
@@ -16,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.trace import TraceReport
+from infertriage.report.diagnosis import evidence_text
 from infertriage.schemas.layers import Layer, Status
 from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import format_bytes, format_seconds
@@ -23,7 +25,8 @@ from infertriage.schemas.units import format_bytes, format_seconds
 __all__ = ["TRACE_LAYERS", "TRACE_SCHEMA", "render_trace", "trace_to_json"]
 
 TRACE_SCHEMA = "infertriage.trace/v1"
-TRACE_LAYERS = (Layer.KERNEL, Layer.PARALLELISM, Layer.HARDWARE)
+# the layers whose rules a trace alone can fire
+TRACE_LAYERS = (Layer.KERNEL, Layer.SCHEDULING, Layer.PARALLELISM, Layer.HARDWARE)
 _TOP_FINDINGS = 3
 _NAME_WIDTH = 72
 _MIN_NAME_WIDTH = 16
@@ -168,6 +171,7 @@ def _findings(report: TraceReport) -> Text:
             style = "red" if finding.status is Status.BOTTLENECK else "yellow"
             text.append(f"  [{finding.status}] ", style=style)
             text.append(f"{show_controls(finding.title)} (score {finding.score:.2f})\n")
+            text.append(f"      {show_controls(evidence_text(finding))}\n", style="dim")
             for step in finding.next_steps[:1]:
                 text.append(f"      → {show_controls(step)}\n", style="dim")
     return text

@@ -60,6 +60,102 @@ class Thresholds:
     # scheduled) this share of TTFT, and prompts this many budgets long on average
     prefill_ttft_share: float = 0.50
     prompt_steps: float = 1.5
+    # kernel layer, from a trace. The GPU idle with no kernel queued this share of the time
+    # waits on the host (scheduling, sampling).
+    host_wait_fraction: float = 0.30
+    # Synchronisations per step: vLLM's sampler copies the sampled token ids to the host once
+    # every step (`.tolist()`), so one per step is the engine's own and cannot be removed
+    # short of async scheduling; a second one is avoidable (`.item()`, `.cpu()`, a print).
+    syncs_per_step: float = 2.0
+    # launches whose GPU time is shorter than the CPU call that launched them, outside
+    # CUDA graphs: launch overhead sets the pace
+    short_kernel_fraction: float = 0.50
+    # hardware layer, from a trace: host↔device bytes through pageable memory (staged by the
+    # driver, never overlapping kernels), when copies take at least this share of GPU time
+    pageable_fraction: float = 0.50
+    min_memcpy_fraction: float = 0.01
+
+    # --- kernel layer ---
+    # CUDA graphs are in use when at least this share of kernel time replays from graphs
+    cuda_graph_fraction_on: float = 0.50
+    # torch.compile recompilations: one is a finding, dynamo's default limit (8) is the worst
+    recompilations: float = 1.0
+    recompilations_full: float = 8.0
+
+    # --- application layer ---
+    # client TTFT p50 over the server's by at least this (and by the server's own TTFT):
+    # the wait lies in front of the engine
+    client_ttft_gap_s: float = 0.05
+    # the API server's event loop (one thread) this busy queues every stream behind the
+    # others; lower than the engine thread's, whose busy loop is its normal work
+    frontend_thread_busy: float = 0.80
+    # client ITL p95 this many times the server's: something between buffers the stream
+    client_itl_over_server: float = 3.0
+    # streams cut before their end, as a share of requests
+    stream_cut_fraction: float = 0.05
+    # the busiest replica over the mean replica, as `metrics --prometheus` flags
+    replica_imbalance: float = 1.5
+    # an error rate (or a 429 share) this high is the worst it gets (severity 1)
+    error_rate_full: float = 0.10
+
+    # --- hardware layer ---
+    # below this decode batch, batching still buys throughput on a bandwidth-bound GPU
+    hbm_min_decode_batch: float = 8.0
+    # throughput below this share of the plan's roofline for the batch reached
+    roofline_efficiency: float = 0.50
+    # PCIe link utilisation that is saturated
+    pcie_saturated: float = 0.80
+
+    # --- memory layer ---
+    # KV usage that is a full cache
+    kv_full: float = 0.95
+    # KV usage left once the load has drained that is a leak
+    kv_drain_residue: float = 0.02
+    # on a large cache a leak is a small share of it: still a leak when this share of the
+    # load's peak stayed taken with nothing running, and usage is above the gauge's floor
+    kv_leak_of_peak: float = 0.50
+    kv_leak_floor: float = 0.002
+    # the gauge's rounding: blocks within it count as free, and headroom within it is met
+    kv_usage_rounding: float = 0.005
+    # prefix-cache hits below this share of the shared-prefix fraction
+    prefix_hit_share: float = 0.50
+    # prompts longer than the plan's tokens per request by this factor
+    plan_slack: float = 1.2
+
+    # --- parallelism layer ---
+    # communication's share of GPU time that is a finding, and a bottleneck
+    comm_share: float = 0.30
+    comm_bound: float = 0.45
+    # communication overlapping compute less than this, when comm is at least min_comm_share
+    poor_overlap: float = 0.20
+    min_comm_share: float = 0.10
+    # (max − min) / max of the ranks' compute time
+    rank_skew: float = 0.10
+    # measured scaling efficiency below this share of the plan's; without a plan, below this
+    scaling_of_plan: float = 0.80
+    scaling_no_plan: float = 0.70
+
+    # --- scheduling layer ---
+    # queueing this share of TTFT
+    queue_share: float = 0.50
+    # KV usage at which a queue waits for memory, not seats (the memory layer's then)
+    kv_room: float = 0.90
+    # the engine-core thread this busy sets the pace of every step; its loop is busy by
+    # design, so only near saturation (higher than the front end's event loop)
+    engine_thread_busy: float = 0.95
+    # CPU time between graph-replayed forward passes, as a share of the step
+    step_cpu_gap: float = 0.30
+    # waiting requests growing this fast (per second), or this many waiting: queued for
+    # minutes, a bottleneck
+    unbounded_slope: float = 0.50
+    queued_for_minutes: float = 1000.0
+
+    # --- speculative layer ---
+    # draft acceptance below this; at or below not_worth_it verifying costs more than it saves
+    low_acceptance: float = 0.50
+    not_worth_it: float = 0.30
+    # the last draft position accepted less than this share as often as the first
+    acceptance_decay: float = 0.30
 
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -1,9 +1,10 @@
 """analyze.trace, level 1: kernel, launch and communication analysis of profiler traces.
 
 Takes PyTorch-profiler Chrome traces and Nsight Systems SQLite exports; gives
-a `TraceReport` of `trace.*` signals and findings for the kernel, parallelism
-and hardware layers. Parse once into a `TraceTable` (numpy columns, interned
-names: `load_traces`), then every analysis is a pure function of the table
+a `TraceReport` of `trace.*` signals, among them those the diagnose rules
+read (`derived.py`); its findings are the diagnose rules' (`api.trace`).
+Parse once into a `TraceTable` (numpy columns, interned names:
+`load_traces`), then every analysis is a pure function of the table
 (`analyze_tables`). Synthetic traces for tests and benchmarks come from
 `infertriage_testing.tracesynth`, outside the product.
 """
@@ -11,7 +12,7 @@ names: `load_traces`), then every analysis is a pure function of the table
 from __future__ import annotations
 
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
-from infertriage.analyze.trace.findings import TraceLimits, find_issues
+from infertriage.analyze.trace.derived import derive_rule_signals
 from infertriage.analyze.trace.load import load_traces
 from infertriage.analyze.trace.mix import KernelStat, Mix
 from infertriage.analyze.trace.names import ATTENTION_BACKENDS, Category, category_of
@@ -35,13 +36,12 @@ __all__ = [
     "RankSummary",
     "RecompileLog",
     "Steps",
-    "TraceLimits",
     "TraceReport",
     "TraceTable",
     "analyze_rank",
     "analyze_tables",
     "category_of",
-    "find_issues",
+    "derive_rule_signals",
     "find_steps",
     "load_traces",
     "parse_recompile_log",
@@ -53,12 +53,9 @@ def analyze_tables(
     tables: list[TraceTable],
     log: RecompileLog | None = None,
     log_path: str | None = None,
-    limits: TraceLimits | None = None,
 ) -> TraceReport:
-    """Every analysis over the tables of one capture, merged across ranks."""
+    """Every analysis over the tables of one capture, merged across ranks (no findings yet)."""
     ranks = [analyze_rank(t) for t in tables]
     signals, mix, backend = make_signals(ranks, log)
-    findings = find_issues(signals, limits)
-    return make_report(
-        ranks, findings=findings, signals=signals, mix=mix, backend=backend, log_path=log_path
-    )
+    signals += derive_rule_signals(signals)
+    return make_report(ranks, signals=signals, mix=mix, backend=backend, log_path=log_path)

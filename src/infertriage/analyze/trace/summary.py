@@ -2,8 +2,8 @@
 
 Takes the `TraceTable`s of one capture (one per rank) and, optionally, a
 `RecompileLog`; gives a `TraceReport`: per-rank summaries, the merged kernel
-mix, every signal and the findings for the kernel, parallelism and hardware
-layers. Times add up over ranks (and over the devices of a rank), so a
+mix and every signal (the findings are filled in by `api.trace`, from the
+diagnose rules). Times add up over ranks (and over the devices of a rank), so a
 fraction is a share of all GPUs' time. Units: "s", "fraction" (0..1),
 "bytes", "1" (a count or a flag). Source "trace", except the step figures
 ("trace:profiler_step|nvtx|annotation|pattern", how the steps were found)
@@ -40,6 +40,10 @@ and a log's recompilations ("log"). Window: (0, longest rank's span) s.
 | trace.rank_skew_fraction | (max − min) / max of the ranks' compute time, ≥ 2 ranks |
 | trace.achieved_occupancy | busy-weighted estimated achieved occupancy (Kineto) |
 | trace.attention_backend.<id> | value 1 for the dominant backend (`ATTENTION_BACKENDS`) |
+
+`analyze_tables` adds the signals the diagnose rules read (`derived.py`):
+trace.host_wait_fraction, trace.syncs_per_step (renamed), trace.launch_gap_fraction,
+trace.step_cpu_gap_fraction, trace.memcpy_fraction and trace.attention_unfused.
 
 A fraction whose denominator is zero is left out, as are the step signals
 when no steps are found and the overlap when there is no communication.
@@ -136,10 +140,10 @@ class TraceReport:
     paths: tuple[str, ...]
     ranks: tuple[RankSummary, ...]
     signals: tuple[Signal, ...]
-    findings: tuple[Finding, ...]
     mix: Mix
     attention_backend: str
     log_path: str | None = None
+    findings: tuple[Finding, ...] = ()  # the diagnose rules' over `signals`, worst first
 
     def signal(self, name: str) -> Signal | None:
         return next((s for s in self.signals if s.name == name), None)
@@ -357,7 +361,6 @@ def make_signals(
 def make_report(
     ranks: list[RankAnalysis],
     *,
-    findings: tuple[Finding, ...],
     signals: list[Signal],
     mix: Mix,
     backend: str,
@@ -367,7 +370,6 @@ def make_report(
         paths=tuple(r.table.path for r in ranks),
         ranks=tuple(_summary(r) for r in ranks),
         signals=tuple(signals),
-        findings=findings,
         mix=mix,
         attention_backend=backend,
         log_path=log_path,

@@ -16,12 +16,6 @@ from infertriage.diagnose.symptom import error_counts, ttft_missed
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.APPLICATION
-_TTFT_GAP_S = 0.05
-_BUSY_THREAD = 0.8  # an event loop this busy queues every stream behind the others
-_BURSTY = 3.0  # client ITL p95 over the server's
-_STREAM_CUT = 0.05
-_IMBALANCE = 1.5  # the busiest replica over the mean replica, as `metrics --prometheus` flags
-_ERRORS_FULL = 0.1  # an error rate (or a 429 share) this high is the worst it gets
 
 
 @rule("application.client_vs_server_ttft", _L, ("client.ttft_p50_s", "server.ttft_p50_s"))
@@ -33,7 +27,7 @@ def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     # the engine's own spread is the engine's queue seen over another window (a closed loop's
     # fast first burst counted by the server's histogram, then a full KV cache), not a front end
     tail = ev.get("server.ttft_p95_s")
-    if gap < max(_TTFT_GAP_S, server) or (tail is not None and client <= tail):
+    if gap < max(t.client_ttft_gap_s, server) or (tail is not None and client <= tail):
         return None
     # on a host the client saturates, the gap may be threads waiting for a CPU, both sides'
     caveat = caveat_of(ev, t, "the wait in front of the engine")
@@ -42,12 +36,13 @@ def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
         _L,
         bottleneck=ttft_missed(ev, t),
         caveat=caveat,
-        severity=severity_above(gap, _TTFT_GAP_S, t.ttft_p95_s * 2),
+        severity=severity_above(gap, t.client_ttft_gap_s, t.ttft_p95_s * 2),
         explains=gap / client if client > 0 else 0.0,
         title=f"clients wait {gap * 1e3:.0f} ms longer for the first token than the engine reports",
         evidence=ev,
         used=(
-            ("client.ttft_p50_s", None),
+            # the client TTFT this rule fires at: past the gap and the engine's own spread
+            ("client.ttft_p50_s", max(server + max(t.client_ttft_gap_s, server), tail or 0.0)),
             ("server.ttft_p50_s", None),
             ("server.ttft_p95_s", None),
             *contention_used(caveat, t),
@@ -69,7 +64,7 @@ def client_vs_server_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("application.frontend_saturated", _L, ("proc.frontend_thread_cpu",))
 def frontend_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
     busy = ev.get("proc.frontend_thread_cpu") or 0.0
-    if busy < _BUSY_THREAD:
+    if busy < t.frontend_thread_busy:
         return None
     # a co-runner slows the thread (shared caches, SMT siblings): its CPU share is not its own
     caveat = caveat_of(ev, t, "the API-server thread's CPU share")
@@ -78,11 +73,11 @@ def frontend_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
         _L,
         bottleneck=True,
         caveat=caveat,
-        severity=severity_above(busy, _BUSY_THREAD, 1.0),
+        severity=severity_above(busy, t.frontend_thread_busy, 1.0),
         explains=0.9,
         title=f"the API-server thread is {busy:.0%} busy on the CPU",
         evidence=ev,
-        used=(("proc.frontend_thread_cpu", _BUSY_THREAD), *contention_used(caveat, t)),
+        used=(("proc.frontend_thread_cpu", t.frontend_thread_busy), *contention_used(caveat, t)),
         explanation=(
             "One Python thread tokenises, detokenises and serialises every stream; at 100 % it "
             "delays all of them, whatever the GPU does."
@@ -101,17 +96,17 @@ def frontend_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("application.buffering_proxy", _L, ("client.itl_p95_s", "server.itl_p95_s"))
 def buffering_proxy(ev: Evidence, t: Thresholds) -> Finding | None:
     client, server = ev.get("client.itl_p95_s") or 0.0, ev.get("server.itl_p95_s") or 0.0
-    if server <= 0 or client < _BURSTY * server or client < t.itl_p95_s:
+    if server <= 0 or client < t.client_itl_over_server * server or client < t.itl_p95_s:
         return None
     return make_finding(
         "application.buffering_proxy",
         _L,
         bottleneck=False,
-        severity=severity_above(client / server, _BURSTY, 10.0),
+        severity=severity_above(client / server, t.client_itl_over_server, 10.0),
         explains=0.5,
         title=f"client ITL p95 {client * 1e3:.0f} ms vs {server * 1e3:.0f} ms inside the server",
         evidence=ev,
-        used=(("client.itl_p95_s", _BURSTY * server), ("server.itl_p95_s", None)),
+        used=(("client.itl_p95_s", t.client_itl_over_server * server), ("server.itl_p95_s", None)),
         explanation="Tokens leave the engine steadily but reach the client in bursts: a buffer.",
         next_steps=("disable response buffering in the proxy (`proxy_buffering off` in nginx)",),
     )
@@ -140,7 +135,7 @@ def error_rate(ev: Evidence, t: Thresholds) -> Finding | None:
         "application.error_rate",
         _L,
         bottleneck=proven,
-        severity=severity_above(counts.rate, t.error_rate, _ERRORS_FULL),
+        severity=severity_above(counts.rate, t.error_rate, t.error_rate_full),
         explains=1.0,
         title=title,
         evidence=ev,
@@ -172,7 +167,7 @@ def admission_control(ev: Evidence, t: Thresholds) -> Finding | None:
         "application.admission_control",
         _L,
         bottleneck=False,
-        severity=severity_above(rate, t.error_rate, _ERRORS_FULL),
+        severity=severity_above(rate, t.error_rate, t.error_rate_full),
         explains=rate,
         title=f"the server refused {rate:.1%} of requests for load (HTTP 429)",
         evidence=ev,
@@ -197,18 +192,21 @@ def admission_control(ev: Evidence, t: Thresholds) -> Finding | None:
 )
 def stream_cut(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("client.stream_cut_fraction") or 0.0
-    if share < _STREAM_CUT:
+    if share < t.stream_cut_fraction:
         return None
     at = ev.get("client.stream_cut_at_s") or 0.0
     return make_finding(
         "application.stream_cut",
         _L,
         bottleneck=True,
-        severity=severity_above(share, _STREAM_CUT, 0.5),
+        severity=severity_above(share, t.stream_cut_fraction, 0.5),
         explains=share,
         title=f"{share:.0%} of streams cut at about {at:.1f} s",
         evidence=ev,
-        used=(("client.stream_cut_fraction", _STREAM_CUT), ("client.stream_cut_at_s", None)),
+        used=(
+            ("client.stream_cut_fraction", t.stream_cut_fraction),
+            ("client.stream_cut_at_s", None),
+        ),
         explanation="Streams end at the same elapsed time however long they were: a timeout.",
         next_steps=("raise the gateway's read/idle timeout above the longest generation",),
     )
@@ -254,18 +252,18 @@ def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("application.replica_imbalance", _L, ("fleet.replicas",))
 def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
     ratio = ev.get("fleet.imbalance") or 0.0
-    if ratio < _IMBALANCE:
+    if ratio < t.replica_imbalance:
         return None
     replicas = max(2.0, ev.get("fleet.replicas") or 2.0)
     return make_finding(
         "application.replica_imbalance",
         _L,
         bottleneck=ttft_missed(ev, t),
-        severity=severity_above(ratio, _IMBALANCE, replicas),
+        severity=severity_above(ratio, t.replica_imbalance, replicas),
         explains=min(1.0, (ratio - 1.0) / (replicas - 1.0)),
         title=f"one of {replicas:.0f} replicas does {ratio:.1f}× the mean replica's work",
         evidence=ev,
-        used=(("fleet.imbalance", _IMBALANCE), ("fleet.replicas", None)),
+        used=(("fleet.imbalance", t.replica_imbalance), ("fleet.replicas", None)),
         explanation=(
             "The load balancer in front of the replicas spreads requests unevenly: the busiest "
             "replica queues while others idle, so the fleet's latency is that replica's."

@@ -1,4 +1,4 @@
-"""diagnose, level 3: hardware-layer rules — SM, tensor and HBM activity, PCIe, GPU errors."""
+"""diagnose, level 3: hardware-layer rules — SM, tensor and HBM activity, PCIe, copies, errors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.HARDWARE
-_SMALL_DECODE_BATCH = 8  # below this, batching still buys throughput on a bandwidth-bound GPU
-_ROOFLINE_EFFICIENCY = 0.5
-_PCIE_SATURATED = 0.8
 
 
 @rule("hardware.busy_not_computing", _L, ("gpu.util_mean", "gpu.sm_active_mean"))
@@ -49,7 +46,7 @@ def hbm_bandwidth_bound(ev: Evidence, t: Thresholds) -> Finding | None:
     util = ev.get("gpu.util_mean")
     if util:  # HBM activity while kernels run: idle time between requests is not headroom
         dram = min(1.0, dram / util)
-    if dram < t.dram_active_decode or not itl_missed(ev, t) or batch < _SMALL_DECODE_BATCH:
+    if dram < t.dram_active_decode or not itl_missed(ev, t) or batch < t.hbm_min_decode_batch:
         return None
     itl = ev.get("client.itl_p95_s") or 0.0
     return make_finding(
@@ -81,18 +78,18 @@ def hbm_bandwidth_bound(ev: Evidence, t: Thresholds) -> Finding | None:
 def below_roofline(ev: Evidence, t: Thresholds) -> Finding | None:
     measured = ev.get("client.throughput_tok_s") or 0.0
     ceiling = ev.get("plan.throughput_roofline_tok_s") or 0.0
-    if ceiling <= 0 or measured >= _ROOFLINE_EFFICIENCY * ceiling:
+    if ceiling <= 0 or measured >= t.roofline_efficiency * ceiling:
         return None
     efficiency = measured / ceiling
     return make_finding(
         "hardware.below_roofline",
         _L,
         bottleneck=False,
-        severity=severity_below(efficiency, _ROOFLINE_EFFICIENCY, 0.1),
+        severity=severity_below(efficiency, t.roofline_efficiency, 0.1),
         explains=1 - efficiency,
         title=f"throughput {efficiency:.0%} of the roofline for this batch",
         evidence=ev,
-        used=(("client.throughput_tok_s", _ROOFLINE_EFFICIENCY * ceiling),),
+        used=(("client.throughput_tok_s", t.roofline_efficiency * ceiling),),
         explanation="The GPU could serve this batch much faster; the time goes somewhere else.",
         next_steps=("see the kernel, scheduling and application layers for where the time goes",),
     )
@@ -101,19 +98,42 @@ def below_roofline(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("hardware.pcie_saturated", _L, ("gpu.pcie_utilization",))
 def pcie_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("gpu.pcie_utilization") or 0.0
-    if share < _PCIE_SATURATED:
+    if share < t.pcie_saturated:
         return None
     return make_finding(
         "hardware.pcie_saturated",
         _L,
         bottleneck=slo_missed(ev, t),
-        severity=severity_above(share, _PCIE_SATURATED, 1.0),
+        severity=severity_above(share, t.pcie_saturated, 1.0),
         explains=share,
         title=f"PCIe {share:.0%} busy",
         evidence=ev,
-        used=(("gpu.pcie_utilization", _PCIE_SATURATED),),
+        used=(("gpu.pcie_utilization", t.pcie_saturated),),
         explanation="Host-device or GPU-GPU traffic fills the PCIe link.",
         next_steps=("keep tensor parallelism on NVLink; avoid CPU offload and pageable copies",),
+    )
+
+
+@rule("hardware.pageable_memcpy", _L, ("trace.memcpy.pageable_fraction", "trace.memcpy_fraction"))
+def pageable_memcpy(ev: Evidence, t: Thresholds) -> Finding | None:
+    pageable = ev.get("trace.memcpy.pageable_fraction") or 0.0
+    copies = ev.get("trace.memcpy_fraction") or 0.0
+    if pageable < t.pageable_fraction or copies < t.min_memcpy_fraction:
+        return None
+    return make_finding(
+        "hardware.pageable_memcpy",
+        _L,
+        bottleneck=False,
+        severity=severity_above(pageable, t.pageable_fraction, 1.0),
+        explains=copies,
+        title=f"{pageable:.0%} of host↔device bytes move through pageable memory",
+        evidence=ev,
+        used=(
+            ("trace.memcpy.pageable_fraction", t.pageable_fraction),
+            ("trace.memcpy_fraction", t.min_memcpy_fraction),
+        ),
+        explanation="Pageable copies are staged by the driver and cannot overlap kernels.",
+        next_steps=("use pinned host memory (`tensor.pin_memory()`, `pin_memory=True`)",),
     )
 
 

@@ -9,17 +9,15 @@ from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
-_GRAPHS_ON = 0.5
-_HOST_WAIT = 0.3
 
 
-def _graphs_unused(ev: Evidence) -> str:
+def _graphs_unused(ev: Evidence, t: Thresholds) -> str:
     """How CUDA graphs are off: "off" (the server says so), "not used" (the trace's kernels
     ran outside graphs: off, or a batch beyond the capture sizes), or "" when in use."""
     reported = ev.get("config.cuda_graphs")
     if reported is not None and reported < 1:
         return "off"
-    if (ev.get("trace.cuda_graph_fraction") or 0.0) < _GRAPHS_ON:
+    if (ev.get("trace.cuda_graph_fraction") or 0.0) < t.cuda_graph_fraction_on:
         return "off" if reported is None else "not used"
     return ""
 
@@ -56,7 +54,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
     `launch_bound_fraction` of the GPU's time; otherwise a warning.
     """
     gaps = ev.get("trace.launch_gap_fraction") or 0.0
-    unused = _graphs_unused(ev)
+    unused = _graphs_unused(ev, t)
     if gaps < t.launch_gap_fraction or not unused:
         return None
     kernels = ev.get("trace.kernels_per_step") or 0.0
@@ -80,7 +78,7 @@ def launch_bound(ev: Evidence, t: Thresholds) -> Finding | None:
         evidence=ev,
         used=(
             ("trace.launch_gap_fraction", t.launch_gap_fraction),
-            ("trace.cuda_graph_fraction", _GRAPHS_ON),
+            ("trace.cuda_graph_fraction", t.cuda_graph_fraction_on),
         ),
         explanation=(
             "Without CUDA graphs every kernel pays a host launch; small decode kernels finish "
@@ -115,17 +113,17 @@ def unfused_attention(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("kernel.recompilations", _L, ("trace.recompilations",))
 def recompilations(ev: Evidence, t: Thresholds) -> Finding | None:
     count = ev.get("trace.recompilations") or 0.0
-    if count < 1:
+    if count < t.recompilations:
         return None
     return make_finding(
         "kernel.recompilations",
         _L,
         bottleneck=False,
-        severity=severity_above(count, 0, 8),
+        severity=severity_above(count, 0, t.recompilations_full),
         explains=0.3,
         title=f"torch.compile recompiled {count:.0f} times",
         evidence=ev,
-        used=(("trace.recompilations", 0.0),),
+        used=(("trace.recompilations", t.recompilations),),
         explanation="Each recompilation stalls the engine for seconds.",
         next_steps=(
             "mark dynamic dimensions (`torch._dynamo.mark_dynamic`) and fix the capture sizes",
@@ -136,17 +134,17 @@ def recompilations(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("kernel.host_wait", _L, ("trace.host_wait_fraction",))
 def host_wait(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("trace.host_wait_fraction") or 0.0
-    if share < _HOST_WAIT:
+    if share < t.host_wait_fraction:
         return None
     return make_finding(
         "kernel.host_wait",
         _L,
         bottleneck=slo_missed(ev, t),
-        severity=severity_above(share, _HOST_WAIT, 0.8),
+        severity=severity_above(share, t.host_wait_fraction, 0.8),
         explains=share,
         title=f"the GPU waits on the host {share:.0%} of the time",
         evidence=ev,
-        used=(("trace.host_wait_fraction", _HOST_WAIT),),
+        used=(("trace.host_wait_fraction", t.host_wait_fraction),),
         explanation="Idle time with no kernel queued: the CPU side (scheduling, sampling) is late.",
         next_steps=("look at the scheduling layer's engine-loop CPU; enable async scheduling",),
     )
@@ -155,17 +153,55 @@ def host_wait(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("kernel.sync_every_step", _L, ("trace.syncs_per_step",))
 def sync_every_step(ev: Evidence, t: Thresholds) -> Finding | None:
     syncs = ev.get("trace.syncs_per_step") or 0.0
-    if syncs < 1:
+    if syncs < t.syncs_per_step:  # one per step is the sampler's (see Thresholds)
         return None
     return make_finding(
         "kernel.sync_every_step",
         _L,
         bottleneck=False,
-        severity=severity_above(syncs, 1, 10),
+        severity=severity_above(syncs, t.syncs_per_step, 10),
         explains=0.2,
         title=f"{syncs:.1f} device synchronisations per step",
         evidence=ev,
-        used=(("trace.syncs_per_step", 1.0),),
+        used=(("trace.syncs_per_step", t.syncs_per_step),),
         explanation="A synchronisation drains the GPU queue and serialises host and device.",
         next_steps=("remove `.item()`/`.cpu()` calls from the step; use non-blocking copies",),
+    )
+
+
+@rule(
+    "kernel.short_kernels",
+    _L,
+    ("trace.short_kernel_fraction", "trace.cuda_graph_fraction", "trace.gpu_idle_fraction"),
+)
+def short_kernels(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Most launches finish on the GPU before the host has launched the next, outside graphs.
+
+    A warning: when the GPU is idle between them `kernel.launch_bound` says so.
+    """
+    short = ev.get("trace.short_kernel_fraction") or 0.0
+    graphs = ev.get("trace.cuda_graph_fraction") or 0.0
+    if short < t.short_kernel_fraction or graphs >= short:
+        return None
+    return make_finding(
+        "kernel.short_kernels",
+        _L,
+        bottleneck=False,
+        severity=severity_above(short, t.short_kernel_fraction, 1.0),
+        explains=ev.get("trace.gpu_idle_fraction") or 0.0,
+        title=f"{short:.0%} of kernels run shorter than their launch call",
+        evidence=ev,
+        used=(
+            ("trace.short_kernel_fraction", t.short_kernel_fraction),
+            ("trace.cuda_graph_fraction", None),
+            ("trace.gpu_idle_fraction", None),
+        ),
+        explanation=(
+            "When a kernel takes less GPU time than the CPU needs to launch it, launch overhead "
+            "sets the pace; CUDA graphs or fusion (torch.compile) remove it."
+        ),
+        next_steps=(
+            "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)",
+            "fuse small ops (torch.compile, fused kernels)",
+        ),
     )

@@ -11,18 +11,9 @@ from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.MEMORY
-_KV_FULL = 0.95
-_DRAIN_RESIDUE = 0.02  # KV usage left once load has drained
-# On a large cache a leak is a small share of it: still a leak when most of the load's peak
-# stayed taken with nothing running (engines count cached, unreferenced blocks as free).
-_LEAK_OF_PEAK = 0.5
-_LEAK_FLOOR = 0.002  # below this the gauge's rounding, not a leak
-_PREFIX_HIT_SHARE = 0.5  # of the shared-prefix fraction that should hit
-_PLAN_SLACK = 1.2
-_ROUNDING = 0.005
 
 
-def kv_blocks_short(ev: Evidence) -> tuple[float, float] | None:
+def kv_blocks_short(ev: Evidence, t: Thresholds) -> tuple[float, float] | None:
     """(blocks a typical request needs, blocks free at peak) when the next one cannot fit.
 
     With coarse blocks (vLLM's CPU build: 128 tokens) and long prompts the cache is
@@ -36,7 +27,7 @@ def kv_blocks_short(ev: Evidence) -> tuple[float, float] | None:
         return None
     needed = math.ceil((prompt + output) / size)
     free = max(0.0, (1.0 - usage) * total)
-    return (float(needed), free) if free + _ROUNDING * total < needed else None
+    return (float(needed), free) if free + t.kv_usage_rounding * total < needed else None
 
 
 @rule(
@@ -48,12 +39,12 @@ def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
     usage = ev.get("kv.usage_max") or 0.0
     preempted = ev.get("preemptions.total") or 0.0
     waiting = ev.get("queue.waiting_max") or 0.0
-    short = kv_blocks_short(ev)
-    if (usage < _KV_FULL and short is None) or (preempted <= 0 and waiting <= 0):
+    short = kv_blocks_short(ev, t)
+    if (usage < t.kv_full and short is None) or (preempted <= 0 and waiting <= 0):
         return None
     cause = f"{preempted:.0f} preemptions" if preempted > 0 else f"up to {waiting:.0f} waiting"
     full = f"KV cache full ({usage:.0%} used)"
-    if usage < _KV_FULL and short is not None:
+    if usage < t.kv_full and short is not None:
         full = (
             f"KV cache full for another request ({usage:.0%} used: "
             f"{short[1]:.0f} blocks free, {short[0]:.0f} needed)"
@@ -63,12 +54,12 @@ def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
         _L,
         # a preempted request is computed twice: wasted GPU time whatever the SLOs say
         bottleneck=slo_missed(ev, t) or preempted > 0,
-        severity=max(severity_above(usage, _KV_FULL, 1.0), 0.5 if preempted or short else 0.3),
+        severity=max(severity_above(usage, t.kv_full, 1.0), 0.5 if preempted or short else 0.3),
         explains=0.9 if preempted > 0 else 0.6,
         title=f"{full} with {cause}",
         evidence=ev,
         used=(
-            ("kv.usage_max", _KV_FULL),
+            ("kv.usage_max", t.kv_full),
             ("preemptions.total", 0.0),
             ("queue.waiting_max", 0.0),
             ("config.num_gpu_blocks", None),
@@ -97,7 +88,7 @@ def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
     slope = ev.get("kv.usage_idle_slope")
     peak = ev.get("kv.usage_max") or 0.0
     kept = min(1.0, residue / peak) if peak > 0 else 0.0
-    if residue < _DRAIN_RESIDUE and (residue < _LEAK_FLOOR or kept < _LEAK_OF_PEAK):
+    if residue < t.kv_drain_residue and (residue < t.kv_leak_floor or kept < t.kv_leak_of_peak):
         return None
     slope_text = f"; usage grows {slope * 3600:.1%} per hour of load" if slope else ""
     kept_text = f" ({kept:.0%} of the load's peak)" if peak > 0 else ""
@@ -106,7 +97,7 @@ def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
         _L,
         bottleneck=True,
         # how much of the peak never came back is how sure and how bad the leak is
-        severity=max(severity_above(residue, _DRAIN_RESIDUE, 0.3), kept),
+        severity=max(severity_above(residue, t.kv_drain_residue, 0.3), kept),
         explains=0.8,
         title=(
             f"KV blocks not returned: {residue:.1%} still used after load drained"
@@ -114,7 +105,7 @@ def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
         ),
         evidence=ev,
         used=(
-            ("kv.usage_after_drain", _DRAIN_RESIDUE),
+            ("kv.usage_after_drain", t.kv_drain_residue),
             ("kv.usage_max", None),
             ("kv.usage_idle_slope", 0.0),
         ),
@@ -134,7 +125,7 @@ def kv_leak(ev: Evidence, t: Thresholds) -> Finding | None:
 def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
     used = ev.get("gpu.fb_used_fraction") or 0.0
     # vLLM at utilisation 0.90 takes 90 % to the block, give or take its rounding
-    if 1 - used >= t.gpu_memory_headroom - _ROUNDING:
+    if 1 - used >= t.gpu_memory_headroom - t.kv_usage_rounding:
         return None
     return make_finding(
         "memory.headroom",
@@ -144,7 +135,7 @@ def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
         explains=0.1,
         title=f"only {1 - used:.1%} of GPU memory free",
         evidence=ev,
-        used=(("gpu.fb_used_fraction", 1 - t.gpu_memory_headroom),),
+        used=(("gpu.fb_used_fraction", 1 - t.gpu_memory_headroom + t.kv_usage_rounding),),
         explanation="Bursts, fragmentation and CUDA graphs need room; an OOM restarts the server.",
         next_steps=(
             f"lower `{flag(ev, Knob.MEMORY_FRACTION)}`"
@@ -161,17 +152,17 @@ def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
 def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
     hit = ev.get("prefix_cache.hit_rate") or 0.0
     shared = ev.get("client.shared_prefix_fraction") or 0.0
-    if shared < 0.1 or hit >= _PREFIX_HIT_SHARE * shared:
+    if shared < 0.1 or hit >= t.prefix_hit_share * shared:
         return None
     return make_finding(
         "memory.prefix_cache_low",
         _L,
         bottleneck=False,
-        severity=severity_below(hit / shared, _PREFIX_HIT_SHARE, 0.0),
+        severity=severity_below(hit / shared, t.prefix_hit_share, 0.0),
         explains=shared,
         title=f"prefix-cache hit rate {hit:.0%} though {shared:.0%} of prompt tokens are shared",
         evidence=ev,
-        used=(("prefix_cache.hit_rate", _PREFIX_HIT_SHARE * shared),),
+        used=(("prefix_cache.hit_rate", t.prefix_hit_share * shared),),
         explanation="Shared system prompts should be computed once; they are being recomputed.",
         next_steps=(
             f"enable prefix caching (`{flag(ev, Knob.PREFIX_CACHING)}`)",
@@ -184,17 +175,17 @@ def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
 def longer_than_plan(ev: Evidence, t: Thresholds) -> Finding | None:
     prompt = ev.get("client.mean_prompt_tokens") or 0.0
     planned = ev.get("plan.tokens_per_request") or 0.0
-    if planned <= 0 or prompt <= _PLAN_SLACK * planned:
+    if planned <= 0 or prompt <= t.plan_slack * planned:
         return None
     return make_finding(
         "memory.longer_than_plan",
         _L,
         bottleneck=False,
-        severity=severity_above(prompt / planned, _PLAN_SLACK, 3.0),
+        severity=severity_above(prompt / planned, t.plan_slack, 3.0),
         explains=0.3,
         title=f"prompts average {prompt:.0f} tokens; the capacity plan assumed {planned:.0f}",
         evidence=ev,
-        used=(("client.mean_prompt_tokens", _PLAN_SLACK * planned),),
+        used=(("client.mean_prompt_tokens", t.plan_slack * planned),),
         explanation="The KV cache was sized for shorter requests; fewer fit at once.",
         next_steps=("re-plan with `infertriage plan --from-run RUN`",),
     )

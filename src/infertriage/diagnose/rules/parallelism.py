@@ -9,30 +9,24 @@ from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.PARALLELISM
-_COMM_SHARE = 0.3
-_COMM_BOUND = 0.45  # this much of each step spent communicating is the bottleneck
-_POOR_OVERLAP = 0.2
-_RANK_SKEW = 0.1
-_SCALING_OF_PLAN = 0.8  # measured scaling below this share of the plan's is the deployment's loss
-_SCALING_NO_PLAN = 0.7  # without a plan: below this, whatever the link
 
 
 @rule("parallelism.communication_share", _L, ("trace.nccl_fraction",))
 def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("trace.nccl_fraction") or 0.0
-    if share < _COMM_SHARE:
+    if share < t.comm_share:
         return None
     over_pcie = (ev.get("config.interconnect_pcie") or 0.0) >= 1
     where = " over PCIe" if over_pcie else ""
     return make_finding(
         "parallelism.communication_share",
         _L,
-        bottleneck=slo_missed(ev, t) or share >= _COMM_BOUND,
-        severity=severity_above(share, _COMM_SHARE, 0.7),
+        bottleneck=slo_missed(ev, t) or share >= t.comm_bound,
+        severity=severity_above(share, t.comm_share, 0.7),
         explains=share,
         title=f"all-reduce takes {share:.0%} of GPU time{where}",
         evidence=ev,
-        used=(("trace.nccl_fraction", _COMM_SHARE), ("config.interconnect_pcie", None)),
+        used=(("trace.nccl_fraction", t.comm_share), ("config.interconnect_pcie", None)),
         explanation=(
             "Tensor parallelism all-reduces twice per layer; over a slow link the GPUs spend "
             "the step waiting for each other."
@@ -50,17 +44,20 @@ def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
 def poor_overlap(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("trace.nccl_fraction") or 0.0
     overlap = ev.get("trace.comm_overlap_fraction") or 0.0
-    if share < 0.1 or overlap >= _POOR_OVERLAP:
+    if share < t.min_comm_share or overlap >= t.poor_overlap:
         return None
     return make_finding(
         "parallelism.poor_overlap",
         _L,
         bottleneck=False,
-        severity=severity_below(overlap, _POOR_OVERLAP, 0.0),
+        severity=severity_below(overlap, t.poor_overlap, 0.0),
         explains=share,
         title=f"communication overlaps compute only {overlap:.0%} of the time",
         evidence=ev,
-        used=(("trace.comm_overlap_fraction", _POOR_OVERLAP),),
+        used=(
+            ("trace.comm_overlap_fraction", t.poor_overlap),
+            ("trace.nccl_fraction", t.min_comm_share),
+        ),
         explanation="Every all-reduce stalls the compute stream instead of hiding behind it.",
         next_steps=("enable compute/communication overlap (async TP, sequence parallelism)",),
     )
@@ -69,17 +66,17 @@ def poor_overlap(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("parallelism.rank_skew", _L, ("trace.rank_skew_fraction",))
 def rank_skew(ev: Evidence, t: Thresholds) -> Finding | None:
     skew = ev.get("trace.rank_skew_fraction") or 0.0
-    if skew < _RANK_SKEW:
+    if skew < t.rank_skew:
         return None
     return make_finding(
         "parallelism.rank_skew",
         _L,
         bottleneck=False,
-        severity=severity_above(skew, _RANK_SKEW, 0.5),
+        severity=severity_above(skew, t.rank_skew, 0.5),
         explains=skew,
         title=f"ranks differ by {skew:.0%} in busy time",
         evidence=ev,
-        used=(("trace.rank_skew_fraction", _RANK_SKEW),),
+        used=(("trace.rank_skew_fraction", t.rank_skew),),
         explanation="The slowest rank sets the pace; the others wait at every collective.",
         next_steps=("check for a throttled or shared GPU; balance experts or pipeline stages",),
     )
@@ -89,7 +86,7 @@ def rank_skew(ev: Evidence, t: Thresholds) -> Finding | None:
 def scaling_below_plan(ev: Evidence, t: Thresholds) -> Finding | None:
     measured = ev.get("scaling.efficiency") or 0.0
     planned = ev.get("scaling.plan_efficiency")
-    expected = planned * _SCALING_OF_PLAN if planned is not None else _SCALING_NO_PLAN
+    expected = planned * t.scaling_of_plan if planned is not None else t.scaling_no_plan
     if measured >= expected:
         return None
     ratio = ev.get("scaling.gpu_ratio") or 2.0

@@ -10,12 +10,6 @@ from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.SCHEDULING
-_QUEUE_SHARE = 0.5
-_KV_ROOM = 0.9
-_BUSY_THREAD = 0.95
-_STEP_GAP = 0.3
-_UNBOUNDED_SLOPE = 0.5  # waiting requests per second
-_QUEUED_FOR_MINUTES = 1000
 # an engine not known: its seat flag under other engines' names too
 _OTHER_SEAT_FLAGS = " (llama.cpp: `-np`; SGLang: `--max-running-requests`)"
 
@@ -41,13 +35,13 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     # Seats left empty: the queue waits for the token budget, i.e. the GPU's prefill time
     # (an L4 prefilling 2k-token prompts), not for a cap a scheduling knob would lift.
     seats_free = seats is not None and running < seats
-    if usage >= _KV_ROOM or kv_blocks_short(ev) is not None:
+    if usage >= t.kv_room or kv_blocks_short(ev, t) is not None:
         return None  # waiting for memory: the memory layer's finding
-    if share < _QUEUE_SHARE and not seats_full:
+    if share < t.queue_share and not seats_full:
         return None
     share_text = (
         f"queueing is {share:.0%} of TTFT"
-        if share >= _QUEUE_SHARE
+        if share >= t.queue_share
         else (f"{waiting:.0f} requests wait while all {running:.0f} seats are taken")
     )
     if seats_free:
@@ -56,16 +50,16 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
         "scheduling.queue_dominates_ttft",
         _L,
         bottleneck=ttft_missed(ev, t) and not seats_free,
-        severity=max(severity_above(share, _QUEUE_SHARE, 0.95), 0.6 if seats_full else 0.0),
+        severity=max(severity_above(share, t.queue_share, 0.95), 0.6 if seats_full else 0.0),
         explains=max(share, 0.7 if seats_full else 0.0),
         title=share_text
         + (f" while the KV cache has room ({usage:.0%} used)" if ev.has("kv.usage_max") else ""),
         evidence=ev,
         used=(
-            ("server.queue_time_mean_s", _QUEUE_SHARE * ttft),
+            ("server.queue_time_mean_s", t.queue_share * ttft),
             ("queue.waiting_max", 0.0),
             ("config.max_num_seqs", None),
-            ("kv.usage_max", _KV_ROOM),
+            ("kv.usage_max", t.kv_room),
         ),
         explanation=(
             "Requests wait with batch seats free: each step's token budget goes to other "
@@ -160,17 +154,17 @@ def prefill_token_budget(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("scheduling.engine_loop_cpu", _L, ("proc.engine_thread_cpu",))
 def engine_loop_cpu(ev: Evidence, t: Thresholds) -> Finding | None:
     busy = ev.get("proc.engine_thread_cpu") or 0.0
-    if busy < _BUSY_THREAD:
+    if busy < t.engine_thread_busy:
         return None
     return make_finding(
         "scheduling.engine_loop_cpu",
         _L,
         bottleneck=slo_missed(ev, t),
-        severity=severity_above(busy, _BUSY_THREAD, 1.0),
+        severity=severity_above(busy, t.engine_thread_busy, 1.0),
         explains=0.6,
         title=f"the engine-core thread is {busy:.0%} busy on the CPU",
         evidence=ev,
-        used=(("proc.engine_thread_cpu", _BUSY_THREAD),),
+        used=(("proc.engine_thread_cpu", t.engine_thread_busy),),
         explanation="Scheduling and bookkeeping in one Python thread set the pace of every step.",
         next_steps=(
             f"enable async scheduling; reduce `{flag(ev, Knob.MAX_SEATS)}`; use a faster host CPU",
@@ -181,17 +175,17 @@ def engine_loop_cpu(ev: Evidence, t: Thresholds) -> Finding | None:
 @rule("scheduling.step_cpu_gap", _L, ("trace.step_cpu_gap_fraction",))
 def step_cpu_gap(ev: Evidence, t: Thresholds) -> Finding | None:
     share = ev.get("trace.step_cpu_gap_fraction") or 0.0
-    if share < _STEP_GAP:
+    if share < t.step_cpu_gap:
         return None
     return make_finding(
         "scheduling.step_cpu_gap",
         _L,
         bottleneck=slo_missed(ev, t),
-        severity=severity_above(share, _STEP_GAP, 0.7),
+        severity=severity_above(share, t.step_cpu_gap, 0.7),
         explains=share,
         title=f"{share:.0%} of each step is CPU time between forward passes",
         evidence=ev,
-        used=(("trace.step_cpu_gap_fraction", _STEP_GAP),),
+        used=(("trace.step_cpu_gap_fraction", t.step_cpu_gap),),
         explanation="The scheduler's own work is comparable with the forward pass it prepares.",
         next_steps=("enable async scheduling; lower the per-sequence scheduling cost",),
     )
@@ -201,17 +195,20 @@ def step_cpu_gap(ev: Evidence, t: Thresholds) -> Finding | None:
 def unbounded_queue(ev: Evidence, t: Thresholds) -> Finding | None:
     slope = ev.get("queue.waiting_slope") or 0.0  # absent from one scrape: depth alone then
     waiting = ev.get("queue.waiting_max") or 0.0
-    if slope < _UNBOUNDED_SLOPE and waiting < _QUEUED_FOR_MINUTES:
+    if slope < t.unbounded_slope and waiting < t.queued_for_minutes:
         return None
     return make_finding(
         "scheduling.unbounded_queue",
         _L,
-        bottleneck=waiting >= _QUEUED_FOR_MINUTES,
-        severity=severity_above(waiting, 10, _QUEUED_FOR_MINUTES),
-        explains=0.4 if waiting < _QUEUED_FOR_MINUTES else 0.9,
+        bottleneck=waiting >= t.queued_for_minutes,
+        severity=severity_above(waiting, 10, t.queued_for_minutes),
+        explains=0.4 if waiting < t.queued_for_minutes else 0.9,
         title=f"waiting requests grow without bound (up to {waiting:.0f}, +{slope:.1f}/s)",
         evidence=ev,
-        used=(("queue.waiting_slope", _UNBOUNDED_SLOPE), ("queue.waiting_max", 0.0)),
+        used=(
+            ("queue.waiting_slope", t.unbounded_slope),
+            ("queue.waiting_max", t.queued_for_minutes),
+        ),
         explanation=(
             "Arrivals exceed what the server finishes; with no admission limit requests queue "
             "for minutes instead of being rejected."

@@ -1,0 +1,344 @@
+"""Every rule threshold in `Thresholds`, tested at the threshold: 5 % inside fires, 5 % outside
+is quiet, so a threshold moved by 10 % breaks a test; and the evidence shows the threshold the
+rule applied. (launch_gap_fraction, launch_gap_roofline_share, prefill_ttft_share and
+prompt_steps are tested this way in test_rules.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from infertriage.diagnose import RULES, Evidence
+from infertriage.schemas import Status, Thresholds
+
+from .evidence_helpers import make_evidence
+
+SLOW_ITL = {"client__itl_p95_s": 0.12}
+
+
+@dataclass(frozen=True)
+class At:
+    rule: str
+    evidence: Callable[[float], Evidence]  # the evidence with the threshold's signal at v
+    below_fires: bool = False  # the rule fires below the threshold, not above it
+    kind: str = "fires"  # or "bottleneck" (status flips), "full" (severity reaches 1)
+    shown: str | None = None  # the signal whose evidence carries the threshold itself
+
+
+def _ev(**fixed: float | None) -> Callable[[str], Callable[[float], Evidence]]:
+    """`_ev(**fixed)(name)`: evidence with `fixed` and the signal `name` at the value."""
+    return lambda name: lambda v: make_evidence(**{**fixed, name: v})
+
+
+CASES: dict[str, At] = {
+    # kernel
+    "host_wait_fraction": At(
+        "kernel.host_wait", _ev()("trace__host_wait_fraction"), shown="trace.host_wait_fraction"
+    ),
+    "syncs_per_step": At(
+        "kernel.sync_every_step", _ev()("trace__syncs_per_step"), shown="trace.syncs_per_step"
+    ),
+    "short_kernel_fraction": At(
+        "kernel.short_kernels",
+        _ev(trace__cuda_graph_fraction=0.0, trace__gpu_idle_fraction=0.4)(
+            "trace__short_kernel_fraction"
+        ),
+        shown="trace.short_kernel_fraction",
+    ),
+    "cuda_graph_fraction_on": At(
+        "kernel.launch_bound",
+        _ev(trace__launch_gap_fraction=0.3, config__cuda_graphs=None)("trace__cuda_graph_fraction"),
+        below_fires=True,
+        shown="trace.cuda_graph_fraction",
+    ),
+    "recompilations": At(
+        "kernel.recompilations", _ev()("trace__recompilations"), shown="trace.recompilations"
+    ),
+    "recompilations_full": At("kernel.recompilations", _ev()("trace__recompilations"), kind="full"),
+    # application
+    "client_ttft_gap_s": At(
+        "application.client_vs_server_ttft",
+        lambda v: make_evidence(
+            server__ttft_p50_s=0.01, server__ttft_p95_s=None, client__ttft_p50_s=0.01 + v
+        ),
+    ),
+    "frontend_thread_busy": At(
+        "application.frontend_saturated",
+        _ev()("proc__frontend_thread_cpu"),
+        shown="proc.frontend_thread_cpu",
+    ),
+    "client_itl_over_server": At(
+        "application.buffering_proxy",
+        lambda v: make_evidence(server__itl_p95_s=0.02, client__itl_p95_s=v * 0.02),
+    ),
+    "stream_cut_fraction": At(
+        "application.stream_cut",
+        _ev(client__stream_cut_at_s=2.0)("client__stream_cut_fraction"),
+        shown="client.stream_cut_fraction",
+    ),
+    "replica_imbalance": At(
+        "application.replica_imbalance",
+        _ev(fleet__replicas=4)("fleet__imbalance"),
+        shown="fleet.imbalance",
+    ),
+    "error_rate_full": At(
+        "application.admission_control", _ev()("client__admission_rate"), kind="full"
+    ),
+    # hardware
+    "hbm_min_decode_batch": At(
+        "hardware.hbm_bandwidth_bound",
+        _ev(gpu__dram_active_mean=0.85, **SLOW_ITL)("queue__running_max"),
+    ),
+    "roofline_efficiency": At(
+        "hardware.below_roofline",
+        lambda v: make_evidence(client__throughput_tok_s=v * 4000.0),
+        below_fires=True,
+    ),
+    "pcie_saturated": At(
+        "hardware.pcie_saturated", _ev()("gpu__pcie_utilization"), shown="gpu.pcie_utilization"
+    ),
+    "pageable_fraction": At(
+        "hardware.pageable_memcpy",
+        _ev(trace__memcpy_fraction=0.2)("trace__memcpy__pageable_fraction"),
+        shown="trace.memcpy.pageable_fraction",
+    ),
+    "min_memcpy_fraction": At(
+        "hardware.pageable_memcpy",
+        _ev(trace__memcpy__pageable_fraction=1.0)("trace__memcpy_fraction"),
+        shown="trace.memcpy_fraction",
+    ),
+    # memory
+    "kv_full": At(
+        "memory.kv_pressure", _ev(preemptions__total=12)("kv__usage_max"), shown="kv.usage_max"
+    ),
+    "kv_drain_residue": At(
+        "memory.kv_leak",
+        _ev(kv__usage_max=0.9)("kv__usage_after_drain"),
+        shown="kv.usage_after_drain",
+    ),
+    "kv_leak_of_peak": At(
+        "memory.kv_leak",
+        lambda v: make_evidence(kv__usage_after_drain=0.01, kv__usage_max=0.01 / v),
+    ),
+    "kv_leak_floor": At(
+        "memory.kv_leak",
+        lambda v: make_evidence(kv__usage_after_drain=v, kv__usage_max=v / 0.9),
+    ),
+    "kv_usage_rounding": At(
+        "memory.headroom",
+        lambda v: make_evidence(gpu__fb_used_fraction=1 - (Thresholds().gpu_memory_headroom - v)),
+    ),
+    "prefix_hit_share": At(
+        "memory.prefix_cache_low",
+        lambda v: make_evidence(client__shared_prefix_fraction=0.4, prefix_cache__hit_rate=v * 0.4),
+        below_fires=True,
+    ),
+    "plan_slack": At(
+        "memory.longer_than_plan",
+        lambda v: make_evidence(client__mean_prompt_tokens=v * 800.0),
+    ),
+    # parallelism
+    "comm_share": At(
+        "parallelism.communication_share",
+        _ev()("trace__nccl_fraction"),
+        shown="trace.nccl_fraction",
+    ),
+    "comm_bound": At(
+        "parallelism.communication_share", _ev()("trace__nccl_fraction"), kind="bottleneck"
+    ),
+    "poor_overlap": At(
+        "parallelism.poor_overlap",
+        _ev(trace__nccl_fraction=0.2)("trace__comm_overlap_fraction"),
+        below_fires=True,
+        shown="trace.comm_overlap_fraction",
+    ),
+    "min_comm_share": At(
+        "parallelism.poor_overlap",
+        _ev(trace__comm_overlap_fraction=0.05)("trace__nccl_fraction"),
+        shown="trace.nccl_fraction",
+    ),
+    "rank_skew": At(
+        "parallelism.rank_skew",
+        _ev()("trace__rank_skew_fraction"),
+        shown="trace.rank_skew_fraction",
+    ),
+    "scaling_of_plan": At(
+        "parallelism.scaling_below_plan",
+        lambda v: make_evidence(scaling__efficiency=v * 0.9, scaling__plan_efficiency=0.9),
+        below_fires=True,
+    ),
+    "scaling_no_plan": At(
+        "parallelism.scaling_below_plan",
+        _ev(scaling__plan_efficiency=None)("scaling__efficiency"),
+        below_fires=True,
+        shown="scaling.efficiency",
+    ),
+    # scheduling
+    "queue_share": At(
+        "scheduling.queue_dominates_ttft",
+        lambda v: make_evidence(server__queue_time_mean_s=v * 0.8, server__ttft_mean_s=0.8),
+    ),
+    "kv_room": At(
+        "scheduling.queue_dominates_ttft",
+        _ev(server__queue_time_mean_s=0.6, server__ttft_mean_s=0.8)("kv__usage_max"),
+        below_fires=True,
+        shown="kv.usage_max",
+    ),
+    "engine_thread_busy": At(
+        "scheduling.engine_loop_cpu",
+        _ev()("proc__engine_thread_cpu"),
+        shown="proc.engine_thread_cpu",
+    ),
+    "step_cpu_gap": At(
+        "scheduling.step_cpu_gap",
+        _ev()("trace__step_cpu_gap_fraction"),
+        shown="trace.step_cpu_gap_fraction",
+    ),
+    "unbounded_slope": At(
+        "scheduling.unbounded_queue",
+        _ev(queue__waiting_max=3)("queue__waiting_slope"),
+        shown="queue.waiting_slope",
+    ),
+    "queued_for_minutes": At(
+        "scheduling.unbounded_queue",
+        _ev(queue__waiting_slope=5)("queue__waiting_max"),
+        kind="bottleneck",
+        shown="queue.waiting_max",
+    ),
+    # speculative
+    "low_acceptance": At(
+        "speculative.low_acceptance",
+        _ev()("spec__acceptance_rate"),
+        below_fires=True,
+        shown="spec.acceptance_rate",
+    ),
+    "not_worth_it": At(
+        "speculative.low_acceptance",
+        _ev()("spec__acceptance_rate"),
+        below_fires=True,
+        kind="bottleneck",
+    ),
+    "acceptance_decay": At(
+        "speculative.acceptance_decay",
+        _ev()("spec__acceptance_decay"),
+        below_fires=True,
+        shown="spec.acceptance_decay",
+    ),
+}
+
+
+# the thresholds' values, pinned: a default moved by 10 % fails here
+PINNED: dict[str, float] = {
+    "acceptance_decay": 0.3,
+    "client_itl_over_server": 3.0,
+    "client_ttft_gap_s": 0.05,
+    "comm_bound": 0.45,
+    "comm_share": 0.3,
+    "cuda_graph_fraction_on": 0.5,
+    "engine_thread_busy": 0.95,
+    "error_rate_full": 0.1,
+    "frontend_thread_busy": 0.8,
+    "hbm_min_decode_batch": 8.0,
+    "host_wait_fraction": 0.3,
+    "kv_drain_residue": 0.02,
+    "kv_full": 0.95,
+    "kv_leak_floor": 0.002,
+    "kv_leak_of_peak": 0.5,
+    "kv_room": 0.9,
+    "kv_usage_rounding": 0.005,
+    "low_acceptance": 0.5,
+    "min_comm_share": 0.1,
+    "min_memcpy_fraction": 0.01,
+    "not_worth_it": 0.3,
+    "pageable_fraction": 0.5,
+    "pcie_saturated": 0.8,
+    "plan_slack": 1.2,
+    "poor_overlap": 0.2,
+    "prefix_hit_share": 0.5,
+    "queue_share": 0.5,
+    "queued_for_minutes": 1000.0,
+    "rank_skew": 0.1,
+    "recompilations": 1.0,
+    "recompilations_full": 8.0,
+    "replica_imbalance": 1.5,
+    "roofline_efficiency": 0.5,
+    "scaling_no_plan": 0.7,
+    "scaling_of_plan": 0.8,
+    "short_kernel_fraction": 0.5,
+    "step_cpu_gap": 0.3,
+    "stream_cut_fraction": 0.05,
+    "syncs_per_step": 2.0,
+    "unbounded_slope": 0.5,
+}
+
+
+def _at(threshold: float, inside: bool, below_fires: bool = False) -> float:
+    return threshold * (1.05 if inside != below_fires else 0.95)
+
+
+def _check(field: str, t: Thresholds, value: float, inside: bool) -> None:
+    case = CASES[field]
+    finding = RULES[case.rule].fn(case.evidence(value), t)
+    if case.kind == "fires":
+        assert (finding is not None) is inside, field
+    elif case.kind == "bottleneck":
+        assert finding is not None, field
+        assert (finding.status is Status.BOTTLENECK) is inside, field
+    else:
+        assert finding is not None, field
+        assert (finding.severity == 1.0) is inside, field
+    if finding is not None and case.shown is not None:
+        shown = {e.signal: e.threshold for e in finding.evidence}
+        assert shown[case.shown] == pytest.approx(getattr(t, field)), field
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["inside", "outside"])
+@pytest.mark.parametrize("field", sorted(CASES))
+def test_rule_at_its_threshold(field: str, inside: bool) -> None:
+    """5 % inside the pinned value fires, 5 % outside is quiet; and the rule reads the field:
+    moved 20 % away, the value that was inside is outside."""
+    below = CASES[field].below_fires
+    value = _at(PINNED[field], inside, below)
+    _check(field, Thresholds(), value, inside)
+    if inside:
+        moved = Thresholds().replace(**{field: PINNED[field] * (0.8 if below else 1.2)})
+        _check(field, moved, value, inside=False)
+
+
+def test_every_module_threshold_is_a_field_tested_here() -> None:
+    """The fields the rules read that are not SLOs or tested in test_rules.py are all here."""
+    elsewhere = {
+        "profile",
+        "ttft_p95_s",
+        "itl_p95_s",
+        "error_rate",
+        "gpu_memory_headroom",
+        "sm_active",
+        "dram_active_decode",
+        "tensor_active_prefill",
+        "alert_ttft_p95_s",
+        "min_throughput_tok_s",
+        "host_cpu_saturated",
+        "host_run_queue_per_core",
+        "server_cpu_wait_share",
+        "host_other_cpu_share",
+        "launch_gap_fraction",
+        "launch_gap_roofline_share",
+        "launch_bound_fraction",
+        "prefill_ttft_share",
+        "prompt_steps",
+    }
+    fields = set(Thresholds.__dataclass_fields__)
+    assert fields - elsewhere == set(CASES)
+
+
+def test_the_two_busy_threads_are_two_thresholds() -> None:
+    """The front end's event loop queues streams at 80 %; the engine loop is busy by design."""
+    t = Thresholds()
+    assert t.frontend_thread_busy < t.engine_thread_busy
+    busy = make_evidence(proc__frontend_thread_cpu=0.9, proc__engine_thread_cpu=0.9)
+    assert RULES["application.frontend_saturated"].fn(busy, t) is not None
+    assert RULES["scheduling.engine_loop_cpu"].fn(busy, t) is None
