@@ -14,7 +14,7 @@ import pytest
 
 from infertriage.api.bench import run_bench
 from infertriage.api.simulate import simulate
-from infertriage.api.specs import BenchSpec, ClientSpec
+from infertriage.api.specs import BenchSpec, ClientSpec, SimulateSpec
 from infertriage.twin.process import TwinProcess
 
 INPUT, OUTPUT = 64, 16
@@ -23,8 +23,10 @@ INPUT, OUTPUT = 64, 16
 @pytest.mark.slow
 def test_sweep_knee_matches_simulates_maximum_throughput(tmp_path: Path) -> None:
     predicted = simulate(
-        scenario="queue-bound", rate=1000.0, num_requests=400, input_len=INPUT,
-        output_len=OUTPUT, arrivals="constant",
+        SimulateSpec(
+            scenario="queue-bound", rate=1000.0, num_requests=400, input_len=INPUT,
+            output_len=OUTPUT, arrivals="constant",
+        )
     ).request_throughput_rps  # fmt: skip
     with TwinProcess("queue-bound", load_time_s=0.1) as twin:
         result = run_bench(
