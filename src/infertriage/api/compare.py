@@ -22,7 +22,9 @@ from typing import Any
 
 from infertriage.analyze.compare.comparison import compare_records, config_diff
 from infertriage.api.bench import SharedRun, run_bench
+from infertriage.api.collect_thread import CollectedInfo
 from infertriage.api.interrupt import interruptible
+from infertriage.api.runview import RunSummary, group_key
 from infertriage.api.specs import BenchSpec, CompareABSpec, CompareRunsSpec
 from infertriage.api.target import Target, collector_for
 from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
@@ -81,11 +83,6 @@ def _resolve(base: str, store: Path | None) -> RunDir:
 # --- pairing load levels -------------------------------------------------------------------
 
 
-def group_key(record: RequestRecord) -> str:
-    """validate labels its records by phase; bench and diagnose by level."""
-    return record.labels.get("phase") or record.labels.get("level", "")
-
-
 def _groups(run: RunDir) -> dict[str, list[RequestRecord]]:
     if not run.requests.exists():
         raise UserError(f"{run.root} has no requests.jsonl: nothing to compare.")
@@ -102,8 +99,8 @@ def _pairs(
     run_groups: dict[str, list[RequestRecord]],
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """(base level, run level) pairs to compare, and notes on how they were chosen."""
-    base_main = base.read_info().summary.get("main_level")
-    run_main = run.read_info().summary.get("main_level")
+    base_main = RunSummary.of(base).main_level
+    run_main = RunSummary.of(run).main_level
     if base_main in base_groups and run_main in run_groups:
         note = (
             [] if base_main == run_main else [f"measured levels differ: {base_main} vs {run_main}"]
@@ -158,7 +155,7 @@ def compare_runs(spec: CompareRunsSpec) -> CompareResult:
 # --- A/B -----------------------------------------------------------------------------------
 
 
-def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> dict[str, Any]:
+def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> CollectedInfo:
     """Each arm's server configuration and environment, from one short collection."""
     folder = RunDir.create(run.raw / f"arm-{arm}")
     target = Target(url, None, None, None, {}, f"arm {arm}", profile=False)
@@ -200,12 +197,8 @@ def compare_ab(spec: CompareABSpec) -> CompareResult:
         base=f"A {urls[0]}",
         run=f"B {urls[1]}",
         levels=(LevelComparison("A", "B", comparison),),
-        environment=config_diff(
-            configs[0].get("environment", {}), configs[1].get("environment", {})
-        ),
-        server_config=config_diff(
-            configs[0].get("server_config", {}), configs[1].get("server_config", {})
-        ),
+        environment=config_diff(configs[0].environment, configs[1].environment),
+        server_config=config_diff(configs[0].server_config, configs[1].server_config),
         notes=(f"{blocks} interleaved blocks; each block's requests went to both servers",),
         run_dir=run.root,
         interrupted=interrupted,

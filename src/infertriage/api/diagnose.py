@@ -225,7 +225,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         mine = [r for r in records if r.labels.get("level") == main_name]
         overload = [r for r in records if over is not None and r.labels.get("level") == over]
         phases = load_phases(mine, overload, clock.now_ts())
-    server_config = collected.get("server_config", {})
+    server_config = collected.server_config
     if target.prometheus is not None and phases is not None:
         server_config = read_fleet(run, clock, target, phases)
     levels = [lv.name for r in (loads.warm, loads.main, loads.overload) if r for lv in r.levels]
@@ -235,7 +235,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         main_level=main_name,
         client_bound=loads.client_bound(main_name or ""),
         server_config=server_config,
-        environment=collected.get("environment", {}),
+        environment=collected.environment,
         notes=notes,
     )
 

@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from infertriage.analyze.signals.client import judged_window
 from infertriage.analyze.signals.metrics import Phases
 from infertriage.analyze.stats.outcomes import is_incomplete
-from infertriage.api.compare import group_key
 from infertriage.api.specs import BenchSpec, DiagnoseSpec, ValidateSpec
 from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
 
@@ -32,6 +31,7 @@ __all__ = [
     "RunSummary",
     "RunView",
     "finished",
+    "group_key",
     "load_phases",
     "measured_view",
     "run_spec",
@@ -55,16 +55,23 @@ class RunSummary(BaseModel):
     client_bound: bool = False
     phases: Phases | None = None  # diagnose: the windows its metrics are read over
 
+    @classmethod
+    def of(cls, run: RunDir, info: RunInfo | None = None) -> RunSummary:
+        """`run`'s summary (from `info` when read already); a bad one is a `UserError`."""
+        info = info or run.read_info()
+        try:
+            return cls.model_validate(info.summary)
+        except ValidationError as err:
+            detail = err.errors()[0]
+            where = ".".join(str(part) for part in detail["loc"])
+            raise UserError(
+                f"{run.run_json}: invalid {where} in its summary ({detail['msg'].lower()})."
+            ) from err
 
-def _summary(run: RunDir, info: RunInfo) -> RunSummary:
-    try:
-        return RunSummary.model_validate(info.summary)
-    except ValidationError as err:
-        detail = err.errors()[0]
-        where = ".".join(str(part) for part in detail["loc"])
-        raise UserError(
-            f"{run.run_json}: invalid {where} in its summary ({detail['msg'].lower()})."
-        ) from err
+
+def group_key(record: RequestRecord) -> str:
+    """validate labels its records by phase; bench and diagnose by level."""
+    return record.labels.get("phase") or record.labels.get("level", "")
 
 
 def run_spec(info: RunInfo) -> BenchSpec | DiagnoseSpec | ValidateSpec | None:
@@ -132,7 +139,7 @@ def measured_view(run: RunDir) -> RunView:
             f"{run.root} is an A/B run of two servers, which one map cannot describe: "
             "diagnose each server with its own run."
         )
-    summary = _summary(run, info)
+    summary = RunSummary.of(run, info)
     notes = _notes(summary)
     if info.command == "diagnose" and summary.phases is not None and summary.main_level:
         # its phases hold: metrics and traces are read over them, even with no records

@@ -32,6 +32,7 @@ from infertriage.analyze.golive.checks import (
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.stats.latency import steady_requests
 from infertriage.api.bench import SharedRun, reach, run_bench
+from infertriage.api.collect_thread import CollectedInfo
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.specs import BenchSpec, ValidateSpec
 from infertriage.api.target import Target, collector_for, twin_target
@@ -138,7 +139,7 @@ class _Load:
 
 def _run_phases(
     target: Target, shared: SharedRun, load: _Load, interrupt: Interrupt
-) -> tuple[Phase, dict[str, Any]]:
+) -> tuple[Phase, CollectedInfo]:
     clock = shared.clock
     collector = collector_for(target, shared.run, clock, metrics_optional=True)
     collector.start()
@@ -292,7 +293,7 @@ def validate_to_json(result: ValidateResult) -> dict[str, Any]:
 
 
 def _write(
-    run: RunDir, clock: RunClock, result: ValidateResult, load: _Load, collected: dict[str, Any]
+    run: RunDir, clock: RunClock, result: ValidateResult, load: _Load, collected: CollectedInfo
 ) -> None:
     document = validate_to_json(result)
     write_json(run.root / "validate.json", document)
@@ -313,8 +314,8 @@ def _write(
             wall_anchor_s=clock.wall_anchor_s,
             config=config,
             spec=spec.model_dump(mode="json"),
-            environment=collected.get("environment", {}),
-            server_config=collected.get("server_config", {}),
+            environment=collected.environment,
+            server_config=collected.server_config,
             summary={
                 "status": "interrupted" if result.interrupted else "complete",
                 "ready": result.ready,
