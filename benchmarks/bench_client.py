@@ -60,7 +60,7 @@ import orjson
 import uvloop
 
 from infertriage.analyze.stats.latency import itl_samples, tpot_s
-from infertriage.api.bench import run_bench
+from infertriage.api.bench import BenchSpec, run_bench
 from infertriage.schemas import RequestRecord, RunDir, parse_duration
 from infertriage_testing.floor import TtftRow, raw_ttft
 from infertriage_testing.testserver import (
@@ -88,10 +88,15 @@ def _infertriage(load: Load) -> dict[str, Any]:
     os.nice(load.nice)
     out = Path(tempfile.mkdtemp(prefix="bench-client-"))
     result = run_bench(
-        url=load.url, concurrencies=[load.streams], num_requests=load.requests,
-        workers=load.workers, workload=f"synthetic:input=16,output={load.tokens}",
-        out=out / "run",
-    )  # fmt: skip
+        BenchSpec(
+            url=load.url,
+            concurrencies=[load.streams],
+            num_requests=load.requests,
+            workers=load.workers,
+            workload=f"synthetic:input=16,output={load.tokens}",
+            out=out / "run",
+        )
+    )
     client = result.levels[0].client
     return {"cpu_s": client.cpu_s, "wall_s": client.wall_s, "run": str(out / "run"),
             "client_bound": client.client_bound, "host_busy": client.host_busy,
@@ -208,9 +213,16 @@ TTFT_CLIENTS = ("ours", "raw", "raw_uvloop")
 def _ours_ttft(load: Load) -> list[TtftRow]:
     """`run_bench` itself; its records' sent and first-token stamps on the system's clock."""
     out = Path(tempfile.mkdtemp(prefix="bench-ttft-"))
-    run_bench(url=load.url, concurrencies=[load.streams], num_requests=load.requests,
-              workers=load.workers, workload=f"synthetic:input=16,output={load.tokens}",
-              out=out / "run")  # fmt: skip
+    run_bench(
+        BenchSpec(
+            url=load.url,
+            concurrencies=[load.streams],
+            num_requests=load.requests,
+            workers=load.workers,
+            workload=f"synthetic:input=16,output={load.tokens}",
+            out=out / "run",
+        )
+    )
     run = RunDir.open(out / "run")
     base_ns = run.read_info().environment["perf_counter_start_ns"]
     return [

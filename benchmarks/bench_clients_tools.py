@@ -277,13 +277,18 @@ def reported(client: str, work: Path, writes: dict[str, list[int]]) -> dict[str,
 
 
 def _child_infertriage(spec: dict[str, Any], out: Path) -> dict[str, Any]:
-    from infertriage.api.bench import run_bench  # noqa: PLC0415
+    from infertriage.api.bench import BenchSpec, run_bench  # noqa: PLC0415
 
     result = run_bench(
-        url=spec["url"], concurrencies=[spec["streams"]], num_requests=spec["requests"],
-        workers=spec["workers"], workload=f"synthetic:input=16,output={spec['tokens']}",
-        out=out / "run",
-    )  # fmt: skip
+        BenchSpec(
+            url=spec["url"],
+            concurrencies=[spec["streams"]],
+            num_requests=spec["requests"],
+            workers=spec["workers"],
+            workload=f"synthetic:input=16,output={spec['tokens']}",
+            out=out / "run",
+        )
+    )
     client = result.levels[0].client
     return {"cpu_s": client.cpu_s, "wall_s": client.wall_s, "client_bound": client.client_bound,
             "host_busy": client.host_busy, "reasons": list(client.reasons)}  # fmt: skip

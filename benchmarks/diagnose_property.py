@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from infertriage.api.diagnose import diagnose
+from infertriage.api.diagnose import DiagnoseSpec, diagnose
 from infertriage.schemas import Diagnosis, Layer, Status, UserError
 from infertriage.twin.capacity import make_hardware
 from infertriage.twin.costmodel import BatchShape, CostModel
@@ -307,7 +307,7 @@ def run_case(case: Case, duration_s: float, workdir: str) -> Outcome:
     started = time.monotonic()
     try:
         diagnosis = diagnose(
-            scenario=str(path), duration_s=duration_s, out=folder / "run"
+            DiagnoseSpec(scenario=str(path), duration_s=duration_s, out=folder / "run")
         ).diagnosis
     except Exception as err:  # a crash is a result of the property test, not of the harness
         error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
@@ -342,7 +342,9 @@ def rediagnose(out: Path, runs: Path) -> tuple[list[Outcome], dict[str, Any]]:
             kept = {k: row[k] for k in ("primary", "finding", "bottlenecks", "warnings", "slo")}
             outcomes.append(Outcome(case, wall_s=row["wall_s"], error=row["error"], **kept))
             continue
-        outcomes.append(_outcome_of(case, diagnose(from_run=run).diagnosis, row["wall_s"]))
+        outcomes.append(
+            _outcome_of(case, diagnose(DiagnoseSpec(from_run=run)).diagnosis, row["wall_s"])
+        )
     return outcomes, document["meta"]
 
 

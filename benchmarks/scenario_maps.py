@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from infertriage.api.diagnose import diagnose
+from infertriage.api.diagnose import DiagnoseSpec, diagnose
 from infertriage.twin.scenario import list_scenarios
 
 
@@ -47,7 +47,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in list_scenarios():
             started = time.monotonic()
-            result = diagnose(scenario=name, duration_s=args.duration, out=Path(tmp) / name)
+            result = diagnose(
+                DiagnoseSpec(scenario=name, duration_s=args.duration, out=Path(tmp) / name)
+            )
             d = result.diagnosis
             primary = f"{d.primary.layer.value}: `{d.primary.finding}`" if d.primary else "none"
             chain = " → ".join(link.finding for link in d.chain) if len(d.chain) > 1 else ""

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec, ClientSpec
 from infertriage.twin.engine import EngineCore
 from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
@@ -48,8 +49,14 @@ def one_run(seed: int) -> dict[str, float | bool]:
     work = Path(tempfile.mkdtemp(prefix="twin-vs-simulate-"))
     write_trace(work / "trace.jsonl", seed)
     with TwinProcess("healthy", load_time_s=0.1) as twin:
-        bench = run_bench(url=twin.url, endpoint="completions",
-                          workload=f"trace:{work / 'trace.jsonl'}", out=work / "run")  # fmt: skip
+        bench = run_bench(
+            BenchSpec(
+                url=twin.url,
+                workload=f"trace:{work / 'trace.jsonl'}",
+                out=work / "run",
+                client=ClientSpec(endpoint="completions"),
+            )
+        )
     level = bench.levels[0]
     real = level.summary
     assert real.ttft is not None and real.itl is not None and real.tpot is not None

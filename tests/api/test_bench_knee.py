@@ -14,6 +14,7 @@ import pytest
 
 from infertriage.api.bench import run_bench
 from infertriage.api.simulate import simulate
+from infertriage.api.specs import BenchSpec, ClientSpec, SimulateSpec
 from infertriage.twin.process import TwinProcess
 
 INPUT, OUTPUT = 64, 16
@@ -22,15 +23,24 @@ INPUT, OUTPUT = 64, 16
 @pytest.mark.slow
 def test_sweep_knee_matches_simulates_maximum_throughput(tmp_path: Path) -> None:
     predicted = simulate(
-        scenario="queue-bound", rate=1000.0, num_requests=400, input_len=INPUT,
-        output_len=OUTPUT, arrivals="constant",
+        SimulateSpec(
+            scenario="queue-bound", rate=1000.0, num_requests=400, input_len=INPUT,
+            output_len=OUTPUT, arrivals="constant",
+        )
     ).request_throughput_rps  # fmt: skip
     with TwinProcess("queue-bound", load_time_s=0.1) as twin:
         result = run_bench(
-            url=twin.url, endpoint="completions", sweep=True, duration_s=2.0,
-            drain_timeout_s=1.0, arrival="constant", out=tmp_path / "run",
-            workload=f"synthetic:input={INPUT},output={OUTPUT}",
-        )  # fmt: skip
+            BenchSpec(
+                url=twin.url,
+                sweep=True,
+                duration_s=2.0,
+                drain_timeout_s=1.0,
+                arrival="constant",
+                out=tmp_path / "run",
+                workload=f"synthetic:input={INPUT},output={OUTPUT}",
+                client=ClientSpec(endpoint="completions"),
+            )
+        )
     knee = result.knee
     assert knee is not None and knee.knee_rate is not None, [lv.stable for lv in result.levels]
     figures = (

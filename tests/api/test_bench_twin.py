@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
 from infertriage.cli.app import app
 from infertriage.schemas import RequestRecord, RunDir, TokenSource
 from infertriage.twin.process import TwinProcess
@@ -20,9 +21,14 @@ INPUT, OUTPUT, REQUESTS = 64, 24, 16
 def test_bench_against_the_twin(tmp_path: Path) -> None:
     with TwinProcess("healthy", load_time_s=0.1) as twin:
         result = run_bench(
-            url=twin.url, concurrencies=[4], num_requests=REQUESTS, out=tmp_path / "run",
-            workload=f"synthetic:input={INPUT},output={OUTPUT}",
-        )  # fmt: skip
+            BenchSpec(
+                url=twin.url,
+                concurrencies=[4],
+                num_requests=REQUESTS,
+                out=tmp_path / "run",
+                workload=f"synthetic:input={INPUT},output={OUTPUT}",
+            )
+        )
         runner = CliRunner()
         cli = runner.invoke(
             app,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.compare import compare_ab, compare_runs
+from infertriage.api.specs import CompareABSpec, CompareRunsSpec, ValidateSpec
 from infertriage.api.validate import validate
 from infertriage.cli.app import main
 from infertriage.report.compare import compare_to_json, verdict_line
@@ -35,9 +36,9 @@ def _verdicts(document: dict) -> dict[str, str]:  # type: ignore[type-arg]
 
 def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    base = validate(scenario="healthy", out=tmp_path / "base", **_LOAD)  # type: ignore[arg-type]
-    same = validate(scenario="healthy", out=tmp_path / "same", **_LOAD)  # type: ignore[arg-type]
-    worse = validate(scenario="kv-pressure", out=tmp_path / "worse", **_LOAD)  # type: ignore[arg-type]
+    base = validate(ValidateSpec(scenario="healthy", out=tmp_path / "base", **_LOAD))  # type: ignore[arg-type]
+    same = validate(ValidateSpec(scenario="healthy", out=tmp_path / "same", **_LOAD))  # type: ignore[arg-type]
+    worse = validate(ValidateSpec(scenario="kv-pressure", out=tmp_path / "worse", **_LOAD))  # type: ignore[arg-type]
     assert main(["baseline", "save", "prod", str(base.run_dir), "--store", str(store)]) == 0
 
     same_md = tmp_path / "same.md"
@@ -52,7 +53,7 @@ def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path
     worse_md = tmp_path / "worse.md"
     args = ["compare", "prod", str(worse.run_dir), "--store", str(store), "--fail-on-regression"]
     assert main([*args, "--markdown", str(worse_md)]) == 1
-    result = compare_runs(base="prod", run=worse.run_dir, store=store)
+    result = compare_runs(CompareRunsSpec(base="prod", run=worse.run_dir, store=store))
     regressed = {m.metric for _, m in result.regressions}
     assert "ttft" in regressed, result.levels[0].comparison.metrics
     changed = {c.key: (c.base, c.run) for c in result.server_config}
@@ -60,7 +61,10 @@ def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path
     text = worse_md.read_text()
     assert "REGRESSION" in text and "gpu_memory_utilization" in text
     # A run directory serves as the base as well as a saved name.
-    assert compare_runs(base=str(base.run_dir), run=same.run_dir).verdict == "inconclusive"
+    assert (
+        compare_runs(CompareRunsSpec(base=str(base.run_dir), run=same.run_dir)).verdict
+        == "inconclusive"
+    )
 
 
 def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: Path) -> None:
@@ -69,13 +73,15 @@ def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: P
         TwinProcess("kv-pressure", load_time_s=0.2) as b,
     ):
         result = compare_ab(
-            urls=(a.url, b.url),
-            rate=6.0,
-            duration_s=12.0,
-            blocks=2,
-            workload=_WORKLOAD,
-            out=tmp_path / "ab",
-            seed=3,
+            CompareABSpec(
+                urls=(a.url, b.url),
+                rate=6.0,
+                duration_s=12.0,
+                blocks=2,
+                workload=_WORKLOAD,
+                out=tmp_path / "ab",
+                seed=3,
+            )
         )
     assert result.regressed
     assert "ttft" in {m.metric for _, m in result.regressions}
@@ -99,10 +105,10 @@ def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: P
 
 def test_compare_user_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no baseline 'nope'"):
-        compare_runs(base="nope", run=tmp_path, store=tmp_path / "store")
+        compare_runs(CompareRunsSpec(base="nope", run=tmp_path, store=tmp_path / "store"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="not a run directory"):
-        compare_runs(base=str(tmp_path / "empty"), run=tmp_path)
+        compare_runs(CompareRunsSpec(base=str(tmp_path / "empty"), run=tmp_path))
     assert main(["compare", "--url", "http://127.0.0.1:9"]) == 2
 
 
@@ -125,11 +131,11 @@ def test_a_garbage_line_names_file_and_line_and_a_cut_tail_is_dropped(tmp_path: 
     good = [_line(i) for i in range(30)]
     base = _bench_like_run(tmp_path / "base", good)
     cut = _bench_like_run(tmp_path / "cut", [*good, b'{"id": "30", "sched'])
-    result = compare_runs(base=str(base), run=cut)
+    result = compare_runs(CompareRunsSpec(base=str(base), run=cut))
     assert result.levels[0].comparison.metrics[0].run_n == 30
     broken = _bench_like_run(tmp_path / "broken", [*good[:5], b"not json\n", *good[5:]])
     with pytest.raises(UserError, match=r"requests\.jsonl.*6"):
-        compare_runs(base=str(base), run=broken)
+        compare_runs(CompareRunsSpec(base=str(base), run=broken))
 
 
 # --- small samples on synthetic run directories (issue 15, item 5) -------------------------
@@ -138,7 +144,7 @@ def test_a_garbage_line_names_file_and_line_and_a_cut_tail_is_dropped(tmp_path: 
 def test_448x_ttft_with_35_vs_15_requests_is_a_regression(tmp_path: Path) -> None:
     base = write_run(tmp_path / "base", closed_loop_run(35))
     run = write_run(tmp_path / "run", closed_loop_run(15, seed=5, ttft=448.0))
-    result = compare_runs(base=str(base), run=run)
+    result = compare_runs(CompareRunsSpec(base=str(base), run=run))
     assert result.regressed and result.verdict == "regression"
     assert "ttft" in {m.metric for _, m in result.regressions}
     assert verdict_line(result).startswith("REGRESSION: ")
@@ -148,7 +154,7 @@ def test_448x_ttft_with_35_vs_15_requests_is_a_regression(tmp_path: Path) -> Non
 def test_error_rate_0_to_86_percent_is_a_regression(tmp_path: Path) -> None:
     base = write_run(tmp_path / "base", closed_loop_run(35))
     run = write_run(tmp_path / "run", with_failures(closed_loop_run(2, seed=5), 13))
-    result = compare_runs(base=str(base), run=run)
+    result = compare_runs(CompareRunsSpec(base=str(base), run=run))
     errors = {m.metric: m for _, m in result.regressions}["error_rate"]
     assert errors.run is not None and errors.run.mean == pytest.approx(13 / 15)
     assert "error_rate (c=4)" in verdict_line(result)
@@ -157,7 +163,7 @@ def test_error_rate_0_to_86_percent_is_a_regression(tmp_path: Path) -> None:
 def test_tiny_equal_samples_are_inconclusive_never_no_regression(tmp_path: Path) -> None:
     base = write_run(tmp_path / "base", closed_loop_run(3))
     run = write_run(tmp_path / "run", closed_loop_run(3, seed=1))
-    result = compare_runs(base=str(base), run=run)
+    result = compare_runs(CompareRunsSpec(base=str(base), run=run))
     assert not result.regressed and result.inconclusive and result.verdict == "inconclusive"
     line = verdict_line(result)
     assert line.startswith("INCONCLUSIVE: ") and "No regression" not in line
@@ -172,6 +178,6 @@ def test_tiny_equal_samples_are_inconclusive_never_no_regression(tmp_path: Path)
 def test_same_distribution_with_many_requests_is_no_regression(tmp_path: Path) -> None:
     base = write_run(tmp_path / "base", closed_loop_run(400, seed=1))
     run = write_run(tmp_path / "run", closed_loop_run(400, seed=2))
-    result = compare_runs(base=str(base), run=run)
+    result = compare_runs(CompareRunsSpec(base=str(base), run=run))
     assert result.verdict == "no regression", [m.reason for _, m in result.undecided]
     assert verdict_line(result) == "No regression."

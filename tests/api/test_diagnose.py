@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.diagnose import diagnose, keep_traces
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
 from infertriage.schemas import Layer, RunDir, RunInfo, Status
 from infertriage_testing.tracesynth import SynthSpec, trace_chunks
@@ -30,7 +31,7 @@ DURATION_S = 12.0
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
 def test_each_scenario_yields_its_primary_layer(scenario: str, tmp_path: Path) -> None:
-    result = diagnose(scenario=scenario, duration_s=DURATION_S, out=tmp_path / "run")
+    result = diagnose(DiagnoseSpec(scenario=scenario, duration_s=DURATION_S, out=tmp_path / "run"))
     diagnosis = result.diagnosis
     expected = EXPECTED[scenario]
     application = diagnosis.layer(Layer.APPLICATION).findings
@@ -52,12 +53,12 @@ def test_each_scenario_yields_its_primary_layer(scenario: str, tmp_path: Path) -
         assert (run / name).stat().st_size > 0, name
     assert list((run / "raw").glob("*.pt.trace.json.gz")), "the twin's profile was not captured"
     # --from-run rebuilds the same map from the files alone
-    again = diagnose(from_run=run)
+    again = diagnose(DiagnoseSpec(from_run=run))
     assert again.diagnosis == diagnosis
 
 
 def test_one_scrape_of_a_queueing_sglang_gives_a_scheduling_finding(shared_fixture) -> None:  # type: ignore[no-untyped-def]
-    result = diagnose(metrics_file=Path(shared_fixture("metrics/sglang.txt")))
+    result = diagnose(DiagnoseSpec(metrics_file=Path(shared_fixture("metrics/sglang.txt"))))
     scheduling = result.diagnosis.layer(Layer.SCHEDULING)
     assert any(f.id == "scheduling.unbounded_queue" for f in scheduling.findings)
     # rules that need load cannot run from one scrape: they say what is missing
@@ -114,7 +115,7 @@ def test_trace_given_with_the_run_is_kept_and_read_by_from_run(tmp_path: Path) -
             command="diagnose", wall_anchor_s=0.0, summary={"phases": phases, "main_level": "x"}
         )
     )
-    result = diagnose(from_run=run.root)
+    result = diagnose(DiagnoseSpec(from_run=run.root))
     kernel = result.diagnosis.layer(Layer.KERNEL)
     assert kernel.status is not Status.UNKNOWN
     assert any(f.id in {"kernel.launch_bound", "kernel.host_wait"} for f in kernel.findings)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.api.diagnose import diagnose
+from infertriage.api.diagnose import DiagnoseSpec, diagnose
 from infertriage.schemas import Layer
 
 SCENARIO = """\
@@ -31,9 +31,13 @@ def test_a_small_step_budget_is_named_with_its_knob(tmp_path: Path) -> None:
     scenario = tmp_path / "budget.yaml"
     scenario.write_text(SCENARIO)
     result = diagnose(
-        scenario=str(scenario), duration_s=12.0, out=tmp_path / "run",
-        workload="synthetic:input=950,output=64",
-    )  # fmt: skip
+        DiagnoseSpec(
+            scenario=str(scenario),
+            duration_s=12.0,
+            out=tmp_path / "run",
+            workload="synthetic:input=950,output=64",
+        )
+    )
     d = result.diagnosis
     findings = {f.id: f for f in d.layer(Layer.SCHEDULING).findings}
     budget = findings["scheduling.prefill_token_budget"]

@@ -23,6 +23,7 @@ import pytest
 
 from infertriage.api.capture import read_log
 from infertriage.api.diagnose import diagnose
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
 from infertriage.schemas import Layer, RunDir, UserError
 from infertriage.twin.process import TwinProcess
@@ -89,10 +90,18 @@ def test_a_profile_and_the_servers_log_join_the_evidence(
     log, out = tmp_path / "server.log", tmp_path / "run"
     with _LogWriter(log):
         result = diagnose(
-            url=twin.url, dcgm_url=f"{twin.url}/dcgm/metrics", server_pid=twin.pid,
-            duration_s=6.0, concurrency=8, out=out,
-            profile_s=1.0, profile_dir=folder, logs=[log],
-        )  # fmt: skip
+            DiagnoseSpec(
+                url=twin.url,
+                dcgm_url=f"{twin.url}/dcgm/metrics",
+                server_pid=twin.pid,
+                duration_s=6.0,
+                concurrency=8,
+                out=out,
+                profile_s=1.0,
+                profile_dir=folder,
+                logs=[log],
+            )
+        )
     assert result.notes == ()
     traces = list((out / "raw" / "traces").glob("profile-00-*.pt.trace.json.gz"))
     assert traces, "the server's profile was not copied into the run"
@@ -106,7 +115,7 @@ def test_a_profile_and_the_servers_log_join_the_evidence(
     # the scraped KV use wins over the log's 42 %
     assert signals["kv.usage_max"]["source"] == "metrics"
     assert list((out / "raw" / "logs").iterdir())
-    assert diagnose(from_run=out).diagnosis == result.diagnosis
+    assert diagnose(DiagnoseSpec(from_run=out)).diagnosis == result.diagnosis
 
 
 def test_a_server_that_refuses_to_profile_is_still_diagnosed(

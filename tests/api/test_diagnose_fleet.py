@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.diagnose import diagnose
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
 from infertriage.schemas import Layer, RunDir, Sample
 from infertriage.twin.process import TwinProcess
@@ -45,9 +46,15 @@ def test_an_uneven_fleet_is_read_from_prometheus_and_flagged(
     proxy, prometheus = fleet
     out = tmp_path / "run"
     result = diagnose(
-        url=proxy, prometheus=prometheus, selector='job="twins"',
-        duration_s=6.0, concurrency=8, out=out,
-    )  # fmt: skip
+        DiagnoseSpec(
+            url=proxy,
+            prometheus=prometheus,
+            selector='job="twins"',
+            duration_s=6.0,
+            concurrency=8,
+            out=out,
+        )
+    )
     application = result.diagnosis.layer(Layer.APPLICATION)
     imbalance = [f for f in application.findings if f.id == "application.replica_imbalance"]
     assert imbalance, application
@@ -66,7 +73,7 @@ def test_an_uneven_fleet_is_read_from_prometheus_and_flagged(
     assert not (out / "raw" / "engine.first.txt").exists(), "nothing may be scraped directly"
     info = run.read_info()
     assert int(info.server_config["num_gpu_blocks"]) > 0
-    assert diagnose(from_run=out).diagnosis == result.diagnosis
+    assert diagnose(DiagnoseSpec(from_run=out)).diagnosis == result.diagnosis
 
 
 def test_a_selector_that_matches_nothing_fails_before_any_load(

@@ -24,6 +24,7 @@ import pytest
 from aiohttp import ClientSession, ClientTimeout, web
 
 from infertriage.api.diagnose import diagnose
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.schemas import Diagnosis, Layer, RequestRecord, RunDir
 from infertriage.twin.process import TwinProcess
 
@@ -113,14 +114,16 @@ def twin() -> Iterator[TwinProcess]:
 def _diagnose_through(twin: TwinProcess, cut_s: float, out: Path) -> Diagnosis:
     with _proxy(twin.url, cut_s) as url:
         result = diagnose(
-            url=url,
-            metrics_url=f"{twin.url}/metrics",
-            dcgm_url=f"{twin.url}/dcgm/metrics",
-            server_pid=twin.pid,
-            duration_s=_DURATION_S,
-            workload=_WORKLOAD,
-            concurrency=_CONCURRENCY,
-            out=out,
+            DiagnoseSpec(
+                url=url,
+                metrics_url=f"{twin.url}/metrics",
+                dcgm_url=f"{twin.url}/dcgm/metrics",
+                server_pid=twin.pid,
+                duration_s=_DURATION_S,
+                workload=_WORKLOAD,
+                concurrency=_CONCURRENCY,
+                out=out,
+            )
         )
     return result.diagnosis
 

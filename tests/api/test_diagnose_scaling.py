@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.diagnose import diagnose
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
 from infertriage.schemas import Layer, Status
 from infertriage.twin.process import TwinProcess
@@ -43,11 +44,15 @@ def _signals(run: Path) -> dict[str, float]:
 def _diagnose_over_http(scenario: str, tp: int, out: Path) -> None:
     believed = {"model": "llama-3.1-8b", "gpu": "H100-SXM", "tensor_parallel": tp}
     with TwinProcess(scenario, load_time_s=0.2) as twin:
-        diagnose(url=twin.url, deployment=believed, duration_s=5.0, concurrency=8, out=out)
+        diagnose(
+            DiagnoseSpec(url=twin.url, deployment=believed, duration_s=5.0, concurrency=8, out=out)
+        )
 
 
 def _scaling_finding(run: Path, compare: Path | None = None) -> list[Status]:
-    layer = diagnose(from_run=run, compare_run=compare).diagnosis.layer(Layer.PARALLELISM)
+    layer = diagnose(DiagnoseSpec(from_run=run, compare_run=compare)).diagnosis.layer(
+        Layer.PARALLELISM
+    )
     return [f.status for f in layer.findings if f.id == "parallelism.scaling_below_plan"]
 
 
@@ -73,7 +78,7 @@ def test_eight_gpus_over_pcie_scale_below_an_nvlink_plan(tmp_path: Path) -> None
     info = json.loads((eight / "run.json").read_text())
     info["config"]["deployment"]["interconnect"] = "pcie"
     (eight / "run.json").write_text(json.dumps(info))
-    diagnose(from_run=eight)
+    diagnose(DiagnoseSpec(from_run=eight))
     truthful = _signals(eight)
     assert truthful["scaling.plan_efficiency"] < large["scaling.plan_efficiency"]
 

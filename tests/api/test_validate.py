@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from infertriage.api.specs import ValidateSpec
 from infertriage.api.validate import validate
 from infertriage.cli.app import main
 from infertriage.schemas import CheckStatus, RequestRecord, RunDir, UserError
@@ -17,7 +18,9 @@ def _statuses(result) -> dict[str, CheckStatus]:  # type: ignore[no-untyped-def]
 
 
 def test_healthy_twin_is_ready_and_the_run_keeps_every_phase(tmp_path: Path) -> None:
-    result = validate(scenario="healthy", rate=4, duration_s=5, soak_s=6, out=tmp_path / "run")
+    result = validate(
+        ValidateSpec(scenario="healthy", rate=4, duration_s=5, soak_s=6, out=tmp_path / "run")
+    )
     statuses = _statuses(result)
     failed = {c.name: c.detail for c in result.checks if c.failed}
     assert result.ready, failed
@@ -55,7 +58,9 @@ def test_an_error_rate_fault_fails_with_the_error_rate(tmp_path: Path) -> None:
 
 def test_a_kv_leak_fails_the_drain(tmp_path: Path) -> None:
     result = validate(
-        scenario="kv-leak", rate=4, duration_s=3, soak_s=6, functional=False, out=tmp_path / "r"
+        ValidateSpec(
+            scenario="kv-leak", rate=4, duration_s=3, soak_s=6, functional=False, out=tmp_path / "r"
+        )
     )
     assert not result.ready
     drain = next(c for c in result.checks if c.name == "stability.drain")
@@ -63,7 +68,7 @@ def test_a_kv_leak_fails_the_drain(tmp_path: Path) -> None:
 
 
 def test_a_500_on_an_over_length_prompt_fails_functional(bad_server: str, tmp_path: Path) -> None:
-    result = validate(url=bad_server, rate=4, duration_s=2, out=tmp_path / "run")
+    result = validate(ValidateSpec(url=bad_server, rate=4, duration_s=2, out=tmp_path / "run"))
     statuses = _statuses(result)
     assert not result.ready
     over = next(c for c in result.checks if c.name == "functional.length.over_limit")
@@ -75,9 +80,9 @@ def test_a_500_on_an_over_length_prompt_fails_functional(bad_server: str, tmp_pa
 
 def test_bad_arguments_are_user_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--rate or --concurrency"):
-        validate(rate=1, concurrency=2, out=tmp_path)
+        validate(ValidateSpec(rate=1, concurrency=2, out=tmp_path))
     with pytest.raises(UserError, match="--soak"):
-        validate(soak_s=-1, out=tmp_path)
+        validate(ValidateSpec(soak_s=-1, out=tmp_path))
 
 
 def test_a_wrong_url_is_one_sentence_and_exit_2(

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import diagnose
+from infertriage.api.specs import BenchSpec, DiagnoseSpec
 from infertriage.cli.app import main
 from infertriage.schemas import RequestRecord, RunDir, Signal, Status, UserError
 from infertriage.twin.process import TwinProcess
@@ -82,9 +83,15 @@ def test_bench_reports_rejected_requests_apart_from_the_servers_errors(
     rejecting: str, tmp_path: Path
 ) -> None:
     result = run_bench(
-        url=rejecting, concurrencies=(4,), num_requests=60, workload=_WORKLOAD,
-        out=tmp_path / "run", check_tokens=False,
-    )  # fmt: skip
+        BenchSpec(
+            url=rejecting,
+            concurrencies=(4,),
+            num_requests=60,
+            workload=_WORKLOAD,
+            out=tmp_path / "run",
+            check_tokens=False,
+        )
+    )
     summary = result.levels[0].summary
     assert summary.rejections.num_rejected == 6 and summary.num_ok == 54
     assert summary.num_failed == 0 and summary.error_rate == 0.0
@@ -101,9 +108,15 @@ def test_bench_counts_429s_as_refused_for_load_not_as_errors(tmp_path: Path) -> 
     config = ServerConfig(behavior=_FAST, faults=((5, "http_429"),))
     with serve_in_thread(config) as (url, _):
         result = run_bench(
-            url=url, concurrencies=(4,), num_requests=60, workload=_WORKLOAD,
-            out=tmp_path / "run", check_tokens=False,
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=(4,),
+                num_requests=60,
+                workload=_WORKLOAD,
+                out=tmp_path / "run",
+                check_tokens=False,
+            )
+        )
     summary = result.levels[0].summary
     assert summary.num_refused == 12 and summary.admission_rate == pytest.approx(0.2)
     assert summary.num_failed == 0 and summary.rejections.num_rejected == 0
@@ -116,9 +129,15 @@ def test_a_key_refused_mid_run_stops_bench_after_the_level(tmp_path: Path) -> No
     with serve_in_thread(ServerConfig(behavior=refused)) as (url, server):
         with pytest.raises(UserError) as caught:
             run_bench(
-                url=url, concurrencies=(2,), num_requests=40, workload=_WORKLOAD,
-                out=tmp_path / "run", check_tokens=False,
-            )  # fmt: skip
+                BenchSpec(
+                    url=url,
+                    concurrencies=(2,),
+                    num_requests=40,
+                    workload=_WORKLOAD,
+                    out=tmp_path / "run",
+                    check_tokens=False,
+                )
+            )
         assert server.num_requests == 40  # one level, not the next
     assert str(caught.value) == (
         "the server refused every request of level concurrency=2 (HTTP 401 'invalid API key'): "
@@ -155,7 +174,7 @@ def test_validate_stops_with_exit_2_when_over_2_percent_is_rejected(
 def test_429s_are_the_admission_signal_not_errors(twin: TwinProcess, tmp_path: Path) -> None:
     gateway = _Gateway(twin.url, 5, 429, "Too many requests: rate limit reached")
     assert _diagnose_through(twin, gateway, tmp_path / "run") == 0
-    result = diagnose(from_run=tmp_path / "run")
+    result = diagnose(DiagnoseSpec(from_run=tmp_path / "run"))
     run = RunDir.open(tmp_path / "run")
     signals = {s.name: s.value for s in run.iter_records(run.signals, Signal)}
     assert signals["client.admission_rate"] == pytest.approx(0.2, abs=0.05)

@@ -13,6 +13,7 @@ from pathlib import Path
 from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import sweep_of
 from infertriage.api.preflight import WorkloadFit
+from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.client import Endpoint
 from infertriage.twin.frontend import apply_chat_template
 from infertriage.twin.process import TwinProcess
@@ -65,9 +66,14 @@ def test_bench_sends_nothing_a_short_context_twin_rejects(tmp_path: Path) -> Non
     scenario.write_text("gpu: B200\nengine: {max_model_len: 1024}\n")
     with TwinProcess(str(scenario), load_time_s=0.1) as twin:
         result = run_bench(
-            url=twin.url, concurrencies=[48], num_requests=48, out=tmp_path / "run",
-            check_tokens=False,
-        )  # fmt: skip
+            BenchSpec(
+                url=twin.url,
+                concurrencies=[48],
+                num_requests=48,
+                out=tmp_path / "run",
+                check_tokens=False,
+            )
+        )
     summary = result.levels[0].summary
     assert summary.num_ok == 48 and summary.num_failed == 0
     fit = result.workload_fit

@@ -311,7 +311,7 @@ def test_the_suite_covers_every_command() -> None:
 def test_an_error_that_quotes_a_line_break_is_still_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def refuse(**_: object) -> None:
+    def refuse(*_: object, **__: object) -> None:
         raise UserError("the server said 'no\nreally\r\nno'.")
 
     monkeypatch.setattr("infertriage.cli.simulate.api.simulate", refuse)

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from infertriage.api.metrics import fleet_metrics
+from infertriage.api.metrics import FleetSpec, fleet_metrics
 from infertriage.cli import main
 from infertriage.schemas import UserError
 
@@ -56,7 +56,11 @@ def test_fleet_imbalance_between_replicas(
 ) -> None:
     url = prometheus
     time.sleep(2.5)  # five scrapes of each replica
-    view = fleet_metrics(url, 'job="vllm"', window_s=2.0, step_s=0.5, rate_window_s=1.5)
+    view = fleet_metrics(
+        FleetSpec(
+            prometheus_url=url, selector='job="vllm"', window_s=2.0, step_s=0.5, rate_window_s=1.5
+        )
+    )
     assert view.engine == "vllm" and len(view.instances) == 2
     tokens = next(f for f in view.figures if f.name == "tokens.generation")
     rates = sorted(i.mean for i in tokens.instances)
@@ -67,7 +71,7 @@ def test_fleet_imbalance_between_replicas(
     assert tokens in view.imbalanced
     # One Prometheus start-up costs 5 s (target discovery), so the error case rides along.
     with pytest.raises(UserError, match="no engine metrics match"):
-        fleet_metrics(url, '{job="nope"}', window_s=2.0)
+        fleet_metrics(FleetSpec(prometheus_url=url, selector='{job="nope"}', window_s=2.0))
     # the command shows the replicas side by side
     args = ["metrics", "--prometheus", url, "--selector", 'job="vllm"', "--duration", "3s"]
     assert main([*args, "--json"]) == 0

@@ -17,6 +17,7 @@ import pytest
 
 from infertriage.analyze.stats.latency import LatencySummary, tpot_s
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.runner import LoadPlan, run_load, run_sync
 from infertriage.schemas import RequestRecord, RunDir
@@ -49,9 +50,14 @@ def test_figures_match_the_servers_schedule(tmp_path: Path) -> None:
     behavior = Behavior(ttft_s=TTFT_S, itl_s=ITL_S, num_tokens=TOKENS)
     with serve_in_process(behavior) as url:
         result = run_bench(
-            url=url, concurrencies=[4], num_requests=16, out=tmp_path / "run",
-            workload=f"synthetic:input=16,output={TOKENS}",
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=[4],
+                num_requests=16,
+                out=tmp_path / "run",
+                workload=f"synthetic:input=16,output={TOKENS}",
+            )
+        )
         truth = fetch_log(url)
     summary = result.levels[0].summary
     run = RunDir.open(tmp_path / "run")

@@ -16,6 +16,7 @@ import pytest
 
 from infertriage.analyze.stats.latency import judge_client
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.results import ClientDiagnostics
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_process, serve_in_thread
 
@@ -26,9 +27,15 @@ def _client(
     behavior = Behavior(ttft_s=0.005, itl_s=itl_s)
     with serve_in_process(behavior, engine=True, uvloop=True) as url:
         result = run_bench(
-            url=url, concurrencies=[streams], num_requests=requests, out=tmp_path / "run",
-            workload=f"synthetic:input=8,output={tokens}", workers=1,
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=[streams],
+                num_requests=requests,
+                out=tmp_path / "run",
+                workload=f"synthetic:input=8,output={tokens}",
+                workers=1,
+            )
+        )
     level = result.levels[0]
     assert level.summary.num_ok == requests
     assert level.summary.total_output_tokens == requests * tokens
@@ -73,9 +80,14 @@ def test_short_outputs_do_not_look_like_a_lagging_reader(tmp_path: Path) -> None
     # One token then finish, usage and [DONE] together: that last read is not counted.
     with serve_in_thread(ServerConfig()) as (url, _):
         result = run_bench(
-            url=url, concurrencies=[2], num_requests=8, out=tmp_path / "run",
-            workload="synthetic:input=8,output=1",
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=[2],
+                num_requests=8,
+                out=tmp_path / "run",
+                workload="synthetic:input=8,output=1",
+            )
+        )
     # Counted, it would give 2.5 (role | token, finish, usage, [DONE]); a busy host may
     # still join the role chunk and the token now and then.
     per_read = result.levels[0].client.events_per_read

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
 from infertriage.schemas import RequestRecord
 from infertriage_testing.testserver import PRESETS, PathServer, ServerConfig, serve_in_thread
 
@@ -38,9 +39,15 @@ def test_short_outputs_are_found_and_explained(
     config = ServerConfig(behavior=PRESETS[behavior])
     with serve_in_thread(config) as (url, _):
         result = run_bench(
-            url=url, concurrencies=[2], num_requests=4, out=tmp_path / "run",
-            workload="synthetic:input=8,output=10", ignore_eos=send,
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=[2],
+                num_requests=4,
+                out=tmp_path / "run",
+                workload="synthetic:input=8,output=10",
+                ignore_eos=send,
+            )
+        )
     summary = result.levels[0].summary
     assert summary.num_ok == 4 and summary.total_output_tokens == 4 * got
     assert summary.num_short_outputs == (0 if got == 10 else 4)

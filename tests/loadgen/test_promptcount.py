@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec, ClientSpec
 from infertriage.loadgen.promptcount import pick_sample
 from infertriage.loadgen.results import BenchResult
 from infertriage.workload import make_specs, parse_workload, words_text
@@ -36,9 +37,16 @@ def _run(
     )  # fmt: skip
     with serve_in_thread(config) as (url, server):
         result = run_bench(
-            url=url, concurrencies=[16], num_requests=120, out=tmp_path / "run",
-            endpoint=endpoint, check_tokens=False, workload=workload,
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=[16],
+                num_requests=120,
+                out=tmp_path / "run",
+                check_tokens=False,
+                workload=workload,
+                client=ClientSpec(endpoint=endpoint),
+            )
+        )
     return result, server
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from infertriage.analyze.stats.latency import LatencySummary, steady_window, summarize
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.results import ClientDiagnostics, LevelResult
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates, ttft_growth
 from infertriage.schemas import Chunk, RequestRecord
@@ -61,9 +62,17 @@ def test_sweep_finds_the_knee_of_a_queue_bound_server(tmp_path: Path) -> None:
     capacity = 2 / (0.010 + 9 * 0.004)
     with serve_in_process(behavior, capacity=2) as url:
         result = run_bench(
-            url=url, sweep=True, max_concurrency=8, duration_s=1.0, drain_timeout_s=0.4,
-            workload="synthetic:input=8,output=10", arrival="constant", out=tmp_path / "run",
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                sweep=True,
+                max_concurrency=8,
+                duration_s=1.0,
+                drain_timeout_s=0.4,
+                workload="synthetic:input=8,output=10",
+                arrival="constant",
+                out=tmp_path / "run",
+            )
+        )
     assert result.knee is not None
     assert result.knee.max_throughput == pytest.approx(capacity, rel=0.15)
     assert result.knee.knee_rate is not None

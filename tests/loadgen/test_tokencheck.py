@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec, ClientSpec
 from infertriage.workload import words_text
 from infertriage_testing.testserver import ServerConfig, serve_in_thread
 
@@ -20,9 +21,15 @@ def _bench(
 ) -> tuple[dict, list[str]]:
     with serve_in_thread(config) as (url, _):
         result = run_bench(
-            url=url, concurrencies=[2], num_requests=10, out=tmp_path / "run", endpoint=endpoint,
-            workload=workload,
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                concurrencies=[2],
+                num_requests=10,
+                out=tmp_path / "run",
+                workload=workload,
+                client=ClientSpec(endpoint=endpoint),
+            )
+        )
     check = result.token_check
     assert check is not None
     found = [w for w in result.warnings if "/tokenize" in w]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
 from infertriage.schemas import RequestRecord, RunDir
 from infertriage.workload import make_offsets, parse_arrivals
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
@@ -16,9 +17,16 @@ from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thre
 def test_two_workers_share_one_schedule_and_one_run(tmp_path: Path) -> None:
     with serve_in_thread(ServerConfig(behavior=Behavior(ttft_s=0.005, itl_s=0.002))) as (url, srv):
         result = run_bench(
-            url=url, rates=[40.0], num_requests=30, workers=2, seed=3, out=tmp_path / "run",
-            workload="synthetic:input=8,output=6",
-        )  # fmt: skip
+            BenchSpec(
+                url=url,
+                rates=[40.0],
+                num_requests=30,
+                workers=2,
+                seed=3,
+                out=tmp_path / "run",
+                workload="synthetic:input=8,output=6",
+            )
+        )
         assert srv.num_requests == 30
     level = result.levels[0]
     assert level.client.num_workers == 2 and level.summary.num_ok == 30

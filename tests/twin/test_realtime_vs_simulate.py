@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec, ClientSpec
 from infertriage.twin.engine import EngineCore
 from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
@@ -58,7 +59,12 @@ def test_the_twin_runs_as_simulate_models_it(tmp_path: Path) -> None:
     _write_trace(trace)
     with TwinProcess("healthy", load_time_s=0.1) as twin:
         bench = run_bench(
-            url=twin.url, endpoint="completions", workload=f"trace:{trace}", out=tmp_path / "run"
+            BenchSpec(
+                url=twin.url,
+                workload=f"trace:{trace}",
+                out=tmp_path / "run",
+                client=ClientSpec(endpoint="completions"),
+            )
         )
     real = bench.levels[0].summary
     assert real.ttft is not None and real.itl is not None and real.tpot is not None

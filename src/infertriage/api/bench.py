@@ -1,7 +1,7 @@
 """api, level 5: the `bench` command's entry point, `run_bench`.
 
-Takes plain, typed arguments (URL, model, load levels, workload, bounds,
-workers, SLOs, key and headers); does the whole load test — checks the URL
+Takes a `BenchSpec` (URL, client, load levels, workload, bounds, workers,
+SLOs; `api.specs`); does the whole load test — checks the URL
 fails fast, learns the server's context (`api.preflight`), builds one seeded
 schedule per level and fits it to that context, runs it on one event loop
 or `--workers` processes, appends every record to requests.jsonl as it
@@ -11,8 +11,10 @@ killed run keeps a summary), signals.jsonl and the CSV exports; gives a
 `BenchResult`.
 Ctrl-C (`api.interrupt`) stops the load, keeps every record and returns
 the partial result with `interrupted` set; run.json's status says so. A
-caller that writes several loads into one run passes its `RunDir`. The API
-key and header values are sent, never stored.
+caller that writes several loads into one run passes a `SharedRun` (its
+`RunDir` and clock). run.json stores the spec (`spec`, the URL normalised and
+the model chosen) beside the resolved `config`. The API key and header values
+are sent, never stored.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import ValidationError
@@ -47,8 +50,9 @@ from infertriage.api.preflight import (
     context_limit,
     preflight,
 )
+from infertriage.api.specs import BenchSpec, LoadMode
 from infertriage.loadgen import caveats, tokencheck
-from infertriage.loadgen.client import ClientConfig, Endpoint
+from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.results import (
     BenchConfig,
     BenchObserver,
@@ -75,7 +79,6 @@ from infertriage.schemas import (
     check_out,
 )
 from infertriage.workload import (
-    DEFAULT_WORKLOAD,
     LocalTokenizer,
     Schedule,
     TextRenderer,
@@ -86,7 +89,7 @@ from infertriage.workload import (
     parse_workload,
 )
 
-__all__ = ["BenchResult", "normalize_base_url", "reach", "run_bench"]
+__all__ = ["BenchResult", "BenchSpec", "SharedRun", "normalize_base_url", "reach", "run_bench"]
 
 _DEFAULT_NUM_REQUESTS = 100
 _DEFAULT_CONCURRENCY = 8
@@ -112,22 +115,40 @@ def _parse_headers(headers: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _levels(config: BenchConfig, ws: WorkloadSpec) -> list[tuple[str, str, float]]:
-    """(name, mode, value) of the levels known up front; a sweep adds its rates after the probe."""
+@dataclass(frozen=True, slots=True)
+class SharedRun:
+    """The run directory and clock a command's several loads share (diagnose, validate,
+    compare): every load appends to its requests.jsonl and rewrites its run.json."""
+
+    run: RunDir
+    clock: RunClock = field(default_factory=RunClock)
+
+
+class _Level(NamedTuple):
+    name: str
+    mode: LoadMode
+    value: float
+
+
+def _levels(config: BenchConfig, ws: WorkloadSpec) -> list[_Level]:
+    """The levels known up front; a sweep adds its rates after the probe."""
     if config.rates and config.concurrencies:
         raise UserError("give --rate or --concurrency, not both (use --max-concurrency to cap).")
     if config.sweep:
         if config.rates or config.concurrencies:
             raise UserError("--sweep chooses its own rates: drop --rate and --concurrency.")
         probe = config.max_concurrency or _SWEEP_PROBE_CONCURRENCY
-        return [(f"probe concurrency={probe}", "concurrency", float(probe))]
+        return [_Level(f"probe concurrency={probe}", LoadMode.CONCURRENCY, float(probe))]
     if config.rates:
-        return [(f"rate={_fmt(r)}", "rate", r) for r in config.rates]
+        return [_Level(f"rate={_fmt(r)}", LoadMode.RATE, r) for r in config.rates]
     if config.concurrencies:
-        return [(f"concurrency={c}", "concurrency", float(c)) for c in config.concurrencies]
+        return [
+            _Level(f"concurrency={c}", LoadMode.CONCURRENCY, float(c)) for c in config.concurrencies
+        ]
     if ws.is_replay:
-        return [("replay", "replay", 0.0)]
-    return [(f"concurrency={_DEFAULT_CONCURRENCY}", "concurrency", float(_DEFAULT_CONCURRENCY))]
+        return [_Level("replay", LoadMode.REPLAY, 0.0)]
+    default = _DEFAULT_CONCURRENCY
+    return [_Level(f"concurrency={default}", LoadMode.CONCURRENCY, float(default))]
 
 
 def _fmt(rate: float) -> str:
@@ -137,16 +158,16 @@ def _fmt(rate: float) -> str:
 def _schedule(
     config: BenchConfig,
     ws: WorkloadSpec,
+    level: _Level,
     *,
-    mode: str,
-    value: float,
     max_model_len: int,
     tokenizer: LocalTokenizer | None,
 ) -> Schedule:
+    mode, value = level.mode, level.value
     num = config.num_requests
     if num is None and config.duration_s is None:
         num = _DEFAULT_NUM_REQUESTS
-    if mode == "rate" and math.isinf(value):
+    if mode is LoadMode.RATE and math.isinf(value):
         if num is None:
             raise UserError("--rate inf sends everything at once: give --num-requests.")
         specs = make_specs(
@@ -155,51 +176,54 @@ def _schedule(
         return Schedule(specs, np.zeros(len(specs)))
     return make_schedule(
         ws,
-        parse_arrivals(config.arrival, value) if mode == "rate" else None,
+        parse_arrivals(config.arrival, value) if mode is LoadMode.RATE else None,
         num_requests=num,
         duration_s=config.duration_s,
-        concurrency=round(value) if mode == "concurrency" else 1,
+        concurrency=round(value) if mode is LoadMode.CONCURRENCY else 1,
         seed=config.seed,
         max_model_len=max_model_len,
         tokenizer=tokenizer,
     )
 
 
+@dataclass(slots=True)
 class _Session:
     """One bench run's state: its directory, clock, writer and the records of the current level."""
 
-    def __init__(
-        self,
-        config: BenchConfig,
-        client: ClientConfig,
-        *,
-        run: RunDir,
-        thresholds: Thresholds,
-        slos: tuple[Slo, ...],
-        tokenizer: LocalTokenizer | None,
-        observer: BenchObserver | None,
-        clock: RunClock | None = None,
-        labels: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        self.config = config
-        self.labels = labels  # added to every record, e.g. validate's ("phase", "soak")
-        self.client = client
-        self.run = run
-        self.thresholds = thresholds
-        self.slos = slos
-        self.tokenizer = tokenizer
-        self.observer = observer
-        self.clock = clock or RunClock()  # diagnose shares one clock with its collector
-        self.tag = uuid.uuid4().hex[:8]
-        self.writer = JsonlWriter(run.requests)
-        self.records: list[RequestRecord] = []
-        self.all_records: list[RequestRecord] = []
-        self.levels: list[LevelResult] = []
-        self.warnings: list[str] = []
-        self.first_schedule: Schedule | None = None
-        self.token_check: TokenCheck | None = None
-        self.fitting: WorkloadFit | None = None  # set once the server's context is known
-        self.interrupt = Interrupt()  # the command's Ctrl-C, once the load starts
+    spec: BenchSpec  # as asked, the URL normalised and the model chosen: run.json's `spec`
+    config: BenchConfig
+    client: ClientConfig
+    shared: SharedRun  # diagnose shares one clock with its collector
+    thresholds: Thresholds
+    slos: tuple[Slo, ...]
+    tokenizer: LocalTokenizer | None
+    observer: BenchObserver | None
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    writer: JsonlWriter = field(init=False)
+    records: list[RequestRecord] = field(default_factory=list)
+    all_records: list[RequestRecord] = field(default_factory=list)
+    levels: list[LevelResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    first_schedule: Schedule | None = None
+    token_check: TokenCheck | None = None
+    fitting: WorkloadFit | None = None  # set once the server's context is known
+    interrupt: Interrupt = field(default_factory=Interrupt)  # the command's Ctrl-C, once started
+
+    def __post_init__(self) -> None:
+        self.writer = JsonlWriter(self.run.requests)
+
+    @property
+    def run(self) -> RunDir:
+        return self.shared.run
+
+    @property
+    def clock(self) -> RunClock:
+        return self.shared.clock
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]:
+        """Added to every record, e.g. validate's ("phase", "soak")."""
+        return self.spec.labels
 
     def sink(self, record: RequestRecord) -> None:
         self.writer.write(record)
@@ -234,13 +258,12 @@ class _Session:
             stop=self.interrupt.is_requested,
         )
 
-    def run_level(
-        self, index: int, name: str, mode: str, value: float, schedule: Schedule
-    ) -> LevelResult:
+    def run_level(self, index: int, at: _Level, schedule: Schedule) -> LevelResult:
         cfg = self.config
+        name, mode, value = at
         plan = LoadPlan(
             schedule=schedule,
-            concurrency=round(value) if mode == "concurrency" else None,
+            concurrency=round(value) if mode is LoadMode.CONCURRENCY else None,
             max_concurrency=cfg.max_concurrency,
             think_time_s=cfg.think_time_s,
             duration_s=cfg.duration_s,
@@ -255,15 +278,17 @@ class _Session:
         summary = summarize(self.records, self.slos, seed=cfg.seed)
         level = LevelResult(
             name=name,
-            mode="rate" if mode != "concurrency" else "concurrency",
-            value=value if mode != "replay" else len(schedule) / max(_span(schedule), 1e-9),
+            mode=(LoadMode.CONCURRENCY if mode is LoadMode.CONCURRENCY else LoadMode.RATE).value,
+            value=value
+            if mode is not LoadMode.REPLAY
+            else len(schedule) / max(_span(schedule), 1e-9),
             summary=summary,
             client=_diagnose(reports, self.records, summary.dispatch_lag),
             interrupted=interrupted,
             exhausted=any(r.exhausted for r in reports),
             num_backoffs=sum(r.num_backoffs for r in reports),
             stable=judge_stable(self.records, summary.window)
-            if mode == "rate" and not math.isinf(value)
+            if mode is LoadMode.RATE and not math.isinf(value)
             else None,
         )
         self.levels.append(level)
@@ -395,6 +420,7 @@ def _write_info(session: _Session, info: ServerInfo, status: str, knee: Knee | N
             command="bench",
             wall_anchor_s=session.clock.wall_anchor_s,
             config=session.config.model_dump(mode="json"),
+            spec=session.spec.model_dump(mode="json"),
             environment={
                 **_environment(session.config),
                 # Joins the run's clock to same-host monotonic stamps (a server's own log).
@@ -425,85 +451,59 @@ def _finish(session: _Session, info: ServerInfo, interrupted: bool, knee: Knee |
 
 
 def run_bench(
+    spec: BenchSpec,
     *,
-    url: str,
-    model: str | None = None,
-    endpoint: str = "chat",
-    api_key: str | None = None,
-    rates: Sequence[float] = (),
-    concurrencies: Sequence[int] = (),
-    sweep: bool = False,
-    workload: str = DEFAULT_WORKLOAD,
-    arrival: str = "poisson",
-    duration_s: float | None = None,
-    num_requests: int | None = None,
-    workers: int = 1,
-    max_concurrency: int | None = None,
-    think_time_s: float = 0.0,
-    out: Path | None = None,
-    force: bool = False,
-    run: RunDir | None = None,
-    thresholds: Thresholds | None = None,
-    goodput: str | None = None,
-    headers: Sequence[str] = (),
-    timeout_s: float = 600.0,
-    stall_timeout_s: float | None = None,
-    drain_timeout_s: float | None = None,
-    seed: int = 0,
-    tokenizer: Path | None = None,
-    max_model_len: int | None = None,
-    continuous_usage: bool = True,
-    ignore_eos: bool = True,
-    check_tokens: bool = True,
-    use_uvloop: bool = True,
     observer: BenchObserver | None = None,
-    clock: RunClock | None = None,
-    labels: Sequence[tuple[str, str]] = (),
+    shared: SharedRun | None = None,
 ) -> BenchResult:
-    """The `bench` command: load levels against `url`, measured; see the module docstring.
+    """The `bench` command: load levels against `spec.url`, measured; see the module docstring.
 
-    `run`: write into this run directory (a command's several loads share one) instead of
-    creating `out` (refused when it holds a run, unless `force`).
+    `shared`: write into this run directory, on this clock (a command's several loads share
+    them) instead of creating `spec.out` (refused when it holds a run, unless `spec.force`).
     """
-    try:
-        endpoint_kind = Endpoint(endpoint)
-    except ValueError:
-        raise UserError(f"--endpoint must be chat or completions, not {endpoint!r}.") from None
-    base, pairs = normalize_base_url(url), _parse_headers(headers)
+    asked = spec.client
+    base, pairs = normalize_base_url(spec.url), _parse_headers(asked.headers)
+    timeout_s = spec.timeout_s
     config = _validated(
-        url=base, model=model or "", endpoint=endpoint_kind, rates=tuple(rates),
-        concurrencies=tuple(concurrencies), sweep=sweep, workload=workload, arrival=arrival,
-        duration_s=duration_s, num_requests=num_requests, workers=workers,
-        max_concurrency=max_concurrency, think_time_s=think_time_s, timeout_s=timeout_s,
-        stall_timeout_s=stall_timeout_s or min(timeout_s, 60.0),
-        drain_timeout_s=min(timeout_s, 30.0) if drain_timeout_s is None else drain_timeout_s,
-        goodput=goodput, seed=seed, tokenizer=tokenizer, max_model_len=max_model_len,
-        continuous_usage=continuous_usage, ignore_eos=ignore_eos, check_tokens=check_tokens,
-        header_names=tuple(name for name, _ in pairs), use_uvloop=use_uvloop,
+        url=base, model=asked.model or "", endpoint=asked.endpoint, rates=spec.rates,
+        concurrencies=spec.concurrencies, sweep=spec.sweep, workload=spec.workload,
+        arrival=spec.arrival, duration_s=spec.duration_s, num_requests=spec.num_requests,
+        workers=spec.workers, max_concurrency=spec.max_concurrency,
+        think_time_s=spec.think_time_s, timeout_s=timeout_s,
+        stall_timeout_s=spec.stall_timeout_s or min(timeout_s, 60.0),
+        drain_timeout_s=(
+            min(timeout_s, 30.0) if spec.drain_timeout_s is None else spec.drain_timeout_s
+        ),
+        goodput=spec.goodput, seed=spec.seed, tokenizer=asked.tokenizer,
+        max_model_len=asked.max_model_len, continuous_usage=spec.continuous_usage,
+        ignore_eos=spec.ignore_eos, check_tokens=spec.check_tokens,
+        header_names=tuple(name for name, _ in pairs), use_uvloop=spec.use_uvloop,
     )  # fmt: skip
-    ws = parse_workload(workload)
+    ws = parse_workload(spec.workload)
     levels = _levels(config, ws)
-    if run is None:
-        check_out(out, force=force)  # refused before any request
+    if shared is None:
+        check_out(spec.out, force=spec.force)  # refused before any request
     if config.rates:
         parse_arrivals(config.arrival, 1.0)  # a bad --arrival fails before any network
-    thresholds = thresholds or Thresholds()
-    slos = parse_slos(goodput) if goodput else default_slos(thresholds)
-    local_tokenizer = LocalTokenizer(tokenizer) if tokenizer is not None else None
-    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    info = preflight(base, {**dict(pairs), **auth}, need_model=model is None)
-    chosen = choose_model(model, info, base)
+    thresholds = spec.thresholds or Thresholds()
+    slos = parse_slos(spec.goodput) if spec.goodput else default_slos(thresholds)
+    local_tokenizer = LocalTokenizer(asked.tokenizer) if asked.tokenizer is not None else None
+    auth = {"Authorization": f"Bearer {asked.api_key}"} if asked.api_key else {}
+    info = preflight(base, {**dict(pairs), **auth}, need_model=asked.model is None)
+    chosen = choose_model(asked.model, info, base)
     config = config.model_copy(update={"model": chosen})
-    client = _client_config(config, api_key, pairs, keep_text=local_tokenizer is not None)
-    run = run or RunDir.create(out, prefix="bench", force=force)
+    client = _client_config(config, asked.api_key, pairs, keep_text=local_tokenizer is not None)
+    shared = shared or SharedRun(RunDir.create(spec.out, prefix="bench", force=spec.force))
+    resolved = spec.model_copy(
+        update={"url": base, "client": asked.model_copy(update={"model": chosen})}
+    )
     session = _Session(
-        config, client, run=run, thresholds=thresholds, slos=slos,
-        tokenizer=local_tokenizer, observer=observer, clock=clock, labels=tuple(labels),
-    )  # fmt: skip
+        resolved, config, client, shared, thresholds, slos, local_tokenizer, observer
+    )
     sent = {**dict(pairs), **auth}
     limit = context_limit(base, sent, chosen, info.entries, config.max_model_len)
     session.fitting = WorkloadFit(
-        limit, base_url=base, model=chosen, endpoint=endpoint_kind, headers=sent,
+        limit, base_url=base, model=chosen, endpoint=config.endpoint, headers=sent,
         tokenizer=local_tokenizer,
     )  # fmt: skip
     return _run_levels(session, info, ws, levels, limit.max_model_len)
@@ -528,7 +528,7 @@ def _run_levels(
     session: _Session,
     info: ServerInfo,
     ws: WorkloadSpec,
-    levels: list[tuple[str, str, float]],
+    levels: list[_Level],
     max_len: int,
 ) -> BenchResult:
     with interruptible() as interrupt:
@@ -540,7 +540,7 @@ def _run_interruptibly(
     session: _Session,
     info: ServerInfo,
     ws: WorkloadSpec,
-    levels: list[tuple[str, str, float]],
+    levels: list[_Level],
     max_len: int,
 ) -> BenchResult:
     config, knee, interrupted = session.config, None, session.interrupt.requested
@@ -548,20 +548,18 @@ def _run_interruptibly(
     try:
         index = 0
         while index < len(levels) and not interrupted:
-            name, mode, value = levels[index]
             schedule = _schedule(
-                config, ws, mode=mode, value=value, max_model_len=max_len,
-                tokenizer=session.tokenizer,
-            )  # fmt: skip
+                config, ws, levels[index], max_model_len=max_len, tokenizer=session.tokenizer
+            )
             if session.fitting is not None:  # prompt + max_tokens within the context
                 schedule = session.fitting.fit(schedule)
             session.first_schedule = session.first_schedule or schedule
-            level = session.run_level(index, name, mode, value, schedule)
+            level = session.run_level(index, levels[index], schedule)
             caveats.stop_if_unauthorized(level)  # a key refused mid-run: no load reaches the model
             interrupted = level.interrupted or session.interrupt.requested
             if config.sweep and index == 0:
                 peak = level.summary.request_throughput
-                levels += [(f"rate={r:.3g}", "rate", r) for r in sweep_rates(peak)]
+                levels += [_Level(f"rate={r:.3g}", LoadMode.RATE, r) for r in sweep_rates(peak)]
             index += 1
             _write_info(session, info, "running", None)
         if not interrupted and config.check_tokens:

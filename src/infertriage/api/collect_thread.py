@@ -3,7 +3,8 @@
 Takes what `collect.Collector` takes; runs it in a private asyncio loop on a
 background thread so the scraper keeps its interval whatever the load
 generator's own loops do, and gives the collected server configuration and
-environment as plain JSON when stopped. A target that does not answer at
+environment (`CollectedInfo`, run.json's `server_config` and `environment`)
+when stopped. A target that does not answer at
 start is a `UserError` raised in the caller's thread.
 """
 
@@ -11,16 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from infertriage.collect import Collected, Collector
 from infertriage.net import open_session
 from infertriage.schemas import RunClock, RunDir
 
-__all__ = ["CollectorThread"]
+__all__ = ["CollectedInfo", "CollectorThread"]
 
 _INTERVAL_S = 0.5
 _START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedInfo:
+    """What a collection gives run.json: the server's own configuration (as JSON) and the
+    environment; both empty when the collector never ran."""
+
+    server_config: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 class CollectorThread:
@@ -57,16 +69,16 @@ class CollectorThread:
             await self._stop.wait()
             self._result = await self._collector.stop(session)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> CollectedInfo:
         """Stop collecting; the server config and environment for run.json."""
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join()
         if self._result is None:
-            return {}
+            return CollectedInfo()
         config = self._result.server_config
-        return {
-            "server_config": config.to_json() if config is not None else {},
-            "environment": self._result.environment,
-            "notes": list(self._result.notes),
-        }
+        return CollectedInfo(
+            server_config=config.to_json() if config is not None else {},
+            environment=dict(self._result.environment),
+            notes=tuple(self._result.notes),
+        )

@@ -1,17 +1,18 @@
 """api, level 5: `baseline save|list|delete` and `compare` — regressions and A/B.
 
-`compare BASE RUN` takes a saved baseline's name (or a run directory) and a
-run directory; pairs their load levels (the measured level of a diagnose or
-validate run, else the levels both ran), compares each pair's per-request
-samples with `analyze.compare`, diffs the environment and the server
-configuration, and warns when the traffic was not like for like.
+`compare BASE RUN` takes a `CompareRunsSpec` (`api.specs`): a saved
+baseline's name (or a run directory) and a run directory; pairs their load
+levels (the measured level of a diagnose or validate run, else the levels
+both ran), compares each pair's per-request samples with `analyze.compare`,
+diffs the environment and the server configuration, and warns when the
+traffic was not like for like.
 
-`compare --url A --url B` drives both servers with the same seeded schedule,
-interleaved in blocks (A B B A A B …, so a drift in time hits both arms
-alike): each block's requests go to A and then to B, or to B and then to A.
-The records (labelled `arm` A or B) land in one run directory; A is the
-base. Ctrl-C (`api.interrupt`) stops the block in flight and compares the
-requests that finished, if both arms have some.
+`compare --url A --url B` (a `CompareABSpec`) drives both servers with the
+same seeded schedule, interleaved in blocks (A B B A A B …, so a drift in
+time hits both arms alike): each block's requests go to A and then to B, or
+to B and then to A. The records (labelled `arm` A or B) land in one run
+directory; A is the base. Ctrl-C (`api.interrupt`) stops the block in flight
+and compares the requests that finished, if both arms have some.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from infertriage.analyze.compare.comparison import compare_records, config_diff
-from infertriage.api.bench import run_bench
+from infertriage.api.bench import SharedRun, run_bench
+from infertriage.api.collect_thread import CollectedInfo
 from infertriage.api.interrupt import interruptible
+from infertriage.api.runview import RunSummary, group_key
+from infertriage.api.specs import BenchSpec, CompareABSpec, CompareRunsSpec
 from infertriage.api.target import Target, collector_for
 from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
 from infertriage.schemas import (
@@ -35,9 +39,10 @@ from infertriage.schemas import (
     UserError,
     write_json,
 )
-from infertriage.workload import DEFAULT_WORKLOAD
 
 __all__ = [
+    "CompareABSpec",
+    "CompareRunsSpec",
     "compare_ab",
     "compare_runs",
     "delete_baseline",
@@ -78,11 +83,6 @@ def _resolve(base: str, store: Path | None) -> RunDir:
 # --- pairing load levels -------------------------------------------------------------------
 
 
-def group_key(record: RequestRecord) -> str:
-    """validate labels its records by phase; bench and diagnose by level."""
-    return record.labels.get("phase") or record.labels.get("level", "")
-
-
 def _groups(run: RunDir) -> dict[str, list[RequestRecord]]:
     if not run.requests.exists():
         raise UserError(f"{run.root} has no requests.jsonl: nothing to compare.")
@@ -99,8 +99,8 @@ def _pairs(
     run_groups: dict[str, list[RequestRecord]],
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """(base level, run level) pairs to compare, and notes on how they were chosen."""
-    base_main = base.read_info().summary.get("main_level")
-    run_main = run.read_info().summary.get("main_level")
+    base_main = RunSummary.of(base).main_level
+    run_main = RunSummary.of(run).main_level
     if base_main in base_groups and run_main in run_groups:
         note = (
             [] if base_main == run_main else [f"measured levels differ: {base_main} vs {run_main}"]
@@ -132,13 +132,12 @@ def _compare_dirs(
     return levels, notes
 
 
-def compare_runs(
-    *, base: str, run: Path, threshold: float = 0.10, store: Path | None = None, seed: int = 0
-) -> CompareResult:
+def compare_runs(spec: CompareRunsSpec) -> CompareResult:
     """`compare BASE RUN`; see the module docstring."""
+    base, run, threshold, seed = spec.base, spec.run, spec.threshold, spec.seed
     if not 0 < threshold < 10:
         raise UserError("--threshold must be a relative change such as 10% or 0.1.")
-    base_dir, run_dir = _resolve(base, store), RunDir.open(run)
+    base_dir, run_dir = _resolve(base, spec.store), RunDir.open(run)
     levels, notes = _compare_dirs(base_dir, run_dir, threshold=threshold, seed=seed)
     base_info, run_info = base_dir.read_info(), run_dir.read_info()
     if base_info.command != run_info.command:
@@ -156,7 +155,7 @@ def compare_runs(
 # --- A/B -----------------------------------------------------------------------------------
 
 
-def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> dict[str, Any]:
+def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> CollectedInfo:
     """Each arm's server configuration and environment, from one short collection."""
     folder = RunDir.create(run.raw / f"arm-{arm}")
     target = Target(url, None, None, None, {}, f"arm {arm}", profile=False)
@@ -170,63 +169,36 @@ def _block_order(index: int) -> tuple[int, int]:
     return (0, 1) if index % 2 == 0 else (1, 0)
 
 
-def compare_ab(
-    *,
-    urls: tuple[str, str],
-    rate: float | None = None,
-    concurrency: int | None = None,
-    duration_s: float | None = 60.0,
-    num_requests: int | None = None,
-    blocks: int = 4,
-    workload: str = DEFAULT_WORKLOAD,
-    model: str | None = None,
-    endpoint: str = "chat",
-    api_key: str | None = None,
-    threshold: float = 0.10,
-    out: Path | None = None,
-    seed: int = 0,
-    force: bool = False,
-) -> CompareResult:
+def compare_ab(spec: CompareABSpec) -> CompareResult:
     """`compare --url A --url B`; see the module docstring."""
+    urls, rate, concurrency, blocks = spec.urls, spec.rate, spec.concurrency, spec.blocks
     if rate is not None and concurrency is not None:
         raise UserError("give --rate or --concurrency, not both.")
     if blocks < 1:
         raise UserError("--blocks must be at least 1.")
-    if num_requests is not None and num_requests < blocks:
+    if spec.num_requests is not None and spec.num_requests < blocks:
         raise UserError(f"--num-requests must be at least --blocks ({blocks}).")
-    run, clock = RunDir.create(out, prefix="compare", force=force), RunClock()
+    shared = SharedRun(RunDir.create(spec.out, prefix="compare", force=spec.force))
+    run, clock = shared.run, shared.clock
     configs = [_arm_config(url, run, clock, arm) for url, arm in zip(urls, _ARMS, strict=True)]
-    per_block: dict[str, Any] = {
-        "duration_s": duration_s / blocks if duration_s and num_requests is None else None,
-        "num_requests": num_requests // blocks if num_requests else None,
-    }
-    common: dict[str, Any] = {
-        "rates": (rate,) if rate else (), "concurrencies": (concurrency or 8,) if not rate else (),
-        "workload": workload, "model": model, "endpoint": endpoint, "api_key": api_key,
-        "run": run, "clock": clock, **per_block,
-    }  # fmt: skip
-    interrupted = _run_blocks(urls, blocks, seed, common)
+    interrupted = _run_blocks(spec, shared)
     records = list(run.iter_records(run.requests, RequestRecord))
     arms = [[r for r in records if r.labels.get("arm") == a] for a in _ARMS]
     status = "interrupted" if interrupted else "complete"
     config = {"urls": list(urls), "blocks": blocks, "rate": rate, "concurrency": concurrency}
     if interrupted and not all(any(r.ok for r in arm) for arm in arms):
-        _write_ab_info(run, clock, config, {"status": status})
+        _write_ab_info(shared, spec, config, {"status": status})
         raise Interrupted(
             f"Ctrl-C came before both servers had answered a request, so there is nothing to "
             f"compare; what was sent is kept in {run.root}."
         )
-    comparison = compare_records(arms[0], arms[1], threshold=threshold, seed=seed)
+    comparison = compare_records(arms[0], arms[1], threshold=spec.threshold, seed=spec.seed)
     result = CompareResult(
         base=f"A {urls[0]}",
         run=f"B {urls[1]}",
         levels=(LevelComparison("A", "B", comparison),),
-        environment=config_diff(
-            configs[0].get("environment", {}), configs[1].get("environment", {})
-        ),
-        server_config=config_diff(
-            configs[0].get("server_config", {}), configs[1].get("server_config", {})
-        ),
+        environment=config_diff(configs[0].environment, configs[1].environment),
+        server_config=config_diff(configs[0].server_config, configs[1].server_config),
         notes=(f"{blocks} interleaved blocks; each block's requests went to both servers",),
         run_dir=run.root,
         interrupted=interrupted,
@@ -237,28 +209,44 @@ def compare_ab(
         "regressed": result.regressed,
         "inconclusive": result.inconclusive,
     }
-    _write_ab_info(run, clock, config, summary)
+    _write_ab_info(shared, spec, config, summary)
     write_json(run.root / "compare.json", compare_to_json(result))
     return result
 
 
-def _run_blocks(urls: tuple[str, str], blocks: int, seed: int, common: dict[str, Any]) -> bool:
+def _block_spec(spec: CompareABSpec, index: int, arm: int) -> BenchSpec:
+    """One block's load on one arm: the same seeded schedule for both arms of a block."""
+    blocks, duration_s, num_requests = spec.blocks, spec.duration_s, spec.num_requests
+    return BenchSpec(
+        url=spec.urls[arm], client=spec.client, workload=spec.workload,
+        rates=(spec.rate,) if spec.rate else (),
+        concurrencies=(spec.concurrency or 8,) if not spec.rate else (),
+        duration_s=duration_s / blocks if duration_s and num_requests is None else None,
+        num_requests=num_requests // blocks if num_requests else None,
+        seed=spec.seed + index, labels=(("arm", _ARMS[arm]), ("block", str(index))),
+    )  # fmt: skip
+
+
+def _run_blocks(spec: CompareABSpec, shared: SharedRun) -> bool:
     """The interleaved blocks, into one run; whether Ctrl-C cut them short."""
     with interruptible() as interrupt:
-        for index in range(blocks):
+        for index in range(spec.blocks):
             for arm in _block_order(index):
                 if interrupt.requested:
                     return True
-                labels = (("arm", _ARMS[arm]), ("block", str(index)))
-                run_bench(url=urls[arm], seed=seed + index, labels=labels, **common)
+                run_bench(_block_spec(spec, index, arm), shared=shared)
         return interrupt.requested
 
 
 def _write_ab_info(
-    run: RunDir, clock: RunClock, config: dict[str, Any], summary: dict[str, Any]
+    shared: SharedRun, spec: CompareABSpec, config: dict[str, Any], summary: dict[str, Any]
 ) -> None:
-    run.write_info(
+    shared.run.write_info(
         RunInfo(
-            command="compare", wall_anchor_s=clock.wall_anchor_s, config=config, summary=summary
+            command="compare",
+            wall_anchor_s=shared.clock.wall_anchor_s,
+            config=config,
+            summary=summary,
+            spec=spec.model_dump(mode="json"),
         )
     )

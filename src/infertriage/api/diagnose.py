@@ -1,17 +1,18 @@
 """api, level 5: the `diagnose` command — the whole pipeline, load to bottleneck map.
 
-Takes a server URL (or, with none, a twin scenario it starts), the load's
-duration, what else to watch (metrics, DCGM, the server's pid, traces) and
-the SLOs; does warm-up, a concurrency sweep (1, ¼ of `--concurrency`, then
-it: 16 by default), one open-loop step above the
-measured maximum and a drain, while the collector scrapes the server, DCGM
-and the host; captures a profile at the busiest step (the twin always does);
-then turns requests.jsonl, metrics.jsonl and the traces into signals.jsonl
-and the diagnosis (diagnosis.json). `--from-run` redoes the second half from
-a run directory of any command (`api.runview`); `--metrics-file` diagnoses
-one scrape. Ctrl-C (`api.interrupt`) skips the phases not yet begun, and
-the map is drawn from the last level that finished a request (run.json's
-status says `interrupted`); the twin is stopped last.
+Takes a `DiagnoseSpec` (`api.specs`): a server URL (or, with none, a twin
+scenario it starts), the load's duration, what else to watch (metrics, DCGM,
+the server's pid, traces) and the SLOs; does warm-up, a concurrency sweep
+(1, ¼ of `--concurrency`, then it: 16 by default), one open-loop step above
+the measured maximum and a drain — each load one `bench` (`BenchSpec`) into
+one run on one clock — while the collector scrapes the server, DCGM and the
+host; captures a profile at the busiest step (the twin always does); then
+turns requests.jsonl, metrics.jsonl and the traces into signals.jsonl and
+the diagnosis (diagnosis.json). `--from-run` redoes the second half from a
+run directory of any command (`api.runview`); `--metrics-file` diagnoses one
+scrape. Ctrl-C (`api.interrupt`) skips the phases not yet begun, and the map
+is drawn from the last level that finished a request (run.json's status says
+`interrupted`); the twin is stopped last.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from infertriage.analyze.signals.client import client_signals, judged_window
 from infertriage.analyze.signals.deployment import config_signals, fleet_signals
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.signals.scaling import scaling_signals
-from infertriage.api.bench import reach, run_bench
+from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
 from infertriage.api.interrupt import Interrupt, interruptible
-from infertriage.api.runview import RunView, finished, load_phases, measured_view
+from infertriage.api.runview import RunView, finished, load_phases, measured_view, run_target
+from infertriage.api.specs import BenchSpec, DiagnoseSpec
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
@@ -58,9 +60,15 @@ from infertriage.schemas import (
     read_json,
     write_json,
 )
-from infertriage.workload import DEFAULT_WORKLOAD
 
-__all__ = ["COMPARE_FILE", "DiagnoseResult", "diagnose", "keep_compare_run", "keep_traces"]
+__all__ = [
+    "COMPARE_FILE",
+    "DiagnoseResult",
+    "DiagnoseSpec",
+    "diagnose",
+    "keep_compare_run",
+    "keep_traces",
+]
 
 COMPARE_FILE = "compare-run.json"  # under raw/: the other run's signals, for scaling
 
@@ -81,6 +89,28 @@ class Capture:
     profile_dir: Path | None = None  # where the server writes its traces, on this host
     logs: tuple[Path, ...] = ()
     profiles_in_run: bool = False  # the twin writes its traces into raw/ itself
+
+
+@dataclass(frozen=True, slots=True)
+class _Sweep:
+    """diagnose's loads: each one `bench` (this client, workload and SLOs) into one run."""
+
+    bench: BenchSpec  # the levels left empty: each load sets its own
+    shared: SharedRun
+    duration_s: float
+    concurrency: int
+
+    def load(
+        self,
+        *,
+        rates: tuple[float, ...] = (),
+        concurrencies: tuple[int, ...] = (),
+        duration_s: float,
+    ) -> BenchResult:
+        spec = self.bench.model_copy(
+            update={"rates": rates, "concurrencies": concurrencies, "duration_s": duration_s}
+        )
+        return run_bench(spec, shared=self.shared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,26 +162,19 @@ class _Loads:
         return any(lv.client.client_bound for lv in levels if lv.name == level)
 
 
-def _run_loads(
-    target: Target,
-    common: dict[str, Any],
-    duration_s: float,
-    *,
-    concurrency: int,
-    capture: Capture,
-    interrupt: Interrupt,
-) -> _Loads:
+def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interrupt) -> _Loads:
     """Warm-up, the measured level, overload and the drain; Ctrl-C skips what is left."""
-    warm_s, level_s, overload_s = _level_s(duration_s)
+    warm_s, level_s, overload_s = _level_s(sweep.duration_s)
+    concurrency = sweep.concurrency
     loads = _Loads()
-    loads.warm = run_bench(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s, **common)
+    loads.warm = sweep.load(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s)
     loads.rejected += stop_if_rejected(loads.warm)  # a load refused as invalid measures nothing
     if interrupt.requested:
         return loads
     loads.window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
     loads.profiling = loads.window is not None and loads.window.start()
     try:
-        loads.main = run_bench(concurrencies=(concurrency,), duration_s=level_s, **common)
+        loads.main = sweep.load(concurrencies=(concurrency,), duration_s=level_s)
     finally:
         if loads.window is not None:
             loads.window.stop()
@@ -159,34 +182,34 @@ def _run_loads(
     if interrupt.requested:
         return loads
     overload_rate = _OVERLOAD_FACTOR * _best_rate((loads.warm, loads.main))
-    loads.overload = run_bench(rates=(overload_rate,), duration_s=overload_s, **common)
+    loads.overload = sweep.load(rates=(overload_rate,), duration_s=overload_s)
     loads.rejected += stop_if_rejected(loads.overload)
     interrupt.wait(_DRAIN_S)
     return loads
 
 
-def _measure(
-    target: Target,
-    run: RunDir,
-    clock: RunClock,
-    duration_s: float,
-    bench: dict[str, Any],
-    *,
-    concurrency: int,
-    capture: Capture,
-    interrupt: Interrupt,
-) -> tuple[Phases | None, list[str], dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """What `_measure` gives run.json: the phases (None when Ctrl-C left no finished request),
+    the levels run, the measured one, and what the collector read beside the load."""
+
+    phases: Phases | None
+    levels: list[str]
+    main_level: str | None
+    client_bound: bool
+    server_config: dict[str, Any]
+    environment: dict[str, Any]
+    notes: list[str]
+
+
+def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interrupt) -> _Measured:
     """The load and the collection beside it; phases None when Ctrl-C left no finished request."""
+    run, clock = sweep.shared.run, sweep.shared.clock
     collector = collector_for(target, run, clock)
     collector.start()
     loads = _Loads()
     try:
-        common = {"url": target.url, "run": run, "clock": clock, **bench}
-        common["drain_timeout_s"] = _DRAIN_TIMEOUT_S
-        loads = _run_loads(
-            target, common, duration_s, concurrency=concurrency, capture=capture,
-            interrupt=interrupt,
-        )  # fmt: skip
+        loads = _run_loads(target, sweep, capture, interrupt)
     finally:
         collected = collector.stop()
     window = loads.window
@@ -202,18 +225,19 @@ def _measure(
         mine = [r for r in records if r.labels.get("level") == main_name]
         overload = [r for r in records if over is not None and r.labels.get("level") == over]
         phases = load_phases(mine, overload, clock.now_ts())
-    server_config = collected.get("server_config", {})
+    server_config = collected.server_config
     if target.prometheus is not None and phases is not None:
         server_config = read_fleet(run, clock, target, phases)
-    extra = {
-        "server_config": server_config,
-        "environment": collected.get("environment", {}),
-        "client_bound": loads.client_bound(main_name or ""),
-        "main_level": main_name,
-        "notes": notes,
-    }
     levels = [lv.name for r in (loads.warm, loads.main, loads.overload) if r for lv in r.levels]
-    return phases, levels, extra
+    return _Measured(
+        phases=phases,
+        levels=levels,
+        main_level=main_name,
+        client_bound=loads.client_bound(main_name or ""),
+        server_config=server_config,
+        environment=collected.environment,
+        notes=notes,
+    )
 
 
 def _measured_level(
@@ -354,116 +378,100 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
     return DiagnoseResult(None, diagnosis, str(path))
 
 
-def diagnose(
-    *,
-    url: str | None = None,
-    scenario: str = "healthy",
-    metrics_url: str | None = None,
-    dcgm_url: str | None = None,
-    server_pid: int | None = None,
-    duration_s: float = 60.0,
-    from_run: Path | None = None,
-    metrics_file: Path | None = None,
-    slo: str | None = None,
-    out: Path | None = None,
-    model: str | None = None,
-    endpoint: str = "chat",
-    api_key: str | None = None,
-    deployment: dict[str, Any] | None = None,
-    traces: Sequence[Path] = (),
-    workload: str = DEFAULT_WORKLOAD,
-    tokenizer: Path | None = None,
-    max_model_len: int | None = None,
-    concurrency: int = _CONCURRENCY,
-    prometheus: str | None = None,
-    selector: str = "",
-    profile_s: float | None = None,
-    profile_dir: Path | None = None,
-    logs: Sequence[Path] = (),
-    compare_run: Path | None = None,
-    force: bool = False,
-) -> DiagnoseResult:
-    thresholds = load_thresholds(slo)
-    if from_run is not None:
-        run = RunDir.open(from_run)
-        other = _other_run_signals(compare_run) if compare_run is not None else None
-        view = measured_view(run)  # a run it cannot read says so before anything is written
-        if compare_run is not None and other is not None:
-            keep_compare_run(run, compare_run, other)
-        config = view.info.config
-        target = config.get("target") or config.get("url") or str(from_run)
-        return _diagnose_run(run, thresholds, str(target), view)
-    if metrics_file is not None:
-        return diagnose_metrics_file(metrics_file, thresholds)
-    if duration_s <= 0:
+def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
+    """The `diagnose` command; see the module docstring."""
+    thresholds = load_thresholds(spec.slo)
+    if spec.from_run is not None:
+        return _diagnose_from_run(spec.from_run, spec.compare_run, thresholds)
+    if spec.metrics_file is not None:
+        return diagnose_metrics_file(spec.metrics_file, thresholds)
+    if spec.duration_s <= 0:
         raise UserError("--duration must be positive.")
-    if concurrency < 1:
+    if spec.concurrency < 1:
         raise UserError("--concurrency must be at least 1.")
-    _check_capture(profile_s, profile_dir, logs)
-    if prometheus is not None:
-        if url is None:
+    _check_capture(spec.profile_s, spec.profile_dir, spec.logs)
+    if spec.prometheus is not None:
+        if spec.url is None:
             raise UserError("--prometheus needs --url: the address the fleet serves on.")
-        check_fleet(prometheus, selector)
+        check_fleet(spec.prometheus, spec.selector)
     # the other run is read before any load: a bad path fails first
+    compare_run = spec.compare_run
     other = _other_run_signals(compare_run) if compare_run is not None else None
-    check_out(out, force=force)  # an --out holding a run is refused first
-    if url is not None:
-        reach(url, api_key)  # then a server that cannot be reached, before the run dir
-    run = RunDir.create(out, prefix="diagnose", force=force)
+    check_out(spec.out, force=spec.force)  # an --out holding a run is refused first
+    if spec.url is not None:
+        reach(spec.url, spec.client.api_key)  # then a server that cannot be reached, first
+    run = RunDir.create(spec.out, prefix="diagnose", force=spec.force)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
-    keep_traces(run, traces)
-    clock = RunClock()
-    bench = {
-        "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
-        "workload": workload, "tokenizer": tokenizer, "max_model_len": max_model_len,
-    }  # fmt: skip
-    capture = Capture(profile_s, profile_dir, tuple(logs), profiles_in_run=url is None)
-    if url is None:
-        context: contextlib.AbstractContextManager[Target] = twin_target(scenario, run.raw)
-    else:
-        profile = profile_s is not None
-        given = Target(url, metrics_url, dcgm_url, server_pid, deployment or {}, url, profile)
-        fleet = dataclasses.replace(given, prometheus=prometheus, selector=selector)
-        context = contextlib.nullcontext(fleet)
+    keep_traces(run, spec.traces)
+    shared = SharedRun(run)  # the clock starts before the twin does
+    capture = Capture(spec.profile_s, spec.profile_dir, spec.logs, profiles_in_run=spec.url is None)
     # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
-    with interruptible() as interrupt, context as target:
-        phases, levels, extra = _measure(
-            target, run, clock, duration_s, bench, concurrency=concurrency, capture=capture,
-            interrupt=interrupt,
+    with interruptible() as interrupt, _target(spec, run) as target:
+        bench = BenchSpec(
+            url=target.url, client=spec.client, workload=spec.workload, thresholds=thresholds,
+            drain_timeout_s=_DRAIN_TIMEOUT_S,
         )  # fmt: skip
+        sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency)
+        measured = _measure(target, sweep, capture, interrupt)
         status = "interrupted" if interrupt.requested else "complete"
-        config = {"target": target.name, "deployment": target.deployment, "levels": levels}
-        run.write_info(_run_info(clock, {**config, "workload": workload}, phases, extra, status))
-        if phases is None:
+        run.write_info(_run_info(shared.clock, spec, target, measured, status))
+        if measured.phases is None:
             raise Interrupted(
                 f"no request finished before Ctrl-C, so there is nothing to diagnose; "
                 f"what was sent is kept in {run.root}."
             )
         result = _diagnose_run(run, thresholds, target.name)
         interrupted = interrupt.requested
-    return dataclasses.replace(result, notes=tuple(extra["notes"]), interrupted=interrupted)
+    return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
+
+
+def _diagnose_from_run(
+    from_run: Path, compare_run: Path | None, thresholds: Thresholds
+) -> DiagnoseResult:
+    run = RunDir.open(from_run)
+    other = _other_run_signals(compare_run) if compare_run is not None else None
+    view = measured_view(run)  # a run it cannot read says so before anything is written
+    if compare_run is not None and other is not None:
+        keep_compare_run(run, compare_run, other)
+    return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
+
+
+def _target(spec: DiagnoseSpec, run: RunDir) -> contextlib.AbstractContextManager[Target]:
+    """The server to diagnose: the one at `--url`, or a twin started for the run."""
+    if spec.url is None:
+        return twin_target(spec.scenario, run.raw)
+    url, profile = spec.url, spec.profile_s is not None
+    given = Target(
+        url, spec.metrics_url, spec.dcgm_url, spec.server_pid, dict(spec.deployment), url, profile
+    )
+    fleet = dataclasses.replace(given, prometheus=spec.prometheus, selector=spec.selector)
+    return contextlib.nullcontext(fleet)
 
 
 def _run_info(
-    clock: RunClock,
-    config: dict[str, Any],
-    phases: Phases | None,
-    extra: dict[str, Any],
-    status: str,
+    clock: RunClock, spec: DiagnoseSpec, target: Target, measured: _Measured, status: str
 ) -> RunInfo:
-    measured = {"phases": dataclasses.asdict(phases)} if phases is not None else {}
+    phases = {"phases": dataclasses.asdict(measured.phases)} if measured.phases is not None else {}
+    config = {
+        "target": target.name,
+        "deployment": target.deployment,
+        "levels": measured.levels,
+        "workload": spec.workload,
+        "notes": measured.notes,
+    }
     return RunInfo(
         command="diagnose",
         wall_anchor_s=clock.wall_anchor_s,
-        config={**config, "notes": extra["notes"]},
-        environment=extra["environment"],
-        server_config=extra["server_config"],
+        config=config,
+        spec=spec.model_dump(mode="json"),
+        environment=measured.environment,
+        server_config=measured.server_config,
         summary={
             "status": status,
-            **measured,
-            "main_level": extra["main_level"],
-            "client_bound": extra["client_bound"],
+            **phases,
+            "main_level": measured.main_level,
+            "client_bound": measured.client_bound,
         },
     )
 

@@ -5,8 +5,8 @@ one ending in `/v1` is accepted) or a file of Prometheus text, and gives a
 `MetricsView`: the detected engine and the normalised view of one scrape, or
 with `duration_s` of a window of scrapes as rates and quantiles, with the
 server's own configuration and any restart seen. `fleet_metrics` queries a
-Prometheus server for the replicas a selector matches. Errors the user can
-fix are `UserError`s.
+Prometheus server for the replicas a selector matches (a `FleetSpec`). Errors
+the user can fix are `UserError`s.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from infertriage.api.specs import FleetSpec
 from infertriage.collect import (
     FleetView,
     MetricsView,
@@ -34,7 +35,7 @@ from infertriage.collect import (
 from infertriage.net import open_session
 from infertriage.schemas import RunClock, UserError
 
-__all__ = ["fleet_metrics", "scrape_metrics"]
+__all__ = ["FleetSpec", "fleet_metrics", "scrape_metrics"]
 
 
 def _read_file(source: str) -> str:
@@ -96,32 +97,23 @@ def scrape_metrics(
     return asyncio.run(_from_url(source, duration_s, interval, timeout_s))
 
 
-def fleet_metrics(
-    prometheus_url: str,
-    selector: str,
-    window_s: float,
-    *,
-    end_unix_s: float | None = None,
-    step_s: float | None = None,
-    rate_window_s: float | None = None,
-    imbalance_ratio: float = 1.5,
-) -> FleetView:
+def fleet_metrics(spec: FleetSpec) -> FleetView:
     """Per-replica figures over the last `window_s` seconds from Prometheus, imbalance flagged."""
-    if not is_url(prometheus_url):
-        raise UserError(f"--prometheus {prometheus_url!r} is not an http(s) URL.")
-    end = end_unix_s if end_unix_s is not None else time.time()
+    if not is_url(spec.prometheus_url):
+        raise UserError(f"--prometheus {spec.prometheus_url!r} is not an http(s) URL.")
+    end = spec.end_unix_s if spec.end_unix_s is not None else time.time()
 
     async def run() -> FleetView:
         async with open_session() as session:
             return await collect_fleet(
                 session,
-                prometheus_url,
-                selector,
-                start_unix=end - window_s,
+                spec.prometheus_url,
+                spec.selector,
+                start_unix=end - spec.window_s,
                 end_unix=end,
-                step_s=step_s,
-                rate_window_s=rate_window_s,
-                imbalance_ratio=imbalance_ratio,
+                step_s=spec.step_s,
+                rate_window_s=spec.rate_window_s,
+                imbalance_ratio=spec.imbalance_ratio,
             )
 
     return asyncio.run(run())

@@ -1,15 +1,15 @@
 """api, level 5: the `plan` command's entry point.
 
-Each function takes plain, typed arguments, does the whole job of one
-command and returns a typed result; the CLI only parses and renders. Errors
-the user can fix are `UserError`s.
+`plan` takes a `PlanSpec` (`api.specs`), does the whole job of the command
+and returns a typed `PlanReport`; the CLI only parses and renders. Errors the
+user can fix are `UserError`s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
+from infertriage.api.specs import PlanSpec
 from infertriage.plan import (
     PlanInputs,
     PlanReport,
@@ -23,7 +23,7 @@ from infertriage.plan import (
 )
 from infertriage.schemas import RequestRecord, RunDir, UserError
 
-__all__ = ["plan", "summarize_run_workload"]
+__all__ = ["PlanSpec", "plan", "summarize_run_workload"]
 
 
 def summarize_run_workload(run_dir: Path) -> RunWorkload:
@@ -46,31 +46,12 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
     )
 
 
-def plan(
-    *,
-    model: str,
-    gpu: str,
-    max_model_len: int,
-    concurrency: int | None,
-    num_gpus: int | None = None,
-    gpus_per_node: int = 8,
-    tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    input_len: int | None = None,
-    output_len: int | None = None,
-    dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    gpu_memory_utilization: float = 0.9,
-    max_num_batched_tokens: int = 8192,
-    what_if: Sequence[str] = (),
-    measured_itl_s: float | None = None,
-    measured_throughput_tok_s: float | None = None,
-    gpu_hour_cost: float | None = None,
-    from_run: Path | None = None,
-) -> PlanReport:
+def plan(spec: PlanSpec) -> PlanReport:
     """The `plan` command: capacity, headroom, roofline, advice and what-if sweeps."""
+    from_run = spec.from_run
     workload = summarize_run_workload(from_run) if from_run is not None else None
+    input_len, output_len = spec.input_len, spec.output_len
+    concurrency, measured_throughput_tok_s = spec.concurrency, spec.measured_throughput_tok_s
     if workload is not None:
         input_len = input_len or workload.mean_input_len
         output_len = output_len or workload.mean_output_len
@@ -78,22 +59,23 @@ def plan(
         measured_throughput_tok_s = measured_throughput_tok_s or workload.output_tok_s
     if concurrency is None:
         raise UserError("--concurrency is required (or --from-run to take it from a run).")
+    num_gpus = spec.num_gpus
     inputs = PlanInputs(
-        model=load_model(model),
-        gpu=get_gpu(gpu),
-        max_model_len=max_model_len,
+        model=load_model(spec.model),
+        gpu=get_gpu(spec.gpu),
+        max_model_len=spec.max_model_len,
         concurrency=concurrency,
         input_len=input_len,
         output_len=output_len,
         num_gpus=num_gpus,
-        gpus_per_node=gpus_per_node,
-        tp=tp,
-        pp=pp,
-        ep=ep,
-        dtype=normalize_dtype(dtype),
-        kv_dtype=normalize_dtype(kv_dtype),
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_batched_tokens=max_num_batched_tokens,
+        gpus_per_node=spec.gpus_per_node,
+        tp=spec.tp,
+        pp=spec.pp,
+        ep=spec.ep,
+        dtype=normalize_dtype(spec.dtype),
+        kv_dtype=normalize_dtype(spec.kv_dtype),
+        gpu_memory_utilization=spec.gpu_memory_utilization,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
     )
     capacity = make_capacity_plan(inputs)
     advice, advice_error = None, ""
@@ -103,6 +85,7 @@ def plan(
         advice_error = str(err)
     roofline = capacity.roofline
     cost = None
+    gpu_hour_cost, measured_itl_s, what_if = spec.gpu_hour_cost, spec.measured_itl_s, spec.what_if
     if gpu_hour_cost is not None:
         per_second = gpu_hour_cost * inputs.gpus_per_instance / 3600.0
         cost = per_second / (measured_throughput_tok_s or roofline.throughput_tok_s) * 1e6

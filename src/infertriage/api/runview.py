@@ -10,6 +10,8 @@ measured level is the one it names (`main_level`: validate's performance
 phase) or else its last level that finished a request. A run of two servers
 (`compare --url`), or one with no finished request, is a `UserError` that
 says so in one sentence. `diagnose --from-run` draws the map from this.
+run.json's summary is read through `RunSummary` and its spec (`api.specs`)
+through the model of the command that wrote it (`run_spec`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,80 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from infertriage.analyze.signals.client import judged_window
 from infertriage.analyze.signals.metrics import Phases
 from infertriage.analyze.stats.outcomes import is_incomplete
-from infertriage.api.compare import group_key
+from infertriage.api.specs import BenchSpec, DiagnoseSpec, ValidateSpec
 from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
 
-__all__ = ["RunView", "finished", "load_phases", "measured_view"]
+__all__ = [
+    "RunSummary",
+    "RunView",
+    "finished",
+    "group_key",
+    "load_phases",
+    "measured_view",
+    "run_spec",
+    "run_target",
+]
+
+_SPECS: dict[str, type[BenchSpec | DiagnoseSpec | ValidateSpec]] = {
+    "bench": BenchSpec,
+    "diagnose": DiagnoseSpec,
+    "validate": ValidateSpec,
+}
+
+
+class RunSummary(BaseModel):
+    """What `--from-run` reads of run.json's summary; each command writes more beside it."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    status: str | None = None  # complete, interrupted, or running (killed mid-run)
+    main_level: str | None = None  # the measured level (validate: its performance phase)
+    client_bound: bool = False
+    phases: Phases | None = None  # diagnose: the windows its metrics are read over
+
+    @classmethod
+    def of(cls, run: RunDir, info: RunInfo | None = None) -> RunSummary:
+        """`run`'s summary (from `info` when read already); a bad one is a `UserError`."""
+        info = info or run.read_info()
+        try:
+            return cls.model_validate(info.summary)
+        except ValidationError as err:
+            detail = err.errors()[0]
+            where = ".".join(str(part) for part in detail["loc"])
+            raise UserError(
+                f"{run.run_json}: invalid {where} in its summary ({detail['msg'].lower()})."
+            ) from err
+
+
+def group_key(record: RequestRecord) -> str:
+    """validate labels its records by phase; bench and diagnose by level."""
+    return record.labels.get("phase") or record.labels.get("level", "")
+
+
+def run_spec(info: RunInfo) -> BenchSpec | DiagnoseSpec | ValidateSpec | None:
+    """The spec run.json stores, read through its command's model (None: a run of a version
+    that stored none, or of a command without one); the key and header values are not in it."""
+    model = _SPECS.get(info.command)
+    if model is None or not info.spec:
+        return None
+    try:
+        return model.model_validate(info.spec)
+    except ValidationError as err:
+        raise UserError(f"invalid spec in run.json ({err.errors()[0]['msg'].lower()}).") from err
+
+
+def run_target(info: RunInfo, default: str) -> str:
+    """What the run measured: diagnose's target, or the server bench or validate sent to."""
+    spec = run_spec(info)
+    if isinstance(spec, BenchSpec):
+        return spec.url
+    target = info.config.get("target") or info.config.get("url")
+    return str(target) if target else default
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +139,13 @@ def measured_view(run: RunDir) -> RunView:
             f"{run.root} is an A/B run of two servers, which one map cannot describe: "
             "diagnose each server with its own run."
         )
-    notes = _notes(info)
-    summary = info.summary
-    if info.command == "diagnose" and "phases" in summary and summary.get("main_level"):
+    summary = RunSummary.of(run, info)
+    notes = _notes(summary)
+    if info.command == "diagnose" and summary.phases is not None and summary.main_level:
         # its phases hold: metrics and traces are read over them, even with no records
-        main = str(summary["main_level"])
+        main = summary.main_level
         mine = [r for r in records if r.labels.get("level") == main]
-        try:
-            phases = Phases(**summary["phases"])
-        except TypeError as err:
-            raise UserError(f"{run.run_json}: invalid phases in its summary ({err}).") from err
-        return RunView(info, main, mine, phases, bool(summary.get("client_bound")), notes)
+        return RunView(info, main, mine, summary.phases, summary.client_bound, notes)
     if not records:
         raise UserError(
             f"{run.root} holds no request records (no requests.jsonl, or an empty one): "
@@ -89,27 +154,26 @@ def measured_view(run: RunDir) -> RunView:
     groups: dict[str, list[RequestRecord]] = {}
     for record in records:
         groups.setdefault(group_key(record), []).append(record)
-    measured = _main_group(groups, summary.get("main_level"))
+    measured = _main_group(groups, summary.main_level)
     if measured is None:
         raise UserError(f"no request in {run.root} finished: nothing to diagnose.")
     mine = groups[measured]
     what = f"level {measured}" if measured else "requests"
     notes += (f"the map judges the {info.command} run's {what}.",)
-    client_bound = bool(summary.get("client_bound"))
-    return RunView(info, measured, mine, load_phases(mine), client_bound, notes)
+    return RunView(info, measured, mine, load_phases(mine), summary.client_bound, notes)
 
 
-def _main_group(groups: dict[str, list[RequestRecord]], named: object) -> str | None:
+def _main_group(groups: dict[str, list[RequestRecord]], named: str | None) -> str | None:
     """The group the run names as measured, else the last one that finished a request."""
     done = [key for key, group in groups.items() if any(finished(r) for r in group)]
-    if isinstance(named, str) and named in done:
+    if named is not None and named in done:
         return named
     return done[-1] if done else None
 
 
-def _notes(info: RunInfo) -> tuple[str, ...]:
-    if info.summary.get("status") == "interrupted":
+def _notes(summary: RunSummary) -> tuple[str, ...]:
+    if summary.status == "interrupted":
         return ("the run was interrupted (Ctrl-C): the map judges only what it measured.",)
-    if info.summary.get("status") == "running":
+    if summary.status == "running":
         return ("the run stopped before it finished (killed?): the map judges what it kept.",)
     return ()

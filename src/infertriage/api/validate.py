@@ -1,6 +1,7 @@
 """api, level 5: the `validate` command — the go-live checklist.
 
-Takes a server URL (or, with none, a twin scenario it starts), the SLOs, the
+Takes a `ValidateSpec` (`api.specs`): a server URL (or, with none, a twin
+scenario it starts), the SLOs, the
 production-like load (a workload, a `--rate` or `--concurrency`, a duration)
 and the soak's length; does the functional probes, then the performance
 level and the soak at a steady rate while the collector scrapes the server,
@@ -30,8 +31,10 @@ from infertriage.analyze.golive.checks import (
 )
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.stats.latency import steady_requests
-from infertriage.api.bench import reach, run_bench
+from infertriage.api.bench import SharedRun, reach, run_bench
+from infertriage.api.collect_thread import CollectedInfo
 from infertriage.api.interrupt import Interrupt, interruptible
+from infertriage.api.specs import BenchSpec, ValidateSpec
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.diagnose import Evidence
 from infertriage.diagnose.contention import contention
@@ -54,9 +57,8 @@ from infertriage.schemas import (
     load_thresholds,
     write_json,
 )
-from infertriage.workload import DEFAULT_WORKLOAD
 
-__all__ = ["VALIDATE_SCHEMA", "ValidateResult", "validate", "validate_to_json"]
+__all__ = ["VALIDATE_SCHEMA", "ValidateResult", "ValidateSpec", "validate", "validate_to_json"]
 
 VALIDATE_SCHEMA = "infertriage.validate/v1"
 _IDLE_S = 1.5  # scrapes before the load: the idle KV usage the drain returns to
@@ -103,41 +105,55 @@ def _skipped_stability(reason: str) -> list[Check]:
 
 @dataclass(frozen=True, slots=True)
 class _Load:
+    """The spec with its load settled: `--rate` or `--concurrency` (16 when neither)."""
+
+    spec: ValidateSpec
     rate: float | None
     concurrency: int | None
-    duration_s: float
-    num_requests: int | None
-    soak_s: float
-    soak_rate: float | None
-    bench: dict[str, Any]
+    thresholds: Thresholds
+
+    def performance(self, url: str) -> BenchSpec:
+        """The performance level: `--rate` or `--concurrency`, for a duration or a count."""
+        spec = self.spec
+        return self._bench(url, PERFORMANCE).model_copy(
+            update={
+                "rates": (self.rate,) if self.rate else (),
+                "concurrencies": (self.concurrency,) if self.concurrency else (),
+                "duration_s": None if spec.num_requests else spec.duration_s,
+                "num_requests": spec.num_requests,
+            }
+        )
+
+    def soak(self, url: str, rate: float) -> BenchSpec:
+        """The soak: open loop at `rate` for `--soak`."""
+        update = {"rates": (rate,), "duration_s": self.spec.soak_s}
+        return self._bench(url, SOAK).model_copy(update=update)
+
+    def _bench(self, url: str, phase: str) -> BenchSpec:
+        spec = self.spec
+        return BenchSpec(
+            url=url, client=spec.client, workload=spec.workload, thresholds=self.thresholds,
+            seed=spec.seed, drain_timeout_s=10.0, labels=(("phase", phase),),
+        )  # fmt: skip
 
 
 def _run_phases(
-    target: Target, run: RunDir, clock: RunClock, load: _Load, interrupt: Interrupt
-) -> tuple[Phase, dict[str, Any]]:
-    collector = collector_for(target, run, clock, metrics_optional=True)
+    target: Target, shared: SharedRun, load: _Load, interrupt: Interrupt
+) -> tuple[Phase, CollectedInfo]:
+    clock = shared.clock
+    collector = collector_for(target, shared.run, clock, metrics_optional=True)
     collector.start()
     try:
         interrupt.wait(_IDLE_S)
         idle_end = clock.now_ts()
-        common = {"url": target.url, "run": run, "clock": clock, **load.bench}
-        perf = run_bench(
-            rates=(load.rate,) if load.rate else (),
-            concurrencies=(load.concurrency,) if load.concurrency else (),
-            duration_s=None if load.num_requests else load.duration_s,
-            num_requests=load.num_requests,
-            labels=(("phase", PERFORMANCE),),
-            **common,
-        )
+        perf = run_bench(load.performance(target.url), shared=shared)
         stop_if_rejected(perf)  # its line is in the error-rate check; over 2 % stops here
-        if load.soak_s > 0 and not interrupt.requested:
+        if load.spec.soak_s > 0 and not interrupt.requested:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
-            soak_rate = load.soak_rate or load.rate or _SOAK_SHARE * measured
+            soak_rate = load.spec.soak_rate or load.rate or _SOAK_SHARE * measured
             if soak_rate <= 0:
                 raise UserError("the performance level finished no request: no rate to soak at.")
-            soak = run_bench(
-                rates=(soak_rate,), duration_s=load.soak_s, labels=(("phase", SOAK),), **common
-            )
+            soak = run_bench(load.soak(target.url, soak_rate), shared=shared)
             stop_if_rejected(soak)
         load_end = clock.now_ts()
         interrupt.wait(_DRAIN_S)
@@ -160,78 +176,55 @@ def _load(
     return rate, concurrency
 
 
-def validate(
-    *,
-    url: str | None = None,
-    scenario: str = "healthy",
-    model: str | None = None,
-    endpoint: str = "chat",
-    api_key: str | None = None,
-    slo: str | None = None,
-    workload: str = DEFAULT_WORKLOAD,
-    rate: float | None = None,
-    concurrency: int | None = None,
-    duration_s: float = 60.0,
-    num_requests: int | None = None,
-    soak_s: float = 0.0,
-    soak_rate: float | None = None,
-    metrics_url: str | None = None,
-    dcgm_url: str | None = None,
-    server_pid: int | None = None,
-    functional: bool = True,
-    out: Path | None = None,
-    seed: int = 0,
-    tokenizer: Path | None = None,
-    max_model_len: int | None = None,
-    force: bool = False,
-) -> ValidateResult:
+def validate(spec: ValidateSpec) -> ValidateResult:
     """The `validate` command; see the module docstring."""
-    thresholds = load_thresholds(slo)
-    defaulted = rate is None and concurrency is None
-    rate, concurrency = _load(rate, concurrency, soak_s, soak_rate)
-    if duration_s <= 0 and num_requests is None:
+    thresholds = load_thresholds(spec.slo)
+    defaulted = spec.rate is None and spec.concurrency is None
+    rate, concurrency = _load(spec.rate, spec.concurrency, spec.soak_s, spec.soak_rate)
+    if spec.duration_s <= 0 and spec.num_requests is None:
         raise UserError("--duration must be positive.")
-    bench = {
-        "model": model, "endpoint": endpoint, "api_key": api_key, "thresholds": thresholds,
-        "workload": workload, "seed": seed, "drain_timeout_s": 10.0, "tokenizer": tokenizer,
-        "max_model_len": max_model_len,
-    }  # fmt: skip
-    load = _Load(rate, concurrency, duration_s, num_requests, soak_s, soak_rate, bench)
-    check_out(out, force=force)  # an --out holding a run is refused first
-    if url is not None:
-        reach(url, api_key)  # then a server that cannot be reached, before the run dir
-    run = RunDir.create(out, prefix="validate", force=force)
-    clock = RunClock()
+    load = _Load(spec, rate, concurrency, thresholds)
+    check_out(spec.out, force=spec.force)  # an --out holding a run is refused first
+    if spec.url is not None:
+        reach(spec.url, spec.client.api_key)  # then a server that cannot be reached, first
+    run = RunDir.create(spec.out, prefix="validate", force=spec.force)
+    shared = SharedRun(run)
     notes: list[str] = []
     if defaulted:
         notes.append(
             f"no --rate given: the performance level is a closed loop of {concurrency} "
             "streams; give your expected peak --rate for a production-like check."
         )
-    if url is None:
-        context: contextlib.AbstractContextManager[Target] = twin_target(scenario)
-    else:
-        context = contextlib.nullcontext(
-            Target(url, metrics_url, dcgm_url, server_pid, {}, url, profile=False)
-        )
     # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
-    with interruptible() as interrupt, context as target:
+    with interruptible() as interrupt, _target(spec) as target:
+        client = spec.client
         checks = [
             _functional(c) for c in functional_checks(
-                target.url, model, api_key=api_key, max_model_len=max_model_len
+                target.url, client.model, api_key=client.api_key,
+                max_model_len=client.max_model_len,
             )
-        ] if functional else []  # fmt: skip
-        phase, collected = _run_phases(target, run, clock, load, interrupt)
+        ] if spec.functional else []  # fmt: skip
+        phase, collected = _run_phases(target, shared, load, interrupt)
         if interrupt.requested:
             notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
-        measured = _measured(run, phase, thresholds, soak_s, seed)
+        measured = _measured(run, phase, thresholds, spec.soak_s, spec.seed)
         notes += measured.notes
         result = ValidateResult(
             run.root, target.name, (*checks, *measured.checks), tuple(notes), measured.judged,
             interrupted=interrupt.requested,
         )  # fmt: skip
-        _write(run, clock, result, load, collected)
+        _write(run, shared.clock, result, load, collected)
     return result
+
+
+def _target(spec: ValidateSpec) -> contextlib.AbstractContextManager[Target]:
+    """The server to validate: the one at `--url`, or a twin started for the run."""
+    if spec.url is None:
+        return twin_target(spec.scenario)
+    url = spec.url
+    return contextlib.nullcontext(
+        Target(url, spec.metrics_url, spec.dcgm_url, spec.server_pid, {}, url, profile=False)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,27 +293,29 @@ def validate_to_json(result: ValidateResult) -> dict[str, Any]:
 
 
 def _write(
-    run: RunDir, clock: RunClock, result: ValidateResult, load: _Load, collected: dict[str, Any]
+    run: RunDir, clock: RunClock, result: ValidateResult, load: _Load, collected: CollectedInfo
 ) -> None:
     document = validate_to_json(result)
     write_json(run.root / "validate.json", document)
+    spec = load.spec
     config = {
         "target": result.target,
         "rate": load.rate,
         "concurrency": load.concurrency,
-        "duration_s": load.duration_s,
-        "num_requests": load.num_requests,
-        "soak_s": load.soak_s,
-        "workload": load.bench["workload"],
-        "seed": load.bench["seed"],
+        "duration_s": spec.duration_s,
+        "num_requests": spec.num_requests,
+        "soak_s": spec.soak_s,
+        "workload": spec.workload,
+        "seed": spec.seed,
     }
     run.write_info(
         RunInfo(
             command="validate",
             wall_anchor_s=clock.wall_anchor_s,
             config=config,
-            environment=collected.get("environment", {}),
-            server_config=collected.get("server_config", {}),
+            spec=spec.model_dump(mode="json"),
+            environment=collected.environment,
+            server_config=collected.server_config,
             summary={
                 "status": "interrupted" if result.interrupted else "complete",
                 "ready": result.ready,

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from infertriage.api.bench import BenchResult, run_bench
+from infertriage.api.specs import BenchSpec, ClientSpec, parse_endpoint
 from infertriage.cli.common import print_json
 from infertriage.cli.options import (
     arrival_spec,
@@ -126,20 +127,22 @@ def bench(
     thresholds = load_thresholds(slo)
     rates = _split(rate, "--rate", float)
     concurrencies = [round(c) for c in _split(concurrency, "--concurrency", int)]
+    client = ClientSpec(
+        model=model, endpoint=parse_endpoint(endpoint), api_key=api_key, headers=tuple(header),
+        tokenizer=tokenizer, max_model_len=max_model_len,
+    )  # fmt: skip
+    spec = BenchSpec(
+        url=url, client=client, rates=tuple(rates), concurrencies=tuple(concurrencies),
+        sweep=sweep, workload=workload, arrival=arrival, duration_s=duration,
+        num_requests=num_requests, workers=workers, max_concurrency=max_concurrency,
+        think_time_s=think_time, out=out, force=force, thresholds=thresholds, goodput=goodput,
+        timeout_s=timeout, stall_timeout_s=stall_timeout, drain_timeout_s=drain_timeout,
+        seed=seed, continuous_usage=continuous_usage, ignore_eos=ignore_eos,
+        check_tokens=tokenize_check, use_uvloop=uvloop,
+    )  # fmt: skip
     display = None if json_out else BenchProgress(Console(stderr=True))
     with display if display is not None else contextlib.nullcontext():
-        result = run_bench(
-            url=url, model=model, endpoint=endpoint, api_key=api_key, rates=rates,
-            concurrencies=concurrencies, sweep=sweep, workload=workload, arrival=arrival,
-            duration_s=duration, num_requests=num_requests, workers=workers,
-            max_concurrency=max_concurrency, think_time_s=think_time, out=out,
-            force=force,
-            thresholds=thresholds, goodput=goodput, headers=header,
-            timeout_s=timeout, stall_timeout_s=stall_timeout,
-            drain_timeout_s=drain_timeout, seed=seed, tokenizer=tokenizer,
-            max_model_len=max_model_len, continuous_usage=continuous_usage,
-            ignore_eos=ignore_eos, check_tokens=tokenize_check, use_uvloop=uvloop, observer=display,
-        )  # fmt: skip
+        result = run_bench(spec, observer=display)
     if json_out:
         print_json(bench_to_json(result))
     else:

@@ -23,6 +23,7 @@ from infertriage.api.compare import (
     list_baselines,
     save_baseline,
 )
+from infertriage.api.specs import ClientSpec, CompareABSpec, CompareRunsSpec, parse_endpoint
 from infertriage.cli.common import print_json
 from infertriage.cli.options import (
     http_url,
@@ -160,19 +161,24 @@ def compare(
     if url:
         if len(url) != 2 or base is not None:
             raise UserError("A/B takes exactly two --url (A then B) and no BASE or RUN.")
-        result = compare_ab(
-            urls=(url[0], url[1]), rate=rate, concurrency=concurrency,
-            duration_s=duration, num_requests=num_requests, blocks=blocks,
-            workload=workload, model=model, endpoint=endpoint,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY"), threshold=limit, out=out,
-            seed=seed, force=force,
+        client = ClientSpec(
+            model=model, endpoint=parse_endpoint(endpoint),
+            api_key=api_key or os.environ.get("OPENAI_API_KEY"),
         )  # fmt: skip
+        spec = CompareABSpec(
+            urls=(url[0], url[1]), client=client, rate=rate, concurrency=concurrency,
+            duration_s=duration, num_requests=num_requests, blocks=blocks, workload=workload,
+            threshold=limit, seed=seed, out=out, force=force,
+        )  # fmt: skip
+        result = compare_ab(spec)
     else:
         if base is None or run is None:
             raise UserError(
                 "give BASE and RUN (a baseline or run directory, then a run) or --url A --url B."
             )
-        result = compare_runs(base=base, run=run, threshold=limit, store=store, seed=seed)
+        result = compare_runs(
+            CompareRunsSpec(base=base, run=run, threshold=limit, store=store, seed=seed)
+        )
     if markdown is not None:
         markdown.write_text(compare_markdown(result))
     if json_out:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from infertriage.api.diagnose import diagnose as run_diagnose
+from infertriage.api.specs import ClientSpec, DiagnoseSpec, parse_endpoint
 from infertriage.cli.common import print_json
 from infertriage.cli.options import (
     gpu_name,
@@ -109,34 +110,20 @@ def diagnose(
         deployment["model"] = model_config
     if gpu:
         deployment["gpu"] = gpu
-    result = run_diagnose(
-        url=url,
-        scenario=scenario,
-        metrics_url=metrics_url,
-        dcgm_url=dcgm_url,
-        server_pid=server_pid,
-        duration_s=duration,
-        from_run=from_run,
-        metrics_file=metrics_file,
-        slo=slo,
-        out=out,
-        model=model,
-        endpoint=endpoint,
-        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
-        deployment=deployment,
-        traces=trace,
-        workload=workload,
-        tokenizer=tokenizer,
+    client = ClientSpec(
+        model=model, endpoint=parse_endpoint(endpoint),
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"), tokenizer=tokenizer,
         max_model_len=max_model_len,
-        concurrency=concurrency,
-        prometheus=prometheus,
-        selector=selector,
-        profile_s=profile,
-        profile_dir=profile_dir,
-        logs=log,
-        compare_run=compare_run,
-        force=force,
-    )
+    )  # fmt: skip
+    spec = DiagnoseSpec(
+        url=url, scenario=scenario, client=client, metrics_url=metrics_url, dcgm_url=dcgm_url,
+        server_pid=server_pid, prometheus=prometheus, selector=selector, duration_s=duration,
+        concurrency=concurrency, workload=workload, from_run=from_run,
+        metrics_file=metrics_file, compare_run=compare_run, slo=slo, deployment=deployment,
+        traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
+        out=out, force=force,
+    )  # fmt: skip
+    result = run_diagnose(spec)
     for note in result.notes:
         typer.echo(f"note: {show_controls(note)}", err=True)
     if json_out:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from infertriage.api.metrics import fleet_metrics, scrape_metrics
+from infertriage.api.metrics import FleetSpec, fleet_metrics, scrape_metrics
 from infertriage.cli.common import print_json
 from infertriage.cli.options import http_url, positive, seconds
 from infertriage.collect.prometheus_api import required_matchers
@@ -45,7 +45,9 @@ def metrics(
             raise UserError("give a URL or file, or --prometheus with --selector, not both.")
         required_matchers(selector)
         window = duration or _FLEET_WINDOW_S
-        fleet = fleet_metrics(prometheus, selector, window)
+        fleet = fleet_metrics(
+            FleetSpec(prometheus_url=prometheus, selector=selector, window_s=window)
+        )
         if json_out:
             print_json(fleet_to_json(fleet))
         else:

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from infertriage import api
+from infertriage.api.specs import PlanSpec
 from infertriage.cli.common import print_json
 from infertriage.cli.options import fraction, milliseconds, positive
 from infertriage.report.plan import plan_to_json, render_plan
@@ -58,7 +59,7 @@ def plan(
     from_run: Path | None = typer.Option(None, "--from-run", help="Take lengths from a run."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    report = api.plan(
+    spec = PlanSpec(
         model=model,
         gpu=gpu,
         max_model_len=max_model_len,
@@ -74,12 +75,13 @@ def plan(
         kv_dtype=kv_dtype,
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_batched_tokens=max_num_batched_tokens,
-        what_if=what_if,
+        what_if=tuple(what_if),
         measured_itl_s=measured_itl,
         measured_throughput_tok_s=measured_throughput,
         gpu_hour_cost=gpu_hour_cost,
         from_run=from_run,
     )
+    report = api.plan(spec)
     if json_out:
         print_json(plan_to_json(report))
     else:

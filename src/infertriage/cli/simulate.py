@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 
 from infertriage import api
+from infertriage.api.specs import SimulateSpec
 from infertriage.cli.common import print_json
 from infertriage.cli.options import non_negative, positive, scenario_name
 from infertriage.report.simulate import render_simulation
@@ -31,7 +32,7 @@ def simulate(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    result = api.simulate(
+    spec = SimulateSpec(
         scenario=scenario,
         rate=rate,
         num_requests=num_requests,
@@ -40,6 +41,7 @@ def simulate(
         arrivals=arrivals,
         seed=seed,
     )
+    result = api.simulate(spec)
     if json_out:
         print_json(result.model_dump(mode="json"))
     else:

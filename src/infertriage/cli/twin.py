@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from infertriage import api
+from infertriage.api.specs import TwinSpec
 from infertriage.cli.options import non_negative, scenario_name, seconds, tcp_port
 
 
@@ -29,4 +30,7 @@ def twin(
         None, "--profile-dir", help="Serve /start_profile and /stop_profile; traces go here."
     ),
 ) -> None:
-    api.serve_twin(scenario, host=host, port=port, load_time_s=load_time, profile_dir=profile_dir)
+    spec = TwinSpec(
+        scenario=scenario, host=host, port=port, load_time_s=load_time, profile_dir=profile_dir
+    )
+    api.serve_twin(spec)

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from infertriage.api.specs import ClientSpec, ValidateSpec, parse_endpoint
 from infertriage.api.validate import validate as run_validate
 from infertriage.api.validate import validate_to_json
 from infertriage.cli.common import print_json
@@ -92,30 +93,18 @@ def validate(
     force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
-    result = run_validate(
-        url=url,
-        scenario=scenario,
-        model=model,
-        endpoint=endpoint,
-        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
-        slo=slo,
-        workload=workload,
-        rate=rate,
-        concurrency=concurrency,
-        duration_s=duration,
-        num_requests=num_requests,
-        soak_s=soak,
-        soak_rate=soak_rate,
-        metrics_url=metrics_url,
-        dcgm_url=dcgm_url,
-        server_pid=server_pid,
-        functional=not skip_functional,
-        out=out,
-        seed=seed,
-        tokenizer=tokenizer,
+    client = ClientSpec(
+        model=model, endpoint=parse_endpoint(endpoint),
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"), tokenizer=tokenizer,
         max_model_len=max_model_len,
-        force=force,
-    )
+    )  # fmt: skip
+    spec = ValidateSpec(
+        url=url, scenario=scenario, client=client, slo=slo, workload=workload, rate=rate,
+        concurrency=concurrency, duration_s=duration, num_requests=num_requests, soak_s=soak,
+        soak_rate=soak_rate, metrics_url=metrics_url, dcgm_url=dcgm_url, server_pid=server_pid,
+        functional=not skip_functional, seed=seed, out=out, force=force,
+    )  # fmt: skip
+    result = run_validate(spec)
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"
     if markdown is not None:
         markdown.write_text(checklist_markdown(result.checks, title=title, notes=result.notes))

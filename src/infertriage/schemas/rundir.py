@@ -156,6 +156,7 @@ class RunInfo(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     server_config: dict[str, Any] = Field(default_factory=dict)
     summary: dict[str, Any] = Field(default_factory=dict)
+    spec: dict[str, Any] = Field(default_factory=dict)  # the command's spec (`api.specs`)
 
 
 def holds_run(folder: Path) -> bool:

@@ -1,0 +1,239 @@
+"""api, level 5: one typed spec per command — what the user asked for, as one frozen model.
+
+Each command's CLI options map one to one onto its spec; the api function
+takes the spec (and at most an observer, a shared run or a clock), and
+run.json stores it under `spec` (`model_dump(mode="json")`), so `--from-run`
+reads a run's settings back through the same model. `ClientSpec` is what
+bench, diagnose, validate and compare share — how requests reach the server
+and what is known of its model — and what the last three hand to bench.
+The API key and header values are sent, never stored: they are left out of
+every dump (and of `repr`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from infertriage.loadgen.client import Endpoint
+from infertriage.schemas import Thresholds, UserError
+from infertriage.workload import DEFAULT_WORKLOAD
+
+__all__ = [
+    "BenchSpec",
+    "ClientSpec",
+    "CompareABSpec",
+    "CompareRunsSpec",
+    "DiagnoseSpec",
+    "Endpoint",
+    "FleetSpec",
+    "LoadMode",
+    "PlanSpec",
+    "SimulateSpec",
+    "TwinSpec",
+    "ValidateSpec",
+    "parse_endpoint",
+]
+
+
+class LoadMode(StrEnum):
+    """How a load level sends: an open loop at a rate, closed-loop users, or a trace's times."""
+
+    RATE = "rate"
+    CONCURRENCY = "concurrency"
+    REPLAY = "replay"
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """`--endpoint`: chat or completions, else one sentence naming the flag."""
+    try:
+        return Endpoint(text)
+    except ValueError:
+        raise UserError(f"--endpoint must be chat or completions, not {text!r}.") from None
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ClientSpec(_Spec):
+    """How requests reach the server and what is known of its model (bench's, and the
+    loads of diagnose, validate and compare)."""
+
+    model: str | None = None  # None: the server's first
+    endpoint: Endpoint = Endpoint.CHAT
+    api_key: str | None = Field(default=None, exclude=True, repr=False)  # sent, never stored
+    headers: tuple[str, ...] = Field(default=(), exclude=True, repr=False)  # NAME:VALUE, sent
+    tokenizer: Path | None = None  # a local tokenizer.json
+    max_model_len: int | None = None  # the server's context, where it does not say it
+
+
+class BenchSpec(_Spec):
+    """`bench`: load levels against one server. Ranges are checked by `run_bench`, each in
+    one sentence naming its flag; `labels` go on every record (validate's phase, compare's arm)."""
+
+    url: str
+    client: ClientSpec = ClientSpec()
+    rates: tuple[float, ...] = ()
+    concurrencies: tuple[int, ...] = ()
+    sweep: bool = False
+    workload: str = DEFAULT_WORKLOAD
+    arrival: str = "poisson"
+    duration_s: float | None = None
+    num_requests: int | None = None
+    workers: int = 1
+    max_concurrency: int | None = None
+    think_time_s: float = 0.0
+    out: Path | None = None
+    force: bool = False
+    thresholds: Thresholds | None = None  # None: the defaults (`--slo` loaded by the caller)
+    goodput: str | None = None
+    timeout_s: float = 600.0
+    stall_timeout_s: float | None = None  # None: min(timeout, 60 s)
+    drain_timeout_s: float | None = None  # None: min(timeout, 30 s)
+    seed: int = 0
+    continuous_usage: bool = True
+    ignore_eos: bool = True
+    check_tokens: bool = True
+    use_uvloop: bool = True
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+class DiagnoseSpec(_Spec):
+    """`diagnose`: a sweep against `url` (None: a twin of `scenario`), `--from-run` or one
+    `--metrics-file` scrape; what to watch beside the load and what to capture."""
+
+    url: str | None = None
+    scenario: str = "healthy"
+    client: ClientSpec = ClientSpec()
+    metrics_url: str | None = None
+    dcgm_url: str | None = None
+    server_pid: int | None = None
+    prometheus: str | None = None
+    selector: str = ""
+    duration_s: float = 60.0
+    concurrency: int = 16
+    workload: str = DEFAULT_WORKLOAD
+    from_run: Path | None = None
+    metrics_file: Path | None = None
+    compare_run: Path | None = None
+    slo: str | None = None
+    deployment: dict[str, Any] = Field(default_factory=dict)
+    traces: tuple[Path, ...] = ()
+    profile_s: float | None = None
+    profile_dir: Path | None = None
+    logs: tuple[Path, ...] = ()
+    out: Path | None = None
+    force: bool = False
+
+
+class ValidateSpec(_Spec):
+    """`validate`: the go-live checklist against `url` (None: a twin of `scenario`)."""
+
+    url: str | None = None
+    scenario: str = "healthy"
+    client: ClientSpec = ClientSpec()
+    slo: str | None = None
+    workload: str = DEFAULT_WORKLOAD
+    rate: float | None = None
+    concurrency: int | None = None
+    duration_s: float = 60.0
+    num_requests: int | None = None
+    soak_s: float = 0.0
+    soak_rate: float | None = None
+    metrics_url: str | None = None
+    dcgm_url: str | None = None
+    server_pid: int | None = None
+    functional: bool = True
+    seed: int = 0
+    out: Path | None = None
+    force: bool = False
+
+
+class CompareRunsSpec(_Spec):
+    """`compare BASE RUN`: a baseline's name or a run directory, then a run directory."""
+
+    base: str
+    run: Path
+    threshold: float = 0.10
+    store: Path | None = None
+    seed: int = 0
+
+
+class CompareABSpec(_Spec):
+    """`compare --url A --url B`: one seeded schedule, interleaved in blocks over both."""
+
+    urls: tuple[str, str]
+    client: ClientSpec = ClientSpec()
+    rate: float | None = None
+    concurrency: int | None = None
+    duration_s: float | None = 60.0
+    num_requests: int | None = None
+    blocks: int = 4
+    workload: str = DEFAULT_WORKLOAD
+    threshold: float = 0.10
+    seed: int = 0
+    out: Path | None = None
+    force: bool = False
+
+
+class PlanSpec(_Spec):
+    """`plan`: a model on a GPU at a concurrency; what-ifs; figures measured elsewhere."""
+
+    model: str
+    gpu: str
+    max_model_len: int
+    concurrency: int | None = None
+    num_gpus: int | None = None
+    gpus_per_node: int = 8
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    input_len: int | None = None
+    output_len: int | None = None
+    dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    gpu_memory_utilization: float = 0.9
+    max_num_batched_tokens: int = 8192
+    what_if: tuple[str, ...] = ()
+    measured_itl_s: float | None = None
+    measured_throughput_tok_s: float | None = None
+    gpu_hour_cost: float | None = None
+    from_run: Path | None = None
+
+
+class SimulateSpec(_Spec):
+    """`simulate`: a twin scenario's engine on a virtual clock at one rate."""
+
+    scenario: str
+    rate: float
+    num_requests: int
+    input_len: int | None = None
+    output_len: int | None = None
+    arrivals: str = "poisson"
+    seed: int | None = None
+
+
+class TwinSpec(_Spec):
+    """`twin`: serve a scenario until interrupted."""
+
+    scenario: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    load_time_s: float | None = None
+    profile_dir: Path | None = None
+
+
+class FleetSpec(_Spec):
+    """A Prometheus query of the replicas a selector matches, over the last `window_s`."""
+
+    prometheus_url: str
+    selector: str
+    window_s: float
+    end_unix_s: float | None = None
+    step_s: float | None = None
+    rate_window_s: float | None = None
+    imbalance_ratio: float = 1.5
