@@ -12,7 +12,7 @@ from pathlib import Path
 
 from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import sweep_of
-from infertriage.api.preflight import WorkloadFit
+from infertriage.api.preflight import ServerInfo, WorkloadFit
 from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.client import Endpoint
 from infertriage.twin.frontend import apply_chat_template
@@ -50,9 +50,10 @@ def test_the_default_diagnose_load_fits_the_healthy_twin() -> None:
     )  # fmt: skip
     assert _over(schedule.specs, 8192) > 10  # unfitted, the twin would reject these
     with TwinProcess("healthy", load_time_s=0.1) as twin:
+        served = ServerInfo((), base_url=twin.url + "/v1")
         fit = WorkloadFit(
-            ContextLimit(8192, "/v1/models max_model_len"), base_url=twin.url + "/v1",
-            model="llama-3.1-8b", endpoint=Endpoint.CHAT, headers={}, tokenizer=None,
+            ContextLimit(8192, "/v1/models max_model_len"), served,
+            model="llama-3.1-8b", endpoint=Endpoint.CHAT, tokenizer=None,
         )  # fmt: skip
         fitted = fit.fit(schedule)
     assert fit.prompt_model is not None and fit.prompt_model.source == "/tokenize"

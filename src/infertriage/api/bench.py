@@ -500,12 +500,10 @@ def run_bench(
     session = _Session(
         resolved, config, client, shared, thresholds, slos, local_tokenizer, observer
     )
-    sent = {**dict(pairs), **auth}
-    limit = context_limit(base, sent, chosen, info.entries, config.max_model_len)
+    limit = context_limit(info, chosen, config.max_model_len)
     session.fitting = WorkloadFit(
-        limit, base_url=base, model=chosen, endpoint=config.endpoint, headers=sent,
-        tokenizer=local_tokenizer,
-    )  # fmt: skip
+        limit, info, model=chosen, endpoint=config.endpoint, tokenizer=local_tokenizer
+    )
     return _run_levels(session, info, ws, levels, limit.max_model_len)
 
 

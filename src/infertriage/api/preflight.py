@@ -13,7 +13,7 @@ schedule it sees) and fits every level's schedule to the limit
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -46,8 +46,12 @@ _PROBE_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True, slots=True)
 class ServerInfo:
+    """What `/v1/models` answered, and where and how it was asked (for `context_limit`)."""
+
     models: tuple[str, ...]
     entries: tuple[Any, ...] = ()  # the model cards, for `context_limit`
+    base_url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # the key is in them
 
 
 async def _get_models(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -76,7 +80,7 @@ def preflight(base: str, headers: dict[str, str], *, need_model: bool) -> Server
         raise UserError(f"{base} refused the request (HTTP {status}): check --api-key.")
     if status != 200:
         if not need_model:
-            return ServerInfo(())
+            return ServerInfo((), base_url=base, headers=headers)
         raise UserError(
             f"{base}/models answered HTTP {status}: is this the base URL of an "
             "OpenAI-compatible server?"
@@ -86,11 +90,11 @@ def preflight(base: str, headers: dict[str, str], *, need_model: bool) -> Server
     except orjson.JSONDecodeError as err:
         raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
     if isinstance(document, dict) and not document.get("data"):
-        return ServerInfo(())  # a list of no models
+        return ServerInfo((), base_url=base, headers=headers)  # a list of no models
     listing = read_model_list(document)
     if listing.problem:
         raise UserError(f"{base}/models did not answer with an OpenAI model list.")
-    return ServerInfo(listing.ids, listing.cards)
+    return ServerInfo(listing.ids, listing.cards, base_url=base, headers=headers)
 
 
 def choose_model(model: str | None, info: ServerInfo, base: str) -> str:
@@ -121,15 +125,11 @@ async def _find(
         )
 
 
-def context_limit(
-    base_url: str,
-    headers: Mapping[str, str],
-    model: str,
-    entries: Sequence[Any],
-    override: int | None,
-) -> ContextLimit:
+def context_limit(info: ServerInfo, model: str, override: int | None) -> ContextLimit:
     """The server's context length: the override, what it says, else the assumed default."""
-    found = run_sync(_find(base_url, headers, model, entries, override), use_uvloop=False)
+    found = run_sync(
+        _find(info.base_url, info.headers, model, info.entries, override), use_uvloop=False
+    )
     return found or ContextLimit(DEFAULT_MAX_MODEL_LEN, "assumed")
 
 
@@ -139,18 +139,17 @@ class WorkloadFit:
     def __init__(
         self,
         limit: ContextLimit,
+        info: ServerInfo,
         *,
-        base_url: str,
         model: str,
         endpoint: Endpoint,
-        headers: Mapping[str, str],
         tokenizer: LocalTokenizer | None,
     ) -> None:
         self.limit = limit
-        self.base_url = base_url
+        self.base_url = info.base_url
         self.model = model
         self.endpoint = endpoint
-        self.headers = dict(headers)
+        self.headers = dict(info.headers)
         self.tokenizer = tokenizer
         self.prompt_model: PromptModel | None = None
         self.report: FitReport | None = None
