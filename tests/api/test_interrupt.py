@@ -196,7 +196,11 @@ def test_a_second_ctrl_c_in_diagnose_exits_at_once_and_leaves_no_twin(
     _interrupt(proc, "group")
     started = time.monotonic()
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and time.monotonic() - started < AT_ONCE_S, stderr
+    # 130 from the handler; or, when the first Ctrl-C's run had already written everything
+    # and Python was finalising (it restores SIGINT's default then), death by the signal —
+    # "at once" either way (seen 2 times in 8 on a busy host).
+    assert proc.returncode in (130, -signal.SIGINT), stderr
+    assert time.monotonic() - started < AT_ONCE_S, stderr
     assert "Traceback" not in stderr
     assert _gone(twin)
 
