@@ -36,7 +36,8 @@ Unlike `diagnose_property.py`, nothing here is drawn around the packaged scenari
   spec-low-acceptance (accepted/drafted: mild ≥ 55 %, moderate 15–30 %, severe
   < 15 %).
 - **Pairs**: two families at moderate knobs on one base, kept when the pair's
-  ratio is ≥ 1.3. Expected: both layers hold a finding and the primary is one of
+  ratio is ≥ 1.3 and each fault alone, with the same knobs, is moderate or more
+  by its own grading. Expected: both layers hold a finding and the primary is one of
   the two; the one with the larger solo ratio is the "ideal" primary (reported).
 - **Healthy** cases cycle through every GPU.
 
@@ -107,7 +108,7 @@ ITL_MULTIPLE, ITL_ADD_S = 2.0, 0.015
 # the symptom bands
 MILD_MAX, MODERATE_MIN, SEVERE_MIN = 0.8, 1.3, 3.0
 _SIM_REQUESTS = 80
-_KNOB_TRIES, _BASE_TRIES = 6, 60
+_KNOB_TRIES, _BASE_TRIES = 6, 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,11 +490,14 @@ def _checked_base(
 
 def _faulty(
     rng: random.Random, base: dict[str, Any], families: Sequence[str], severity: str
-) -> tuple[dict[str, Any], list[str]] | None:
+) -> tuple[dict[str, Any], list[str], list[Any]] | None:
+    """The base with `families` injected, their words, and the generator's state before each
+    (a pair's solo faults are redrawn from it with the same knobs)."""
     s = json.loads(json.dumps(base))
-    words = []
+    words, states = [], []
     for family in families:
         knob = severity if severity != "pair" else "moderate"
+        states.append(rng.getstate())
         said = FAULTS[family][1](rng, s, knob)
         if said is None:
             return None
@@ -502,7 +506,25 @@ def _faulty(
         scenario_from_mapping(s)
     except UserError:
         return None
-    return s, words
+    return s, words, states
+
+
+def _solo(
+    base: dict[str, Any], family: str, state: Any, cal: Calibration, workload: str
+) -> tuple[float, bool]:
+    """One fault of a pair alone, with the pair's knob: (symptom ratio, at least moderate)."""
+    rng = random.Random()
+    rng.setstate(state)
+    made = _faulty(rng, base, (family,), "moderate")
+    if made is None:
+        return 0.0, False
+    ratio = symptom_ratio(made[0], cal, workload)
+    if family in KNOB_GRADED:
+        return ratio, True
+    if family in MEASURE_BANDS:
+        measure = _measure(family, made[0], cal, workload)
+        return ratio, measure >= MEASURE_BANDS[family]["moderate"][0]
+    return ratio, ratio >= MODERATE_MIN
 
 
 def _draw(  # noqa: PLR0917 — one case's every coordinate
@@ -512,12 +534,14 @@ def _draw(  # noqa: PLR0917 — one case's every coordinate
     workload = LONG_PROMPTS if "prefill-budget" in families else CHAT
     for _ in range(_BASE_TRIES):
         base, cal = _checked_base(rng, model, gpu, workload)
-        model = None if rng.random() < 0.3 else model  # hints loosen as bases fail
+        # hints loosen as bases fail (a healthy case keeps its GPU: healthy on every GPU)
+        model = None if rng.random() < 0.3 else model
+        gpu = None if families and rng.random() < 0.3 else gpu
         for _ in range(_KNOB_TRIES):
             made = _faulty(rng, base, families, severity)
             if made is None:
                 break
-            s, words = made
+            s, words, states = made
             try:
                 ratio = symptom_ratio(s, cal, workload) if families else 0.0
                 measure = _measure(families[0], s, cal, workload) if len(families) == 1 else 0.0
@@ -526,12 +550,15 @@ def _draw(  # noqa: PLR0917 — one case's every coordinate
             if not _graded_fits(families, severity, ratio, measure):
                 continue
             ideal = None
-            if severity == "pair":
-                solo = []
-                for family in families:
-                    one = _faulty(random.Random(index), base, (family,), "moderate")
-                    solo.append(symptom_ratio(one[0], cal, workload) if one else 0.0)
-                ideal = FAULTS[families[solo.index(max(solo))]][0].value
+            if severity == "pair":  # each fault alone must be a fault too (moderate or more)
+                solo = [
+                    _solo(base, f, st, cal, workload)
+                    for f, st in zip(families, states, strict=True)
+                ]
+                if not all(enough for _, enough in solo):
+                    continue
+                ratios = [r for r, _ in solo]
+                ideal = FAULTS[families[ratios.index(max(ratios))]][0].value
             expected = (
                 ()
                 if severity in {"mild", "healthy"}
@@ -576,8 +603,11 @@ def plan_cases(num_cases: int, seed: int) -> list[tuple[tuple[str, ...], str]]:
     return plan
 
 
-def draw_cases(num_cases: int, seed: int, duration_s: float = 6.0) -> list[Case]:
-    """`num_cases` cases; models and GPUs cycle (healthy ones over every GPU), shuffled by seed."""
+def draw_cases(
+    num_cases: int, seed: int, duration_s: float = 6.0, undrawn: list[str] | None = None
+) -> list[Case]:
+    """`num_cases` cases; models and GPUs cycle (healthy ones over every GPU), shuffled by seed.
+    A case whose severity band no base reached is left out and said in `undrawn`."""
     rng = random.Random(seed)
     models, gpus, healthy_gpus = list(MODELS), list(GPUS), list(GPUS)
     for order in (models, gpus, healthy_gpus):
@@ -591,7 +621,12 @@ def draw_cases(num_cases: int, seed: int, duration_s: float = 6.0) -> list[Case]
             healthy += 1
         else:
             model, gpu = models[index % len(models)], gpus[index % len(gpus)]
-        cases.append(_draw(rng, index, families, severity, model, gpu, duration_s))
+        try:
+            cases.append(_draw(rng, index, families, severity, model, gpu, duration_s))
+        except RuntimeError as err:
+            print(f"not drawn: {err}", file=sys.stderr, flush=True)
+            if undrawn is not None:
+                undrawn.append(str(err))
     return cases
 
 
@@ -750,6 +785,8 @@ def render(results: Sequence[Result], meta: dict[str, Any]) -> str:
         f"primary the one with the larger solo symptom: {prop._share(ideal, len(_scored(pairs)))}",
         f"- contended (host-contention caveat; not scored): {len(contended)}",
         f"- crashed runs: {sum(1 for r in results if r.error)}",
+        f"- cases left out, no base reached their severity band: {len(meta.get('undrawn', []))}"
+        + "".join(f"\n  - {u}" for u in meta.get("undrawn", [])),
     ]
     for severity in SEVERITIES:
         mine = [r for r in singles if r.case.severity == severity]
@@ -844,12 +881,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int(time.time())
     print(f"seed {seed}", flush=True)
-    cases = draw_cases(args.num_cases, seed, args.duration)
+    undrawn: list[str] = []
+    cases = draw_cases(args.num_cases, seed, args.duration, undrawn)
     command = " ".join(sys.argv[1:] if argv is None else argv)
     meta = {
         "command": f"python benchmarks/diagnose_generalise.py {command}".strip()
         + ("" if args.seed is not None else f" --seed {seed}"),
         "planned": len(cases),
+        "undrawn": undrawn,
         "jobs": args.jobs,
         "seed": seed,
         "load_start": prop._load_average(),
