@@ -71,6 +71,7 @@ from typing import Any
 import yaml
 
 from infertriage.api.diagnose import diagnose
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.plan import get_gpu
 from infertriage.schemas import Diagnosis, Layer, Status, UserError
 from infertriage.twin.capacity import make_hardware
@@ -672,13 +673,14 @@ def run_case(case: Case, workdir: str) -> Result:
     path.write_text(yaml.safe_dump(case.scenario, sort_keys=False))
     started = time.monotonic()
     try:
-        diagnosis = diagnose(
+        spec = DiagnoseSpec(
             scenario=str(path),
             duration_s=case.duration_s,
             slo=case.slo,
             workload=case.workload,
             out=folder / "run",
-        ).diagnosis
+        )
+        diagnosis = diagnose(spec).diagnosis
     except Exception as err:  # a crash is a result of the benchmark, not of the harness
         error = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
         return Result(case, wall_s=time.monotonic() - started, error=error)

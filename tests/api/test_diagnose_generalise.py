@@ -2,9 +2,9 @@
 
 `benchmarks/diagnose_generalise.py` draws deployments over ten models and nine
 GPUs, SLOs relative to each deployment, faults at graded severities, pairs and
-healthy cases. Here the seed comes from the clock (printed, and in every assertion
-message: rerun a failure with `--seed`), so each run of the suite meets
-configurations no one tuned on: one moderate-or-severe faulty case and one healthy
+healthy cases. Here the seed is the date (UTC, printed and in every assertion
+message: rerun a failure with `--seed`, or the test with INFERTRIAGE_SEED), so each
+day's runs of the suite meet configurations no one tuned on: one moderate-or-severe faulty case and one healthy
 one, each a real `diagnose` run against the real-time twin. A fast test checks that
 the generator's draws are valid and cover every family, severity, model and GPU.
 """
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import random
 import sys
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -25,7 +26,9 @@ from infertriage.schemas import UserError
 from infertriage.twin.scenario import scenario_from_mapping
 
 _SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnose_generalise.py"
-_SEED = int(time.time())
+# The date's seed: every worker of a run draws the same sample, each day draws a new one;
+# INFERTRIAGE_SEED reruns a printed one.
+_SEED = int(os.environ.get("INFERTRIAGE_SEED") or datetime.now(UTC).strftime("%Y%m%d"))
 
 
 def _load() -> ModuleType:
