@@ -5,8 +5,9 @@ GPUs, SLOs relative to each deployment, faults at graded severities, pairs and
 healthy cases. Here the seed is the date (UTC, printed and in every assertion
 message: rerun a failure with `--seed`, or the test with INFERTRIAGE_SEED), so each
 day's runs of the suite meet configurations no one tuned on: one moderate-or-severe
-faulty case and one healthy one, each a real `diagnose` run against the real-time twin. A fast test checks that
-the generator's draws are valid and cover every family, severity, model and GPU.
+faulty case and one healthy one, each a real `diagnose` run against the real-time
+twin. A fast test checks that the generator's draws are valid and cover every
+family, severity, model and GPU.
 """
 
 from __future__ import annotations
