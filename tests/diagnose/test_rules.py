@@ -81,7 +81,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
     "hardware.pageable_memcpy": (
         {"trace__memcpy__pageable_fraction": 1.0, "trace__memcpy_fraction": 0.2},
         {"trace__memcpy__pageable_fraction": 1.0, "trace__memcpy_fraction": 0.005},
-        "trace.memcpy.pageable_fraction",
+        "trace.memcpy_fraction",
     ),
     "memory.kv_pressure": (
         {"kv__usage_max": 0.99, "preemptions__total": 12},

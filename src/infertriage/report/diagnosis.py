@@ -36,6 +36,8 @@ def _value(item: EvidenceItem) -> str:
         return f"{value:.0%}"
     if unit == "bool":
         return "yes" if value else "no"
+    if float(value).is_integer() and abs(value) < 1e12:
+        return f"{value:,.0f}"  # 1,000, not 1e+03
     return f"{value:,.3g}"
 
 

@@ -114,8 +114,9 @@ def pcie_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("hardware.pageable_memcpy", _L, ("trace.memcpy.pageable_fraction", "trace.memcpy_fraction"))
+@rule("hardware.pageable_memcpy", _L, ("trace.memcpy_fraction",))
 def pageable_memcpy(ev: Evidence, t: Thresholds) -> Finding | None:
+    # a trace with no host copies has no pageable share: none to judge, nothing missing
     pageable = ev.get("trace.memcpy.pageable_fraction") or 0.0
     copies = ev.get("trace.memcpy_fraction") or 0.0
     if pageable < t.pageable_fraction or copies < t.min_memcpy_fraction:
