@@ -192,7 +192,8 @@ class _Run:
             pause = think
             if failures:
                 self.num_backoffs += 1
-                pause += min(_BACKOFF_MAX_S, _BACKOFF_S * 2 ** (failures - 1))
+                # the exponent capped: a long outage must not overflow a float
+                pause += min(_BACKOFF_MAX_S, _BACKOFF_S * 2 ** min(failures - 1, 16))
             if limit is not None:
                 pause = min(pause, max(0.0, (limit - time.perf_counter_ns()) * 1e-9))
             if pause > 0:
