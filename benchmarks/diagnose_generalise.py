@@ -75,7 +75,6 @@ from infertriage.api.specs import DiagnoseSpec
 from infertriage.plan import get_gpu
 from infertriage.schemas import Diagnosis, Layer, Status, UserError
 from infertriage.twin.capacity import make_hardware
-from infertriage.twin.costmodel import BatchShape, CostModel
 from infertriage.twin.models import resolve_model
 from infertriage.twin.scenario import scenario_from_mapping
 from infertriage.twin.simulate import simulate
@@ -151,10 +150,6 @@ class Case:
     scenario: dict[str, Any]
 
 
-def _uniform(rng: random.Random, low: float, high: float, digits: int = 3) -> float:
-    return round(rng.uniform(low, high), digits)
-
-
 def _gpu_link(gpu: str) -> str:
     return "nvlink" if get_gpu(gpu).link == "nvlink" else "pcie"
 
@@ -172,26 +167,7 @@ def _base(rng: random.Random, model: str | None, gpu: str | None) -> dict[str, A
         "gpu": gpu,
         "tensor_parallel": rng.choice((1, 2, 4, 8)),
         "interconnect": _gpu_link(gpu),
-        "engine": {
-            "max_num_seqs": rng.choice((64, 128, 256, 512)),
-            "max_num_batched_tokens": rng.choice((4096, 8192, 16384)),
-            "max_model_len": context,
-            "block_size": rng.choice((16, 32)),
-            "gpu_memory_utilization": _uniform(rng, 0.85, 0.95),
-            "enable_prefix_caching": rng.random() < 0.8,
-            "enable_chunked_prefill": True,
-            "cuda_graphs": True,
-            "attention_backend": "flash",
-            "scheduler_overhead_us_per_seq": _uniform(rng, 5, 30, 1),
-        },
-        "speculative": {"num_draft_tokens": 0},
-        "frontend": {
-            "tokenize_us_per_token": _uniform(rng, 0.5, 2.0, 2),
-            "detokenize_us_per_token": _uniform(rng, 1.0, 3.0, 2),
-            "serialize_us_per_chunk": _uniform(rng, 10, 30, 1),
-        },
-        "faults": {"kv_leak_blocks_per_request": 0, "error_rate": 0.0},
-        "seed": rng.randrange(1 << 30),
+        **prop.healthy_knobs(rng, lambda: context),
     }
 
 
@@ -203,26 +179,12 @@ def _kv_tokens(s: dict[str, Any]) -> int:
     return make_hardware(scenario_from_mapping(s)).num_usable_blocks * s["engine"]["block_size"]
 
 
-def comm_share(s: dict[str, Any]) -> float:
-    """All-reduce share of GPU time in a decode step of 16 sequences (the twin's cost model)."""
-    scenario = scenario_from_mapping(s)
-    model = CostModel(make_hardware(scenario), scenario)
-    step = model.step_cost(
-        BatchShape(
-            num_decode_seqs=STREAMS,
-            decode_context_sum=STREAMS * 550,
-            num_decode_tokens=STREAMS,
-        )
-    )
-    return step.comm_s / step.kernel_s if step.kernel_s > 0 else 0.0
-
-
 def healthy_problem(s: dict[str, Any]) -> str:
     """Why `s` is not a healthy deployment by construction; "" when it is (or raises UserError)."""
     need = 2 * STREAMS * min(2048 + 1024, s["engine"]["max_model_len"])
     if _kv_tokens(s) < need:
         return f"KV {_kv_tokens(s)} tokens < {need}"
-    if s["tensor_parallel"] > 1 and s["interconnect"] == "pcie" and comm_share(s) >= 0.3:
+    if s["tensor_parallel"] > 1 and s["interconnect"] == "pcie" and prop.comm_share(s) >= 0.3:
         return "all-reduce ≥ 30 % over PCIe"
     return ""
 
@@ -297,7 +259,7 @@ def _pick(severity: str, mild: tuple[float, float], moderate: tuple[float, float
 def _kv_pressure(rng: random.Random, s: dict[str, Any], severity: str) -> str | None:
     """KV cache holds this share of 16 chat requests' tokens (`num_gpu_blocks_override`):
     mild 150–250 %, moderate 45–70 %, severe 25–40 %; max_model_len 4,096."""
-    share = _uniform(rng, *_pick(severity, (1.5, 2.5), (0.45, 0.7), (0.25, 0.4)), 2)
+    share = prop.uniform(rng, *_pick(severity, (1.5, 2.5), (0.45, 0.7), (0.25, 0.4)), 2)
     engine = s["engine"]
     engine["max_model_len"] = min(4096, engine["max_model_len"])
     tokens = max(engine["max_model_len"] + 2 * engine["block_size"], share * STREAMS * 1100)
@@ -316,7 +278,7 @@ def _kv_leak(rng: random.Random, s: dict[str, Any], severity: str) -> str | None
         leak = rng.randint(1, 2)
     else:
         leak = max(
-            1, round(_uniform(rng, *_pick(severity, (0, 0), (0.3, 0.6), (0.8, 1.0))) * typical)
+            1, round(prop.uniform(rng, *_pick(severity, (0, 0), (0.3, 0.6), (0.8, 1.0))) * typical)
         )
     s["faults"]["kv_leak_blocks_per_request"] = leak
     return f"{leak} blocks leaked a request ({leak / typical:.0%} of a typical one)"
@@ -343,7 +305,7 @@ def _launch_bound(rng: random.Random, s: dict[str, Any], severity: str) -> str |
     """CUDA graphs off, host time per eager launch: mild 0.5–2 µs, moderate 4–20, severe
     10–60 (graded by the idle share, see IDLE_BANDS)."""
     s["engine"]["cuda_graphs"] = False
-    us = _uniform(rng, *_pick(severity, (0.5, 2), (4, 20), (10, 60)), 1)
+    us = prop.uniform(rng, *_pick(severity, (0.5, 2), (4, 20), (10, 60)), 1)
     s["engine"]["launch_us_per_kernel"] = us
     return f"cuda_graphs off, {us} µs a launch"
 
@@ -373,37 +335,33 @@ def _tp_over_pcie(rng: random.Random, s: dict[str, Any], severity: str) -> str |
     if s["tensor_parallel"] < 2 or s["interconnect"] != "nvlink":
         return None
     s["interconnect"] = "pcie"
-    share = comm_share(s)
+    share = prop.comm_share(s)
     return f"TP {s['tensor_parallel']} over PCIe on {s['gpu']}: all-reduce {share:.0%} of a step"
-
-
-def _spec_rate(drafts: int, acceptance: float) -> float:
-    return sum(acceptance**i for i in range(1, drafts + 1)) / drafts
 
 
 def _spec_low_acceptance(rng: random.Random, s: dict[str, Any], severity: str) -> str | None:
     """Speculative decoding, accepted/drafted: mild ≥ 55 %, moderate 15–30 %, severe < 15 %."""
     low, high = _pick(severity, (0.55, 1.0), (0.15, 0.30), (0.0, 0.15))
     for _ in range(200):
-        drafts, acceptance = rng.randint(2, 8), _uniform(rng, 0.02, 0.95)
-        if low <= _spec_rate(drafts, acceptance) < high:
+        drafts, acceptance = rng.randint(2, 8), prop.uniform(rng, 0.02, 0.95)
+        if low <= prop.spec_rate(drafts, acceptance) < high:
             break
     else:
         return None
-    cost = _uniform(rng, *_pick(severity, (0.02, 0.05), (0.08, 0.2), (0.1, 0.25)))
+    cost = prop.uniform(rng, *_pick(severity, (0.02, 0.05), (0.08, 0.2), (0.1, 0.25)))
     s["speculative"] = {
         "num_draft_tokens": drafts,
         "acceptance_rate": acceptance,
         "draft_cost_fraction": cost,
     }
-    rate = _spec_rate(drafts, acceptance)
+    rate = prop.spec_rate(drafts, acceptance)
     return f"{drafts} drafts, acceptance {acceptance} ({rate:.0%} of drafts), cost {cost}"
 
 
 def _frontend_bound(rng: random.Random, s: dict[str, Any], severity: str) -> str | None:
     """API-server CPU a token and a chunk, × the base's: mild 2–4×, moderate and severe
     15–120× (the symptom band decides which)."""
-    factor = _uniform(rng, *_pick(severity, (2, 4), (15, 120), (15, 120)), 1)
+    factor = prop.uniform(rng, *_pick(severity, (2, 4), (15, 120), (15, 120)), 1)
     s["frontend"] = {k: round(v * factor, 2) for k, v in s["frontend"].items()}
     f = s["frontend"]
     return (
@@ -451,7 +409,7 @@ def _measure(family: str, s: dict[str, Any], cal: Calibration, workload: str) ->
     if family == "launch-bound":
         return launch_idle(s, cal, workload)
     if family == "tp-over-pcie":
-        return comm_share(s)
+        return prop.comm_share(s)
     return 0.0
 
 

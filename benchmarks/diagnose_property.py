@@ -72,8 +72,36 @@ class Case:
     scenario: dict[str, Any]
 
 
-def _uniform(rng: random.Random, low: float, high: float, digits: int = 3) -> float:
+def uniform(rng: random.Random, low: float, high: float, digits: int = 3) -> float:
     return round(rng.uniform(low, high), digits)
+
+
+def healthy_knobs(rng: random.Random, context: Callable[[], int]) -> dict[str, Any]:
+    """The engine, front-end, fault and seed keys of a healthy deployment: every knob within
+    what production servers run. `context` gives `max_model_len` in its turn among the draws
+    (the generalisation benchmark draws it before, and shares this)."""
+    return {
+        "engine": {
+            "max_num_seqs": rng.choice((64, 128, 256, 512)),
+            "max_num_batched_tokens": rng.choice((4096, 8192, 16384)),
+            "max_model_len": context(),
+            "block_size": rng.choice((16, 32)),
+            "gpu_memory_utilization": uniform(rng, 0.85, 0.95),
+            "enable_prefix_caching": rng.random() < 0.8,
+            "enable_chunked_prefill": True,
+            "cuda_graphs": True,
+            "attention_backend": "flash",
+            "scheduler_overhead_us_per_seq": uniform(rng, 5, 30, 1),
+        },
+        "speculative": {"num_draft_tokens": 0},
+        "frontend": {
+            "tokenize_us_per_token": uniform(rng, 0.5, 2.0, 2),
+            "detokenize_us_per_token": uniform(rng, 1.0, 3.0, 2),
+            "serialize_us_per_chunk": uniform(rng, 10, 30, 1),
+        },
+        "faults": {"kv_leak_blocks_per_request": 0, "error_rate": 0.0},
+        "seed": rng.randrange(1 << 30),
+    }
 
 
 def _base(rng: random.Random) -> dict[str, Any]:
@@ -85,26 +113,7 @@ def _base(rng: random.Random) -> dict[str, Any]:
         "gpu": gpu,
         "tensor_parallel": rng.choice(tps),
         "interconnect": "nvlink",
-        "engine": {
-            "max_num_seqs": rng.choice((64, 128, 256, 512)),
-            "max_num_batched_tokens": rng.choice((4096, 8192, 16384)),
-            "max_model_len": rng.choice((8192, 16384)),
-            "block_size": rng.choice((16, 32)),
-            "gpu_memory_utilization": _uniform(rng, 0.85, 0.95),
-            "enable_prefix_caching": rng.random() < 0.8,
-            "enable_chunked_prefill": True,
-            "cuda_graphs": True,
-            "attention_backend": "flash",
-            "scheduler_overhead_us_per_seq": _uniform(rng, 5, 30, 1),
-        },
-        "speculative": {"num_draft_tokens": 0},
-        "frontend": {
-            "tokenize_us_per_token": _uniform(rng, 0.5, 2.0, 2),
-            "detokenize_us_per_token": _uniform(rng, 1.0, 3.0, 2),
-            "serialize_us_per_chunk": _uniform(rng, 10, 30, 1),
-        },
-        "faults": {"kv_leak_blocks_per_request": 0, "error_rate": 0.0},
-        "seed": rng.randrange(1 << 30),
+        **healthy_knobs(rng, lambda: rng.choice((8192, 16384))),
     }
 
 
@@ -120,7 +129,7 @@ def _kv_pressure(rng: random.Random, s: dict[str, Any]) -> str:
     """
     s["engine"]["max_model_len"] = 4096
     demand = _CONCURRENCY * _MEAN_REQUEST_TOKENS
-    target = max(4096 + 2 * s["engine"]["block_size"], _uniform(rng, 0.3, 0.7) * demand)
+    target = max(4096 + 2 * s["engine"]["block_size"], uniform(rng, 0.3, 0.7) * demand)
     low, high = 0.01, s["engine"]["gpu_memory_utilization"]
     for _ in range(40):  # bisection on the utilisation that leaves `target` tokens of KV
         mid = (low + high) / 2
@@ -142,7 +151,7 @@ def _kv_leak(rng: random.Random, s: dict[str, Any]) -> str:
     a cache of millions of tokens they show only over thousands of requests: a soak
     (`validate --soak`), not a diagnose run of seconds.
     """
-    share = _uniform(rng, 0.5, 1.0, 2)
+    share = uniform(rng, 0.5, 1.0, 2)
     leak = max(1, round(share * _MEAN_REQUEST_TOKENS / s["engine"]["block_size"]))
     s["faults"]["kv_leak_blocks_per_request"] = leak
     return f"{leak} blocks leaked a request ({share:.0%} of a typical request's)"
@@ -158,7 +167,7 @@ def _launch_bound(rng: random.Random, s: dict[str, Any]) -> str:
     """A small model in eager mode: its kernels take less GPU time than their host launches."""
     s.update(model="qwen2.5-0.5b", gpu=rng.choice(_SMALL_GPUS), tensor_parallel=1)
     s["engine"]["cuda_graphs"] = False
-    s["engine"]["launch_us_per_kernel"] = _uniform(rng, 8, 20, 1)
+    s["engine"]["launch_us_per_kernel"] = uniform(rng, 8, 20, 1)
     return f"cuda_graphs off, {s['engine']['launch_us_per_kernel']} µs a launch"
 
 
@@ -168,11 +177,11 @@ def _bandwidth_bound(rng: random.Random, s: dict[str, Any]) -> str:
     s["interconnect"] = "pcie"
     s["engine"]["max_num_seqs"] = rng.choice((64, 128, 256))
     s["engine"]["max_model_len"] = 8192
-    s["engine"]["gpu_memory_utilization"] = _uniform(rng, 0.9, 0.95)
+    s["engine"]["gpu_memory_utilization"] = uniform(rng, 0.9, 0.95)
     return f"{s['model']} on an L4"
 
 
-def _comm_share(s: dict[str, Any]) -> float:
+def comm_share(s: dict[str, Any]) -> float:
     """All-reduce share of GPU time in a decode step of 16 sequences, by the twin's cost model."""
     scenario = scenario_from_mapping(s)
     model = CostModel(make_hardware(scenario), scenario)
@@ -183,7 +192,7 @@ def _comm_share(s: dict[str, Any]) -> float:
             num_decode_tokens=_CONCURRENCY,
         )
     )
-    return step.comm_s / step.kernel_s
+    return step.comm_s / step.kernel_s if step.kernel_s > 0 else 0.0
 
 
 def _tp_over_pcie(rng: random.Random, s: dict[str, Any]) -> str:
@@ -195,14 +204,14 @@ def _tp_over_pcie(rng: random.Random, s: dict[str, Any]) -> str:
         gpu, tp = rng.choice(("H100-PCIe", "L40S")), rng.choice((4, 8))
         s.update(model=model, gpu=gpu, tensor_parallel=tp, interconnect="pcie")
         try:
-            share = _comm_share(s)
+            share = comm_share(s)
         except UserError:
             continue
         if share >= 0.45:
             return f"{model} TP {tp} over PCIe on {gpu}: all-reduce {share:.0%} of GPU time"
 
 
-def _spec_rate(drafts: int, acceptance: float) -> float:
+def spec_rate(drafts: int, acceptance: float) -> float:
     """Accepted / drafted, each draft token accepted with `acceptance` given the ones before."""
     return sum(acceptance**i for i in range(1, drafts + 1)) / drafts
 
@@ -211,17 +220,17 @@ def _spec_low_acceptance(rng: random.Random, s: dict[str, Any]) -> str:
     """Drafts that cost more than they save: acceptance ≤ 25 % and k × cost ≥ the tokens gained."""
     while True:
         drafts = rng.randint(2, 8)
-        acceptance = _uniform(rng, 0.05, 0.45)
-        cost = _uniform(rng, 0.05, 0.25)
-        gained = _spec_rate(drafts, acceptance) * drafts
-        if _spec_rate(drafts, acceptance) <= 0.25 and drafts * cost >= gained:
+        acceptance = uniform(rng, 0.05, 0.45)
+        cost = uniform(rng, 0.05, 0.25)
+        gained = spec_rate(drafts, acceptance) * drafts
+        if spec_rate(drafts, acceptance) <= 0.25 and drafts * cost >= gained:
             break
     s["speculative"] = {
         "num_draft_tokens": drafts,
         "acceptance_rate": acceptance,
         "draft_cost_fraction": cost,
     }
-    rate = _spec_rate(drafts, acceptance)
+    rate = spec_rate(drafts, acceptance)
     return f"{drafts} drafts, acceptance {acceptance} ({rate:.0%} of drafts), cost {cost} a draft"
 
 
@@ -229,9 +238,9 @@ def _frontend_bound(rng: random.Random, s: dict[str, Any]) -> str:
     """A slow tokenizer and heavy serialisation in front of a fast small model: one busy thread."""
     s.update(model="qwen2.5-0.5b", gpu=rng.choice(_SMALL_GPUS), tensor_parallel=1)
     s["frontend"] = {
-        "tokenize_us_per_token": _uniform(rng, 50, 120, 1),
-        "detokenize_us_per_token": _uniform(rng, 10, 30, 1),
-        "serialize_us_per_chunk": _uniform(rng, 100, 250, 1),
+        "tokenize_us_per_token": uniform(rng, 50, 120, 1),
+        "detokenize_us_per_token": uniform(rng, 10, 30, 1),
+        "serialize_us_per_chunk": uniform(rng, 100, 250, 1),
     }
     f = s["frontend"]
     return (
