@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from infertriage.analyze.signals.deployment import config_signals
 from infertriage.collect import ServerConfig, fetch_server_config, parse_metrics_text
 from infertriage.collect.server_config import config_from_metrics
 
@@ -79,6 +80,8 @@ def test_sglang_server_info(live_server: Any) -> None:
             "max_running_requests": 256,
             "max_total_num_tokens": 500000,
             "disable_radix_cache": False,
+            "chunked_prefill_size": 256,
+            "disable_cuda_graph": True,
             "nested": {"ignored": True},
         },
     )
@@ -86,6 +89,10 @@ def test_sglang_server_info(live_server: Any) -> None:
     assert config.version == "0.4.6" and config.max_model_len == 131072
     assert config.max_num_seqs == 256 and config.kv_tokens_total == 500000
     assert config.enable_prefix_caching is True
+    # the step budget and CUDA graphs under the names the rules read
+    assert config.max_num_batched_tokens == 256 and config.cuda_graphs is False
+    signals = {s.name: s.value for s in config_signals(config.to_json(), {})}
+    assert signals["config.max_num_batched_tokens"] == 256 and signals["config.cuda_graphs"] == 0
     assert "nested" not in config.details["/get_server_info"]
 
 
@@ -97,12 +104,14 @@ def test_tgi_info(live_server: Any) -> None:
             "max_total_tokens": 2048,
             "max_concurrent_requests": 128,
             "max_batch_total_tokens": 32000,
+            "max_batch_prefill_tokens": 4096,
             "version": "2.4.0",
         },
     )
     config = _fetch(live_server, "tgi")
     assert config.model == "bigscience/bloom-560m" and config.version == "2.4.0"
     assert config.max_model_len == 2048 and config.max_num_seqs == 128
+    assert config.max_num_batched_tokens == 4096 and config.cuda_graphs is None
 
 
 def test_nothing_answers_is_notes_not_errors(free_port: int) -> None:

@@ -55,6 +55,8 @@ class ServerConfig:
     gpu_memory_utilization: float | None = None
     enable_prefix_caching: bool | None = None
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None  # the step budget (SGLang, TGI say it)
+    cuda_graphs: bool | None = None  # SGLang says whether they are disabled
     details: dict[str, Any] = field(default_factory=dict)  # per source, scalar fields only
     answered: tuple[str, ...] = ()  # the endpoints that answered
     notes: tuple[str, ...] = ()
@@ -72,6 +74,8 @@ class ServerConfig:
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "enable_prefix_caching": self.enable_prefix_caching,
             "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "cuda_graphs": self.cuda_graphs,
             "details": self.details,
             "answered": list(self.answered),
             "notes": list(self.notes),
@@ -197,6 +201,8 @@ async def fetch_server_config(
         gpu_memory_utilization=found.get("gpu_memory_utilization"),
         enable_prefix_caching=found.get("enable_prefix_caching"),
         max_num_seqs=found.get("max_num_seqs"),
+        max_num_batched_tokens=found.get("max_num_batched_tokens"),
+        cuda_graphs=found.get("cuda_graphs"),
         details=found["details"],
         answered=tuple(answered),
         notes=tuple(notes),

@@ -6,8 +6,9 @@ inter-token latency; newer builds add `inter_token_latency_seconds`,
 queue-time histograms and cached-token counters; all need
 `--enable-metrics`); `/get_server_info` (version, `context_length`,
 `max_req_input_len`, `max_running_requests`, `max_total_num_tokens`,
-`disable_radix_cache`); its log's `Decode batch. #running-req: N, #token: T,
-token usage: 0.12, … #queue-req: M` lines (and `Prefill batch.`), stamped
+`disable_radix_cache`, `chunked_prefill_size`, `disable_cuda_graph`); its
+log's `Decode batch. #running-req: N, #token: T, token usage: 0.12, …
+#queue-req: M` lines (and `Prefill batch.`), stamped
 `[YYYY-MM-DD HH:MM:SS]`; and its flags.
 """
 
@@ -85,6 +86,9 @@ def _read_info(document: Mapping[str, Any], found: dict[str, Any]) -> None:
     found["enable_prefix_caching"] = (
         None if "disable_radix_cache" not in document else not document["disable_radix_cache"]
     )
+    found["max_num_batched_tokens"] = positive(document.get("chunked_prefill_size"))  # -1: off
+    graphs_off = document.get("disable_cuda_graph")
+    found["cuda_graphs"] = None if not isinstance(graphs_off, bool) else not graphs_off
 
 
 def _read_limit(document: Mapping[str, Any]) -> SaidLimit | None:

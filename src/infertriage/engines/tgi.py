@@ -64,6 +64,7 @@ def _read_info(document: Mapping[str, Any], found: dict[str, Any]) -> None:
     found["max_model_len"] = found.get("max_model_len") or as_int(document.get("max_total_tokens"))
     found["max_num_seqs"] = as_int(document.get("max_concurrent_requests"))
     found["kv_tokens_total"] = as_int(document.get("max_batch_total_tokens"))
+    found["max_num_batched_tokens"] = positive(document.get("max_batch_prefill_tokens"))
 
 
 def _read_limit(document: Mapping[str, Any]) -> SaidLimit | None:

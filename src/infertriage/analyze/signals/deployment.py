@@ -48,44 +48,13 @@ def _number(value: Any) -> float | None:
     return None
 
 
-# What engines call the step budget and CUDA graphs in what their info endpoints report
-# (run.json `server_config.details`): SGLang /get_server_info, TGI /info.
-_BUDGET_KEYS = ("max_num_batched_tokens", "chunked_prefill_size", "max_batch_prefill_tokens")
-_GRAPHS_OFF_KEYS = ("enforce_eager", "disable_cuda_graph")  # vLLM's flag, SGLang's
-
-
-def _reported(server_config: Mapping[str, Any], key: str) -> Any:
-    """A setting the server reported: at the top, or in one of its endpoints' details."""
-    if server_config.get(key) is not None:
-        return server_config[key]
-    details = server_config.get("details")
-    for fields in details.values() if isinstance(details, Mapping) else ():
-        if isinstance(fields, Mapping) and fields.get(key) is not None:
-            return fields[key]
-    return None
-
-
-def _engine_settings(server_config: Mapping[str, Any]) -> list[Signal]:
-    out: list[Signal] = []
-    budgets = [_number(_reported(server_config, key)) for key in _BUDGET_KEYS]
-    budget = next((b for b in budgets if b is not None and b > 0), None)  # -1: SGLang's "off"
-    if budget is not None:
-        out.append(Signal("config.max_num_batched_tokens", budget, "tokens", "server"))
-    for key in _GRAPHS_OFF_KEYS:
-        off = _reported(server_config, key)
-        if isinstance(off, bool):
-            out.append(Signal("config.cuda_graphs", 0.0 if off else 1.0, "bool", "server"))
-            break
-    return out
-
-
 def config_signals(server_config: Mapping[str, Any], deployment: Mapping[str, Any]) -> list[Signal]:
     """What the server reported wins over what the deployment claims."""
-    out = _engine_settings(server_config)
-    reported = {signal.name for signal in out}
+    out: list[Signal] = []
+    graphs = server_config.get("cuda_graphs")  # as the engine's adapter read it
+    if isinstance(graphs, bool):
+        out.append(Signal("config.cuda_graphs", float(graphs), "bool", "server"))
     for name, (key, unit) in _CONFIG_KEYS.items():
-        if name in reported:
-            continue
         value = _number(server_config.get(key))
         source = "server"
         if value is None:
