@@ -55,11 +55,11 @@ from infertriage.loadgen import caveats, tokencheck
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.results import (
     BenchConfig,
-    BenchObserver,
     BenchResult,
     ClientDiagnostics,
     Knee,
     LevelResult,
+    RunObserver,
     TokenCheck,
 )
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
@@ -197,7 +197,7 @@ class _Session:
     thresholds: Thresholds
     slos: tuple[Slo, ...]
     tokenizer: LocalTokenizer | None
-    observer: BenchObserver | None
+    observer: RunObserver | None
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     writer: JsonlWriter = field(init=False)
     records: list[RequestRecord] = field(default_factory=list)
@@ -230,7 +230,7 @@ class _Session:
         self.records.append(record)
         self.all_records.append(record)
         if self.observer is not None:
-            self.observer.record(record)
+            self.observer.request_finished(record)
 
     def execute(self, plan: LoadPlan) -> tuple[list[WorkerReport], bool]:
         if self.config.workers == 1:
@@ -273,7 +273,7 @@ class _Session:
         )
         self.records = []
         if self.observer is not None:
-            self.observer.level_started(name, len(schedule), cfg.duration_s)
+            self.observer.phase_started(name, duration_s=cfg.duration_s, num_requests=len(schedule))
         reports, interrupted = self.execute(plan)
         summary = summarize(self.records, self.slos, seed=cfg.seed)
         level = LevelResult(
@@ -298,7 +298,7 @@ class _Session:
             + caveats.retry_warning(self.records)
         )
         if self.observer is not None:
-            self.observer.level_finished(level)
+            self.observer.phase_ended(name)
         return level
 
     def result(self, interrupted: bool, knee: Knee | None) -> BenchResult:
@@ -453,7 +453,7 @@ def _finish(session: _Session, info: ServerInfo, interrupted: bool, knee: Knee |
 def run_bench(
     spec: BenchSpec,
     *,
-    observer: BenchObserver | None = None,
+    observer: RunObserver | None = None,
     shared: SharedRun | None = None,
 ) -> BenchResult:
     """The `bench` command: load levels against `spec.url`, measured; see the module docstring.

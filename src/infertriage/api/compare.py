@@ -27,6 +27,7 @@ from infertriage.api.interrupt import interruptible
 from infertriage.api.runview import RunSummary, group_key
 from infertriage.api.specs import BenchSpec, CompareABSpec, CompareRunsSpec
 from infertriage.api.target import Target, collector_for
+from infertriage.loadgen.results import RunObserver, within
 from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
 from infertriage.schemas import (
     BaselineStore,
@@ -169,8 +170,9 @@ def _block_order(index: int) -> tuple[int, int]:
     return (0, 1) if index % 2 == 0 else (1, 0)
 
 
-def compare_ab(spec: CompareABSpec) -> CompareResult:
-    """`compare --url A --url B`; see the module docstring."""
+def compare_ab(spec: CompareABSpec, *, observer: RunObserver | None = None) -> CompareResult:
+    """`compare --url A --url B`; see the module docstring. `observer`: a live view, told of
+    each block's load on each server."""
     urls, rate, concurrency, blocks = spec.urls, spec.rate, spec.concurrency, spec.blocks
     if rate is not None and concurrency is not None:
         raise UserError("give --rate or --concurrency, not both.")
@@ -181,7 +183,7 @@ def compare_ab(spec: CompareABSpec) -> CompareResult:
     shared = SharedRun(RunDir.create(spec.out, prefix="compare", force=spec.force))
     run, clock = shared.run, shared.clock
     configs = [_arm_config(url, run, clock, arm) for url, arm in zip(urls, _ARMS, strict=True)]
-    interrupted = _run_blocks(spec, shared)
+    interrupted = _run_blocks(spec, shared, observer)
     records = list(run.iter_records(run.requests, RequestRecord))
     arms = [[r for r in records if r.labels.get("arm") == a] for a in _ARMS]
     status = "interrupted" if interrupted else "complete"
@@ -227,14 +229,16 @@ def _block_spec(spec: CompareABSpec, index: int, arm: int) -> BenchSpec:
     )  # fmt: skip
 
 
-def _run_blocks(spec: CompareABSpec, shared: SharedRun) -> bool:
+def _run_blocks(spec: CompareABSpec, shared: SharedRun, observer: RunObserver | None) -> bool:
     """The interleaved blocks, into one run; whether Ctrl-C cut them short."""
     with interruptible() as interrupt:
         for index in range(spec.blocks):
             for arm in _block_order(index):
                 if interrupt.requested:
                     return True
-                run_bench(_block_spec(spec, index, arm), shared=shared)
+                phase = f"block {index + 1}/{spec.blocks} {_ARMS[arm]}"
+                bench = _block_spec(spec, index, arm)
+                run_bench(bench, observer=within(observer, phase), shared=shared)
         return interrupt.requested
 
 

@@ -42,7 +42,7 @@ from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_m
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
 from infertriage.loadgen.caveats import stop_if_rejected
-from infertriage.loadgen.results import BenchResult
+from infertriage.loadgen.results import BenchResult, RunObserver, in_phase, within
 from infertriage.schemas import (
     Diagnosis,
     Interrupted,
@@ -99,9 +99,11 @@ class _Sweep:
     shared: SharedRun
     duration_s: float
     concurrency: int
+    observer: RunObserver | None = None  # the live view, told of each phase
 
     def load(
         self,
+        phase: str,
         *,
         rates: tuple[float, ...] = (),
         concurrencies: tuple[int, ...] = (),
@@ -110,7 +112,12 @@ class _Sweep:
         spec = self.bench.model_copy(
             update={"rates": rates, "concurrencies": concurrencies, "duration_s": duration_s}
         )
-        return run_bench(spec, shared=self.shared)
+        return run_bench(spec, observer=within(self.observer, phase), shared=self.shared)
+
+    def drain(self, interrupt: Interrupt) -> None:
+        """After the load: does the KV cache return to idle?"""
+        with in_phase(self.observer, "drain", duration_s=_DRAIN_S):
+            interrupt.wait(_DRAIN_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +174,14 @@ def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Inter
     warm_s, level_s, overload_s = _level_s(sweep.duration_s)
     concurrency = sweep.concurrency
     loads = _Loads()
-    loads.warm = sweep.load(concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s)
+    loads.warm = sweep.load("warm-up", concurrencies=sweep_of(concurrency)[:-1], duration_s=warm_s)
     loads.rejected += stop_if_rejected(loads.warm)  # a load refused as invalid measures nothing
     if interrupt.requested:
         return loads
     loads.window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
     loads.profiling = loads.window is not None and loads.window.start()
     try:
-        loads.main = sweep.load(concurrencies=(concurrency,), duration_s=level_s)
+        loads.main = sweep.load("measure", concurrencies=(concurrency,), duration_s=level_s)
     finally:
         if loads.window is not None:
             loads.window.stop()
@@ -182,9 +189,9 @@ def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Inter
     if interrupt.requested:
         return loads
     overload_rate = _OVERLOAD_FACTOR * _best_rate((loads.warm, loads.main))
-    loads.overload = sweep.load(rates=(overload_rate,), duration_s=overload_s)
+    loads.overload = sweep.load("overload", rates=(overload_rate,), duration_s=overload_s)
     loads.rejected += stop_if_rejected(loads.overload)
-    interrupt.wait(_DRAIN_S)
+    sweep.drain(interrupt)
     return loads
 
 
@@ -378,8 +385,9 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
     return DiagnoseResult(None, diagnosis, str(path))
 
 
-def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
-    """The `diagnose` command; see the module docstring."""
+def diagnose(spec: DiagnoseSpec, *, observer: RunObserver | None = None) -> DiagnoseResult:
+    """The `diagnose` command; see the module docstring. `observer`: a live view, told of
+    each phase (starting the twin, warm-up, measure, overload, drain, analysis)."""
     thresholds = load_thresholds(spec.slo)
     if spec.from_run is not None:
         return _diagnose_from_run(spec.from_run, spec.compare_run, thresholds)
@@ -407,12 +415,14 @@ def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
     shared = SharedRun(run)  # the clock starts before the twin does
     capture = Capture(spec.profile_s, spec.profile_dir, spec.logs, profiles_in_run=spec.url is None)
     # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
-    with interruptible() as interrupt, _target(spec, run) as target:
+    with interruptible() as interrupt, contextlib.ExitStack() as stack:
+        with in_phase(observer if spec.url is None else None, "starting the twin"):
+            target = stack.enter_context(_target(spec, run))
         bench = BenchSpec(
             url=target.url, client=spec.client, workload=spec.workload, thresholds=thresholds,
             drain_timeout_s=_DRAIN_TIMEOUT_S,
         )  # fmt: skip
-        sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency)
+        sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency, observer)
         measured = _measure(target, sweep, capture, interrupt)
         status = "interrupted" if interrupt.requested else "complete"
         run.write_info(_run_info(shared.clock, spec, target, measured, status))
@@ -421,7 +431,8 @@ def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
                 f"no request finished before Ctrl-C, so there is nothing to diagnose; "
                 f"what was sent is kept in {run.root}."
             )
-        result = _diagnose_run(run, thresholds, target.name)
+        with in_phase(observer, "analysis"):
+            result = _diagnose_run(run, thresholds, target.name)
         interrupted = interrupt.requested
     return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
 

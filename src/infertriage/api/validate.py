@@ -40,6 +40,7 @@ from infertriage.diagnose import Evidence
 from infertriage.diagnose.contention import contention
 from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.probes import CheckResult, functional_checks
+from infertriage.loadgen.results import RunObserver, in_phase, within
 from infertriage.schemas import (
     Check,
     CheckGroup,
@@ -111,6 +112,7 @@ class _Load:
     rate: float | None
     concurrency: int | None
     thresholds: Thresholds
+    observer: RunObserver | None = None  # the live view, told of each phase
 
     def performance(self, url: str) -> BenchSpec:
         """The performance level: `--rate` or `--concurrency`, for a duration or a count."""
@@ -144,19 +146,23 @@ def _run_phases(
     collector = collector_for(target, shared.run, clock, metrics_optional=True)
     collector.start()
     try:
-        interrupt.wait(_IDLE_S)
+        with in_phase(load.observer, "idle", duration_s=_IDLE_S):
+            interrupt.wait(_IDLE_S)
         idle_end = clock.now_ts()
-        perf = run_bench(load.performance(target.url), shared=shared)
+        observer = within(load.observer, PERFORMANCE)
+        perf = run_bench(load.performance(target.url), observer=observer, shared=shared)
         stop_if_rejected(perf)  # its line is in the error-rate check; over 2 % stops here
         if load.spec.soak_s > 0 and not interrupt.requested:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
             soak_rate = load.spec.soak_rate or load.rate or _SOAK_SHARE * measured
             if soak_rate <= 0:
                 raise UserError("the performance level finished no request: no rate to soak at.")
-            soak = run_bench(load.soak(target.url, soak_rate), shared=shared)
+            observer = within(load.observer, SOAK)
+            soak = run_bench(load.soak(target.url, soak_rate), observer=observer, shared=shared)
             stop_if_rejected(soak)
         load_end = clock.now_ts()
-        interrupt.wait(_DRAIN_S)
+        with in_phase(load.observer, "drain", duration_s=_DRAIN_S):
+            interrupt.wait(_DRAIN_S)
     finally:
         collected = collector.stop()
     return Phase(idle_end, load_end, clock.now_ts()), collected
@@ -176,14 +182,15 @@ def _load(
     return rate, concurrency
 
 
-def validate(spec: ValidateSpec) -> ValidateResult:
-    """The `validate` command; see the module docstring."""
+def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> ValidateResult:
+    """The `validate` command; see the module docstring. `observer`: a live view, told of
+    each phase (starting the twin, functional, idle, performance, soak, drain)."""
     thresholds = load_thresholds(spec.slo)
     defaulted = spec.rate is None and spec.concurrency is None
     rate, concurrency = _load(spec.rate, spec.concurrency, spec.soak_s, spec.soak_rate)
     if spec.duration_s <= 0 and spec.num_requests is None:
         raise UserError("--duration must be positive.")
-    load = _Load(spec, rate, concurrency, thresholds)
+    load = _Load(spec, rate, concurrency, thresholds, observer)
     check_out(spec.out, force=spec.force)  # an --out holding a run is refused first
     if spec.url is not None:
         reach(spec.url, spec.client.api_key)  # then a server that cannot be reached, first
@@ -196,14 +203,10 @@ def validate(spec: ValidateSpec) -> ValidateResult:
             "streams; give your expected peak --rate for a production-like check."
         )
     # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
-    with interruptible() as interrupt, _target(spec) as target:
-        client = spec.client
-        checks = [
-            _functional(c) for c in functional_checks(
-                target.url, client.model, api_key=client.api_key,
-                max_model_len=client.max_model_len,
-            )
-        ] if spec.functional else []  # fmt: skip
+    with interruptible() as interrupt, contextlib.ExitStack() as stack:
+        with in_phase(observer if spec.url is None else None, "starting the twin"):
+            target = stack.enter_context(_target(spec))
+        checks = _functional_checks(spec, target.url, observer)
         phase, collected = _run_phases(target, shared, load, interrupt)
         if interrupt.requested:
             notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
@@ -215,6 +218,17 @@ def validate(spec: ValidateSpec) -> ValidateResult:
         )  # fmt: skip
         _write(run, shared.clock, result, load, collected)
     return result
+
+
+def _functional_checks(spec: ValidateSpec, url: str, observer: RunObserver | None) -> list[Check]:
+    if not spec.functional:
+        return []
+    client = spec.client
+    with in_phase(observer, "functional"):
+        found = functional_checks(
+            url, client.model, api_key=client.api_key, max_model_len=client.max_model_len
+        )
+    return [_functional(c) for c in found]
 
 
 def _target(spec: ValidateSpec) -> contextlib.AbstractContextManager[Target]:

@@ -8,7 +8,6 @@ record kept).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from rich.console import Console
 
 from infertriage.api.bench import BenchResult, run_bench
 from infertriage.api.specs import BenchSpec, ClientSpec, parse_endpoint
-from infertriage.cli.common import print_json
+from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import (
     arrival_spec,
     http_url,
@@ -26,7 +25,7 @@ from infertriage.cli.options import (
     seconds,
     workload_spec,
 )
-from infertriage.report.bench import BenchProgress, bench_to_json, render_bench
+from infertriage.report.bench import bench_to_json, render_bench
 from infertriage.schemas import Interrupted, UserError, load_thresholds
 from infertriage.schemas.errors import EXIT_NO_SUCCESS
 
@@ -123,6 +122,9 @@ def bench(
     ),
     uvloop: bool = typer.Option(True, "--uvloop/--no-uvloop", help="Use uvloop where installed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
+    ),
 ) -> int:
     thresholds = load_thresholds(slo)
     rates = _split(rate, "--rate", float)
@@ -140,9 +142,8 @@ def bench(
         seed=seed, continuous_usage=continuous_usage, ignore_eos=ignore_eos,
         check_tokens=tokenize_check, use_uvloop=uvloop,
     )  # fmt: skip
-    display = None if json_out else BenchProgress(Console(stderr=True))
-    with display if display is not None else contextlib.nullcontext():
-        result = run_bench(spec, observer=display)
+    with live_view(json_out=json_out, progress=progress) as view:
+        result = run_bench(spec, observer=view)
     if json_out:
         print_json(bench_to_json(result))
     else:

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import orjson
+from rich.console import Console
+
+from infertriage.report.live import LiveView
 
 
 def print_json(document: object) -> None:
     """`--json`: one JSON document on stdout and nothing else there."""
     sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     sys.stdout.flush()
+
+
+def live_view(
+    *, json_out: bool, progress: bool
+) -> contextlib.AbstractContextManager[LiveView | None]:
+    """The live view on stderr of a long command; None with --json, --no-progress or when
+    stdout or stderr is not a terminal (a pipe, a file, CI): there it would only be noise."""
+    console = Console(stderr=True)
+    if json_out or not progress or not console.is_terminal or not Console().is_terminal:
+        return contextlib.nullcontext()
+    return LiveView(console)

@@ -24,7 +24,7 @@ from infertriage.api.compare import (
     save_baseline,
 )
 from infertriage.api.specs import ClientSpec, CompareABSpec, CompareRunsSpec, parse_endpoint
-from infertriage.cli.common import print_json
+from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import (
     http_url,
     new_file,
@@ -156,6 +156,9 @@ def compare(
         None, "--markdown", callback=new_file, help="Also write Markdown here."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
+    ),
 ) -> int:
     limit = _fraction(threshold)
     if url:
@@ -170,7 +173,8 @@ def compare(
             duration_s=duration, num_requests=num_requests, blocks=blocks, workload=workload,
             threshold=limit, seed=seed, out=out, force=force,
         )  # fmt: skip
-        result = compare_ab(spec)
+        with live_view(json_out=json_out, progress=progress) as view:
+            result = compare_ab(spec, observer=view)
     else:
         if base is None or run is None:
             raise UserError(

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from infertriage.api.diagnose import diagnose as run_diagnose
 from infertriage.api.specs import ClientSpec, DiagnoseSpec, parse_endpoint
-from infertriage.cli.common import print_json
+from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import (
     gpu_name,
     http_url,
@@ -104,6 +104,9 @@ def diagnose(
         help="The server's context, where it does not say it.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
+    ),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
     if model_config:
@@ -123,7 +126,8 @@ def diagnose(
         traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
         out=out, force=force,
     )  # fmt: skip
-    result = run_diagnose(spec)
+    with live_view(json_out=json_out, progress=progress) as view:
+        result = run_diagnose(spec, observer=view)
     for note in result.notes:
         typer.echo(f"note: {show_controls(note)}", err=True)
     if json_out:

@@ -11,7 +11,7 @@ from rich.console import Console
 from infertriage.api.specs import ClientSpec, ValidateSpec, parse_endpoint
 from infertriage.api.validate import validate as run_validate
 from infertriage.api.validate import validate_to_json
-from infertriage.cli.common import print_json
+from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import (
     http_url,
     new_file,
@@ -92,6 +92,9 @@ def validate(
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
+    ),
 ) -> int:
     client = ClientSpec(
         model=model, endpoint=parse_endpoint(endpoint),
@@ -104,7 +107,8 @@ def validate(
         soak_rate=soak_rate, metrics_url=metrics_url, dcgm_url=dcgm_url, server_pid=server_pid,
         functional=not skip_functional, seed=seed, out=out, force=force,
     )  # fmt: skip
-    result = run_validate(spec)
+    with live_view(json_out=json_out, progress=progress) as view:
+        result = run_validate(spec, observer=view)
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"
     if markdown is not None:
         markdown.write_text(checklist_markdown(result.checks, title=title, notes=result.notes))

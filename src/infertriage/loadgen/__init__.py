@@ -14,11 +14,13 @@ server and the raw-reader floor live outside the product, in
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState
 from infertriage.loadgen.results import (
     BenchConfig,
-    BenchObserver,
     BenchResult,
     ClientDiagnostics,
     Knee,
     LevelResult,
+    RunObserver,
+    in_phase,
+    within,
 )
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
 from infertriage.loadgen.sse import SseEvent, SseParser
@@ -27,7 +29,6 @@ from infertriage.loadgen.workers import run_parallel, split_plan
 
 __all__ = [
     "BenchConfig",
-    "BenchObserver",
     "BenchResult",
     "ClientConfig",
     "ClientDiagnostics",
@@ -36,15 +37,18 @@ __all__ = [
     "LevelResult",
     "LoadPlan",
     "RequestClient",
+    "RunObserver",
     "SseEvent",
     "SseParser",
     "StreamState",
     "WorkerReport",
     "find_knee",
+    "in_phase",
     "judge_stable",
     "run_load",
     "run_parallel",
     "run_sync",
     "split_plan",
     "sweep_rates",
+    "within",
 ]

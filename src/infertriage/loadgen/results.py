@@ -5,12 +5,17 @@ run.json stores; never the API key or header values), `ClientDiagnostics`
 (the client's own health and the `client_bound` verdict), `LevelResult` (one
 load level: its summary and diagnostics), `Knee` (a sweep's saturation
 point and the criterion used), `TokenCheck` (the server's `/tokenize` against
-the workload and `usage`), `BenchResult` (the whole run) and `BenchObserver`
-(what a live display is told). `report` imports these.
+the workload and `usage`), `BenchResult` (the whole run), and `RunObserver`
+(what a live display is told: a phase started with its plan, a request
+finished, the phase ended; every long command tells it the same), with
+`in_phase` (a phase of no requests) and `within` (names the levels of a
+`bench` inside a command's phase). `report` imports these.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -25,12 +30,14 @@ from infertriage.workload import FitReport
 
 __all__ = [
     "BenchConfig",
-    "BenchObserver",
     "BenchResult",
     "ClientDiagnostics",
     "Knee",
     "LevelResult",
+    "RunObserver",
     "TokenCheck",
+    "in_phase",
+    "within",
 ]
 
 
@@ -132,11 +139,54 @@ class BenchResult:
     workload_fit: FitReport | None = None  # what fitting to the server's context changed
 
 
-class BenchObserver(Protocol):
-    """A live display: told when a level starts, of each record, and when a level ends."""
+class RunObserver(Protocol):
+    """A live display of a long command: told when a phase starts (with what it plans: a
+    duration, a number of requests, or neither), of each finished request, and when the phase
+    ends. `request_finished` runs in the load loop, once per request: it must only take note."""
 
-    def level_started(self, name: str, total: int, duration_s: float | None) -> None: ...
+    def phase_started(
+        self, name: str, *, duration_s: float | None = None, num_requests: int | None = None
+    ) -> None: ...
 
-    def record(self, record: RequestRecord) -> None: ...
+    def request_finished(self, record: RequestRecord) -> None: ...
 
-    def level_finished(self, level: LevelResult) -> None: ...
+    def phase_ended(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Within:
+    observer: RunObserver
+    phase: str
+
+    def _name(self, name: str) -> str:
+        return f"{self.phase} · {name}" if name else self.phase
+
+    def phase_started(
+        self, name: str, *, duration_s: float | None = None, num_requests: int | None = None
+    ) -> None:
+        self.observer.phase_started(
+            self._name(name), duration_s=duration_s, num_requests=num_requests
+        )
+
+    def request_finished(self, record: RequestRecord) -> None:
+        self.observer.request_finished(record)
+
+    def phase_ended(self, name: str) -> None:
+        self.observer.phase_ended(self._name(name))
+
+
+@contextlib.contextmanager
+def in_phase(
+    observer: RunObserver | None, name: str, *, duration_s: float | None = None
+) -> Iterator[None]:
+    """A phase without requests of its own (starting the twin, the drain, the analysis)."""
+    if observer is not None:
+        observer.phase_started(name, duration_s=duration_s)
+    yield
+    if observer is not None:
+        observer.phase_ended(name)
+
+
+def within(observer: RunObserver | None, phase: str) -> RunObserver | None:
+    """`observer`, with each phase it is told of named `phase · level` (diagnose's warm-up)."""
+    return None if observer is None else _Within(observer, phase)

@@ -1,8 +1,8 @@
 """report, level 4: `bench` results on screen, as one JSON document and as CSV.
 
 Takes a `BenchResult` (and the records, for the per-request CSV); gives a rich
-summary table, a live progress display (`BenchProgress`, a `BenchObserver`),
-`bench_to_json` (schema `infertriage.bench/v1`; each level's figures use
+summary table (the live view while it runs is `report.live`), `bench_to_json`
+(schema `infertriage.bench/v1`; each level's figures use
 vLLM's `bench serve` field names with `_s` for its `_ms`: `mean_ttft_s`,
 `p99_itl_s`, `request_throughput`, `output_throughput`, …) and `write_csv`
 (requests.csv, one row per request, and summary.csv, one row per level).
@@ -14,28 +14,15 @@ terminal control.
 from __future__ import annotations
 
 import csv
-import time
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary, e2e_s, tpot_s, ttfo_s
-from infertriage.analyze.stats.outcomes import is_server_failure
 from infertriage.loadgen.results import (
     BenchResult,
     ClientDiagnostics,
@@ -44,9 +31,9 @@ from infertriage.loadgen.results import (
     TokenCheck,
 )
 from infertriage.schemas import RequestRecord, Thresholds
-from infertriage.schemas.text import escape_terminal, show_controls, terminal_text
+from infertriage.schemas.text import show_controls, terminal_text
 
-__all__ = ["BENCH_SCHEMA", "BenchProgress", "bench_to_json", "render_bench", "write_csv"]
+__all__ = ["BENCH_SCHEMA", "bench_to_json", "render_bench", "write_csv"]
 
 BENCH_SCHEMA = "infertriage.bench/v1"
 # Our metric → the stem vLLM's `bench serve` uses in its result JSON.
@@ -334,65 +321,3 @@ def render_bench(result: BenchResult, console: Console) -> None:
         text.append("Interrupted: the summary covers the requests measured so far.\n", style="red")
     text.append(f"Run directory: {show_controls(str(result.run_dir))}\n")
     console.print(text)
-
-
-class BenchProgress:
-    """A live bar per level with throughput and a rolling TTFT median; a `BenchObserver`."""
-
-    _WINDOW = 256
-
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[stats]}"), console=console,
-            transient=False,
-        )  # fmt: skip
-        self._task: TaskID | None = None
-        self._start = time.monotonic()
-        self._count = self._errors = self._tokens = 0
-        self._ttft: deque[float] = deque(maxlen=self._WINDOW)
-        self._last_refresh = 0.0
-        self._started = False
-
-    def __enter__(self) -> Self:
-        return self  # the display starts with the first level: a failed start prints nothing
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._started:
-            self._progress.stop()
-
-    def level_started(self, name: str, total: int, duration_s: float | None) -> None:
-        if not self._started:
-            self._progress.start()
-            self._started = True
-        self._start, self._count, self._errors, self._tokens = time.monotonic(), 0, 0, 0
-        self._ttft.clear()
-        # the description is formatted into markup by `TextColumn`
-        self._task = self._progress.add_task(escape_terminal(name), total=total, stats="")
-
-    def record(self, record: RequestRecord) -> None:
-        self._count += 1
-        self._errors += is_server_failure(record)
-        self._tokens += record.output_tokens or 0
-        if record.ttft_s is not None:
-            self._ttft.append(record.ttft_s)
-        now = time.monotonic()
-        if self._task is None or now - self._last_refresh < 0.1:
-            return
-        self._last_refresh = now
-        elapsed = max(now - self._start, 1e-9)
-        ttft = sorted(self._ttft)[len(self._ttft) // 2] * 1e3 if self._ttft else 0.0
-        stats = (
-            f"{self._count / elapsed:,.1f} req/s  {self._tokens / elapsed:,.0f} tok/s  "
-            f"TTFT p50 {ttft:,.0f} ms  errors {self._errors}"
-        )
-        self._progress.update(self._task, completed=self._count, stats=stats)
-
-    def level_finished(self, level: LevelResult) -> None:
-        if self._task is not None:
-            self._progress.update(self._task, completed=self._count)
