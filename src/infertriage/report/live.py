@@ -200,6 +200,7 @@ class LiveView:
             line = Text(mark, style="green" if mark == "✓ " else "red")
             line.append_text(figures_line(phase.figures(self._clock()), done=True))
         self._live.console.print(line)  # above the live area, kept once it is cleared
+        self._live.refresh()
 
     def _take(self, phase: LivePhase) -> None:
         while self._pending:
