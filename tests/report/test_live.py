@@ -39,10 +39,8 @@ def _failed(kind: ErrorKind = ErrorKind.HTTP, fault: str = "") -> RequestRecord:
 
 def test_counts_and_latencies_of_one_phase() -> None:
     phase = LivePhase("measure", started_s=10.0, duration_s=20.0)
-    for ttft in (0.1, 0.2, 0.3, 0.4):
-        phase.add(_ok(ttft, itl_s=0.02))
-    phase.add(_failed())
-    phase.add(_failed(fault="run_deadline"))  # cut by the run's drain: done, not failed
+    phase.add([_ok(ttft, itl_s=0.02) for ttft in (0.1, 0.2, 0.3, 0.4)])
+    phase.add([_failed(), _failed(fault="run_deadline")])  # cut by the drain: not a failure
     f = phase.figures(now_s=15.0)
     assert (f.name, f.num_done, f.num_failed) == ("measure", 6, 1)
     assert f.ttft_p50_s == pytest.approx(0.25)
@@ -55,8 +53,7 @@ def test_counts_and_latencies_of_one_phase() -> None:
 def test_remaining_time_from_a_count_at_the_pace_so_far_and_none_without_a_plan() -> None:
     counted = LivePhase("performance", started_s=0.0, num_requests=10)
     assert counted.figures(now_s=1.0).remaining_s is None  # no pace yet
-    for _ in range(4):
-        counted.add(_ok(0.05))
+    counted.add([_ok(0.05)] * 4)
     assert counted.figures(now_s=2.0).remaining_s == pytest.approx(3.0)  # 6 left at 2 req/s
     bare = LivePhase("analysis", started_s=0.0)
     figures = bare.figures(now_s=3.0)
@@ -65,19 +62,22 @@ def test_remaining_time_from_a_count_at_the_pace_so_far_and_none_without_a_plan(
 
 def test_latencies_roll_over_the_latest_requests() -> None:
     phase = LivePhase("soak", started_s=0.0, duration_s=60.0)
-    for _ in range(300):
-        phase.add(_ok(1.0, itl_s=0.5))
-    for _ in range(300):  # more than the window: the slow start is forgotten
-        phase.add(_ok(0.01, itl_s=0.005, tokens=20))
+    phase.add([_ok(1.0, itl_s=0.5)] * 300)
+    for _ in range(30):  # more than the windows, redraw by redraw: the slow start is forgotten
+        phase.add([_ok(0.01, itl_s=0.005, tokens=20)] * 10)
     f = phase.figures(now_s=30.0)
     assert f.num_done == 600
     assert f.ttft_p95_s == pytest.approx(0.01) and f.itl_p50_s == pytest.approx(0.005)
+    burst = LivePhase("overload", started_s=0.0)
+    burst.add([_ok(0.01, itl_s=0.5)] * 100 + [_ok(0.01, itl_s=0.02)] * 16)
+    # all counted; the ITL sampled from the newest of the redraw only
+    assert burst.figures(now_s=1.0).num_done == 116
+    assert burst.figures(now_s=1.0).itl_p50_s == pytest.approx(0.02)
 
 
 def test_the_line_shows_ms_and_the_time_left() -> None:
     phase = LivePhase("warm-up · concurrency=4", started_s=0.0, duration_s=10.0)
-    phase.add(_ok(0.0042, itl_s=0.012))
-    phase.add(_failed())
+    phase.add([_ok(0.0042, itl_s=0.012), _failed()])
     line = figures_line(phase.figures(now_s=4.0)).plain
     assert line.startswith("warm-up · concurrency=4  2 done, 1 failed")
     assert "TTFT p50 4.2 p95 4.2 ms" in line and "ITL p50 12 ms" in line and "6 s left" in line
