@@ -102,8 +102,8 @@ class _Told:
     def request_finished(self, record: RequestRecord) -> None:
         self.said.append(("request", record.id, None, None))
 
-    def phase_ended(self, name: str) -> None:
-        self.said.append(("end", name, None, None))
+    def phase_ended(self, name: str, *, interrupted: bool = False) -> None:
+        self.said.append(("end" if not interrupted else "cut", name, None, None))
 
 
 def test_within_names_each_level_inside_the_commands_phase() -> None:
@@ -113,10 +113,12 @@ def test_within_names_each_level_inside_the_commands_phase() -> None:
     observer.phase_started("concurrency=1", duration_s=2.0, num_requests=7)
     observer.request_finished(_ok(0.1))
     observer.phase_ended("concurrency=1")
+    observer.phase_ended("concurrency=4", interrupted=True)
     assert told.said == [
         ("start", "warm-up · concurrency=1", 2.0, 7),
         ("request", "r", None, None),
         ("end", "warm-up · concurrency=1", None, None),
+        ("cut", "warm-up · concurrency=4", None, None),
     ]
 
 
@@ -169,9 +171,12 @@ def test_the_display_draws_each_phase_and_leaves_one_line_per_finished_phase() -
         view.request_finished(_ok(0.2))
         assert _drawn(out, "measure · concurrency=16  1 done, 0 failed")  # by the redraws
         view.phase_ended("measure · concurrency=16")
+        view.phase_started("overload · rate=6", duration_s=5.0)
+        view.phase_ended("overload · rate=6", interrupted=True)  # Ctrl-C: the level cut short
     text = _CONTROL.sub("", out.getvalue())
     assert "✓ warm-up · concurrency=1  4 done, 1 failed  TTFT p50 60 p95 69 ms" in text
     assert "✓ measure · concurrency=16  1 done, 0 failed" in text
+    assert re.search(r"✗ overload · rate=6  in 0\.\d s  \(stopped\)", text)
     assert _stopped(out)
 
 
@@ -182,7 +187,7 @@ def test_an_error_inside_marks_the_open_phase_and_stops_the_display() -> None:
         view.request_finished(_ok(0.1))
         raise KeyboardInterrupt
     text = _CONTROL.sub("", out.getvalue())
-    assert "✗ overload · rate=6  1 done, 0 failed" in text
+    assert "✗ overload · rate=6  1 done, 0 failed" in text and "(stopped)" in text
     assert _stopped(out)
     deadline = time.monotonic() + 10.0  # rich's refresh thread ends at its next tick
     while any(type(t).__name__ == "_RefreshThread" for t in threading.enumerate()):

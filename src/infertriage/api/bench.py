@@ -298,7 +298,7 @@ class _Session:
             + caveats.retry_warning(self.records)
         )
         if self.observer is not None:
-            self.observer.phase_ended(name)
+            self.observer.phase_ended(name, interrupted=interrupted)
         return level
 
     def result(self, interrupted: bool, knee: Knee | None) -> BenchResult:

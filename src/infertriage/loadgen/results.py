@@ -142,7 +142,8 @@ class BenchResult:
 class RunObserver(Protocol):
     """A live display of a long command: told when a phase starts (with what it plans: a
     duration, a number of requests, or neither), of each finished request, and when the phase
-    ends. `request_finished` runs in the load loop, once per request: it must only take note."""
+    ends (cut short by Ctrl-C or not). `request_finished` runs in the load loop, once per
+    request: it must only take note."""
 
     def phase_started(
         self, name: str, *, duration_s: float | None = None, num_requests: int | None = None
@@ -150,7 +151,7 @@ class RunObserver(Protocol):
 
     def request_finished(self, record: RequestRecord) -> None: ...
 
-    def phase_ended(self, name: str) -> None: ...
+    def phase_ended(self, name: str, *, interrupted: bool = False) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +172,8 @@ class _Within:
     def request_finished(self, record: RequestRecord) -> None:
         self.observer.request_finished(record)
 
-    def phase_ended(self, name: str) -> None:
-        self.observer.phase_ended(self._name(name))
+    def phase_ended(self, name: str, *, interrupted: bool = False) -> None:
+        self.observer.phase_ended(self._name(name), interrupted=interrupted)
 
 
 @contextlib.contextmanager

@@ -173,7 +173,7 @@ class LiveView:
         tb: TracebackType | None,
     ) -> None:
         if self._phase is not None:
-            self._end(self._phase.name, mark="✗ ")
+            self._end(self._phase.name, stopped=True)
         if self._started:
             self._live.stop()  # the live lines are cleared and the cursor shown again
             self._started = False
@@ -194,17 +194,19 @@ class LiveView:
     def request_finished(self, record: RequestRecord) -> None:
         self._pending.append(record)  # the load loop's only cost; counted at the next redraw
 
-    def phase_ended(self, name: str) -> None:
-        self._end(name, mark="✓ ")
+    def phase_ended(self, name: str, *, interrupted: bool = False) -> None:
+        self._end(name, stopped=interrupted)
 
-    def _end(self, name: str, *, mark: str) -> None:
+    def _end(self, name: str, *, stopped: bool) -> None:
         with self._lock:
             phase, self._phase = self._phase, None
             if phase is None or phase.name != name:
                 return
             self._take(phase)
-            line = Text(mark, style="green" if mark == "✓ " else "red")
+            line = Text("✗ " if stopped else "✓ ", style="red" if stopped else "green")
             line.append_text(figures_line(phase.figures(self._clock()), done=True))
+            if stopped:
+                line.append("  (stopped)", style="red")
         self._live.console.print(line)  # above the live area, kept once it is cleared
         self._live.refresh()
 
