@@ -42,7 +42,7 @@ def test_counts_and_latencies_of_one_phase() -> None:
     phase.add([_ok(ttft, itl_s=0.02) for ttft in (0.1, 0.2, 0.3, 0.4)])
     phase.add([_failed(), _failed(fault="run_deadline")])  # cut by the drain: not a failure
     f = phase.figures(now_s=15.0)
-    assert (f.name, f.num_done, f.num_failed) == ("measure", 6, 1)
+    assert (f.name, f.num_done, f.num_failed, f.num_cut) == ("measure", 5, 1, 1)
     assert f.ttft_p50_s == pytest.approx(0.25)
     assert f.ttft_p95_s == pytest.approx(0.385)  # numpy's linear percentile of 0.1…0.4
     assert f.itl_p50_s == pytest.approx(0.02)
@@ -80,6 +80,9 @@ def test_the_line_shows_ms_and_the_time_left() -> None:
     phase.add([_ok(0.0042, itl_s=0.012), _failed()])
     line = figures_line(phase.figures(now_s=4.0)).plain
     assert line.startswith("warm-up · concurrency=4  2 done, 1 failed")
+    phase.add([_failed(fault="cancelled")])  # Ctrl-C
+    line = figures_line(phase.figures(now_s=4.0)).plain
+    assert line.startswith("warm-up · concurrency=4  2 done, 1 failed, 1 cut")
     assert "TTFT p50 4.2 p95 4.2 ms" in line and "ITL p50 12 ms" in line and "6 s left" in line
     assert "finishing the requests in flight" in figures_line(phase.figures(now_s=11.0)).plain
     assert figures_line(phase.figures(now_s=11.0), done=True).plain.endswith("in 11.0 s")

@@ -49,8 +49,9 @@ class LiveFigures:
     """One phase's figures at one instant; None where no request has said yet."""
 
     name: str
-    num_done: int
+    num_done: int  # ended on their own: answered, or failed by the server
     num_failed: int
+    num_cut: int  # cut by the run (the drain's deadline, Ctrl-C): neither done nor failed
     ttft_p50_s: float | None
     ttft_p95_s: float | None
     itl_p50_s: float | None
@@ -73,17 +74,20 @@ class LivePhase:
         self.started_s = started_s
         self.duration_s = duration_s
         self.num_requests = num_requests
-        self.num_done = self.num_failed = 0
+        self.num_done = self.num_failed = self.num_cut = 0
         self._ttft: deque[float] = deque(maxlen=_WINDOW)
         self._gaps: deque[float] = deque(maxlen=_GAPS)
 
     def add(self, records: Sequence[RequestRecord]) -> None:
         """Count the requests finished since the last redraw; a request the run cut (drain,
-        Ctrl-C) is not a failure. The ITL is read from the newest few: a long stream's
+        Ctrl-C) is neither done nor a failure. The ITL is read from the newest few: a long stream's
         gaps cost far more than its count, and a live median needs only a sample."""
         for record in records:
+            if is_incomplete(record):
+                self.num_cut += 1
+                continue
             self.num_done += 1
-            self.num_failed += not record.ok and not is_incomplete(record)
+            self.num_failed += not record.ok
             if record.ttft_s is not None:
                 self._ttft.append(record.ttft_s)
         for record in records[-_ITL_PER_REDRAW:]:
@@ -103,6 +107,7 @@ class LivePhase:
             name=self.name,
             num_done=self.num_done,
             num_failed=self.num_failed,
+            num_cut=self.num_cut,
             ttft_p50_s=float(ttft[0]) if ttft is not None else None,
             ttft_p95_s=float(ttft[1]) if ttft is not None else None,
             itl_p50_s=float(np.median(self._gaps)) if self._gaps else None,
@@ -120,10 +125,12 @@ def _ms(value_s: float | None) -> str:
 def figures_line(f: LiveFigures, *, done: bool = False) -> Text:
     """One line: the phase, its requests, TTFT and ITL in ms, and its time."""
     line = terminal_text(f.name, "bold")
-    if f.num_done or f.num_failed:
+    if f.num_done or f.num_cut:
         line.append(
             f"  {f.num_done:,} done, {f.num_failed:,} failed", style="red" if f.num_failed else ""
         )
+        if f.num_cut:
+            line.append(f", {f.num_cut:,} cut", style="yellow")
         line.append(
             f"  TTFT p50 {_ms(f.ttft_p50_s)} p95 {_ms(f.ttft_p95_s)} ms"
             f"  ITL p50 {_ms(f.itl_p50_s)} ms"
