@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from infertriage.cli.common import live_view
 
 # The smallest diagnose: 1 s levels of tiny requests (the twin's start, ~5 s of load, the
 # 2 s drain and the analysis: about 10 s on a busy machine).
@@ -94,6 +94,7 @@ def _in_terminal(*words: str, split: bool = False) -> _Screen:
     return _Screen(code, reads[out_master], reads[err_master])
 
 
+@pytest.mark.slow
 def test_diagnose_in_a_terminal_shows_its_phases_before_the_map(tmp_path: Path) -> None:
     screen = _in_terminal(*_SHORT, "--out", str(tmp_path / "run"))
     text = screen.text(screen.out)
@@ -114,6 +115,7 @@ def test_diagnose_in_a_terminal_shows_its_phases_before_the_map(tmp_path: Path) 
     assert raw.rindex(b"\x1b[?25h") > raw.rindex(b"\x1b[?25l")  # the cursor shown again
 
 
+@pytest.mark.slow
 def test_diagnose_json_in_a_terminal_prints_one_document_and_no_live_view(tmp_path: Path) -> None:
     screen = _in_terminal(*_SHORT, "--json", "--out", str(tmp_path / "run"), split=True)
     assert screen.code == 0, screen.text(screen.err)
@@ -121,3 +123,14 @@ def test_diagnose_json_in_a_terminal_prints_one_document_and_no_live_view(tmp_pa
     assert document["schema"].startswith("infertriage.diagnosis/")
     assert "warm-up" not in screen.text(screen.err)
     assert not any(b"\x1b[?25l" in data for _, data in screen.err)  # the cursor never hidden
+
+
+@pytest.mark.parametrize("forced", [None, "1"])
+def test_no_live_view_where_stdout_is_not_a_terminal(
+    forced: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if forced is not None:
+        monkeypatch.setenv("FORCE_COLOR", forced)  # rich would colour a pipe; still no view
+    assert not sys.stdout.isatty()  # pytest's capture
+    with live_view(json_out=False, progress=True) as view:
+        assert view is None

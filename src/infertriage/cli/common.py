@@ -21,8 +21,10 @@ def live_view(
     *, json_out: bool, progress: bool
 ) -> contextlib.AbstractContextManager[LiveView | None]:
     """The live view on stderr of a long command; None with --json, --no-progress or when
-    stdout or stderr is not a terminal (a pipe, a file, CI): there it would only be noise."""
+    stdout or stderr is not a terminal (a pipe, a file, CI): there it would only be noise.
+    A terminal, not what rich would colour: FORCE_COLOR in CI must not animate a log."""
     console = Console(stderr=True)
-    if json_out or not progress or not console.is_terminal or not Console().is_terminal:
+    terminals = sys.stdout.isatty() and sys.stderr.isatty()
+    if json_out or not progress or not terminals or not console.is_interactive:
         return contextlib.nullcontext()
     return LiveView(console)
