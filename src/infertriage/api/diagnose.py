@@ -30,6 +30,7 @@ from infertriage.analyze.signals.client import client_signals, judged_window
 from infertriage.analyze.signals.deployment import config_signals, fleet_signals
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.signals.scaling import scaling_signals
+from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals
@@ -77,7 +78,11 @@ COMPARE_FILE = "compare-run.json"  # under raw/: the other run's signals, for sc
 _CONCURRENCY = 16
 _OVERLOAD_FACTOR = 1.5
 _DRAIN_S = 2.0  # after the load: does the KV cache return to idle?
-_DRAIN_TIMEOUT_S = 3.0  # a level waits this long for its last streams, then cuts them
+_DRAIN_TIMEOUT_S = 3.0  # a warm-up or overload level waits this long for its last streams
+# The measured level waits longer: a stream it cuts never reaches the server's per-request
+# histograms (queue and prefill time are observed at the finish), so a slow server's map
+# would lose exactly the evidence that explains it (bench's default drain).
+_MEASURED_DRAIN_TIMEOUT_S = 30.0
 _MIN_LEVEL_S = 1.0
 
 
@@ -106,9 +111,15 @@ class _Sweep:
         rates: tuple[float, ...] = (),
         concurrencies: tuple[int, ...] = (),
         duration_s: float,
+        drain_timeout_s: float = _DRAIN_TIMEOUT_S,
     ) -> BenchResult:
         spec = self.bench.model_copy(
-            update={"rates": rates, "concurrencies": concurrencies, "duration_s": duration_s}
+            update={
+                "rates": rates,
+                "concurrencies": concurrencies,
+                "duration_s": duration_s,
+                "drain_timeout_s": drain_timeout_s,
+            }
         )
         return run_bench(spec, shared=self.shared)
 
@@ -174,7 +185,11 @@ def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Inter
     loads.window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
     loads.profiling = loads.window is not None and loads.window.start()
     try:
-        loads.main = sweep.load(concurrencies=(concurrency,), duration_s=level_s)
+        loads.main = sweep.load(
+            concurrencies=(concurrency,),
+            duration_s=level_s,
+            drain_timeout_s=_MEASURED_DRAIN_TIMEOUT_S,
+        )
     finally:
         if loads.window is not None:
             loads.window.stop()
@@ -225,6 +240,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         mine = [r for r in records if r.labels.get("level") == main_name]
         overload = [r for r in records if over is not None and r.labels.get("level") == over]
         phases = load_phases(mine, overload, clock.now_ts())
+        notes += cut_note(mine, _MEASURED_DRAIN_TIMEOUT_S)
     server_config = collected.server_config
     if target.prometheus is not None and phases is not None:
         server_config = read_fleet(run, clock, target, phases)
@@ -238,6 +254,19 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         environment=collected.environment,
         notes=notes,
     )
+
+
+def cut_note(mine: Sequence[RequestRecord], drain_timeout_s: float) -> list[str]:
+    """A note when the measured level ended with streams still running (cut by the run)."""
+    cut = sum(1 for r in mine if is_incomplete(r))
+    if not cut:
+        return []
+    return [
+        f"{cut} of {len(mine)} requests of the measured level were still streaming "
+        f"{drain_timeout_s:.0f} s after it ended and were cut: TTFT counts them, but the "
+        "server's per-request histograms (queue and prefill time, observed at the finish) "
+        "do not; a longer --duration or shorter outputs (--workload) measure them."
+    ]
 
 
 def _measured_level(
