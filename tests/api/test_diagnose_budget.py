@@ -36,9 +36,14 @@ def test_a_small_step_budget_is_named_with_its_knob(tmp_path: Path) -> None:
             duration_s=12.0,
             out=tmp_path / "run",
             workload="synthetic:input=950,output=64",
+            slo="ttft_p95=0.15s,itl_p95=0.04s",
         )
     )
     d = result.diagnosis
+    # --from-run judges by the SLOs the run was made with, unless others are given
+    assert diagnose(DiagnoseSpec(from_run=tmp_path / "run")).diagnosis.slo == d.slo
+    other = diagnose(DiagnoseSpec(from_run=tmp_path / "run", slo="ttft_p95=9s"))
+    assert [s.target for s in other.diagnosis.slo if s.name == "ttft_p95"] == [9.0]
     findings = {f.id: f for f in d.layer(Layer.SCHEDULING).findings}
     budget = findings["scheduling.prefill_token_budget"]
     assert "no engine step exceeded 256 tokens" in budget.title

@@ -409,9 +409,9 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
 
 def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
     """The `diagnose` command; see the module docstring."""
-    thresholds = load_thresholds(spec.slo)
     if spec.from_run is not None:
-        return _diagnose_from_run(spec.from_run, spec.compare_run, thresholds)
+        return _diagnose_from_run(spec.from_run, spec.compare_run, spec.slo)
+    thresholds = load_thresholds(spec.slo)
     if spec.metrics_file is not None:
         return diagnose_metrics_file(spec.metrics_file, thresholds)
     if spec.duration_s <= 0:
@@ -455,12 +455,13 @@ def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
     return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
 
 
-def _diagnose_from_run(
-    from_run: Path, compare_run: Path | None, thresholds: Thresholds
-) -> DiagnoseResult:
+def _diagnose_from_run(from_run: Path, compare_run: Path | None, slo: str | None) -> DiagnoseResult:
+    """The map of a run on disk, judged by `slo`, else by the SLOs the run was made with."""
     run = RunDir.open(from_run)
     other = _other_run_signals(compare_run) if compare_run is not None else None
     view = measured_view(run)  # a run it cannot read says so before anything is written
+    stored = view.info.spec.get("slo")
+    thresholds = load_thresholds(slo if slo is not None or not isinstance(stored, str) else stored)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
     return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
