@@ -95,6 +95,7 @@ class Behavior:
     # unless the request asks `ignore_eos` or `min_tokens` (when `sampling_fields` honours them).
     eos_after: int | None = None
     sampling_fields: bool = True
+    echo_request_id: bool = False  # answer with the request's X-Request-Id header
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Behavior:
@@ -130,6 +131,7 @@ PRESETS: dict[str, Behavior] = {
     ),  # vLLM's words
     "http_429": Behavior(status=429, error_message="Too many requests: rate limit reached"),
     "slow_headers": Behavior(headers_delay_s=5.0),
+    "echo_request_id": Behavior(echo_request_id=True),
     "no_done": Behavior(send_done=False),
     "no_usage": Behavior(usage=False),
     "close_after": Behavior(close_after=True),  # as llama-server does
@@ -362,7 +364,10 @@ class PathServer:
         chat: bool,
     ) -> web.StreamResponse:
         arrival = time.perf_counter_ns()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        headers = {"Content-Type": "text/event-stream"}
+        if behavior.echo_request_id:
+            headers["X-Request-Id"] = request_id
+        resp = web.StreamResponse(headers=headers)
         await resp.prepare(request)
         stream = _Stream(behavior, body, chat, self.config)
         first_ns = last_ns = 0

@@ -38,6 +38,21 @@ def test_histogram_deltas_over_the_measured_level() -> None:
     assert 0.1 < got["server.ttft_p95_s"] <= 0.5
 
 
+def test_finish_observed_histograms_count_the_scrape_after_the_level() -> None:
+    # vLLM observes queue and prefill time at the finish: a slow level's requests all end in
+    # its last scrape interval (finished by 9.8 s, scraped at 10.5 s after the overload began)
+    phases = Phases(load_start_ts=0.0, load_end_ts=9.8, overload_start_ts=10.0)
+    samples = []
+    for name, at_end in (("server.prefill_time", 0), ("server.queue_time", 0)):
+        samples += _hist(0.0, name, {"1.0": 0, "+Inf": 0}, 0.0)
+        samples += _hist(9.5, name, {"1.0": at_end, "+Inf": at_end}, 0.0)
+        samples += _hist(10.5, name, {"1.0": 4, "+Inf": 8}, 12.0)
+        samples += _hist(12.0, name, {"1.0": 4, "+Inf": 20}, 90.0)  # the overload's
+    got = _by_name(samples, phases)
+    assert got["server.prefill_time_mean_s"] == pytest.approx(1.5)
+    assert got["server.queue_time_mean_s"] == pytest.approx(1.5)
+
+
 def test_memory_and_queue_read_up_to_the_end_of_overload() -> None:
     samples = [Sample(t, "kv.usage", u) for t, u in ((1, 0.2), (9, 0.5), (13, 0.99), (17, 0.0))]
     samples += [Sample(t, "preemptions", p) for t, p in ((0, 5), (10, 5), (15, 9))]

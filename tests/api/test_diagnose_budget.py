@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.api.diagnose import DiagnoseSpec, diagnose
-from infertriage.schemas import Layer
+from infertriage.api.diagnose import DiagnoseSpec, cut_note, diagnose
+from infertriage.schemas import ErrorKind, Layer, RequestRecord
 
 SCENARIO = """\
 description: a 256-token step budget with ~950-token prompts
@@ -36,9 +36,14 @@ def test_a_small_step_budget_is_named_with_its_knob(tmp_path: Path) -> None:
             duration_s=12.0,
             out=tmp_path / "run",
             workload="synthetic:input=950,output=64",
+            slo="ttft_p95=0.15s,itl_p95=0.04s",
         )
     )
     d = result.diagnosis
+    # --from-run judges by the SLOs the run was made with, unless others are given
+    assert diagnose(DiagnoseSpec(from_run=tmp_path / "run")).diagnosis.slo == d.slo
+    other = diagnose(DiagnoseSpec(from_run=tmp_path / "run", slo="ttft_p95=9s"))
+    assert [s.target for s in other.diagnosis.slo if s.name == "ttft_p95"] == [9.0]
     findings = {f.id: f for f in d.layer(Layer.SCHEDULING).findings}
     budget = findings["scheduling.prefill_token_budget"]
     assert "no engine step exceeded 256 tokens" in budget.title
@@ -49,3 +54,15 @@ def test_a_small_step_budget_is_named_with_its_knob(tmp_path: Path) -> None:
         assert d.symptom.startswith("TTFT p95")
     else:
         assert d.unexplained is not None
+
+
+def test_a_measured_level_cut_by_the_run_is_said() -> None:
+    def record(i: int, fault: str) -> RequestRecord:
+        kind = ErrorKind.TIMEOUT if fault else None
+        return RequestRecord(id=str(i), scheduled_ts=0.0, sent_ts=0.0, first_token_ts=0.5,
+                             end_ts=1.0, error_kind=kind, fault=fault)  # fmt: skip
+
+    assert cut_note([record(0, ""), record(1, "")], 30.0) == []
+    note = cut_note([record(0, "run_deadline"), record(1, ""), record(2, "run_deadline")], 30.0)
+    assert note and note[0].startswith("2 of 3 requests of the measured level were still streaming")
+    assert "--duration" in note[0]

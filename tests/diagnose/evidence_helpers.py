@@ -104,6 +104,7 @@ HEALTHY: dict[str, float] = {
     "plan.memory_headroom": 0.2,
     "plan.tokens_per_request": 800.0,
     "plan.decode_batch": 64.0,
+    "plan.smallest_tp_that_fits": 2.0,
 }
 
 

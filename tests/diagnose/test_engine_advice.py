@@ -11,7 +11,10 @@ from infertriage.schemas import Finding, Thresholds
 from .evidence_helpers import make_evidence
 
 SLOW = {"client__ttft_p95_s": 0.9, "client__itl_p95_s": 0.12}
-QUEUED = {"server__queue_time_mean_s": 0.6, "server__ttft_mean_s": 0.8, **SLOW}
+QUEUED = {
+    "server__queue_time_mean_s": 0.6, "server__ttft_mean_s": 0.8,
+    "config__max_num_seqs": 64, "queue__running_max": 64, **SLOW,
+}  # fmt: skip
 PRESSED = {"kv__usage_max": 0.99, "preemptions__total": 12}
 EAGER = {"trace__launch_gap_fraction": 0.6, "trace__cuda_graph_fraction": 0.0}
 
@@ -34,6 +37,14 @@ def test_the_seat_flag_is_the_engines() -> None:
     assert "raise `--max-num-seqs`" in vllm and "llama.cpp" not in vllm
     llama = _steps("scheduling.queue_dominates_ttft", "llamacpp", **QUEUED)
     assert "raise `--parallel`" in llama
+
+
+def test_with_seats_free_the_advice_is_the_token_budget_not_more_seats() -> None:
+    # 14 of 128 seats used while requests queue: they wait for the step budget's prefill
+    free = {**QUEUED, "config__max_num_seqs": 128, "queue__running_max": 14}
+    steps = _steps("scheduling.queue_dominates_ttft", "vllm", **free)
+    assert steps.startswith("raise the token budget `--max-num-batched-tokens`")
+    assert "--max-num-seqs" not in steps
 
 
 def test_memory_advice_per_engine() -> None:

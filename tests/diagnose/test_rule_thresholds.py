@@ -92,6 +92,12 @@ CASES: dict[str, At] = {
         "hardware.hbm_bandwidth_bound",
         _ev(gpu__dram_active_mean=0.85, **SLOW_ITL)("queue__running_max"),
     ),
+    "slo_headroom": At(
+        "hardware.hbm_bandwidth_bound",
+        lambda v: make_evidence(
+            gpu__dram_active_mean=0.85, client__itl_p95_s=v * Thresholds().itl_p95_s
+        ),
+    ),
     "roofline_efficiency": At(
         "hardware.below_roofline",
         lambda v: make_evidence(client__throughput_tok_s=v * 4000.0),
@@ -268,6 +274,7 @@ PINNED: dict[str, float] = {
     "scaling_no_plan": 0.7,
     "scaling_of_plan": 0.8,
     "short_kernel_fraction": 0.5,
+    "slo_headroom": 0.8,
     "step_cpu_gap": 0.3,
     "stream_cut_fraction": 0.05,
     "syncs_per_step": 2.0,

@@ -621,3 +621,41 @@ def test_an_slo_miss_no_rule_explains_is_said_with_what_is_missing() -> None:
 def test_no_miss_no_unexplained_and_no_symptom() -> None:
     diagnosis = diagnose_evidence(make_evidence(), Thresholds())
     assert diagnosis.unexplained is None and diagnosis.symptom == ""
+
+
+def test_a_server_histogram_absent_from_a_scraped_server_says_why() -> None:
+    # scraped (server TTFT and KV read) but no request finished: not "pass --metrics-url"
+    scraped = make_evidence(server__prefill_time_mean_s=None, client__ttft_p95_s=0.9)
+    missing = diagnose_evidence(scraped, Thresholds()).layer(Layer.SCHEDULING).missing
+    line = next(m for m in missing if m.startswith("server.prefill_time_mean_s:"))
+    assert "no request of the measured level finished" in line
+    blind = make_evidence(server__prefill_time_mean_s=None, server__ttft_mean_s=None,
+                          kv__usage_max=None, client__ttft_p95_s=0.9)  # fmt: skip
+    missing = diagnose_evidence(blind, Thresholds()).layer(Layer.SCHEDULING).missing
+    assert "server.prefill_time_mean_s: scrape the server: `--metrics-url URL/metrics`" in missing
+
+
+def test_hbm_roofline_near_the_itl_slo_is_a_warning_and_a_miss_a_bottleneck() -> None:
+    t = Thresholds()
+    rule = RULES["hardware.hbm_bandwidth_bound"].fn
+    near = rule(make_evidence(gpu__dram_active_mean=0.85, client__itl_p95_s=0.9 * t.itl_p95_s), t)
+    assert near is not None and near.status is Status.WARNING
+    assert "no headroom" in near.title
+    missed = rule(make_evidence(gpu__dram_active_mean=0.85, client__itl_p95_s=1.5 * t.itl_p95_s), t)
+    assert missed is not None and missed.status is Status.BOTTLENECK
+    roomy = rule(make_evidence(gpu__dram_active_mean=0.85, client__itl_p95_s=0.5 * t.itl_p95_s), t)
+    assert roomy is None
+
+
+def test_communication_replicas_would_not_pay_is_a_bottleneck_with_slos_met() -> None:
+    # TP 2 over PCIe, all-reduce 38 % of GPU time, SLOs met: TP 1 replicas fit (the plan)
+    rule, t = RULES["parallelism.communication_share"].fn, Thresholds()
+    needed = make_evidence(trace__nccl_fraction=0.38, config__interconnect_pcie=1.0)
+    found = rule(needed, t)
+    assert found is not None and found.status is Status.WARNING  # TP 2 is the smallest
+    avoidable = make_evidence(trace__nccl_fraction=0.38, config__interconnect_pcie=1.0,
+                              plan__smallest_tp_that_fits=1.0)  # fmt: skip
+    found = rule(avoidable, t)
+    assert found is not None and found.status is Status.BOTTLENECK
+    assert "TP 1 replicas would fit, up to 1.6× the throughput" in found.title
+    assert found.next_steps[0].startswith("run 2 replicas of TP 1 instead")

@@ -248,3 +248,11 @@ def test_a_server_closing_after_each_stream_fails_no_request(server: Server) -> 
     records = asyncio.run(go())
     assert all(r.ok for r in records), [r.error_text for r in records if not r.ok]
     assert sum(r.labels.get("retried") == "stale_connection" for r in records) <= 1
+
+
+def test_what_the_server_calls_the_request_is_recorded(server: Server, fetch_one: Fetch) -> None:
+    url, _ = server
+    echoed = fetch_one(url, "echo_request_id")  # the response's X-Request-Id header
+    assert echoed.ok and echoed.server_request_id == "req-1"
+    streamed = fetch_one(url)  # no header: the stream's own `id`
+    assert streamed.ok and streamed.server_request_id == "cmpl-test"

@@ -30,6 +30,7 @@ from infertriage.analyze.signals.client import client_signals, judged_window
 from infertriage.analyze.signals.deployment import config_signals, fleet_signals
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.signals.scaling import scaling_signals
+from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
 from infertriage.api.evidence import plan_signals, trace_signals
@@ -77,7 +78,11 @@ COMPARE_FILE = "compare-run.json"  # under raw/: the other run's signals, for sc
 _CONCURRENCY = 16
 _OVERLOAD_FACTOR = 1.5
 _DRAIN_S = 2.0  # after the load: does the KV cache return to idle?
-_DRAIN_TIMEOUT_S = 3.0  # a level waits this long for its last streams, then cuts them
+_DRAIN_TIMEOUT_S = 3.0  # a warm-up or overload level waits this long for its last streams
+# The measured level waits longer: a stream it cuts never reaches the server's per-request
+# histograms (queue and prefill time are observed at the finish), so a slow server's map
+# would lose exactly the evidence that explains it (bench's default drain).
+_MEASURED_DRAIN_TIMEOUT_S = 30.0
 _MIN_LEVEL_S = 1.0
 
 
@@ -108,9 +113,15 @@ class _Sweep:
         rates: tuple[float, ...] = (),
         concurrencies: tuple[int, ...] = (),
         duration_s: float,
+        drain_timeout_s: float = _DRAIN_TIMEOUT_S,
     ) -> BenchResult:
         spec = self.bench.model_copy(
-            update={"rates": rates, "concurrencies": concurrencies, "duration_s": duration_s}
+            update={
+                "rates": rates,
+                "concurrencies": concurrencies,
+                "duration_s": duration_s,
+                "drain_timeout_s": drain_timeout_s,
+            }
         )
         return run_bench(spec, observer=within(self.observer, phase), shared=self.shared)
 
@@ -181,7 +192,12 @@ def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Inter
     loads.window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
     loads.profiling = loads.window is not None and loads.window.start()
     try:
-        loads.main = sweep.load("measure", concurrencies=(concurrency,), duration_s=level_s)
+        loads.main = sweep.load(
+            "measure",
+            concurrencies=(concurrency,),
+            duration_s=level_s,
+            drain_timeout_s=_MEASURED_DRAIN_TIMEOUT_S,
+        )
     finally:
         if loads.window is not None:
             loads.window.stop()
@@ -232,6 +248,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         mine = [r for r in records if r.labels.get("level") == main_name]
         overload = [r for r in records if over is not None and r.labels.get("level") == over]
         phases = load_phases(mine, overload, clock.now_ts())
+        notes += cut_note(mine, _MEASURED_DRAIN_TIMEOUT_S)
     server_config = collected.server_config
     if target.prometheus is not None and phases is not None:
         server_config = read_fleet(run, clock, target, phases)
@@ -245,6 +262,19 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         environment=collected.environment,
         notes=notes,
     )
+
+
+def cut_note(mine: Sequence[RequestRecord], drain_timeout_s: float) -> list[str]:
+    """A note when the measured level ended with streams still running (cut by the run)."""
+    cut = sum(1 for r in mine if is_incomplete(r))
+    if not cut:
+        return []
+    return [
+        f"{cut} of {len(mine)} requests of the measured level were still streaming "
+        f"{drain_timeout_s:.0f} s after it ended and were cut: TTFT counts them, but the "
+        "server's per-request histograms (queue and prefill time, observed at the finish) "
+        "do not; a longer --duration or shorter outputs (--workload) measure them."
+    ]
 
 
 def _measured_level(
@@ -388,9 +418,9 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
 def diagnose(spec: DiagnoseSpec, *, observer: RunObserver | None = None) -> DiagnoseResult:
     """The `diagnose` command; see the module docstring. `observer`: a live view, told of
     each phase (starting the twin, warm-up, measure, overload, drain, analysis)."""
-    thresholds = load_thresholds(spec.slo)
     if spec.from_run is not None:
-        return _diagnose_from_run(spec.from_run, spec.compare_run, thresholds)
+        return _diagnose_from_run(spec.from_run, spec.compare_run, spec.slo)
+    thresholds = load_thresholds(spec.slo)
     if spec.metrics_file is not None:
         return diagnose_metrics_file(spec.metrics_file, thresholds)
     if spec.duration_s <= 0:
@@ -437,12 +467,13 @@ def diagnose(spec: DiagnoseSpec, *, observer: RunObserver | None = None) -> Diag
     return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
 
 
-def _diagnose_from_run(
-    from_run: Path, compare_run: Path | None, thresholds: Thresholds
-) -> DiagnoseResult:
+def _diagnose_from_run(from_run: Path, compare_run: Path | None, slo: str | None) -> DiagnoseResult:
+    """The map of a run on disk, judged by `slo`, else by the SLOs the run was made with."""
     run = RunDir.open(from_run)
     other = _other_run_signals(compare_run) if compare_run is not None else None
     view = measured_view(run)  # a run it cannot read says so before anything is written
+    stored = view.info.spec.get("slo")
+    thresholds = load_thresholds(slo if slo is not None or not isinstance(stored, str) else stored)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
     return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)

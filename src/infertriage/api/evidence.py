@@ -30,6 +30,25 @@ def _value(signals: Sequence[Signal], name: str) -> float | None:
     return next((s.value for s in signals if s.name == name), None)
 
 
+def _fewer_gpus(inputs: PlanInputs) -> list[Signal]:
+    """The smallest tensor-parallel degree whose replicas, sharing the load, each still fit it
+    with the headroom kept (`plan.smallest_tp_that_fits`): below the one deployed, the
+    all-reduce is a cost replicas would not pay."""
+    tp, smallest = inputs.tp, inputs.tp
+    while tp > 1:
+        tp //= 2
+        replicas = inputs.tp // tp
+        share = max(1, inputs.concurrency // replicas)
+        fewer = inputs.replace(tp=tp, num_gpus=None, concurrency=share)
+        try:
+            if not make_capacity_plan(fewer).fits_with_headroom:
+                break
+        except UserError:
+            break
+        smallest = tp
+    return [Signal("plan.smallest_tp_that_fits", float(smallest), "GPUs", "plan")]
+
+
 def plan_signals(
     deployment: Mapping[str, Any], server_config: Mapping[str, Any], measured: Sequence[Signal]
 ) -> list[Signal]:
@@ -58,8 +77,8 @@ def plan_signals(
     except UserError:
         return []
     r = plan.roofline
+    extra = _fewer_gpus(plan.inputs)
     pcie = _value(measured, "gpu.pcie_bytes_per_s")
-    extra = []
     if pcie is not None:
         share = pcie / plan.inputs.gpu.pcie_bw_bytes_per_s
         extra.append(Signal("gpu.pcie_utilization", share, "fraction", "metrics+plan"))

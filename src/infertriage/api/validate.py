@@ -29,6 +29,7 @@ from infertriage.analyze.golive.checks import (
     performance_checks,
     stability_checks,
 )
+from infertriage.analyze.golive.request_ids import request_id_check
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.stats.latency import steady_requests
 from infertriage.api.bench import SharedRun, reach, run_bench
@@ -253,7 +254,10 @@ def _measured(
 ) -> _Measured:
     phases = _by_phase(run)
     performance = phases[PERFORMANCE]
-    checks = performance_checks(performance, thresholds, seed=seed)
+    checks = [
+        request_id_check(performance),
+        *performance_checks(performance, thresholds, seed=seed),
+    ]
     judged = steady_requests(performance)[1] if performance else None
     samples: list[Sample] = (
         list(run.iter_records(run.metrics, Sample)) if run.metrics.exists() else []

@@ -23,6 +23,12 @@ __all__ = ["SIGNALS", "Evidence", "SignalDef"]
 class SignalDef:
     unit: str
     collect: str  # the flag or command that collects it
+    # why it can be absent although its source was read (the server was scraped): said
+    # instead of `collect`, which would send the user to a flag already given
+    absent: str = ""
+
+    def hint(self, source_read: bool) -> str:
+        return self.absent if source_read and self.absent else self.collect
 
 
 _LOAD = "run `infertriage diagnose --url URL` (it drives load) or `infertriage bench`"
@@ -34,6 +40,11 @@ _PLAN = "give the deployment: `--model-config C --gpu G --tp N`"
 _SCALING = "compare with a run of the same service at another GPU count: `--compare-run DIR`"
 _LOG = "pass the server's log: `--log FILE`"
 _FLEET = "read a fleet's replicas from Prometheus: `--prometheus URL --selector SEL`"
+# vLLM observes a request's queue and prefill time when it finishes
+_AT_FINISH = (
+    "the server observes it when a request finishes, and no request of the measured level "
+    "finished: a longer `--duration` or shorter outputs"
+)
 _CONFIG = "a server that reports its config (vLLM `vllm:cache_config_info`, `/v1/models`)"
 
 SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
@@ -64,8 +75,8 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "server.ttft_p50_s": SignalDef("s", _METRICS),
         "server.ttft_p95_s": SignalDef("s", _METRICS),
         "server.itl_p95_s": SignalDef("s", _METRICS),
-        "server.queue_time_mean_s": SignalDef("s", _METRICS),
-        "server.prefill_time_mean_s": SignalDef("s", _METRICS),
+        "server.queue_time_mean_s": SignalDef("s", _METRICS, _AT_FINISH),
+        "server.prefill_time_mean_s": SignalDef("s", _METRICS, _AT_FINISH),
         "server.step_tokens_max": SignalDef("tokens", _METRICS),
         "server.ttft_mean_s": SignalDef("s", _METRICS),
         "server.itl_p50_s": SignalDef("s", _METRICS),
@@ -78,7 +89,11 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "kv.usage_after_drain": SignalDef("fraction", _METRICS),
         "kv.usage_idle_slope": SignalDef("fraction/s", _METRICS),
         "preemptions.total": SignalDef("1", _METRICS),
-        "prefix_cache.hit_rate": SignalDef("fraction", _METRICS),
+        "prefix_cache.hit_rate": SignalDef(
+            "fraction",
+            _METRICS,
+            "the server exports no prefix-cache counters (is prefix caching enabled?)",
+        ),
         "spec.acceptance_rate": SignalDef("fraction", _METRICS),
         "spec.mean_accepted_tokens": SignalDef("tokens", _METRICS),
         "spec.acceptance_decay": SignalDef("fraction", _METRICS),
@@ -145,6 +160,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "plan.memory_headroom": SignalDef("fraction", _PLAN),
         "plan.tokens_per_request": SignalDef("tokens", _PLAN),
         "plan.decode_batch": SignalDef("requests", _PLAN),
+        "plan.smallest_tp_that_fits": SignalDef("GPUs", _PLAN),
     }
 )
 

@@ -103,9 +103,10 @@ def _not_applicable(layer: Layer, evidence: Evidence) -> bool:
 
 def _missing(skipped: Iterable[Rule], evidence: Evidence) -> tuple[str, ...]:
     lines: dict[str, None] = {}
+    scraped = evidence.has("server.ttft_mean_s") or evidence.has("kv.usage_max")
     for registered in skipped:
         for name in registered.missing(evidence):
-            lines[f"{name}: {SIGNALS[name].collect}"] = None
+            lines[f"{name}: {SIGNALS[name].hint(scraped)}"] = None
     return tuple(lines)
 
 

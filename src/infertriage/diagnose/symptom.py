@@ -24,6 +24,7 @@ __all__ = [
     "errors_missed",
     "flag",
     "itl_missed",
+    "itl_near",
     "misses",
     "slo_missed",
     "slo_results",
@@ -55,6 +56,16 @@ def ttft_missed(evidence: Evidence, t: Thresholds) -> bool:
 def itl_missed(evidence: Evidence, t: Thresholds) -> bool:
     value = itl_p95(evidence)
     return value is not None and value > t.itl_p95_s and t.profile is SloProfile.INTERACTIVE
+
+
+def itl_near(evidence: Evidence, t: Thresholds) -> bool:
+    """ITL p95 within its SLO but at `slo_headroom` of it or more: no headroom left."""
+    value = itl_p95(evidence)
+    return (
+        value is not None
+        and value >= t.slo_headroom * t.itl_p95_s
+        and t.profile is SloProfile.INTERACTIVE
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
 __all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState", "prompt_fields"]
 
 _ERROR_TEXT_LIMIT = 300
+_SERVER_ID_LIMIT = 200  # a request id longer than this is not one
 _NO_SECRETS = Redactor()
 _NOTHING, _OUTPUT, _REASONING = 0, 1, 2
 _loads = orjson.loads
@@ -97,6 +98,7 @@ class StreamState:
         "reused",
         "scheduled_ns",
         "sent_ns",
+        "server_id",
         "spec",
         "status",
         "texts",
@@ -133,6 +135,7 @@ class StreamState:
         self.retried = False  # resent once on a fresh connection: the kept-alive one was closed
         self.retry_cause = ""  # what the send on the kept-alive connection met
         self.reused = False  # the send went out on a kept-alive connection (aiohttp's trace)
+        self.server_id = ""  # the response's X-Request-Id, else its first event's `id`
 
     def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
         """Record the first failure; a later one (a reset after an error event) does not mask it."""
@@ -205,6 +208,8 @@ class StreamState:
         if "error" in obj:
             self._error_event(data)
             return _NOTHING, 0
+        if not self.server_id:
+            self.server_id = str(obj.get("id") or "")[:_SERVER_ID_LIMIT]
         kind = self._kind(obj)
         usage = obj.get("usage")
         if usage is not None:
@@ -277,6 +282,7 @@ class StreamState:
             chunk_tokens_exact=bool(self.chunks)
             and (self.exact or self.usage_completion == counted),
             fault=self.fault,
+            server_request_id=self.server_id,
         )
 
     def _output_tokens(
@@ -424,6 +430,7 @@ class RequestClient:
         async with post as resp:
             state.headers_ns = state.last_ns = time.perf_counter_ns()
             state.status = resp.status
+            state.server_id = resp.headers.get("X-Request-Id", "")[:_SERVER_ID_LIMIT]
             if resp.status != 200:
                 await self._http_error(state, resp)
             elif resp.content_type == "application/json":

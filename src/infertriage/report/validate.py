@@ -25,12 +25,14 @@ _STYLE = {
     CheckStatus.PASS: "green",
     CheckStatus.MARGINAL: "yellow",
     CheckStatus.FAIL: "bold red",
+    CheckStatus.WARN: "yellow",
     CheckStatus.SKIP: "dim",
 }
 _MARK = {
     CheckStatus.PASS: "✅",
     CheckStatus.MARGINAL: "⚠️",
     CheckStatus.FAIL: "❌",
+    CheckStatus.WARN: "⚠️",
     CheckStatus.SKIP: "➖",
 }
 
@@ -44,12 +46,16 @@ def verdict_line(checks: Sequence[Check]) -> str:
     failed = [c for c in checks if c.status is CheckStatus.FAIL]
     marginal = [c for c in checks if c.status is CheckStatus.MARGINAL]
     skipped = [c for c in checks if c.status is CheckStatus.SKIP]
+    warned = [c for c in checks if c.status is CheckStatus.WARN]
     head = "READY" if checklist_ready(checks) else "NOT READY"
-    parts = [f"{len(checks) - len(failed) - len(skipped)} of {len(checks)} checks passed"]
+    passed = len(checks) - len(failed) - len(skipped) - len(warned)
+    parts = [f"{passed} of {len(checks)} checks passed"]
     if failed:
         parts.append(f"{len(failed)} failed ({', '.join(c.name for c in failed)})")
     if marginal:
         parts.append(f"{len(marginal)} marginal")
+    if warned:
+        parts.append(f"{len(warned)} to fix ({', '.join(c.name for c in warned)})")
     if skipped:
         parts.append(f"{len(skipped)} skipped")
     return f"{head}: " + "; ".join(parts) + "."

@@ -26,6 +26,7 @@ class CheckStatus(StrEnum):
     PASS = "pass"
     MARGINAL = "marginal"  # the point estimate holds, its interval does not
     FAIL = "fail"
+    WARN = "warn"  # not a go-live blocker, but to fix: `detail` says how
     SKIP = "skip"  # not measurable here; `detail` says why and what would measure it
 
 

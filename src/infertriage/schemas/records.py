@@ -104,6 +104,9 @@ class RequestRecord:
     headers_ts: float | None = None  # when the response headers arrived
     chunk_tokens_exact: bool = False  # per-chunk counts from the server (not one per event)
     fault: str = ""  # finer than error_kind: reset, stall, error_event, malformed_event, …
+    # What the server calls it: its X-Request-Id response header, else the stream's `id`
+    # (vLLM: `chatcmpl-<X-Request-Id>` when it honours the id `bench` sent as `id`).
+    server_request_id: str = ""
 
     @property
     def ok(self) -> bool:

@@ -101,6 +101,8 @@ class Thresholds:
     # --- hardware layer ---
     # below this decode batch, batching still buys throughput on a bandwidth-bound GPU
     hbm_min_decode_batch: float = 8.0
+    # a latency this close to its SLO has no headroom left: a ceiling met there is a warning
+    slo_headroom: float = 0.8
     # throughput below this share of the plan's roofline for the batch reached
     roofline_efficiency: float = 0.50
     # PCIe link utilisation that is saturated

@@ -57,6 +57,7 @@ __all__ = ["TwinApp", "make_app", "serve"]
 
 _SWITCH_INTERVAL_S = 0.0005  # let the engine thread take the GIL promptly from a busy front end
 _BOARD_WATTS = {"nvlink": 700.0, "pcie": 350.0}
+_MAX_REQUEST_ID = 128  # characters of a client's X-Request-Id the twin keeps
 
 
 def _json(document: object, status: int = 200) -> web.Response:
@@ -255,7 +256,7 @@ class TwinApp:
         except ApiError as err:
             return _error(err)
         assert self.driver is not None
-        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        request_id = self._request_id(request, chat)
         stream = _Stream()
         self._streams[request_id] = stream
         # Output is seeded by the prompt, as greedy decoding is: the same prompt, the same text.
@@ -270,6 +271,15 @@ class TwinApp:
             self._streams.pop(request_id, None)
             if not generation.engine_finished:
                 self.driver.abort(request_id)
+
+    def _request_id(self, request: web.Request, chat: bool) -> str:
+        """As vLLM names a request: its prefix and the client's `X-Request-Id`, else a uuid
+        (one already in flight is not reused: a duplicate would mix two streams)."""
+        given = request.headers.get("X-Request-Id", "")[:_MAX_REQUEST_ID]
+        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{given or uuid.uuid4().hex}"
+        if request_id in self._streams:
+            request_id = f"{request_id}-{uuid.uuid4().hex[:8]}"
+        return request_id
 
 
 def _tokens_of(spec: GenerateRequest) -> list[str]:

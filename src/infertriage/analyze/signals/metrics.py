@@ -84,13 +84,21 @@ def _increase(series: _Series, name: str, start: float, end: float) -> float | N
     return None if found is None else found.increase
 
 
-def _window(series: _Series, name: str, start: float, end: float) -> HistogramWindow | None:
+def _window(
+    series: _Series, name: str, start: float, end: float, *, closing: bool = False
+) -> HistogramWindow | None:
+    """The histogram's increase over the snapshots in [start, end]; with `closing`, also the
+    first snapshot after `end`, which holds what was observed in the last scrape interval."""
+    times = sorted(series.hist.get(name, {}))
+    chosen = [t for t in times if start - 1e-9 <= t <= end + 1e-9]
+    after = [t for t in times if t > end + 1e-9]
+    if closing and after:
+        chosen.append(after[0])
     snapshots = []
-    for t in sorted(series.hist.get(name, {})):
-        if start - 1e-9 <= t <= end + 1e-9:
-            values = series.hist[name][t]
-            buckets = {float(k): v for k, v in values.items() if k not in ("sum", "count")}
-            snapshots.append((buckets, values.get("sum", 0.0), values.get("count", 0.0)))
+    for t in chosen:
+        values = series.hist[name][t]
+        buckets = {float(k): v for k, v in values.items() if k not in ("sum", "count")}
+        snapshots.append((buckets, values.get("sum", 0.0), values.get("count", 0.0)))
     return histogram_increase(snapshots)
 
 
@@ -107,8 +115,10 @@ def _step_tokens_max(series: _Series, start: float, end: float) -> list[Signal]:
     return _signal("server.step_tokens_max", bound, "tokens", (start, end))
 
 
-def _histogram(series: _Series, name: str, start: float, end: float) -> list[Signal]:
-    window = _window(series, name, start, end)
+def _histogram(
+    series: _Series, name: str, start: float, end: float, *, closing: bool = False
+) -> list[Signal]:
+    window = _window(series, name, start, end, closing=closing)
     if window is None or window.count <= 0:
         return []
     span = (start, end)
@@ -132,11 +142,14 @@ def _slope(points: _Points) -> float | None:
 def _server(series: _Series, phases: Phases) -> list[Signal]:
     start, end = phases.load_start_ts, phases.load_end_ts
     out: list[Signal] = []
-    # Up to the overload step: vLLM observes queue time when a request finishes, so the
-    # measured level's last requests land in its drain, before the overload begins.
+    # Up to the overload step. vLLM observes queue and prefill time when a request finishes,
+    # so the measured level's last requests land in the scrape after its end: a slow level's
+    # requests may all finish in that last interval (its first snapshot after the end counts).
     hist_end = phases.overload_start_ts or end
-    for name in ("server.ttft", "server.itl", "server.queue_time", "server.prefill_time"):
+    for name in ("server.ttft", "server.itl"):
         out += _histogram(series, name, start, hist_end)
+    for name in ("server.queue_time", "server.prefill_time"):
+        out += _histogram(series, name, start, min(hist_end, end), closing=True)
     out += _step_tokens_max(series, start, hist_end)
     # Memory and queues are read up to the end of the overload step, their peak.
     end = max(end, phases.overload_end_ts or end)

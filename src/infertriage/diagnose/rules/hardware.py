@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
-from infertriage.diagnose.symptom import flag, itl_missed, slo_missed
+from infertriage.diagnose.symptom import flag, itl_missed, itl_near, slo_missed
 from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
@@ -42,22 +42,30 @@ def busy_not_computing(ev: Evidence, t: Thresholds) -> Finding | None:
     ("gpu.dram_active_mean", "client.itl_p95_s", "queue.running_max"),
 )
 def hbm_bandwidth_bound(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Decode at the HBM roofline: a bottleneck when ITL misses its SLO, else a warning (the
+    bandwidth is the ceiling more load will meet)."""
     dram, batch = ev.get("gpu.dram_active_mean") or 0.0, ev.get("queue.running_max") or 0.0
     util = ev.get("gpu.util_mean")
     if util:  # HBM activity while kernels run: idle time between requests is not headroom
         dram = min(1.0, dram / util)
-    if dram < t.dram_active_decode or not itl_missed(ev, t) or batch < t.hbm_min_decode_batch:
+    itl, missed = ev.get("client.itl_p95_s") or 0.0, itl_missed(ev, t)
+    if dram < t.dram_active_decode or batch < t.hbm_min_decode_batch:
         return None
-    itl = ev.get("client.itl_p95_s") or 0.0
+    if not (missed or itl_near(ev, t)):
+        return None
     return make_finding(
         "hardware.hbm_bandwidth_bound",
         _L,
-        bottleneck=True,
-        severity=severity_above(itl, t.itl_p95_s, 3 * t.itl_p95_s),
+        bottleneck=missed,
+        severity=severity_above(itl, t.itl_p95_s, 3 * t.itl_p95_s) if missed else 0.3,
         explains=min(1.0, dram / t.dram_active_decode),
-        title=f"decode at the HBM roofline ({dram:.0%} DRAM active while busy), ITL misses its SLO",
+        title=f"decode at the HBM roofline ({dram:.0%} DRAM active while busy), "
+        + ("ITL misses its SLO" if missed else "ITL within its SLO: no headroom for more load"),
         evidence=ev,
-        used=(("gpu.dram_active_mean", t.dram_active_decode), ("client.itl_p95_s", t.itl_p95_s)),
+        used=(
+            ("gpu.dram_active_mean", t.dram_active_decode),
+            ("client.itl_p95_s", t.itl_p95_s if missed else t.slo_headroom * t.itl_p95_s),
+        ),
         explanation=(
             "Each decode step reads the weights and every sequence's KV cache; at this batch the "
             "GPU's memory bandwidth is the ceiling, not a defect of the server."

@@ -13,31 +13,52 @@ _L = Layer.PARALLELISM
 
 @rule("parallelism.communication_share", _L, ("trace.nccl_fraction",))
 def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
+    """All-reduce's share of GPU time: a bottleneck when an SLO is missed, when it reaches
+    `comm_bound`, or at once where replicas at a smaller TP would fit (the plan): a cost the
+    deployment need not pay."""
     share = ev.get("trace.nccl_fraction") or 0.0
     if share < t.comm_share:
         return None
     over_pcie = (ev.get("config.interconnect_pcie") or 0.0) >= 1
     where = " over PCIe" if over_pcie else ""
+    tp, smallest = ev.get("config.tensor_parallel"), ev.get("plan.smallest_tp_that_fits")
+    avoidable = tp is not None and smallest is not None and smallest < tp
+    gain = (
+        f"; TP {smallest:.0f} replicas would fit, up to {1 / (1 - share):.1f}× the throughput"
+        if avoidable
+        else ""
+    )
     return make_finding(
         "parallelism.communication_share",
         _L,
-        bottleneck=slo_missed(ev, t) or share >= t.comm_bound,
+        bottleneck=slo_missed(ev, t) or share >= t.comm_bound or avoidable,
         severity=severity_above(share, t.comm_share, 0.7),
         explains=share,
-        title=f"all-reduce takes {share:.0%} of GPU time{where}",
+        title=f"all-reduce takes {share:.0%} of GPU time{where}{gain}",
         evidence=ev,
-        used=(("trace.nccl_fraction", t.comm_share), ("config.interconnect_pcie", None)),
+        used=(
+            ("trace.nccl_fraction", t.comm_share),
+            ("config.interconnect_pcie", None),
+            ("plan.smallest_tp_that_fits", None),
+        ),
         explanation=(
             "Tensor parallelism all-reduces twice per layer; over a slow link the GPUs spend "
             "the step waiting for each other."
         ),
         next_steps=(
-            "keep tensor parallelism inside an NVLink domain"
+            _replicas(tp, smallest)
+            or "keep tensor parallelism inside an NVLink domain"
             + (", or run one replica per GPU (data parallelism) instead" if over_pcie else ""),
             f"lower `{flag(ev, Knob.TENSOR_PARALLEL)}`" + current(ev, "config.tensor_parallel"),
             "check the plan: `infertriage plan --model … --gpu … --num-gpus …`",
         ),
     )
+
+
+def _replicas(tp: float | None, smallest: float | None) -> str:
+    if tp is None or smallest is None or smallest >= tp:
+        return ""
+    return f"run {tp / smallest:.0f} replicas of TP {smallest:.0f} instead (the plan fits them)"
 
 
 @rule("parallelism.poor_overlap", _L, ("trace.nccl_fraction", "trace.comm_overlap_fraction"))

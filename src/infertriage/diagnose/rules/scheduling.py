@@ -68,14 +68,23 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
             else "Requests wait for a batch slot, not for memory: the batch is capped below "
             "what the KV cache could hold."
         ),
-        next_steps=(
-            f"raise `{flag(ev, Knob.MAX_SEATS)}`"
-            + current(ev, "config.max_num_seqs")
-            + ("" if engine_flag(ev, Knob.MAX_SEATS) else _OTHER_SEAT_FLAGS),
-            f"raise the token budget `{flag(ev, Knob.TOKEN_BUDGET)}`",
-            "add replicas if the GPU is already saturated",
-        ),
+        next_steps=_queue_steps(ev, seats_free=seats_free),
     )
+
+
+def _queue_steps(ev: Evidence, *, seats_free: bool) -> tuple[str, ...]:
+    """With seats free more seats change nothing: the token budget and prefill speed do."""
+    budget = f"raise the token budget `{flag(ev, Knob.TOKEN_BUDGET)}`" + current(
+        ev, "config.max_num_batched_tokens", "{:,.0f}"
+    )
+    if seats_free:
+        return (budget, "add replicas, or a GPU with faster prefill, if the GPU is saturated")
+    seats = (
+        f"raise `{flag(ev, Knob.MAX_SEATS)}`"
+        + current(ev, "config.max_num_seqs")
+        + ("" if engine_flag(ev, Knob.MAX_SEATS) else _OTHER_SEAT_FLAGS)
+    )
+    return (seats, budget, "add replicas if the GPU is already saturated")
 
 
 def _step_budget(ev: Evidence) -> tuple[float, str] | None:
