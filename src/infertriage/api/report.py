@@ -163,10 +163,12 @@ def _comparison(info: RunInfo, records: Sequence[RequestRecord]) -> CompareResul
 def _facts(info: RunInfo) -> tuple[tuple[str, str], ...]:
     server, env = info.server_config, info.environment
     gpus = env.get("gpus") or []
+    asked = (info.spec.get("client") or {}).get("model")
     pairs: list[tuple[str, Any]] = [
         ("engine", server.get("engine")),
         ("engine version", server.get("version")),
         ("model", server.get("model")),
+        ("model asked for", asked if asked != server.get("model") else None),
         ("max_model_len", server.get("max_model_len")),
         ("KV-cache blocks", server.get("num_gpu_blocks")),
         ("gpu_memory_utilization", server.get("gpu_memory_utilization")),
