@@ -10,8 +10,8 @@ of the same pages: tests/report/test_html_browser.py.
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np

@@ -169,8 +169,8 @@ def cdf_chart(title: str, curves: Sequence[tuple[str, FloatArray]], unit: str = 
     frame = _Frame((floor, top), (0.0, 1.0), log_x=True)
     decades = range(math.floor(math.log10(floor)), math.ceil(math.log10(top)) + 1)
     steps = (1,) if len(decades) > 3 else (1, 2, 5)  # a narrow range gets 2× and 5× ticks too
-    values = [m * 10.0**d for d in decades for m in steps if floor <= m * 10.0**d <= top]
-    x_ticks = [(v, format_axis(v, unit)) for v in values] or [
+    marks = [m * 10.0**d for d in decades for m in steps if floor <= m * 10.0**d <= top]
+    x_ticks = [(v, format_axis(v, unit)) for v in marks] or [
         (floor, format_axis(floor, unit)),
         (top, format_axis(top, unit)),
     ]
