@@ -30,6 +30,7 @@ from infertriage.api.specs import BenchSpec, CompareABSpec, ReportSpec
 from infertriage.report.bench import level_slos
 from infertriage.report.compare import CompareResult, LevelComparison
 from infertriage.report.html import (
+    Band,
     LevelView,
     RunReport,
     level_bands,
@@ -204,6 +205,14 @@ def _target(info: RunInfo, root: Path) -> str:
     return run_target(info, str(root))
 
 
+def _bands(records: Sequence[RequestRecord], *, ab: bool) -> tuple[Band, ...]:
+    """The load levels (validate: its phases); an A/B run's interleaved blocks."""
+    if not ab:
+        return level_bands(_groups(records, None))
+    blocks = _groups(records, "block")
+    return level_bands({f"block {name}": group for name, group in blocks.items()})
+
+
 def build_report(run: RunDir) -> RunReport:
     """What the page of `run` shows; see the module docstring."""
     info = run.read_info()
@@ -237,7 +246,7 @@ def build_report(run: RunDir) -> RunReport:
         levels=levels,
         main_level=main,
         span=span_of(records, samples),
-        bands=level_bands(_groups(records, "block" if ab else None)),
+        bands=_bands(records, ab=ab),
         charts=run_charts(records, samples),
         trace=tuple(s for s in signals if s.name.startswith("trace.")),
         checks=_checks(info),

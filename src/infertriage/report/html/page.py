@@ -35,7 +35,8 @@ nav a{margin-right:12px;color:#2456a6;text-decoration:none}
 table{border-collapse:collapse;margin:6px 0 10px;background:#fff;font-size:13px}
 th,td{border:1px solid #d5d9de;padding:4px 7px;vertical-align:top;text-align:left}
 thead th{background:#eceff3}table.num td{text-align:right}table.num td:first-child{text-align:left}
-table.map{width:100%}table.map>tbody>tr>th{white-space:nowrap}
+table.ab td:last-child{text-align:left}table.map{width:100%}
+table.map>tbody>tr>th{white-space:nowrap}
 table.evidence{font-size:12px;margin:4px 0}
 .status{font-weight:600;padding:1px 6px;border-radius:8px;white-space:nowrap}
 .s-ok,.s-pass,.s-improvement{background:#dff3e3;color:#17612b}
@@ -111,7 +112,7 @@ def render_report(report: RunReport) -> Page:
         "trace": sections.trace_section(report),
         "facts": _facts(report),
     }
-    shown = {key: html for key, html in parts.items() if html}
+    shown = {key: part for key, part in parts.items() if part}
     nav = "".join(f'<a href="#{key}">{_TITLES[key]}</a>' for key in shown)
     title = f"infertriage {report.command}: {report.target}"
     html = (

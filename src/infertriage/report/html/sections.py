@@ -281,7 +281,7 @@ def ab_section(report: RunReport) -> str:
         head = ["metric", "base p50", "run p50", "Δ p50", "base p95", "run p95", "Δ p95", "p",
                 "verdict", "why"]  # fmt: skip
         parts.append(f"<h3>{_e(level.base_level)} → {_e(level.run_level)}</h3>")
-        parts.append(_table(head, rows, "num"))
+        parts.append(_table(head, rows, "num ab"))
         parts += [f'<p class="caveat">{_e(w)}</p>' for w in level.comparison.shape]
     changes = [*result.environment, *result.server_config]
     if changes:

@@ -27,7 +27,7 @@ __all__ = ["level_bands", "run_charts", "span_of"]
 _BIN_S = 1.0
 # (chart title, unit, [(metric, line name, is a counter)])
 _GROUPS: tuple[tuple[str, str, tuple[tuple[str, str, bool], ...]], ...] = (
-    ("Engine requests", "requests", (
+    ("Requests", "requests", (
         ("queue.running", "running (server)", False),
         ("queue.waiting", "waiting (server)", False),
     )),
@@ -116,7 +116,7 @@ def run_charts(records: Sequence[RequestRecord], samples: Sequence[Sample]) -> t
     charts = [_throughput_chart(records, samples)]
     flight = Series("in flight (client)", tuple(_in_flight(records)))
     for title, unit, metrics in _GROUPS:
-        series = [flight] if title == "Engine requests" and flight.points else []
+        series = [flight] if title == "Requests" and flight.points else []
         for name, line, counter in metrics:
             points = _points(samples, name, unit)
             points = _rates(points) if counter else points
