@@ -137,7 +137,9 @@ def test_a_bench_run_gets_levels_distributions_and_time_series(
     assert document["bytes"] == len(html.encode())
     assert "concurrency=2" in html and "diagnose --from-run" in html  # where the map comes from
     # diagnosed, the same run's page holds the map; --html puts it elsewhere
-    assert main(["diagnose", "--from-run", str(run), "--json"]) == 0
+    diagnosed = tmp_path / "diagnosed.html"
+    assert main(["diagnose", "--from-run", str(run), "--json", "--html", str(diagnosed)]) == 0
+    assert "Seven-layer bottleneck map" in diagnosed.read_text(encoding="utf-8")
     elsewhere = tmp_path / "elsewhere.html"
     document = _json(capsys, run, "--html", str(elsewhere))
     assert document["sections"] == [

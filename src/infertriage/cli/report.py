@@ -24,7 +24,7 @@ def report(
     if json_out:
         print_json(result.to_json())
         return
-    sections = ", ".join(result.sections)
+    sections = ", ".join(result.sections) or "no section: the run holds nothing to show"
     typer.echo(
         f"Wrote {show_controls(str(result.html))} ({result.num_bytes / 1024:,.0f} KiB; "
         f"{show_controls(sections)}): one file, no network; open it in any browser."
