@@ -74,6 +74,7 @@ def test_each_command_takes_its_spec_first() -> None:
         "infertriage.api.simulate.simulate": "SimulateSpec",
         "infertriage.api.twin.serve_twin": "TwinSpec",
         "infertriage.api.metrics.fleet_metrics": "FleetSpec",
+        "infertriage.api.report.write_report": "ReportSpec",
     }
     found = dict(_public_functions())
     for name, spec in takes.items():

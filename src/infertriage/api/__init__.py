@@ -11,6 +11,7 @@ from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import diagnose
 from infertriage.api.metrics import scrape_metrics
 from infertriage.api.plan import plan, summarize_run_workload
+from infertriage.api.report import write_report
 from infertriage.api.simulate import simulate
 from infertriage.api.specs import (
     BenchSpec,
@@ -20,6 +21,7 @@ from infertriage.api.specs import (
     DiagnoseSpec,
     FleetSpec,
     PlanSpec,
+    ReportSpec,
     SimulateSpec,
     TwinSpec,
     ValidateSpec,
@@ -35,6 +37,7 @@ __all__ = [
     "DiagnoseSpec",
     "FleetSpec",
     "PlanSpec",
+    "ReportSpec",
     "SimulateSpec",
     "TwinSpec",
     "ValidateSpec",
@@ -46,4 +49,5 @@ __all__ = [
     "serve_twin",
     "simulate",
     "summarize_run_workload",
+    "write_report",
 ]

@@ -12,7 +12,8 @@ the diagnosis (diagnosis.json). `--from-run` redoes the second half from a
 run directory of any command (`api.runview`); `--metrics-file` diagnoses one
 scrape. Ctrl-C (`api.interrupt`) skips the phases not yet begun, and the map
 is drawn from the last level that finished a request (run.json's status says
-`interrupted`); the twin is stopped last.
+`interrupted`); the twin is stopped last. `--html F` then writes the run's
+HTML report (`api.report`) to F.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
 from infertriage.api.interrupt import Interrupt, interruptible
+from infertriage.api.report import check_html_path, write_report
 from infertriage.api.runview import RunView, finished, load_phases, measured_view, run_target
-from infertriage.api.specs import BenchSpec, DiagnoseSpec
+from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
@@ -138,6 +140,7 @@ class DiagnoseResult:
     target: str  # the URL, "twin:<scenario>" or the metrics file
     notes: tuple[str, ...] = ()
     interrupted: bool = False  # Ctrl-C: the map judges only what was measured before it
+    html: Path | None = None  # `--html`: the run's HTML report, written after the map
 
 
 def _level_s(duration_s: float) -> tuple[float, float, float]:
@@ -418,6 +421,18 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
 def diagnose(spec: DiagnoseSpec, *, observer: RunObserver | None = None) -> DiagnoseResult:
     """The `diagnose` command; see the module docstring. `observer`: a live view, told of
     each phase (starting the twin, warm-up, measure, overload, drain, analysis)."""
+    result = _diagnose(spec, observer)
+    if spec.html is None or result.run_dir is None:
+        return result
+    written = write_report(ReportSpec(run=result.run_dir, html=spec.html))
+    return dataclasses.replace(result, html=written.html)
+
+
+def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResult:
+    if spec.html is not None:  # a path that cannot be written fails before any load
+        if spec.metrics_file is not None:
+            raise UserError("--html needs a run directory; --metrics-file diagnoses one scrape.")
+        check_html_path(spec.html)
     if spec.from_run is not None:
         return _diagnose_from_run(spec.from_run, spec.compare_run, spec.slo)
     thresholds = load_thresholds(spec.slo)

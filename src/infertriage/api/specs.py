@@ -32,6 +32,7 @@ __all__ = [
     "FleetSpec",
     "LoadMode",
     "PlanSpec",
+    "ReportSpec",
     "SimulateSpec",
     "TwinSpec",
     "ValidateSpec",
@@ -128,6 +129,7 @@ class DiagnoseSpec(_Spec):
     logs: tuple[Path, ...] = ()
     out: Path | None = None
     force: bool = False
+    html: Path | None = None  # write the run's HTML report here after the map
 
 
 class ValidateSpec(_Spec):
@@ -237,3 +239,10 @@ class FleetSpec(_Spec):
     step_s: float | None = None
     rate_window_s: float | None = None
     imbalance_ratio: float = 1.5
+
+
+class ReportSpec(_Spec):
+    """`report RUN`: a run directory as one self-contained HTML file (None: RUN/report.html)."""
+
+    run: Path
+    html: Path | None = None

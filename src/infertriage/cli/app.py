@@ -14,6 +14,7 @@ from infertriage.cli import compare as compare_cmd
 from infertriage.cli import diagnose as diagnose_cmd
 from infertriage.cli import metrics as metrics_cmd
 from infertriage.cli import plan as plan_cmd
+from infertriage.cli import report as report_cmd
 from infertriage.cli import simulate as simulate_cmd
 from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
@@ -51,6 +52,9 @@ app.command("twin", help="Serve the twin: a simulated vLLM-like server on 127.0.
 app.command(
     "validate", help="Go-live checklist: functional, performance, stability; exit 1 if not ready."
 )(validate_cmd.validate)
+app.command("report", help="One self-contained HTML file of a run: map, SLOs, charts, A/B.")(
+    report_cmd.report
+)
 app.add_typer(compare_cmd.baseline_app, name="baseline")
 app.command("compare", help="Compare a run with a baseline, or A/B two servers, with statistics.")(
     compare_cmd.compare

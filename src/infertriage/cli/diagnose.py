@@ -15,6 +15,7 @@ from infertriage.cli.options import (
     gpu_name,
     http_url,
     model_name,
+    new_file,
     nonempty_files,
     positive,
     scenario_name,
@@ -103,6 +104,9 @@ def diagnose(
         callback=positive,
         help="The server's context, where it does not say it.",
     ),
+    html: Path | None = typer.Option(
+        None, "--html", callback=new_file, help="Also write the run's HTML report to this file."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
@@ -124,7 +128,7 @@ def diagnose(
         concurrency=concurrency, workload=workload, from_run=from_run,
         metrics_file=metrics_file, compare_run=compare_run, slo=slo, deployment=deployment,
         traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
-        out=out, force=force,
+        out=out, force=force, html=html,
     )  # fmt: skip
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_diagnose(spec, observer=view)
@@ -136,6 +140,8 @@ def diagnose(
         where = f" — run {result.run_dir}" if result.run_dir else ""
         title = f"Bottleneck map: {result.target}{where}"
         render_diagnosis(result.diagnosis, Console(), title=title)
+    if result.html is not None:
+        typer.echo(f"HTML report: {show_controls(str(result.html))}", err=True)
     if result.interrupted:
         raise Interrupted(
             f"the map judges only the load measured before Ctrl-C; the run is kept in "

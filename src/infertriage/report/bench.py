@@ -30,10 +30,10 @@ from infertriage.loadgen.results import (
     LevelResult,
     TokenCheck,
 )
-from infertriage.schemas import RequestRecord, Thresholds
+from infertriage.schemas import RequestRecord, SloResult, Thresholds
 from infertriage.schemas.text import show_controls, terminal_text
 
-__all__ = ["BENCH_SCHEMA", "bench_to_json", "render_bench", "write_csv"]
+__all__ = ["BENCH_SCHEMA", "bench_to_json", "level_slos", "render_bench", "write_csv"]
 
 BENCH_SCHEMA = "infertriage.bench/v1"
 # Our metric → the stem vLLM's `bench serve` uses in its result JSON.
@@ -127,17 +127,22 @@ def _client_json(c: ClientDiagnostics) -> dict[str, object]:
     }
 
 
-def _slo_json(s: LatencySummary, t: Thresholds) -> list[dict[str, object]]:
+def level_slos(s: LatencySummary, t: Thresholds) -> tuple[SloResult, ...]:
+    """A level's SLOs (TTFT p95, ITL p95, error rate) against `t`; `passed` None unmeasured."""
     checks = [
         ("ttft_p95", t.ttft_p95_s, s.ttft.p95 if s.ttft else None, "s"),
         ("itl_p95", t.itl_p95_s, s.itl.p95 if s.itl else None, "s"),
         ("error_rate", t.error_rate, s.error_rate if s.num_requests else None, "fraction"),
     ]
-    return [
-        {"name": name, "target": target, "measured": measured, "unit": unit,
-         "passed": None if measured is None else measured <= target}
+    return tuple(
+        SloResult(name=name, target=target, measured=measured, unit=unit,
+                  passed=None if measured is None else measured <= target)
         for name, target, measured, unit in checks
-    ]  # fmt: skip
+    )  # fmt: skip
+
+
+def _slo_json(s: LatencySummary, t: Thresholds) -> list[dict[str, object]]:
+    return [slo.model_dump(mode="json") for slo in level_slos(s, t)]
 
 
 def level_to_json(level: LevelResult, thresholds: Thresholds) -> dict[str, object]:

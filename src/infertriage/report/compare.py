@@ -36,9 +36,12 @@ __all__ = [
     "COMPARE_SCHEMA",
     "CompareResult",
     "LevelComparison",
+    "change_text",
     "compare_markdown",
     "compare_to_json",
+    "metric_text",
     "render_compare",
+    "verdict_line",
 ]
 
 COMPARE_SCHEMA = "infertriage.compare/v1"
@@ -101,7 +104,7 @@ class CompareResult:
         return "inconclusive" if self.inconclusive else "no regression"
 
 
-def _value(value: float, unit: str) -> str:
+def metric_text(value: float, unit: str) -> str:
     if unit == "s":
         return f"{value:.2f} s" if value >= 1.0 else f"{value * 1e3:.1f} ms"
     if unit == "fraction":
@@ -113,10 +116,10 @@ def _value(value: float, unit: str) -> str:
 
 def _side(m: MetricComparison, side: str, stat: str) -> str:
     stats = getattr(m, side)
-    return "—" if stats is None else _value(getattr(stats, stat), m.unit)
+    return "—" if stats is None else metric_text(getattr(stats, stat), m.unit)
 
 
-def _change(change: float | None) -> str:
+def change_text(change: float | None) -> str:
     if change is None:
         return "—"
     return f"{change + 1:.0f}×" if change >= 9 else f"{change:+.0%}"
@@ -126,7 +129,7 @@ def _pair(m: MetricComparison, stat: str) -> str:
     if m.base is None or m.run is None:
         return "—"
     base, run = getattr(m.base, stat), getattr(m.run, stat)
-    return f"{_value(base, m.unit)} → {_value(run, m.unit)}"
+    return f"{metric_text(base, m.unit)} → {metric_text(run, m.unit)}"
 
 
 def _settle(m: MetricComparison) -> str:
@@ -166,8 +169,8 @@ def _level_table(level: LevelComparison) -> Table:
             f"{_SIGN[m.verdict]} {_SHORT.get(m.metric, m.metric)}", _STYLE[m.verdict]
         )
         table.add_row(
-            name, _side(m, "base", "p50"), _side(m, "run", "p50"), _change(m.change_p50),
-            _side(m, "base", "p95"), _side(m, "run", "p95"), _change(m.change_p95),
+            name, _side(m, "base", "p50"), _side(m, "run", "p50"), change_text(m.change_p50),
+            _side(m, "base", "p95"), _side(m, "run", "p95"), change_text(m.change_p95),
         )  # fmt: skip
     return table
 
@@ -263,7 +266,7 @@ def compare_markdown(result: CompareResult) -> str:
         for m in lv.comparison.metrics:
             lines.append(
                 f"| {_MARK[m.verdict]} | {_cell(m.metric)} | {_pair(m, 'p50')} "
-                f"| {_change(m.change_p50)} | {_pair(m, 'p95')} | {_change(m.change_p95)} "
+                f"| {change_text(m.change_p50)} | {_pair(m, 'p95')} | {change_text(m.change_p95)} "
                 f"| {m.p_value:.2g} |"
             )
         lines += [f"\n> ⚠️ {_cell(w)}" for w in lv.comparison.shape]

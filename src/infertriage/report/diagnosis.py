@@ -13,7 +13,7 @@ from rich.text import Text
 from infertriage.schemas import Diagnosis, EvidenceItem, Finding, LayerResult, Status
 from infertriage.schemas.text import show_controls, terminal_text
 
-__all__ = ["diagnosis_to_json", "evidence_text", "render_diagnosis"]
+__all__ = ["diagnosis_to_json", "evidence_text", "evidence_value", "render_diagnosis", "slo_value"]
 
 _STYLE = {
     Status.OK: "green",
@@ -28,7 +28,8 @@ def diagnosis_to_json(diagnosis: Diagnosis) -> dict[str, object]:
     return diagnosis.to_json_dict()
 
 
-def _value(item: EvidenceItem) -> str:
+def evidence_value(item: EvidenceItem) -> str:
+    """An evidence item's value on screen: ms, %, yes/no, or the number."""
     unit, value = item.unit, item.value
     if unit == "s":
         return f"{value * 1e3:.1f} ms"
@@ -45,12 +46,12 @@ def _threshold(item: EvidenceItem) -> str:
     if item.threshold is None:
         return ""
     probe = item.model_copy(update={"value": item.threshold})
-    return f" (limit {_value(probe)})"
+    return f" (limit {evidence_value(probe)})"
 
 
 def evidence_text(finding: Finding) -> str:
     """Up to three evidence items, each with the threshold its rule applied."""
-    return "; ".join(f"{e.signal} {_value(e)}{_threshold(e)}" for e in finding.evidence[:3])
+    return "; ".join(f"{e.signal} {evidence_value(e)}{_threshold(e)}" for e in finding.evidence[:3])
 
 
 def _layer_cell(result: LayerResult, primary: str | None) -> Text:
@@ -93,7 +94,7 @@ def render_diagnosis(diagnosis: Diagnosis, console: Console, *, title: str = "")
 def _summary(diagnosis: Diagnosis) -> Text:
     text = Text()
     slo = ", ".join(
-        f"{r.name} {'n/a' if r.measured is None else _slo_value(r.measured, r.unit)}"
+        f"{r.name} {'n/a' if r.measured is None else slo_value(r.measured, r.unit)}"
         f" {'✓' if r.passed else '✗' if r.passed is not None else ''}"
         for r in diagnosis.slo
     )
@@ -142,5 +143,6 @@ def _no_primary(diagnosis: Diagnosis, text: Text) -> None:
         text.append("No bottleneck: every SLO holds.\n", style="green")
 
 
-def _slo_value(value: float, unit: str) -> str:
+def slo_value(value: float, unit: str) -> str:
+    """An SLO's target or measured value on screen: ms or a percentage."""
     return f"{value * 1e3:.0f} ms" if unit == "s" else f"{value:.2%}"

@@ -1,0 +1,277 @@
+"""api, level 5: `report RUN [--html F]` — any run directory as one self-contained HTML file.
+
+Takes a `ReportSpec` (`api.specs`): a run directory of diagnose, bench,
+validate or `compare --url A --url B`, and where to write (default
+RUN/report.html). Reads run.json, requests.jsonl, metrics.jsonl,
+signals.jsonl and diagnosis.json (each where the run has it) into a
+`report.html.RunReport` — the map with its evidence and next steps, the
+SLOs, each level's (or A/B arm's) latency summary and raw TTFT and ITL, the
+time series with the levels as bands, the trace signals, validate's
+checklist and, for an A/B run, the comparison recomputed from its records
+(`analyze.compare`, with the run's threshold and seed) — and writes the
+page. A run with no map says which command draws one. `diagnose --html F`
+calls `write_report` on the run it just diagnosed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from infertriage.analyze.compare.comparison import compare_records
+from infertriage.analyze.stats.latency import default_slos, itl_samples, summarize
+from infertriage.api.runview import RunSummary, group_key, run_spec, run_target
+from infertriage.api.specs import BenchSpec, CompareABSpec, ReportSpec
+from infertriage.report.bench import level_slos
+from infertriage.report.compare import CompareResult, LevelComparison
+from infertriage.report.html import (
+    Band,
+    LevelView,
+    RunReport,
+    level_bands,
+    render_report,
+    run_charts,
+    span_of,
+)
+from infertriage.schemas import (
+    Check,
+    CheckGroup,
+    CheckStatus,
+    Diagnosis,
+    RequestRecord,
+    RunDir,
+    RunInfo,
+    Sample,
+    Signal,
+    Thresholds,
+    UserError,
+    load_thresholds,
+    read_json,
+)
+
+__all__ = ["ReportResult", "ReportSpec", "build_report", "check_html_path", "write_report"]
+
+_ARMS = ("A", "B")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportResult:
+    run_dir: Path
+    html: Path
+    command: str
+    sections: tuple[str, ...]
+    num_bytes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": "infertriage.report/v1",
+            "run_dir": str(self.run_dir),
+            "html": str(self.html),
+            "command": self.command,
+            "sections": list(self.sections),
+            "bytes": self.num_bytes,
+        }
+
+
+def _thresholds(info: RunInfo) -> tuple[Thresholds, list[str]]:
+    """The SLOs the run was judged against: its spec's, else the defaults (with a note)."""
+    spec = run_spec(info)
+    if isinstance(spec, BenchSpec):
+        return spec.thresholds or Thresholds(), []
+    slo = getattr(spec, "slo", None)
+    if slo is None:
+        return Thresholds(), []
+    try:
+        return load_thresholds(slo), []
+    except UserError as err:
+        return Thresholds(), [f"the run's --slo no longer loads ({err}); default SLOs shown."]
+
+
+def _level(name: str, records: Sequence[RequestRecord], thresholds: Thresholds) -> LevelView:
+    summary = summarize(records, default_slos(thresholds))
+    ok = [r for r in records if r.ok]
+    ttft = np.asarray([r.ttft_s for r in ok if r.ttft_s is not None], dtype=np.float64)
+    itl = [itl_samples(r) for r in ok]
+    return LevelView(
+        name=name,
+        summary=summary,
+        slo=level_slos(summary, thresholds),
+        ttft_s=ttft,
+        itl_s=np.concatenate(itl) if itl else np.zeros(0),
+    )
+
+
+def _groups(records: Sequence[RequestRecord], key: str | None) -> dict[str, list[RequestRecord]]:
+    groups: dict[str, list[RequestRecord]] = {}
+    for record in records:
+        name = record.labels.get(key, "") if key else group_key(record)
+        groups.setdefault(name, []).append(record)
+    return groups
+
+
+def _diagnosis(run: RunDir) -> Diagnosis | None:
+    if not run.diagnosis.is_file():
+        return None
+    try:
+        return Diagnosis.model_validate(read_json(run.diagnosis))
+    except ValidationError as err:
+        raise UserError(f"{run.diagnosis}: not a diagnosis ({err.errors()[0]['msg']}).") from err
+
+
+def _checks(info: RunInfo) -> tuple[Check, ...]:
+    """validate's checklist, as run.json keeps it."""
+    out = []
+    for item in info.summary.get("checks") or []:
+        try:
+            out.append(Check(
+                group=CheckGroup(item["group"]), name=str(item["name"]),
+                status=CheckStatus(item["status"]), detail=str(item.get("detail", "")),
+                figures={str(k): float(v) for k, v in (item.get("figures") or {}).items()},
+            ))  # fmt: skip
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"invalid check in run.json's summary ({err}).") from err
+    return tuple(out)
+
+
+def _comparison(info: RunInfo, records: Sequence[RequestRecord]) -> CompareResult | None:
+    """An A/B run's comparison, recomputed from its records with its threshold and seed."""
+    if info.command != "compare":
+        return None
+    arms = [[r for r in records if r.labels.get("arm") == arm] for arm in _ARMS]
+    if not all(any(r.ok for r in arm) for arm in arms):
+        return None
+    try:
+        spec = CompareABSpec.model_validate(info.spec)
+        urls, threshold, seed = spec.urls, spec.threshold, spec.seed
+    except ValidationError:
+        urls, threshold, seed = ("?", "?"), 0.10, 0
+    comparison = compare_records(arms[0], arms[1], threshold=threshold, seed=seed)
+    return CompareResult(
+        base=f"A {urls[0]}",
+        run=f"B {urls[1]}",
+        levels=(LevelComparison("A", "B", comparison),),
+        environment=(),
+        server_config=(),
+        notes=(),
+    )
+
+
+def _facts(info: RunInfo) -> tuple[tuple[str, str], ...]:
+    server, env = info.server_config, info.environment
+    gpus = env.get("gpus") or []
+    asked = (info.spec.get("client") or {}).get("model")
+    pairs: list[tuple[str, Any]] = [
+        ("engine", server.get("engine")),
+        ("engine version", server.get("version")),
+        ("model", server.get("model")),
+        ("model asked for", asked if asked != server.get("model") else None),
+        ("max_model_len", server.get("max_model_len")),
+        ("KV-cache blocks", server.get("num_gpu_blocks")),
+        ("gpu_memory_utilization", server.get("gpu_memory_utilization")),
+        ("workload", info.config.get("workload")),
+        ("levels", ", ".join(str(x) for x in info.config.get("levels") or []) or None),
+        (
+            "GPUs",
+            ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in gpus)
+            or None,
+        ),
+        ("host", f"{env.get('platform')}, {env.get('cpu_count')} CPUs" if env else None),
+        ("infertriage", env.get("infertriage")),
+    ]
+    return tuple((key, str(value)) for key, value in pairs if value not in (None, ""))
+
+
+def _notes(info: RunInfo, summary: RunSummary) -> list[str]:
+    notes = [str(n) for n in info.config.get("notes") or []]
+    notes += [str(w) for w in info.summary.get("warnings") or []]
+    if summary.status == "interrupted":
+        notes.insert(0, "the run was interrupted (Ctrl-C): it shows only what it measured.")
+    elif summary.status == "running":
+        notes.insert(0, "the run stopped before it finished (killed?): it shows what it kept.")
+    if summary.client_bound:
+        notes.append("the load client fell behind in this run: its latencies are not trusted.")
+    return notes
+
+
+def _target(info: RunInfo, root: Path) -> str:
+    if info.command == "compare":
+        urls = info.config.get("urls") or []
+        return " vs ".join(f"{arm} {url}" for arm, url in zip(_ARMS, urls, strict=False))
+    return run_target(info, str(root))
+
+
+def _bands(records: Sequence[RequestRecord], *, ab: bool) -> tuple[Band, ...]:
+    """The load levels (validate: its phases); an A/B run's interleaved blocks."""
+    if not ab:
+        return level_bands(_groups(records, None))
+    blocks = _groups(records, "block")
+    return level_bands({f"block {name}": group for name, group in blocks.items()})
+
+
+def build_report(run: RunDir) -> RunReport:
+    """What the page of `run` shows; see the module docstring."""
+    info = run.read_info()
+    summary = RunSummary.of(run, info)
+    thresholds, notes = _thresholds(info)
+    records = list(run.iter_records(run.requests, RequestRecord))
+    samples = list(run.iter_records(run.metrics, Sample))
+    signals = list(run.iter_records(run.signals, Signal))
+    ab = info.command == "compare"
+    groups = _groups(records, "arm" if ab else None)
+    levels = tuple(_level(name, group, thresholds) for name, group in groups.items() if group)
+    diagnosis = _diagnosis(run)
+    hints = []
+    if diagnosis is None and not ab:
+        hints.append(
+            f"No seven-layer map yet: `infertriage diagnose --from-run {run.root}` draws it, "
+            f"then `infertriage report {run.root}` shows it here."
+        )
+    if not samples:
+        hints.append("No server metrics in this run: diagnose and validate scrape them.")
+    main = summary.main_level or (levels[-1].name if levels and not ab else None)
+    return RunReport(
+        command=info.command,
+        target=_target(info, run.root),
+        run_dir=run.root,
+        created_unix_s=info.created_unix_s,
+        status=summary.status or "complete",
+        facts=_facts(info),
+        notes=tuple(_notes(info, summary) + notes),
+        diagnosis=diagnosis,
+        levels=levels,
+        main_level=main,
+        span=span_of(records, samples),
+        bands=_bands(records, ab=ab),
+        charts=run_charts(records, samples),
+        trace=tuple(s for s in signals if s.name.startswith("trace.")),
+        checks=_checks(info),
+        comparison=_comparison(info, records),
+        hints=tuple(hints),
+    )
+
+
+def check_html_path(path: Path) -> Path:
+    """`--html F`: a file whose folder exists (checked before any work)."""
+    if path.is_dir():
+        raise UserError(f"--html {path} is a folder, not a file.")
+    if not path.parent.is_dir():
+        raise UserError(f"--html {path}: the folder {path.parent} does not exist.")
+    return path
+
+
+def write_report(spec: ReportSpec) -> ReportResult:
+    """`report RUN [--html F]`: the page of the run, written to F (default RUN/report.html)."""
+    run = RunDir.open(spec.run)
+    path = check_html_path(spec.html or run.report_html)
+    report = build_report(run)
+    page = render_report(report)
+    data = page.html.encode("utf-8")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)  # a reader never sees half a page
+    return ReportResult(run.root, path, report.command, page.sections, len(data))

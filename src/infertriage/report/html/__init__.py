@@ -1,0 +1,24 @@
+"""report.html, level 4: a run as one self-contained HTML page (`infertriage report`).
+
+`RunReport` (`model`) is what the page shows; `render_report` (`page`)
+draws it — sections (`sections`), inline SVG charts (`svg`) and the run's
+time series (`timeline`) — with no script and no request of its own.
+"""
+
+from infertriage.report.html.model import Band, Chart, LevelView, RunReport, Series
+from infertriage.report.html.page import CSP, Page, render_report
+from infertriage.report.html.timeline import level_bands, run_charts, span_of
+
+__all__ = [
+    "CSP",
+    "Band",
+    "Chart",
+    "LevelView",
+    "Page",
+    "RunReport",
+    "Series",
+    "level_bands",
+    "render_report",
+    "run_charts",
+    "span_of",
+]

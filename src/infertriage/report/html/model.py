@@ -1,0 +1,85 @@
+"""report.html, level 4: what one HTML report shows — plain data, built by `api.report`.
+
+Takes nothing from disk: `api.report` reads a run directory (diagnose,
+bench, validate or an A/B compare) into a `RunReport`; gives the types the
+page and its charts are drawn from. Times are seconds on the run's clock,
+values SI (seconds, fractions, bytes, per second); every string may be the
+server's and is escaped where the page writes it (`report.html.page`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from infertriage.analyze.stats.latency import LatencySummary
+from infertriage.report.compare import CompareResult
+from infertriage.schemas import Check, Diagnosis, Signal, SloResult
+
+__all__ = ["Band", "Chart", "LevelView", "RunReport", "Series"]
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One line of a chart: `(t, value)` points in time order."""
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One time-series chart: its lines share a unit ("fraction", "1/s", "tokens/s", "1")."""
+
+    title: str
+    unit: str
+    series: tuple[Series, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A span of the run's clock shaded behind every chart: a load level, a phase."""
+
+    name: str
+    start_ts: float
+    end_ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class LevelView:
+    """One load level (or validate phase, or A/B arm): its summary and raw latencies."""
+
+    name: str
+    summary: LatencySummary
+    slo: tuple[SloResult, ...]
+    ttft_s: FloatArray  # per finished request
+    itl_s: FloatArray  # per output token
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """Everything one report holds; sections with nothing to show are left out."""
+
+    command: str  # diagnose, bench, validate, compare
+    target: str  # the URL, twin:<scenario>, or "A … vs B …"
+    run_dir: Path
+    created_unix_s: float
+    status: str  # complete, interrupted, running
+    facts: tuple[tuple[str, str], ...] = ()  # engine, version, model, GPUs, …
+    notes: tuple[str, ...] = ()
+    diagnosis: Diagnosis | None = None
+    levels: tuple[LevelView, ...] = ()
+    main_level: str | None = None
+    span: tuple[float, float] = (0.0, 1.0)  # the run's clock, first event to last
+    bands: tuple[Band, ...] = ()
+    charts: tuple[Chart, ...] = ()
+    trace: tuple[Signal, ...] = ()
+    checks: tuple[Check, ...] = ()
+    comparison: CompareResult | None = None
+    hints: tuple[str, ...] = field(default=())  # what would fill a section left empty
