@@ -192,24 +192,26 @@ def _gpu(gpu: Exporter, limits: AlertLimits, timing: Timing) -> list[Alert]:
 
 
 def _restart(engine: Exporter, timing: Timing) -> Alert | None:
+    """The process start time changed, or else a counter went back to zero (a server that
+    exports no start time, or whose scrape lacks it)."""
     window = duration(3 * timing.rate_window_s)
-    signal = engine.changes("proc.start_time_s", window)
-    how = "its process start time changed"
-    if signal is None:
-        signal = engine.resets("tokens.generation", window) or engine.resets(
-            "requests.finished", window
-        )
-        how = "its counters went back to zero"
-    if signal is None:
+    parts = [
+        engine.changes("proc.start_time_s", window),
+        engine.resets("tokens.generation", window),
+        engine.resets("requests.finished", window),
+    ]
+    found = [f"({p})" for p in parts if p is not None]
+    if not found:
         return None
     return Alert(
         "InferTriageServerRestart",
         Layer.APPLICATION,
-        signal,
+        " or ".join(found),
         ">",
         0.0,
         0.0,
-        f"the server restarted ({how}): an OOM, a crash or a deploy",
+        "the server restarted (its start time changed or its counters went back to zero): "
+        "an OOM, a crash or a deploy",
         "infertriage logs SERVER.LOG",
         unit="restarts",
     )

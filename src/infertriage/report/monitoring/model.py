@@ -10,7 +10,7 @@ baseline run), `Timing` (the rate window and the scale of every `for:`), and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from infertriage.schemas import Layer, Thresholds
@@ -98,6 +98,19 @@ class AlertLimits:
     gpu_busy: float = 0.90
     sm_idle: float = 0.40
     fb_growth_bytes_per_s: float = 1024.0 * 1024.0 / 60.0
+    # from a baseline run: latency alerts at this many times its p95, throughput below this
+    # share of its tokens/s
+    baseline_latency_headroom: float = 1.5
+    baseline_throughput_floor: float = 0.8
+
+    def with_baseline(
+        self, ttft_p95_s: float | None, itl_p95_s: float | None, tok_s: float, origin: str
+    ) -> AlertLimits:
+        """The limits a baseline run sets: its p95s with headroom, its throughput's floor."""
+        ttft = self.ttft_p95_s if ttft_p95_s is None else ttft_p95_s * self.baseline_latency_headroom
+        itl = self.itl_p95_s if itl_p95_s is None else itl_p95_s * self.baseline_latency_headroom
+        floor = tok_s * self.baseline_throughput_floor
+        return replace(self, ttft_p95_s=ttft, itl_p95_s=itl, min_throughput_tok_s=floor, origin=origin)
 
     @classmethod
     def of(cls, t: Thresholds, origin: str = "defaults") -> AlertLimits:
