@@ -168,4 +168,3 @@ def test_every_expression_selects_the_real_capture_where_the_adapter_finds_its_m
     # the capture feeds the core of the map: queue and tokens (or latency) for every engine
     assert expected[Recorded.WAITING.value]
     assert sum(expected.values()) >= 6, expected
-    print(engine, capture, sorted(k for k, v in expected.items() if not v))
