@@ -172,7 +172,8 @@ def _gpu(gpu: Exporter, limits: AlertLimits, timing: Timing) -> list[Alert]:
             ">",
             limits.gpu_busy,
             15 * _MIN,
-            "GPU utilisation high while few SMs work: 'util' counts time, not the chip",
+            f"GPU util above {limits.gpu_busy:.0%} while SM active stays below "
+            f"{limits.sm_idle:.0%}: 'util' counts the time a kernel ran, not the SMs at work",
             "infertriage diagnose --url URL --dcgm-url $URL/metrics --profile 10",
             guard=f"and on ({gpu.by}) max by ({gpu.by}) ({gpu.selector(sm)}) < {limits.sm_idle:g}",
             unit="fraction",

@@ -32,6 +32,8 @@ def _threshold_text(alert: Alert) -> str:
         return f"{alert.op} {value * 1000:.4g} ms"
     if alert.unit == "fraction":
         return f"{alert.op} {value * 100:.4g} %"
+    if alert.unit == "bytes/s":
+        return f"{alert.op} {value * 60 / 2**20:.4g} MiB/min"
     return f"{alert.op} {value:.4g} {alert.unit}".rstrip()
 
 
