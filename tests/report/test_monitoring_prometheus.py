@@ -44,9 +44,7 @@ def _query(prometheus: str, expr: str) -> list[dict[str, object]]:
 
 
 def _load(url: str, concurrency: int) -> threading.Thread:
-    spec = BenchSpec(
-        url=url, concurrencies=(concurrency,), duration_s=_LOAD_S, workload=_WORKLOAD
-    )
+    spec = BenchSpec(url=url, concurrencies=(concurrency,), duration_s=_LOAD_S, workload=_WORKLOAD)
     thread = threading.Thread(target=run_bench, args=(spec,), daemon=True)
     thread.start()
     return thread

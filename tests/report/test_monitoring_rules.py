@@ -13,6 +13,7 @@ without promtool.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -22,12 +23,17 @@ import pytest
 import yaml
 
 from infertriage.collect.adapters import adapt
-from infertriage.collect.adapters.dcgm import DCGM
 from infertriage.collect.adapters.base import Availability
+from infertriage.collect.adapters.dcgm import DCGM
 from infertriage.collect.parse import parse_metrics_text
 from infertriage.engines import LLAMACPP, SGLANG, TGI, TRTLLM, VLLM, EngineAdapter
-from infertriage.report.monitoring import AlertLimits, MonitorConfig, Recorded, Timing
-from infertriage.report.monitoring import make_monitor_config
+from infertriage.report.monitoring import (
+    AlertLimits,
+    MonitorConfig,
+    Recorded,
+    Timing,
+    make_monitor_config,
+)
 from infertriage.schemas import Thresholds
 
 PROMTOOL = shutil.which("promtool")
@@ -94,11 +100,12 @@ def _series(text: str, labels: str) -> list[dict[str, str]]:
         if line.startswith("#") or not (found := _LINE.match(line.strip())):
             continue
         name, block, value = found.group(1), found.group(2) or "{}", float(found.group(3))
-        if value != value or abs(value) == float("inf"):
+        if not math.isfinite(value):
             continue
         family = re.sub(r"_(bucket|count|sum|total)$", "", name)
         kind = types.get(name) or types.get(family, "untyped")
-        grows = kind in {"counter", "histogram", "summary"} and name != family or kind == "counter"
+        # counters, and the buckets, counts and sums of histograms and summaries, grow
+        grows = kind == "counter" or (kind in {"histogram", "summary"} and name != family)
         inside = block[1:-1].rstrip(",")
         merged = f"{{{inside + ', ' if inside else ''}{labels}}}"
         out.append({"series": name + merged, "values": f"{value:.12g}+{int(grows)}x{_STEPS}"})

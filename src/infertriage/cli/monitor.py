@@ -37,13 +37,21 @@ def monitor_config(
         "", "--gpu-selector", help='Label matchers of dcgm-exporter\'s series, e.g. job="dcgm".'
     ),
     rate_window: float = typer.Option(
-        "5m", "--rate-window", parser=seconds, callback=positive, help="Window of rates and quantiles (5m)."
+        "5m",
+        "--rate-window",
+        parser=seconds,
+        callback=positive,
+        help="Window of rates and quantiles (5m).",
     ),
     for_scale: float = typer.Option(
         1.0, "--for-scale", callback=non_negative, help="Multiply every `for:` (demos: 0.01)."
     ),
     evaluation_interval: float = typer.Option(
-        "30s", "--evaluation-interval", parser=seconds, callback=positive, help="Rule groups' interval."
+        "30s",
+        "--evaluation-interval",
+        parser=seconds,
+        callback=positive,
+        help="Rule groups' interval.",
     ),
     force: bool = typer.Option(False, "--force", help="Replace files already in --out."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),

@@ -74,7 +74,7 @@ def make_monitor_config(
     )
     recorded = {r.record.value for r in recordings}
     title = f"infertriage: {adapter.title} serving"
-    board, no_panel = dashboard_json(title, recorded, engine, gpu, limits, timing)
+    board, no_panel = dashboard_json(title, recorded, (engine, gpu), limits, timing)
     recording_text, alert_text = rules_yaml(recordings, alerts, timing)
     files = {
         "recording_rules.yml": recording_text,

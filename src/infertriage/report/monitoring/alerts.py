@@ -85,12 +85,17 @@ def _service(limits: AlertLimits, timing: Timing) -> list[Alert]:
             ">",
             limits.kv_full,
             10 * _MIN,
-            "KV cache full for 10 minutes: requests queue for memory and get preempted",
+            "KV cache full: requests queue for memory and get preempted",
             "infertriage plan --model MODEL --gpu GPU --max-model-len L --concurrency C; "
             + _DIAGNOSE,
             severity="critical",
             unit="fraction",
         ),
+    ]
+
+
+def _pressure(limits: AlertLimits, timing: Timing) -> list[Alert]:
+    return [
         Alert(
             "InferTriageQueueGrowing",
             Layer.SCHEDULING,
@@ -230,6 +235,7 @@ def alert_rules(
     wanted = [
         *_latency(limits, timing),
         *_service(limits, timing),
+        *_pressure(limits, timing),
         *_fleet(limits, timing),
         *_gpu(gpu, limits, timing),
     ]
@@ -247,4 +253,3 @@ def alert_rules(
     else:
         made.append(restart)
     return made, left
-

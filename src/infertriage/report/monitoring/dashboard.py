@@ -77,7 +77,9 @@ def _application(engine: Exporter, limits: AlertLimits, window: str) -> list[_Pa
         if q is not None
     ]
     return [
-        _percentiles("TTFT (SLO line)", (_R.TTFT_P50, _R.TTFT_P95, _R.TTFT_P99), limits.slo_ttft_p95_s),
+        _percentiles(
+            "TTFT (SLO line)", (_R.TTFT_P50, _R.TTFT_P95, _R.TTFT_P99), limits.slo_ttft_p95_s
+        ),
         _percentiles("ITL (SLO line)", (_R.ITL_P50, _R.ITL_P95, _R.ITL_P99), limits.slo_itl_p95_s),
         _percentiles("E2E latency", (_R.E2E_P50, _R.E2E_P95, _R.E2E_P99), None),
         _Panel(
@@ -172,7 +174,11 @@ def _hardware(gpu: Exporter) -> list[_Panel]:
 
 def _fleet() -> list[_Panel]:
     return [
-        _Panel("Generated tokens/s per replica", (_Query(_R.GENERATION_TOKENS, "{{instance}}"),), "short"),
+        _Panel(
+            "Generated tokens/s per replica",
+            (_Query(_R.GENERATION_TOKENS, "{{instance}}"),),
+            "short",
+        ),
         _Panel("Waiting requests per replica", (_Query(_R.WAITING, "{{instance}}"),), "short"),
         _Panel("KV usage per replica", (_Query(_R.KV_USAGE, "{{instance}}"),), "percentunit"),
     ]
@@ -181,9 +187,15 @@ def _fleet() -> list[_Panel]:
 def _usable(panel: _Panel, recorded: Collection[str]) -> _Panel | None:
     """The panel with the queries whose recorded series exist; None when none is left."""
     kept = tuple(
-        q for q in panel.queries if not any(r.value in q.expr and r.value not in recorded for r in _R)
+        q
+        for q in panel.queries
+        if not any(r.value in q.expr and r.value not in recorded for r in _R)
     )
-    return None if not kept else _Panel(panel.title, kept, panel.unit, panel.description, panel.line, panel.span)
+    return (
+        None
+        if not kept
+        else _Panel(panel.title, kept, panel.unit, panel.description, panel.line, panel.span)
+    )
 
 
 def _build(sdk: Any, panel: _Panel) -> Any:
@@ -216,12 +228,12 @@ def _build(sdk: Any, panel: _Panel) -> Any:
 def dashboard_json(
     title: str,
     recorded: Collection[str],
-    engine: Exporter,
-    gpu: Exporter,
+    exporters: tuple[Exporter, Exporter],
     limits: AlertLimits,
     timing: Timing,
 ) -> tuple[str, list[LeftOut]]:
     """The dashboard's JSON and the panels left out (no series the engine feeds)."""
+    engine, gpu = exporters  # the engine's and dcgm-exporter's
     sdk = _sdk()
     dashboard, *_, encoder = sdk
     window = duration(timing.rate_window_s)
@@ -238,7 +250,9 @@ def dashboard_json(
         .tags(["infertriage", "llm-inference"])
         .refresh("30s")
         .time("now-3h", "now")
-        .with_variable(dashboard.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
+        .with_variable(
+            dashboard.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
+        )
     )
     left: list[LeftOut] = []
     for row_title, panels in rows:

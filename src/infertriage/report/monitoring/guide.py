@@ -25,6 +25,7 @@ def md_cell(text: str) -> str:
     """Our own text in a table cell: its pipes escaped (no server text reaches this file)."""
     return text.replace("|", "\\|")
 
+
 _LOAD = """\
 ## Load them
 

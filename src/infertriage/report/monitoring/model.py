@@ -107,10 +107,14 @@ class AlertLimits:
         self, ttft_p95_s: float | None, itl_p95_s: float | None, tok_s: float, origin: str
     ) -> AlertLimits:
         """The limits a baseline run sets: its p95s with headroom, its throughput's floor."""
-        ttft = self.ttft_p95_s if ttft_p95_s is None else ttft_p95_s * self.baseline_latency_headroom
+        ttft = (
+            self.ttft_p95_s if ttft_p95_s is None else ttft_p95_s * self.baseline_latency_headroom
+        )
         itl = self.itl_p95_s if itl_p95_s is None else itl_p95_s * self.baseline_latency_headroom
         floor = tok_s * self.baseline_throughput_floor
-        return replace(self, ttft_p95_s=ttft, itl_p95_s=itl, min_throughput_tok_s=floor, origin=origin)
+        return replace(
+            self, ttft_p95_s=ttft, itl_p95_s=itl, min_throughput_tok_s=floor, origin=origin
+        )
 
     @classmethod
     def of(cls, t: Thresholds, origin: str = "defaults") -> AlertLimits:

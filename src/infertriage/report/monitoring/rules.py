@@ -60,7 +60,9 @@ def recording_rules(
 
     def add(record: Recorded, expr: str | None, source: str) -> None:
         if expr is None:
-            left.append(LeftOut(record.value, why_missing(engine, source.split(" ")[0])))
+            left.append(
+                LeftOut(record.value, why_missing(engine, source.split(" ", maxsplit=1)[0]))
+            )
         else:
             made.append(Recording(record, expr, source))
 
@@ -70,8 +72,9 @@ def recording_rules(
         add(record, engine.rate(name, window), name)
     expr, source = _hit_rate(engine, window)
     add(Recorded.PREFIX_HIT_RATE, expr, source)
-    failed, finished = engine.rate("requests.failed", window, "job"), engine.rate(
-        "requests.finished", window, "job"
+    failed, finished = (
+        engine.rate("requests.failed", window, "job"),
+        engine.rate("requests.finished", window, "job"),
     )
     ratio = f"({failed}) / (({failed}) + ({finished}))" if failed and finished else None
     add(Recorded.ERROR_RATIO, ratio, "requests.failed")
