@@ -34,6 +34,7 @@ from infertriage.report.monitoring import (
     Timing,
     make_monitor_config,
 )
+from infertriage.report.monitoring.rulefiles import alert_annotations
 from infertriage.schemas import Thresholds
 
 PROMTOOL = shutil.which("promtool")
@@ -175,3 +176,57 @@ def test_every_expression_selects_the_real_capture_where_the_adapter_finds_its_m
     # the capture feeds the core of the map: queue and tokens (or latency) for every engine
     assert expected[Recorded.WAITING.value]
     assert sum(expected.values()) >= 6, expected
+
+
+@needs_promtool
+def test_a_restart_alert_is_the_engines_not_any_process_that_exports_a_start_time(
+    tmp_path: Path,
+) -> None:
+    config = make_monitor_config(VLLM, _limits(), Timing())
+    folder = _write(config, tmp_path)
+    replica = 'job="vllm", instance="replica-0:8000"'
+    restart = next(a for a in config.alerts if a.name == "InferTriageServerRestart")
+    document = {
+        "rule_files": ["recording_rules.yml", "alert_rules.yml"],
+        "evaluation_interval": "30s",
+        "tests": [
+            {
+                "interval": "30s",
+                "input_series": [
+                    # the replica restarts at 3 min; Prometheus itself at 2 min
+                    {
+                        "series": f"process_start_time_seconds{{{replica}}}",
+                        "values": "100x5 400x20",
+                    },
+                    {
+                        "series": 'process_start_time_seconds{job="prometheus", instance="p:9090"}',
+                        "values": "50x3 200x20",
+                    },
+                    {"series": f"vllm:num_requests_waiting{{{replica}}}", "values": "0x25"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "2m", "alertname": restart.name, "exp_alerts": []},
+                    {
+                        "eval_time": "4m",
+                        "alertname": restart.name,
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "job": "vllm",
+                                    "instance": "replica-0:8000",
+                                    "severity": "warning",
+                                    "layer": "application",
+                                },
+                                "exp_annotations": alert_annotations(
+                                    restart, "http://replica-0:8000", "vllm"
+                                ),
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    (folder / "restart_test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
+    tested = _promtool("test", "rules", "restart_test.yml", cwd=folder)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]

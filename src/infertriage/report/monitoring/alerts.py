@@ -201,8 +201,14 @@ def _restart(engine: Exporter, timing: Timing) -> Alert | None:
     """The process start time changed, or else a counter went back to zero (a server that
     exports no start time, or whose scrape lacks it)."""
     window = duration(3 * timing.rate_window_s)
+    started = engine.changes("proc.start_time_s", window)
+    # process_* names are every exporter's: only the replicas that export the engine's own
+    # queue count (not Prometheus restarting, nor a node exporter)
+    engine_own = engine.gauge("queue.waiting") or engine.gauge("queue.running")
+    if started is not None and engine_own is not None:
+        started = f"({started}) and on (job, instance) ({engine_own})"
     parts = [
-        engine.changes("proc.start_time_s", window),
+        started,
         engine.resets("tokens.generation", window),
         engine.resets("requests.finished", window),
     ]
