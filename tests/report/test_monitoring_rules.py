@@ -76,10 +76,13 @@ def _write(config: MonitorConfig, folder: Path) -> Path:
 
 @needs_promtool
 @pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize(
+    "timing", [Timing(), Timing(2.0, 1 / 600, 0.5)], ids=["production", "demo-scale"]
+)
 def test_the_generated_rules_pass_promtool_check_and_their_own_unit_tests(
-    engine: str, tmp_path: Path
+    engine: str, timing: Timing, tmp_path: Path
 ) -> None:
-    config = make_monitor_config(ENGINES[engine], _limits(), Timing())
+    config = make_monitor_config(ENGINES[engine], _limits(), timing)
     folder = _write(config, tmp_path)
     checked = _promtool("check", "rules", "recording_rules.yml", "alert_rules.yml", cwd=folder)
     assert checked.returncode == 0, checked.stdout + checked.stderr
