@@ -1,9 +1,11 @@
 """A real Prometheus server (Debian package `prometheus`) on 127.0.0.1 for the fleet tests.
 
 `running_prometheus(workdir, targets)` writes a scrape config for one job
-over the given `host:port` targets (scraped every 0.5 s), starts the binary,
-waits until every target is up (Prometheus hands new targets to its
-scrapers every 5 s) and yields its URL; it stops the server afterwards.
+over the given `host:port` targets (scraped every 0.5 s), and for the
+`more_jobs` given (`(job, metrics_path, targets)`), loads the `rule_files`
+(evaluated every 0.5 s), starts the binary, waits until every target is up
+(Prometheus hands new targets to its scrapers every 5 s) and yields its
+URL; it stops the server afterwards.
 Tests skip with the reason when the binary is absent.
 """
 
@@ -52,21 +54,32 @@ def _wait_scraping(url: str, process: subprocess.Popen[bytes], log: Path, count:
 
 @contextlib.contextmanager
 def running_prometheus(
-    workdir: Path, targets: Sequence[str], job: str = "vllm", metrics_path: str = "/metrics"
+    workdir: Path,
+    targets: Sequence[str],
+    job: str = "vllm",
+    metrics_path: str = "/metrics",
+    *,
+    more_jobs: Sequence[tuple[str, str, Sequence[str]]] = (),
+    rule_files: Sequence[Path] = (),
 ) -> Iterator[str]:
     """Prometheus scraping `targets` (host:port) as `job` every 0.5 s; yields its base URL."""
     if PROMETHEUS is None:
         pytest.skip("the prometheus binary is absent (Debian: apt-get install prometheus)")
     config = workdir / "prometheus.yml"
-    listed = ", ".join(f"'{t}'" for t in targets)
-    config.write_text(
-        "global: {scrape_interval: 500ms, scrape_timeout: 400ms}\n"
-        "scrape_configs:\n"
-        f"  - job_name: {job}\n"
-        f"    metrics_path: {metrics_path}\n"
-        "    static_configs:\n"
-        f"      - targets: [{listed}]\n"
-    )
+    text = "global: {scrape_interval: 500ms, scrape_timeout: 400ms, evaluation_interval: 500ms}\n"
+    if rule_files:
+        text += "rule_files: [" + ", ".join(f"'{p}'" for p in rule_files) + "]\n"
+    text += "scrape_configs:\n"
+    for name, path, hosts in [(job, metrics_path, targets), *more_jobs]:
+        listed = ", ".join(f"'{t}'" for t in hosts)
+        text += (
+            f"  - job_name: {name}\n"
+            f"    metrics_path: {path}\n"
+            "    static_configs:\n"
+            f"      - targets: [{listed}]\n"
+        )
+    config.write_text(text)
+    count = len(targets) + sum(len(hosts) for _, _, hosts in more_jobs)
     port = _port()
     log = workdir / "prometheus.log"
     with log.open("wb") as sink:
@@ -82,7 +95,7 @@ def running_prometheus(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_scraping(url, process, log, len(targets))
+        _wait_scraping(url, process, log, count)
         yield url
     finally:
         process.terminate()

@@ -29,6 +29,8 @@ from infertriage.api.specs import (
     Endpoint,
     FleetSpec,
     LoadMode,
+    MonitorConfigSpec,
+    MonitorEngine,
     PlanSpec,
     SimulateSpec,
     TwinSpec,
@@ -75,6 +77,7 @@ def test_each_command_takes_its_spec_first() -> None:
         "infertriage.api.twin.serve_twin": "TwinSpec",
         "infertriage.api.metrics.fleet_metrics": "FleetSpec",
         "infertriage.api.report.write_report": "ReportSpec",
+        "infertriage.api.monitor.monitor_config": "MonitorConfigSpec",
     }
     found = dict(_public_functions())
     for name, spec in takes.items():
@@ -130,6 +133,14 @@ SPECS: list[BaseModel] = [
     SimulateSpec(scenario="healthy", rate=4.0, num_requests=10, seed=3),
     TwinSpec(scenario="healthy", port=0, load_time_s=0.0, profile_dir=Path("p")),
     FleetSpec(prometheus_url="http://p:9090", selector='job="vllm"', window_s=60.0),
+    MonitorConfigSpec(
+        engine=MonitorEngine.TGI,
+        out=Path("mon"),
+        baseline="prod",
+        thresholds=Thresholds(alert_ttft_p95_s=0.3),
+        selector='job="tgi"',
+        for_scale=0.01,
+    ),
 ]
 
 

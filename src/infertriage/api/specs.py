@@ -31,6 +31,8 @@ __all__ = [
     "Endpoint",
     "FleetSpec",
     "LoadMode",
+    "MonitorConfigSpec",
+    "MonitorEngine",
     "PlanSpec",
     "ReportSpec",
     "SimulateSpec",
@@ -246,3 +248,31 @@ class ReportSpec(_Spec):
 
     run: Path
     html: Path | None = None
+
+
+class MonitorEngine(StrEnum):
+    """`monitor-config --engine`: the engines whose metric names the rules are written in."""
+
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TGI = "tgi"
+    LLAMACPP = "llamacpp"
+    TRTLLM = "trtllm"
+
+
+class MonitorConfigSpec(_Spec):
+    """`monitor-config`: Prometheus rules, an Alertmanager route and a Grafana dashboard for
+    one engine; alert thresholds from `--slo` (`thresholds`), or from a baseline run."""
+
+    engine: MonitorEngine
+    out: Path
+    from_run: Path | None = None
+    baseline: str | None = None  # a saved baseline's name
+    store: Path | None = None  # the baseline store (default: the data folder)
+    thresholds: Thresholds | None = None  # None: the defaults (`--slo` loaded by the caller)
+    selector: str = ""  # label matchers of the engine's series, e.g. job="vllm"
+    gpu_selector: str = ""  # of dcgm-exporter's
+    rate_window_s: float = 300.0
+    for_scale: float = 1.0  # every `for:` times this (short in tests and demos)
+    evaluation_interval_s: float = 30.0
+    force: bool = False

@@ -13,6 +13,7 @@ from infertriage.cli import bench as bench_cmd
 from infertriage.cli import compare as compare_cmd
 from infertriage.cli import diagnose as diagnose_cmd
 from infertriage.cli import metrics as metrics_cmd
+from infertriage.cli import monitor as monitor_cmd
 from infertriage.cli import plan as plan_cmd
 from infertriage.cli import report as report_cmd
 from infertriage.cli import simulate as simulate_cmd
@@ -56,6 +57,10 @@ app.command("report", help="One self-contained HTML file of a run: map, SLOs, ch
     report_cmd.report
 )
 app.add_typer(compare_cmd.baseline_app, name="baseline")
+app.command(
+    "monitor-config",
+    help="Prometheus recording and alert rules, an Alertmanager route and a Grafana dashboard.",
+)(monitor_cmd.monitor_config)
 app.command("compare", help="Compare a run with a baseline, or A/B two servers, with statistics.")(
     compare_cmd.compare
 )

@@ -1,0 +1,77 @@
+"""cli, level 6: `infertriage monitor-config` — rules, alerts and a dashboard for one engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infertriage.api.monitor import monitor_config as make_config
+from infertriage.api.specs import MonitorConfigSpec, MonitorEngine
+from infertriage.cli.common import print_json
+from infertriage.cli.options import non_negative, positive, seconds
+from infertriage.report.monitoring.render import monitor_to_json, render_monitor
+from infertriage.schemas import load_thresholds
+
+_STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
+
+
+def monitor_config(
+    engine: MonitorEngine = typer.Option(..., "--engine", help="The engine the rules read."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the files to."),
+    from_run: Path | None = typer.Option(
+        None, "--from-run", help="Thresholds from this run's measurements."
+    ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="Thresholds from this saved baseline (`baseline save`)."
+    ),
+    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+    slo: str | None = typer.Option(
+        None, "--slo", help="SLO file or ttft_p95=200ms,itl_p95=50ms,alert_ttft_p95=500ms."
+    ),
+    selector: str = typer.Option(
+        "", "--selector", help='Label matchers of the engine\'s series, e.g. job="vllm".'
+    ),
+    gpu_selector: str = typer.Option(
+        "", "--gpu-selector", help='Label matchers of dcgm-exporter\'s series, e.g. job="dcgm".'
+    ),
+    rate_window: float = typer.Option(
+        "5m",
+        "--rate-window",
+        parser=seconds,
+        callback=positive,
+        help="Window of rates and quantiles (5m).",
+    ),
+    for_scale: float = typer.Option(
+        1.0, "--for-scale", callback=non_negative, help="Multiply every `for:` (demos: 0.01)."
+    ),
+    evaluation_interval: float = typer.Option(
+        "30s",
+        "--evaluation-interval",
+        parser=seconds,
+        callback=positive,
+        help="Rule groups' interval.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace files already in --out."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    spec = MonitorConfigSpec(
+        engine=engine,
+        out=out,
+        from_run=from_run,
+        baseline=baseline,
+        store=store,
+        thresholds=load_thresholds(slo) if slo else None,
+        selector=selector,
+        gpu_selector=gpu_selector,
+        rate_window_s=rate_window,
+        for_scale=for_scale,
+        evaluation_interval_s=evaluation_interval,
+        force=force,
+    )
+    result = make_config(spec)
+    if json_out:
+        print_json(monitor_to_json(result.config, result.written))
+    else:
+        render_monitor(result.config, result.written, Console())
