@@ -24,7 +24,14 @@ from pathlib import Path
 from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 
-__all__ = ["ProfileWindow", "check_files", "keep_logs", "read_log", "take_profiles"]
+__all__ = [
+    "ProfileWindow",
+    "check_files",
+    "keep_logs",
+    "read_log",
+    "read_log_upto_cut",
+    "take_profiles",
+]
 
 _STOP_TIMEOUT_S = 120.0  # the server may write a large trace before it answers
 _WRITE_WAIT_S = 30.0
@@ -123,12 +130,31 @@ def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
 
 def read_log(path: Path) -> str:
     """A log's text; `.gz` is decompressed, and a cut gzip is one clear error."""
+    text, cut = read_log_upto_cut(path)
+    if cut is not None:
+        raise UserError(f"{path} is not a whole gzip file ({cut}).")
+    return text
+
+
+def read_log_upto_cut(path: Path) -> tuple[str, str | None]:
+    """A log's text and, for a gzip cut short (a copy taken mid-write), why it stopped early.
+
+    What was decompressed before the cut is kept: an incident's last minutes are often there.
+    A file that is not gzip at all, or cannot be read, is one clear error.
+    """
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as stream:
-                return stream.read().decode("utf-8", errors="replace")
-        return path.read_text(encoding="utf-8", errors="replace")
-    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise UserError(f"{path} is not a whole gzip file ({err}).") from err
+        if path.suffix != ".gz":
+            return path.read_text(encoding="utf-8", errors="replace"), None
+        chunks: list[bytes] = []
+        cut: str | None = None
+        with gzip.open(path, "rb") as stream:
+            try:
+                while chunk := stream.read(1 << 20):
+                    chunks.append(chunk)
+            except (EOFError, zlib.error) as err:
+                cut = str(err) or "cut short"
+        return b"".join(chunks).decode("utf-8", errors="replace"), cut
+    except gzip.BadGzipFile as err:
+        raise UserError(f"{path} is not a gzip file ({err}).") from err
     except OSError as err:
         raise UserError(f"{path} cannot be read ({err.strerror}).") from err

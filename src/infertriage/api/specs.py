@@ -31,6 +31,7 @@ __all__ = [
     "Endpoint",
     "FleetSpec",
     "LoadMode",
+    "LogsSpec",
     "PlanSpec",
     "SimulateSpec",
     "TwinSpec",
@@ -237,3 +238,14 @@ class FleetSpec(_Spec):
     step_s: float | None = None
     rate_window_s: float | None = None
     imbalance_ratio: float = 1.5
+
+
+class LogsSpec(_Spec):
+    """`logs`: offline triage of one server's logs (rotated parts in any order, `.gz` too)."""
+
+    files: tuple[Path, ...]
+    engine: str | None = None  # vllm or sglang; None: detected from the lines
+    since: str | None = None  # HH:MM[:SS] on the log's first day, or an ISO date and time
+    until: str | None = None
+    interval_s: float | None = None  # None: the engine's stats interval, widened to fit
+    slo: str | None = None
