@@ -29,6 +29,7 @@ from infertriage.api.specs import (
     Endpoint,
     FleetSpec,
     LoadMode,
+    LogsSpec,
     PlanSpec,
     SimulateSpec,
     TwinSpec,
@@ -74,6 +75,7 @@ def test_each_command_takes_its_spec_first() -> None:
         "infertriage.api.simulate.simulate": "SimulateSpec",
         "infertriage.api.twin.serve_twin": "TwinSpec",
         "infertriage.api.metrics.fleet_metrics": "FleetSpec",
+        "infertriage.api.logs.triage_logs": "LogsSpec",
     }
     found = dict(_public_functions())
     for name, spec in takes.items():
@@ -129,6 +131,13 @@ SPECS: list[BaseModel] = [
     SimulateSpec(scenario="healthy", rate=4.0, num_requests=10, seed=3),
     TwinSpec(scenario="healthy", port=0, load_time_s=0.0, profile_dir=Path("p")),
     FleetSpec(prometheus_url="http://p:9090", selector='job="vllm"', window_s=60.0),
+    LogsSpec(
+        files=(Path("a.log"), Path("b.log.gz")),
+        engine="vllm",
+        since="14:00",
+        until="2026-12-02T14:30",
+        interval_s=30.0,
+    ),
 ]
 
 

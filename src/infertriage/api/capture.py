@@ -13,7 +13,6 @@ them; `read_log` reads one (plain or gzip) for the analysis.
 
 from __future__ import annotations
 
-import gzip
 import shutil
 import threading
 import time
@@ -128,6 +127,9 @@ def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
             raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def read_log(path: Path) -> str:
     """A log's text; `.gz` is decompressed, and a cut gzip is one clear error."""
     text, cut = read_log_upto_cut(path)
@@ -145,16 +147,25 @@ def read_log_upto_cut(path: Path) -> tuple[str, str | None]:
     try:
         if path.suffix != ".gz":
             return path.read_text(encoding="utf-8", errors="replace"), None
-        chunks: list[bytes] = []
-        cut: str | None = None
-        with gzip.open(path, "rb") as stream:
-            try:
-                while chunk := stream.read(1 << 20):
-                    chunks.append(chunk)
-            except (EOFError, zlib.error) as err:
-                cut = str(err) or "cut short"
-        return b"".join(chunks).decode("utf-8", errors="replace"), cut
-    except gzip.BadGzipFile as err:
-        raise UserError(f"{path} is not a gzip file ({err}).") from err
+        raw = path.read_bytes()
     except OSError as err:
         raise UserError(f"{path} cannot be read ({err.strerror}).") from err
+    if raw[:2] != _GZIP_MAGIC:
+        raise UserError(f"{path} is not a gzip file (its name ends in .gz).")
+    chunks, cut = _gunzip(raw)
+    return b"".join(chunks).decode("utf-8", errors="replace"), cut
+
+
+def _gunzip(raw: bytes) -> tuple[list[bytes], str | None]:
+    """Every member of a gzip (rotated logs are often several), as far as it goes."""
+    chunks: list[bytes] = []
+    while raw:
+        member = zlib.decompressobj(wbits=31)
+        try:
+            chunks.append(member.decompress(raw))
+        except zlib.error as err:
+            return chunks, f"corrupt: {err}"
+        if not member.eof:
+            return chunks, "cut short before the end of its last member"
+        raw = member.unused_data.lstrip(b"\x00")  # some writers pad the file with zeros
+    return chunks, None

@@ -62,9 +62,11 @@ def _read_file(path: Path, formats: Sequence[LogFormat]) -> tuple[list[LogRecord
         raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
     year = time.localtime(path.stat().st_mtime).tm_year  # vLLM's stamps carry no year
     records = read_records(text, year, formats)
-    if not any(r.stats or r.spec or r.preempted or r.oom for r in records):
+    stamped = any(r.at is not None for r in records)
+    # an out-of-memory crash before the first stats line is an incident too, if it is dated
+    if not any(r.stats or r.spec or r.preempted or (r.oom and stamped) for r in records):
         raise UserError(f"{path} has no line infertriage reads: it expects {_expected(formats)}.")
-    if all(r.at is None for r in records):
+    if not stamped:
         raise UserError(f"{path} has no timestamped line (vLLM `INFO MM-DD HH:MM:SS`, SGLang "
                         "`[YYYY-MM-DD HH:MM:SS]`), so it has no timeline.")  # fmt: skip
     return records, note

@@ -167,7 +167,9 @@ SGLANG = EngineAdapter(
         read_stamp=read_iso_stamp,
         read_spec=_read_spec,
         record_start=_RECORD,
-        expected="SGLang `Decode batch` / `Prefill batch` lines (`#running-req: N, … #queue-req: M`)",
+        expected=(
+            "SGLang `Decode batch` / `Prefill batch` lines (`#running-req: N, … #queue-req: M`)"
+        ),
     ),
     knobs={
         Knob.MAX_SEATS: "--max-running-requests",

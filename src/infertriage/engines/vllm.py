@@ -174,7 +174,7 @@ _RECORD = re.compile(
 # Accepted throughput: …, Drafted throughput: …, Accepted: 1234 tokens, Drafted: 2880 tokens,
 # Per-position acceptance rate: 0.712, 0.455, 0.244, Avg Draft acceptance rate: 42.8%";
 # 0.8 "SpecDecoding metrics: Draft acceptance rate: 42.8%, Accepted: …, Drafted: … tokens"
-_SPEC = re.compile(r"SpecDecoding metrics: ")
+_SPEC_LINE = re.compile(r"SpecDecoding metrics: ")
 _SPEC_LENGTH = re.compile(r"Mean acceptance length: (?P<v>[\d.]+)")
 _SPEC_ACCEPTED = re.compile(r"\bAccepted: (?P<v>\d+) tokens")
 _SPEC_DRAFTED = re.compile(r"\bDrafted: (?P<v>\d+) tokens")
@@ -209,7 +209,7 @@ def _read_stats(line: str) -> StatsLine | None:
 
 
 def _read_spec(line: str) -> SpecLine | None:
-    if not _SPEC.search(line):
+    if not _SPEC_LINE.search(line):
         return None
     accepted, drafted = _number(_SPEC_ACCEPTED, line), _number(_SPEC_DRAFTED, line)
     positions = _SPEC_POSITIONS.search(line)
@@ -218,9 +218,7 @@ def _read_spec(line: str) -> SpecLine | None:
         mean_acceptance_length=_number(_SPEC_LENGTH, line),
         accepted_tokens=None if accepted is None else int(accepted),
         drafted_tokens=None if drafted is None else int(drafted),
-        per_position=tuple(float(v) for v in positions.group("v").split(", "))
-        if positions
-        else (),
+        per_position=tuple(float(v) for v in positions.group("v").split(", ")) if positions else (),
         acceptance_rate=None if rate is None else rate / 100.0,
     )
 

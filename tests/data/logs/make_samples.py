@@ -66,8 +66,16 @@ def incident() -> str:
         lines.append(stats)
         a, d = 1480 + 11 * step, 2700 + 9 * step
         lines.append(
-            _SPEC.format(t=t, mal=1 + 3 * a / d, at=a / 10, dt=d / 10, a=a, d=d,
-                         pos="0.781, 0.532, 0.329", rate=100 * a / d)  # fmt: skip
+            _SPEC.format(
+                t=t,
+                mal=1 + 3 * a / d,
+                at=a / 10,
+                dt=d / 10,
+                a=a,
+                d=d,
+                pos="0.781, 0.532, 0.329",
+                rate=100 * a / d,
+            )
         )
     lines += [
         "(EngineCore_0 pid=3104) \x1b[31mERROR\x1b[0m 12-02 14:03:52 [core.py:700] EngineCore "

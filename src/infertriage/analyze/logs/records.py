@@ -13,6 +13,7 @@ adapters' (`infertriage.engines`); nothing engine-specific is written here.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Sequence
@@ -62,7 +63,7 @@ def clean_lines(text: str) -> list[str]:
     for line in _ANSI.sub("", text).splitlines():
         cuts = sorted({m.start() for p in _STARTS for m in p.finditer(line) if m.start() > 0})
         bounds = [0, *cuts, len(line)]
-        pieces = (line[a:b].strip() for a, b in zip(bounds, bounds[1:], strict=False))
+        pieces = (line[a:b].strip() for a, b in itertools.pairwise(bounds))
         out.extend(piece for piece in pieces if piece)
     return out
 
@@ -81,7 +82,7 @@ def stamp_of(line: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> fl
 def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecord:
     stats = next((s for f in formats if (s := f.read_stats(line)) is not None), None)
     spec = next(
-        (s for f in formats if f.read_spec is not None and (s := f.read_spec(line)) is not None),
+        (d for f in formats if f.read_spec is not None and (d := f.read_spec(line)) is not None),
         None,
     )
     preempted = any(f.preempted is not None and f.preempted.search(line) for f in formats)
@@ -89,16 +90,13 @@ def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecor
         (
             int(m.group(1))
             for f in formats
-            if f.cumulative_preemptions is not None
-            and (m := f.cumulative_preemptions.search(line))
+            if f.cumulative_preemptions is not None and (m := f.cumulative_preemptions.search(line))
         ),
         None,
     )
     return LogRecord(at, line, stats, spec, preempted, cumulative, bool(OOM.search(line)))
 
 
-def read_records(
-    text: str, year: int, formats: Sequence[LogFormat] = FORMATS
-) -> list[LogRecord]:
+def read_records(text: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> list[LogRecord]:
     """Every record of one log, in the log's order; `year` dates stamps that carry none."""
     return [_read(line, stamp_of(line, year, formats), formats) for line in clean_lines(text)]

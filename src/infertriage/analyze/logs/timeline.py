@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 from infertriage.analyze.logs.records import LogRecord
 from infertriage.analyze.trace.compiled import parse_recompile_log
-from infertriage.schemas import Signal
 
 __all__ = [
     "Interval",
@@ -108,10 +107,9 @@ def with_times(records: Sequence[LogRecord]) -> list[LogRecord]:
         return []
     out, last = [], first
     for record in records:
-        if record.at is None:
-            record = dataclasses.replace(record, at=last)
-        last = record.at if record.at is not None else last
-        out.append(record)
+        dated = record if record.at is not None else dataclasses.replace(record, at=last)
+        last = dated.at if dated.at is not None else last
+        out.append(dated)
     return out
 
 
