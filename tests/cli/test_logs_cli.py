@@ -7,6 +7,7 @@ V1 and SGLang 0.4.6 formats; see its docstring).
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -146,3 +147,13 @@ def test_bad_input_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture
     whole = gzip.compress(INCIDENT.read_bytes())
     (tmp_path / "stub.log.gz").write_bytes(whole[:12])
     assert "is empty before its gzip is cut" in _error(capsys, str(tmp_path / "stub.log.gz"))
+
+
+def test_the_samples_are_what_their_script_writes() -> None:
+    spec = importlib.util.spec_from_file_location("make_samples", DATA / "make_samples.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert INCIDENT.read_text() == module.incident()
+    assert QUEUE.read_text() == module.sglang()
+    assert gzip.decompress(STUCK.read_bytes()).decode() == module.stuck()
