@@ -118,7 +118,7 @@ _RECORD = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
 def _fields(line: str) -> dict[str, float] | None:
-    if not _STATS.search(line):
+    if " batch" not in line or not _STATS.search(line):  # most lines are not stats
         return None
     return {m.group(1): float(m.group("value")) for m in _FIELD.finditer(line)} or None
 

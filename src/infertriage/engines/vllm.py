@@ -174,7 +174,6 @@ _RECORD = re.compile(
 # Accepted throughput: …, Drafted throughput: …, Accepted: 1234 tokens, Drafted: 2880 tokens,
 # Per-position acceptance rate: 0.712, 0.455, 0.244, Avg Draft acceptance rate: 42.8%";
 # 0.8 "SpecDecoding metrics: Draft acceptance rate: 42.8%, Accepted: …, Drafted: … tokens"
-_SPEC_LINE = re.compile(r"SpecDecoding metrics: ")
 _SPEC_LENGTH = re.compile(r"Mean acceptance length: (?P<v>[\d.]+)")
 _SPEC_ACCEPTED = re.compile(r"\bAccepted: (?P<v>\d+) tokens")
 _SPEC_DRAFTED = re.compile(r"\bDrafted: (?P<v>\d+) tokens")
@@ -188,7 +187,7 @@ def _number(pattern: re.Pattern[str], line: str) -> float | None:
 
 
 def _read_stats(line: str) -> StatsLine | None:
-    found = _STATS.search(line)
+    found = _STATS.search(line) if "Running: " in line else None  # most lines are not stats
     if not found:
         return None
     engine = "vllm-v0" if found.group("queue") == "Pending" else "vllm"
@@ -209,7 +208,7 @@ def _read_stats(line: str) -> StatsLine | None:
 
 
 def _read_spec(line: str) -> SpecLine | None:
-    if not _SPEC_LINE.search(line):
+    if "SpecDecoding metrics: " not in line:
         return None
     accepted, drafted = _number(_SPEC_ACCEPTED, line), _number(_SPEC_DRAFTED, line)
     positions = _SPEC_POSITIONS.search(line)

@@ -14,6 +14,7 @@ adapters' (`infertriage.engines`); nothing engine-specific is written here.
 from __future__ import annotations
 
 import itertools
+import functools
 import re
 import time
 from collections.abc import Sequence
@@ -71,8 +72,11 @@ def clean_lines(text: str) -> list[str]:
 def stamp_of(line: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> float | None:
     """The line's local time as Unix seconds, or None when it has no stamp we know."""
     text = next((t for f in formats if (t := f.read_stamp(line, year)) is not None), None)
-    if text is None:
-        return None
+    return None if text is None else _unix(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a log repeats each second over many lines
+def _unix(text: str) -> float | None:
     try:
         return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
     except (ValueError, OverflowError):
@@ -94,7 +98,8 @@ def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecor
         ),
         None,
     )
-    return LogRecord(at, line, stats, spec, preempted, cumulative, bool(OOM.search(line)))
+    oom = "emory" in line and bool(OOM.search(line))  # "Memory" or "memory" in each spelling
+    return LogRecord(at, line, stats, spec, preempted, cumulative, oom)
 
 
 def read_records(text: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> list[LogRecord]:
