@@ -218,3 +218,29 @@ def test_the_window_keeps_its_lines_and_the_interval_widens_to_fit() -> None:
     assert pick_interval(300.0, 10.0, 60) == 10.0
     assert pick_interval(3600.0, 10.0, 60) == 60.0
     assert pick_interval(86400.0 * 3, 10.0, 60) == 3600.0
+
+
+def test_data_parallel_engines_are_summed_and_stall_on_their_own() -> None:
+    def dp(engine: int, s: int, g: float, r: int, w: int, kv: float) -> str:
+        line = _v1(0, s, g, r, w, kv, p=0.0 if g == 0 else 300.0)
+        return line.replace("Engine 000:", f"Engine {engine:03d}:")
+
+    lines = [
+        *(dp(0, s, 800.0, 30, 4, 60.0) for s in (10, 20, 30)),
+        *(dp(1, s, 0.0, 12, 6, 90.0) for s in (10, 20, 30)),  # engine 1 hangs
+        dp(1, 40, 0.0, 0, 0, 0.0),  # and is restarted empty
+        dp(0, 40, 800.0, 30, 4, 60.0),
+    ]
+    (first,) = read_records(lines[3], 2026)
+    assert first.stats is not None and first.stats.engine_index == 1
+    tl = make_timeline(read_records("\n".join(lines), 2026), (None, None), 10.0)
+    assert tl is not None
+    row = tl.intervals[0]
+    assert (row.running, row.waiting, row.kv_usage, row.gen_tok_s) == pytest.approx(
+        (42.0, 10.0, 0.9, 800.0)
+    )
+    assert [(s.start, s.duration_s, s.running) for s in tl.stalls] == [
+        (_unix("2026-12-02 14:00:10"), 30.0, 12.0)
+    ]
+    signals = {s.name: s.value for s in timeline_signals(tl)}
+    assert signals["queue.running_max"] == 42.0 and signals["queue.waiting_max"] == 10.0

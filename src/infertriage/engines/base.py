@@ -69,6 +69,7 @@ class StatsLine:
     gen_tok_s: float | None = None
     prefix_hit_rate: float | None = None  # fraction
     cuda_graph: bool | None = None  # SGLang says whether the decode ran from CUDA graphs
+    engine_index: int | None = None  # vLLM V1 data parallel: `Engine 001:`
 
 
 @dataclass(frozen=True, slots=True)

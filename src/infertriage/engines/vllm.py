@@ -155,7 +155,7 @@ def limit_from_tokenize(document: Any) -> SaidLimit | None:
 # reqs, Pending: 12 reqs, GPU KV cache usage: 99.2%, CPU KV cache usage: 0.0%."; V1 before
 # 0.8 printed no KV usage.
 _STATS = re.compile(
-    r"(?:Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"(?:Engine (?P<index>\d+): )?(?:Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
     r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, )?"
     r"Running: (?P<running>\d+) reqs, (?:Swapped: \d+ reqs, )?"
     r"(?P<queue>Waiting|Pending): (?P<waiting>\d+) reqs"
@@ -204,6 +204,7 @@ def _read_stats(line: str) -> StatsLine | None:
         prompt_tok_s=value("prompt"),
         gen_tok_s=value("gen"),
         prefix_hit_rate=value("hit", 0.01),
+        engine_index=None if found.group("index") is None else int(found.group("index")),
     )
 
 

@@ -5,8 +5,10 @@ window asked for and the interval; gives a `LogTimeline`: per interval the
 requests running and waiting (the most any line said), the KV cache use (the
 most), the prompt and generation throughput (the lines' mean), the draft
 acceptance, preemptions and out-of-memory errors; the stalls (requests
-running while the engine generated nothing); and `timeline_signals`, the
-same figures under the names the diagnose rules read (`source` "log").
+running while the engine generated nothing). Data-parallel vLLM logs a line
+per engine (`Engine 000:`, `Engine 001:`): their queues and throughputs are
+summed, the KV cache is the fullest engine's, and each engine stalls on its
+own. (`signals` gives the same figures under the rules' names.)
 
 Choices the figures rest on:
 - a record without a stamp (a traceback line) takes the time of the record
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 
 from infertriage.analyze.logs.records import LogRecord
 from infertriage.analyze.trace.compiled import parse_recompile_log
+from infertriage.engines import StatsLine
 
 __all__ = [
     "Interval",
@@ -45,6 +48,7 @@ __all__ = [
     "with_times",
 ]
 
+_Moment = tuple[float, float | None, float | None, float | None]
 _NICE_S = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
 
 
@@ -95,7 +99,7 @@ class LogTimeline:
     oom_errors: int
     recompilations: int
     spec: SpecSummary | None
-    stats: tuple[tuple[float, float | None, float | None, float | None], ...]  # at, run, wait, kv
+    stats: tuple[_Moment, ...]  # each second with a stats line: at, running, waiting, KV
     prefix_hit_rate: float | None
     throughput_known: bool  # some stats line said its generation throughput
 
@@ -145,23 +149,64 @@ def _ooms(records: Sequence[LogRecord]) -> set[int]:
 
 
 def _stalls(records: Sequence[LogRecord], end: float) -> list[Stall]:
+    """Each engine's stalls (data-parallel engines log one line each), in time order."""
     stalls: list[Stall] = []
-    opened: tuple[float, float] | None = None  # (start, running)
+    opened: dict[int | None, tuple[float, float]] = {}  # engine → (start, running)
     for record in records:
         s = record.stats
         if s is None or record.at is None:
             continue
         idle = (s.running or 0) > 0 and s.gen_tok_s == 0 and not s.prompt_tok_s
-        if idle and opened is None:
-            opened = (record.at, s.running or 0.0)
-        elif idle and opened is not None:
-            opened = (opened[0], max(opened[1], s.running or 0.0))
-        elif opened is not None:
-            stalls.append(Stall(opened[0], record.at, opened[1]))
-            opened = None
-    if opened is not None:
-        stalls.append(Stall(opened[0], end, opened[1]))
-    return stalls
+        was = opened.pop(s.engine_index, None)
+        if idle:
+            start, running = was if was is not None else (record.at, 0.0)
+            opened[s.engine_index] = (start, max(running, s.running or 0.0))
+        elif was is not None:
+            stalls.append(Stall(was[0], record.at, was[1]))
+    stalls += [Stall(start, end, running) for start, running in opened.values()]
+    return sorted(stalls, key=lambda s: s.start)
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    prompt_tok_s: float | None
+    gen_tok_s: float | None
+
+
+def _figures(stats: Sequence[StatsLine]) -> _Figures:
+    """Lines of one span: each engine's most (its mean rate), then summed over the engines.
+
+    Data-parallel vLLM logs one line per engine (`Engine 000:`, `Engine 001:`): the server's
+    queue is their sum, its KV cache as full as the fullest engine's.
+    """
+    by_engine: dict[int | None, list[StatsLine]] = defaultdict(list)
+    for line in stats:
+        by_engine[line.engine_index].append(line)
+    each = [
+        _Figures(
+            _most(s.running for s in lines),
+            _most(s.waiting for s in lines),
+            _most(s.kv_usage for s in lines),
+            _mean(s.prompt_tok_s for s in lines),
+            _mean(s.gen_tok_s for s in lines),
+        )
+        for lines in by_engine.values()
+    ]
+    return _Figures(
+        _sum(f.running for f in each),
+        _sum(f.waiting for f in each),
+        _most(f.kv_usage for f in each),
+        _sum(f.prompt_tok_s for f in each),
+        _sum(f.gen_tok_s for f in each),
+    )
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return sum(found) if found else None
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -190,15 +235,16 @@ def _interval(
     stalls: list[Stall],
 ) -> Interval:
     stats = [r.stats for r in records if r.stats is not None]
+    figures = _figures(stats)
     start, end = span
     return Interval(
         start=start,
         num_stats_lines=len(stats),
-        running=_most(s.running for s in stats),
-        waiting=_most(s.waiting for s in stats),
-        kv_usage=_most(s.kv_usage for s in stats),
-        prompt_tok_s=_mean(s.prompt_tok_s for s in stats),
-        gen_tok_s=_mean(s.gen_tok_s for s in stats),
+        running=figures.running,
+        waiting=figures.waiting,
+        kv_usage=figures.kv_usage,
+        prompt_tok_s=figures.prompt_tok_s,
+        gen_tok_s=figures.gen_tok_s,
         spec_acceptance=_acceptance(records),
         preemptions=preempted,
         oom_errors=ooms,
@@ -223,6 +269,19 @@ def _spec_summary(records: Sequence[LogRecord]) -> SpecSummary | None:
         mean_accepted_tokens=(sum(lengths) / len(lengths)) - 1.0 if lengths else None,
         per_position=per_position,
     )
+
+
+def _moments(stats: Sequence[LogRecord]) -> tuple[_Moment, ...]:
+    """(time, running, waiting, KV use) of each second with a stats line, engines summed."""
+    by_second: dict[float, list[StatsLine]] = defaultdict(list)
+    for record in stats:
+        if record.stats is not None and record.at is not None:
+            by_second[record.at].append(record.stats)
+    moments = []
+    for at, lines in sorted(by_second.items()):
+        f = _figures(lines)
+        moments.append((at, f.running, f.waiting, f.kv_usage))
+    return tuple(moments)
 
 
 def make_timeline(
@@ -272,11 +331,7 @@ def make_timeline(
         oom_errors=len(ooms),
         recompilations=parse_recompile_log("\n".join(r.text for r in kept)).recompilations,
         spec=_spec_summary(kept),
-        stats=tuple(
-            (r.at or 0.0, r.stats.running, r.stats.waiting, r.stats.kv_usage)
-            for r in stats
-            if r.stats is not None
-        ),
+        stats=_moments(stats),
         prefix_hit_rate=_mean(r.stats.prefix_hit_rate for r in stats if r.stats is not None),
         throughput_known=any(r.stats.gen_tok_s is not None for r in stats if r.stats is not None),
     )
