@@ -13,8 +13,8 @@ adapters' (`infertriage.engines`); nothing engine-specific is written here.
 
 from __future__ import annotations
 
-import itertools
 import functools
+import itertools
 import re
 import time
 from collections.abc import Sequence
