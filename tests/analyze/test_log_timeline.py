@@ -244,3 +244,19 @@ def test_data_parallel_engines_are_summed_and_stall_on_their_own() -> None:
     ]
     signals = {s.name: s.value for s in timeline_signals(tl)}
     assert signals["queue.running_max"] == 42.0 and signals["queue.waiting_max"] == 10.0
+
+
+def test_sglang_watchdog_is_a_stall_of_its_timeout() -> None:
+    lines = [
+        SGL_046.format(s=10),
+        # SGLang 0.4.6 `scheduler.py` watchdog_thread, after 300 s without a forward step
+        "[2025-05-01 10:05:10 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+        "self.soft=False)",
+    ]
+    tl = make_timeline(read_records("\n".join(lines), 2025), (None, None), 10.0)
+    assert tl is not None
+    assert [(s.start, s.duration_s, s.running) for s in tl.stalls] == [
+        (_unix("2025-05-01 10:00:10"), 300.0, 48.0)
+    ]
+    assert tl.intervals[-1].stalled
+    assert {s.name: s.value for s in timeline_signals(tl)}["log.engine_stuck_s"] == 300.0

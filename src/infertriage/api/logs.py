@@ -64,7 +64,9 @@ def _read_file(path: Path, formats: Sequence[LogFormat]) -> tuple[list[LogRecord
     records = read_records(text, year, formats)
     stamped = any(r.at is not None for r in records)
     # an out-of-memory crash before the first stats line is an incident too, if it is dated
-    if not any(r.stats or r.spec or r.preempted or (r.oom and stamped) for r in records):
+    if not any(
+        r.stats or r.spec or r.preempted or r.stuck_s or (r.oom and stamped) for r in records
+    ):
         raise UserError(f"{path} has no line infertriage reads: it expects {_expected(formats)}.")
     if not stamped:
         raise UserError(f"{path} has no timestamped line (vLLM `INFO MM-DD HH:MM:SS`, SGLang "

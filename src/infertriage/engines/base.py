@@ -109,6 +109,7 @@ class LogFormat:
     record_start: re.Pattern[str] | None = None  # where a record begins (to split glued ones)
     interval_s: float | None = None  # how often it logs its stats; None: not on a clock
     expected: str = ""  # the lines it recognises, for an error that names them
+    stuck: re.Pattern[str] | None = None  # its watchdog gave up; group 1: seconds without progress
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ queue-time histograms and cached-token counters; all need
 log's `Decode batch. #running-req: N, #token: T, token usage: 0.12, …
 #queue-req: M` lines (with their throughput, CUDA-graph flag and, with
 speculative decoding, accept length) and `Prefill batch.`, stamped
-`[YYYY-MM-DD HH:MM:SS]`; and its flags.
+`[YYYY-MM-DD HH:MM:SS]`, and its scheduler watchdog's timeout; and its flags.
 """
 
 from __future__ import annotations
@@ -167,6 +167,9 @@ SGLANG = EngineAdapter(
         read_stamp=read_iso_stamp,
         read_spec=_read_spec,
         record_start=_RECORD,
+        # its scheduler's watchdog: no forward step for --watchdog-timeout seconds (300) with a
+        # batch running; it then dumps the stacks and quits
+        stuck=re.compile(r"Scheduler watchdog timeout \(self\.watchdog_timeout=([\d.]+)"),
         expected=(
             "SGLang `Decode batch` / `Prefill batch` lines (`#running-req: N, … #queue-req: M`)"
         ),

@@ -48,6 +48,7 @@ class LogRecord:
     preempted: bool = False
     cumulative_preemptions: int | None = None  # the running count a V0 warning carries
     oom: bool = False
+    stuck_s: float | None = None  # an engine's watchdog: this long without progress
 
 
 def formats_of(engine: str | None) -> tuple[LogFormat, ...]:
@@ -99,7 +100,11 @@ def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecor
         None,
     )
     oom = "emory" in line and bool(OOM.search(line))  # "Memory" or "memory" in each spelling
-    return LogRecord(at, line, stats, spec, preempted, cumulative, oom)
+    stuck = next(
+        (float(m.group(1)) for f in formats if f.stuck is not None and (m := f.stuck.search(line))),
+        None,
+    )
+    return LogRecord(at, line, stats, spec, preempted, cumulative, oom, stuck)
 
 
 def read_records(text: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> list[LogRecord]:

@@ -68,7 +68,7 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
         *signal("preemptions.total", timeline.preemptions, "1"),
         *signal("prefix_cache.hit_rate", timeline.prefix_hit_rate, "fraction"),
     ]  # fmt: skip
-    if timeline.throughput_known:
+    if timeline.throughput_known or timeline.stalls:
         longest = max((s.duration_s for s in timeline.stalls), default=0.0)
         out += signal("log.engine_stuck_s", longest, "s")
     if timeline.recompilations:  # TORCH_LOGS=recompiles may be off: no line is no zero

@@ -21,7 +21,8 @@ Choices the figures rest on:
   token generated nor prompt read, and ends at the next line that shows
   work or no request running, else at the last record of the window: vLLM
   logs an idle interval at DEBUG, so a hung engine goes quiet after one
-  such line;
+  such line; an engine's watchdog that gave up (SGLang's `Scheduler watchdog
+  timeout`) is a stall of its timeout, ending at its line;
 - V0 logs every preemption (and its running count: the count wins); V1 and
   SGLang log none, so their silence is no zero.
 """
@@ -164,7 +165,18 @@ def _stalls(records: Sequence[LogRecord], end: float) -> list[Stall]:
         elif was is not None:
             stalls.append(Stall(was[0], record.at, was[1]))
     stalls += [Stall(start, end, running) for start, running in opened.values()]
-    return sorted(stalls, key=lambda s: s.start)
+    return sorted(stalls + _watchdog_stalls(records), key=lambda s: s.start)
+
+
+def _watchdog_stalls(records: Sequence[LogRecord]) -> list[Stall]:
+    """An engine's watchdog that gave up: the seconds it waited, before its line."""
+    out, running = [], 0.0
+    for record in records:
+        if record.stats is not None and record.stats.running is not None:
+            running = record.stats.running
+        if record.stuck_s is not None and record.at is not None:
+            out.append(Stall(record.at - record.stuck_s, record.at, running))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +316,7 @@ def make_timeline(
     origin = math.floor(start / interval_s) * interval_s
     buckets: dict[int, list[int]] = defaultdict(list)
     for index, record in enumerate(kept):
-        if record.stats or record.spec or index in preempted or index in ooms:
+        if record.stats or record.spec or record.stuck_s or index in preempted or index in ooms:
             buckets[int(((record.at or 0.0) - origin) // interval_s)].append(index)
     intervals = tuple(
         _interval(
