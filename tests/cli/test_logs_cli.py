@@ -157,3 +157,11 @@ def test_the_samples_are_what_their_script_writes() -> None:
     assert INCIDENT.read_text() == module.incident()
     assert QUEUE.read_text() == module.sglang()
     assert gzip.decompress(STUCK.read_bytes()).decode() == module.stuck()
+
+
+def test_a_file_name_is_shown_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = tmp_path / "a\x1b[2Jb.log"
+    shutil.copy(QUEUE, hostile)
+    assert main(["logs", str(hostile)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "Log triage:" in out
