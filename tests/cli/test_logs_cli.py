@@ -138,6 +138,8 @@ def test_bad_input_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "SGLang" in line and "vLLM" not in line.split("expects")[1]
     assert "--engine must be vllm or sglang" in _error(capsys, str(INCIDENT), "--engine", "tgi")
     assert "is not a time" in _error(capsys, str(INCIDENT), "--since", "yesterday")
+    line = _error(capsys, str(INCIDENT), "--since", "14:02", "--until", "14:01")
+    assert "--until 14:01 is before --since 14:02" in line
     assert "lies between --since and --until" in _error(
         capsys, str(INCIDENT), "--since", "23:00", "--until", "23:30"
     )
@@ -165,3 +167,15 @@ def test_a_file_name_is_shown_as_text(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["logs", str(hostile)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "Log triage:" in out
+
+
+def test_until_past_midnight(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = (
+        "[2026-12-{d} {t} TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.10, "
+        "cuda graph: True, gen throughput (token/s): 300.00, #queue-req: 0"
+    )
+    stamps = [("02", "23:58:00"), ("02", "23:59:00"), ("03", "00:00:30"), ("03", "00:02:00")]
+    log = tmp_path / "night.log"
+    log.write_text("\n".join(line.format(d=d, t=t) for d, t in stamps) + "\n")
+    doc = _json(capsys, str(log), "--since", "23:59", "--until", "00:01")
+    assert [row["start"][-8:] for row in doc["timeline"]] == ["23:59:00", "00:00:30"]  # type: ignore[attr-defined]

@@ -91,15 +91,16 @@ def _moment(text: str, flag: str, day: time.struct_time) -> float:
     return moment.timestamp()  # naive: local time, as the log's stamps
 
 
-def _window(spec: LogsSpec, first: float) -> tuple[float | None, float | None]:
+def _window(spec: LogsSpec, first: float, last: float) -> tuple[float | None, float | None]:
     day = time.localtime(first)
     since = None if spec.since is None else _moment(spec.since, "--since", day)
     until = None if spec.until is None else _moment(spec.until, "--until", day)
     if since is not None and until is not None and until < since:
-        if spec.until is not None and _CLOCK.fullmatch(spec.until.strip()):
-            until += 86400.0  # 23:50 to 00:10: across midnight
-        else:
+        clock = spec.until is not None and _CLOCK.fullmatch(spec.until.strip())
+        past_midnight = time.localtime(last)[:3] != day[:3]
+        if not (clock and past_midnight):
             raise UserError(f"--until {spec.until} is before --since {spec.since}.")
+        until += 86400.0  # 23:50 to 00:10 in a log that runs past midnight
     return since, until
 
 
@@ -117,8 +118,8 @@ def triage_logs(spec: LogsSpec) -> LogTriage:
         found, note = _read_file(path, formats)
         records += found
         notes += [note] if note else []
-    first = min(r.at for r in records if r.at is not None)
-    window = _window(spec, first)
+    stamps = [r.at for r in records if r.at is not None]
+    window = _window(spec, min(stamps), max(stamps))
     engine = next((r.stats.engine for r in records if r.stats is not None), None)
     base = spec.interval_s or _engine_interval(engine)
     timeline = make_timeline(records, window, base)
