@@ -25,6 +25,7 @@ from infertriage.analyze.logs import (
     pick_interval,
     read_records,
     timeline_signals,
+    with_times,
 )
 from infertriage.api.capture import read_log_upto_cut
 from infertriage.api.specs import LogsSpec
@@ -116,7 +117,7 @@ def triage_logs(spec: LogsSpec) -> LogTriage:
     notes: list[str] = []
     for path in spec.files:
         found, note = _read_file(path, formats)
-        records += found
+        records += with_times(found)  # a traceback's lines take their own file's time
         notes += [note] if note else []
     stamps = [r.at for r in records if r.at is not None]
     window = _window(spec, min(stamps), max(stamps))
