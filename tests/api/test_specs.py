@@ -29,6 +29,7 @@ from infertriage.api.specs import (
     Endpoint,
     FleetSpec,
     LoadMode,
+    LogsSpec,
     MonitorConfigSpec,
     MonitorEngine,
     PlanSpec,
@@ -78,6 +79,7 @@ def test_each_command_takes_its_spec_first() -> None:
         "infertriage.api.metrics.fleet_metrics": "FleetSpec",
         "infertriage.api.report.write_report": "ReportSpec",
         "infertriage.api.monitor.monitor_config": "MonitorConfigSpec",
+        "infertriage.api.logs.triage_logs": "LogsSpec",
     }
     found = dict(_public_functions())
     for name, spec in takes.items():
@@ -140,6 +142,13 @@ SPECS: list[BaseModel] = [
         thresholds=Thresholds(alert_ttft_p95_s=0.3),
         selector='job="tgi"',
         for_scale=0.01,
+    ),
+    LogsSpec(
+        files=(Path("a.log"), Path("b.log.gz")),
+        engine="vllm",
+        since="14:00",
+        until="2026-12-02T14:30",
+        interval_s=30.0,
     ),
 ]
 

@@ -15,6 +15,7 @@ HEALTHY: dict[str, float] = {
     "scaling.plan_efficiency": 0.95,
     "scaling.this_is_larger": 1.0,
     "log.oom_errors": 0.0,
+    "log.engine_stuck_s": 0.0,
     "fleet.replicas": 1.0,
     "fleet.imbalance": 1.0,
     "client.ttft_p50_s": 0.05,

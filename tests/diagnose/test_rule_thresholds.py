@@ -233,6 +233,11 @@ CASES: dict[str, At] = {
         below_fires=True,
         shown="spec.acceptance_decay",
     ),
+    # a server's log
+    "engine_stuck_s": At(
+        "scheduling.engine_stuck", _ev()("log__engine_stuck_s"), shown="log.engine_stuck_s"
+    ),
+    "engine_stuck_full_s": At("scheduling.engine_stuck", _ev()("log__engine_stuck_s"), kind="full"),
 }
 
 
@@ -244,6 +249,8 @@ PINNED: dict[str, float] = {
     "comm_bound": 0.45,
     "comm_share": 0.3,
     "cuda_graph_fraction_on": 0.5,
+    "engine_stuck_full_s": 300.0,
+    "engine_stuck_s": 60.0,
     "engine_thread_busy": 0.95,
     "error_rate_full": 0.1,
     "frontend_thread_busy": 0.8,

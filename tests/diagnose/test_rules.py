@@ -86,7 +86,7 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
     "memory.kv_pressure": (
         {"kv__usage_max": 0.99, "preemptions__total": 12},
         {"kv__usage_max": 0.99, "preemptions__total": 0, "queue__waiting_max": 0},
-        "preemptions.total",
+        "kv.usage_max",
     ),
     "memory.kv_leak": (
         {"kv__usage_after_drain": 0.2, "kv__usage_idle_slope": 0.001},
@@ -195,6 +195,11 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         "scaling.efficiency",
     ),
     "memory.out_of_memory": ({"log__oom_errors": 2}, {"log__oom_errors": 0}, "log.oom_errors"),
+    "scheduling.engine_stuck": (
+        {"log__engine_stuck_s": 240},
+        {"log__engine_stuck_s": 30},
+        "log.engine_stuck_s",
+    ),
     "application.replica_imbalance": (
         {"fleet__replicas": 4, "fleet__imbalance": 2.5},
         {"fleet__replicas": 4, "fleet__imbalance": 1.2},

@@ -19,28 +19,29 @@ A line whose timestamp lies outside the window is left out (the log covers
 the server's whole life, the run only part of it): vLLM stamps
 `MM-DD HH:MM:SS` in local time without a year, SGLang `[YYYY-MM-DD
 HH:MM:SS]`. Lines without a timestamp are kept. The figures fill in what
-the metrics lack; they never replace a scraped figure.
+the metrics lack; they never replace a scraped figure. The records are read
+as `infertriage logs` reads them (`analyze.logs.records`: colour dropped,
+glued records split).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infertriage.analyze.logs.records import FORMATS, OOM, clean_lines, stamp_of
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
-from infertriage.engines import ENGINES, LogFormat, StatsLine
+from infertriage.engines import LogFormat, StatsLine
 from infertriage.schemas import Signal
 
 __all__ = ["ServerLog", "log_signals", "merge_log_signals", "parse_server_log"]
 
-_FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
+_FORMATS: tuple[LogFormat, ...] = FORMATS
 _PREEMPTED = tuple(f.preempted for f in _FORMATS if f.preempted is not None)
 _CUMULATIVE = tuple(
     f.cumulative_preemptions for f in _FORMATS if f.cumulative_preemptions is not None
 )
-_OOM = re.compile(r"(CUDA out of memory|OutOfMemoryError|out of memory on device)", re.IGNORECASE)
 _SLACK_S = 5.0  # log stamps are whole seconds, and a stats line sums the seconds before it
 
 
@@ -57,17 +58,6 @@ class ServerLog:
     recompiles: RecompileLog
 
 
-def _stamp(line: str, year: int) -> float | None:
-    """The line's local time as Unix seconds, or None when it has no stamp we know."""
-    text = next((t for f in _FORMATS if (t := f.read_stamp(line, year)) is not None), None)
-    if text is None:
-        return None
-    try:
-        return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
-    except (ValueError, OverflowError):
-        return None
-
-
 def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list[str]:
     if window is None:
         return list(lines)
@@ -75,7 +65,7 @@ def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list
     start, end = window[0] - _SLACK_S, window[1] + _SLACK_S
     kept = []
     for line in lines:
-        at = _stamp(line, year)
+        at = stamp_of(line, year)
         if at is None or start <= at <= end:
             kept.append(line)
     return kept
@@ -93,7 +83,7 @@ def _peak(values: Sequence[float | None]) -> float | None:
 
 def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) -> ServerLog:
     """Read one log; `window_unix` keeps only the lines stamped within it (see the docstring)."""
-    lines = _in_window(text.splitlines(), window_unix)
+    lines = _in_window(clean_lines(text), window_unix)
     stats = [s for s in map(_stats, lines) if s is not None]
     warned = sum(1 for line in lines if any(p.search(line) for p in _PREEMPTED))
     cumulative = [int(m.group(1)) for line in lines for p in _CUMULATIVE if (m := p.search(line))]
@@ -106,7 +96,7 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
         running_max=_peak([s.running for s in stats]),
         waiting_max=_peak([s.waiting for s in stats]),
         preemptions=preemptions,
-        oom_errors=sum(1 for line in lines if _OOM.search(line)),
+        oom_errors=sum(1 for line in lines if OOM.search(line)),
         recompiles=parse_recompile_log("\n".join(lines)),
     )
 

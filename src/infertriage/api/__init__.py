@@ -9,6 +9,7 @@ are `UserError`s. One module per command.
 
 from infertriage.api.bench import run_bench
 from infertriage.api.diagnose import diagnose
+from infertriage.api.logs import triage_logs
 from infertriage.api.metrics import scrape_metrics
 from infertriage.api.plan import plan, summarize_run_workload
 from infertriage.api.report import write_report
@@ -20,6 +21,7 @@ from infertriage.api.specs import (
     CompareRunsSpec,
     DiagnoseSpec,
     FleetSpec,
+    LogsSpec,
     PlanSpec,
     ReportSpec,
     SimulateSpec,
@@ -36,6 +38,7 @@ __all__ = [
     "CompareRunsSpec",
     "DiagnoseSpec",
     "FleetSpec",
+    "LogsSpec",
     "PlanSpec",
     "ReportSpec",
     "SimulateSpec",
@@ -49,5 +52,6 @@ __all__ = [
     "serve_twin",
     "simulate",
     "summarize_run_workload",
+    "triage_logs",
     "write_report",
 ]

@@ -13,7 +13,6 @@ them; `read_log` reads one (plain or gzip) for the analysis.
 
 from __future__ import annotations
 
-import gzip
 import shutil
 import threading
 import time
@@ -24,7 +23,14 @@ from pathlib import Path
 from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 
-__all__ = ["ProfileWindow", "check_files", "keep_logs", "read_log", "take_profiles"]
+__all__ = [
+    "ProfileWindow",
+    "check_files",
+    "keep_logs",
+    "read_log",
+    "read_log_upto_cut",
+    "take_profiles",
+]
 
 _STOP_TIMEOUT_S = 120.0  # the server may write a large trace before it answers
 _WRITE_WAIT_S = 30.0
@@ -121,14 +127,45 @@ def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
             raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def read_log(path: Path) -> str:
     """A log's text; `.gz` is decompressed, and a cut gzip is one clear error."""
+    text, cut = read_log_upto_cut(path)
+    if cut is not None:
+        raise UserError(f"{path} is not a whole gzip file ({cut}).")
+    return text
+
+
+def read_log_upto_cut(path: Path) -> tuple[str, str | None]:
+    """A log's text and, for a gzip cut short (a copy taken mid-write), why it stopped early.
+
+    What was decompressed before the cut is kept: an incident's last minutes are often there.
+    A file that is not gzip at all, or cannot be read, is one clear error.
+    """
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as stream:
-                return stream.read().decode("utf-8", errors="replace")
-        return path.read_text(encoding="utf-8", errors="replace")
-    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise UserError(f"{path} is not a whole gzip file ({err}).") from err
+        if path.suffix != ".gz":
+            return path.read_text(encoding="utf-8", errors="replace"), None
+        raw = path.read_bytes()
     except OSError as err:
         raise UserError(f"{path} cannot be read ({err.strerror}).") from err
+    if raw[:2] != _GZIP_MAGIC:
+        raise UserError(f"{path} is not a gzip file (its name ends in .gz).")
+    chunks, cut = _gunzip(raw)
+    return b"".join(chunks).decode("utf-8", errors="replace"), cut
+
+
+def _gunzip(raw: bytes) -> tuple[list[bytes], str | None]:
+    """Every member of a gzip (rotated logs are often several), as far as it goes."""
+    chunks: list[bytes] = []
+    while raw:
+        member = zlib.decompressobj(wbits=31)
+        try:
+            chunks.append(member.decompress(raw))
+        except zlib.error as err:
+            return chunks, f"corrupt: {err}"
+        if not member.eof:
+            return chunks, "cut short before the end of its last member"
+        raw = member.unused_data.lstrip(b"\x00")  # some writers pad the file with zeros
+    return chunks, None

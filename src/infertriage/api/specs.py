@@ -31,6 +31,7 @@ __all__ = [
     "Endpoint",
     "FleetSpec",
     "LoadMode",
+    "LogsSpec",
     "MonitorConfigSpec",
     "MonitorEngine",
     "PlanSpec",
@@ -276,3 +277,14 @@ class MonitorConfigSpec(_Spec):
     for_scale: float = 1.0  # every `for:` times this (short in tests and demos)
     evaluation_interval_s: float = 30.0
     force: bool = False
+
+
+class LogsSpec(_Spec):
+    """`logs`: offline triage of one server's logs (rotated parts in any order, `.gz` too)."""
+
+    files: tuple[Path, ...]
+    engine: str | None = None  # vllm or sglang; None: detected from the lines
+    since: str | None = None  # HH:MM[:SS] on the log's first day, or an ISO date and time
+    until: str | None = None
+    interval_s: float | None = None  # None: the engine's stats interval, widened to fit
+    slo: str | None = None

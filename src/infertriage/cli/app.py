@@ -12,6 +12,7 @@ from infertriage import __version__
 from infertriage.cli import bench as bench_cmd
 from infertriage.cli import compare as compare_cmd
 from infertriage.cli import diagnose as diagnose_cmd
+from infertriage.cli import logs as logs_cmd
 from infertriage.cli import metrics as metrics_cmd
 from infertriage.cli import monitor as monitor_cmd
 from infertriage.cli import plan as plan_cmd
@@ -40,6 +41,9 @@ app.command("plan", help="Capacity and roofline plan: KV cache, headroom, step t
 app.command("bench", help="Load test an OpenAI-compatible server.")(bench_cmd.bench)
 app.command("trace", help="Kernel, launch and communication analysis of profiler traces.")(
     trace_cmd.trace
+)
+app.command("logs", help="Offline incident triage from server logs: timeline and the map.")(
+    logs_cmd.logs
 )
 app.command("metrics", help="Detect the engine and show the normalised view of its metrics.")(
     metrics_cmd.metrics

@@ -105,6 +105,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "scaling.this_is_larger": SignalDef("bool", _SCALING),
         # the server's own log
         "log.oom_errors": SignalDef("1", _LOG),
+        "log.engine_stuck_s": SignalDef("s", _LOG + " or `infertriage logs FILE`"),
         # a fleet of replicas behind one URL (Prometheus)
         "fleet.replicas": SignalDef("1", _FLEET),
         "fleet.imbalance": SignalDef("1", _FLEET),

@@ -27,6 +27,7 @@ __all__ = [
     "LimitReader",
     "LogFormat",
     "SaidLimit",
+    "SpecLine",
     "StatsLine",
     "as_int",
     "positive",
@@ -64,6 +65,22 @@ class StatsLine:
     kv_usage: float | None  # fraction
     running: float | None
     waiting: float | None
+    prompt_tok_s: float | None = None  # the line's average over its interval
+    gen_tok_s: float | None = None
+    prefix_hit_rate: float | None = None  # fraction
+    cuda_graph: bool | None = None  # SGLang says whether the decode ran from CUDA graphs
+    engine_index: int | None = None  # vLLM V1 data parallel: `Engine 001:`
+
+
+@dataclass(frozen=True, slots=True)
+class SpecLine:
+    """One speculative-decoding stats line: what the drafts gave over the line's interval."""
+
+    mean_acceptance_length: float | None  # tokens per step, the bonus token included
+    accepted_tokens: int | None
+    drafted_tokens: int | None
+    per_position: tuple[float, ...] = ()  # acceptance rate of draft position 1, 2, …
+    acceptance_rate: float | None = None  # as the engine states it, when it does
 
 
 ConfigReader = Callable[[Any, dict[str, Any]], None]  # (document, found so far) → fills found
@@ -88,6 +105,11 @@ class LogFormat:
     read_stamp: Callable[[str, int], str | None]  # (line, year) → "YYYY-MM-DD HH:MM:SS"
     preempted: re.Pattern[str] | None = None  # one line per preemption
     cumulative_preemptions: re.Pattern[str] | None = None  # group 1: a running count
+    read_spec: Callable[[str], SpecLine | None] | None = None  # speculative-decoding stats
+    record_start: re.Pattern[str] | None = None  # where a record begins (to split glued ones)
+    interval_s: float | None = None  # how often it logs its stats; None: not on a clock
+    expected: str = ""  # the lines it recognises, for an error that names them
+    stuck: re.Pattern[str] | None = None  # its watchdog gave up; group 1: seconds without progress
 
 
 @dataclass(frozen=True)

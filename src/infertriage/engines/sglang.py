@@ -8,8 +8,9 @@ queue-time histograms and cached-token counters; all need
 `max_req_input_len`, `max_running_requests`, `max_total_num_tokens`,
 `disable_radix_cache`, `chunked_prefill_size`, `disable_cuda_graph`); its
 log's `Decode batch. #running-req: N, #token: T, token usage: 0.12, …
-#queue-req: M` lines (and `Prefill batch.`), stamped
-`[YYYY-MM-DD HH:MM:SS]`; and its flags.
+#queue-req: M` lines (with their throughput, CUDA-graph flag and, with
+speculative decoding, accept length) and `Prefill batch.`, stamped
+`[YYYY-MM-DD HH:MM:SS]`, and its scheduler watchdog's timeout; and its flags.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from infertriage.engines.base import (
     Knob,
     LogFormat,
     SaidLimit,
+    SpecLine,
     StatsLine,
     as_int,
     positive,
@@ -99,19 +101,52 @@ def _read_limit(document: Mapping[str, Any]) -> SaidLimit | None:
     return SaidLimit(length, "/get_server_info context_length", prompt)
 
 
+# scheduler.py / scheduler_metrics_mixin.py, 0.3–0.5: "[2025-06-01 10:00:02 TP0] Decode batch.
+# #running-req: 12, #token: 9000, token usage: 0.42, cuda graph: True, gen throughput
+# (token/s): 455.10, #queue-req: 3" (a comma after "batch" from 0.4.4; "accept len: 2.31,
+# accept rate: 0.44, " before the throughput with speculative decoding), and "Prefill batch.
+# #new-seq: 4, #new-token: 2048, #cached-token: 0, token usage: 0.31, #running-req: 8,
+# #queue-req: 120". It logs every `--decode-log-interval` (40) decode steps, not on a clock.
 _STATS = re.compile(r"(?:Decode|Prefill) batch[.,] (?P<body>.*)")
-_FIELD = re.compile(r"(#running-req|#queue-req|token usage): (?P<value>[\d.]+)")
+_FIELD = re.compile(
+    r"(#running-req|#queue-req|token usage|gen throughput \(token/s\)|accept len|accept rate)"
+    r": (?P<value>[\d.]+)"
+)
+_GRAPH = re.compile(r"cuda graph: (True|False)")
 _ISO_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
+_RECORD = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def _fields(line: str) -> dict[str, float] | None:
+    if " batch" not in line or not _STATS.search(line):  # most lines are not stats
+        return None
+    return {m.group(1): float(m.group("value")) for m in _FIELD.finditer(line)} or None
 
 
 def _read_stats(line: str) -> StatsLine | None:
-    if not _STATS.search(line):
+    fields = _fields(line)
+    if fields is None:
         return None
-    fields = {m.group(1): float(m.group("value")) for m in _FIELD.finditer(line)}
-    if not fields:
-        return None
+    graph = _GRAPH.search(line)
     return StatsLine(
-        "sglang", fields.get("token usage"), fields.get("#running-req"), fields.get("#queue-req")
+        "sglang",
+        fields.get("token usage"),
+        fields.get("#running-req"),
+        fields.get("#queue-req"),
+        gen_tok_s=fields.get("gen throughput (token/s)"),
+        cuda_graph=None if graph is None else graph.group(1) == "True",
+    )
+
+
+def _read_spec(line: str) -> SpecLine | None:
+    fields = _fields(line)
+    if fields is None or "accept len" not in fields:
+        return None
+    return SpecLine(
+        mean_acceptance_length=fields["accept len"],
+        accepted_tokens=None,
+        drafted_tokens=None,
+        acceptance_rate=fields.get("accept rate"),
     )
 
 
@@ -127,7 +162,18 @@ SGLANG = EngineAdapter(
     title="SGLang",
     metrics=(SGLANG_METRICS,),
     endpoints=(Endpoint("/get_server_info", read_config=_read_info, read_limit=_read_limit),),
-    log=LogFormat(read_stats=_read_stats, read_stamp=read_iso_stamp),
+    log=LogFormat(
+        read_stats=_read_stats,
+        read_stamp=read_iso_stamp,
+        read_spec=_read_spec,
+        record_start=_RECORD,
+        # its scheduler's watchdog: no forward step for --watchdog-timeout seconds (300) with a
+        # batch running; it then dumps the stacks and quits
+        stuck=re.compile(r"Scheduler watchdog timeout \(self\.watchdog_timeout=([\d.]+)"),
+        expected=(
+            "SGLang `Decode batch` / `Prefill batch` lines (`#running-req: N, … #queue-req: M`)"
+        ),
+    ),
     knobs={
         Knob.MAX_SEATS: "--max-running-requests",
         Knob.TOKEN_BUDGET: "--chunked-prefill-size",

@@ -7,8 +7,9 @@ newer name wins when a server exports both, and the status notes the other);
 `/version`; `max_model_len` in its `/v1/models` cards and `/tokenize`
 answers; `vllm:cache_config_info`; its log's stats lines (V1 `Running: N
 reqs, Waiting: M reqs, GPU KV cache usage: X%`, V0 `… Swapped: S reqs,
-Pending: M reqs …`), `MM-DD HH:MM:SS` stamps (local time, no year) and V0's
-preemption warnings; and its flags.
+Pending: M reqs …`, with their throughputs), its `SpecDecoding metrics` lines,
+`MM-DD HH:MM:SS` stamps (local time, no year), where a record starts (to
+split two glued on one line) and V0's preemption warnings; and its flags.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from infertriage.engines.base import (
     Knob,
     LogFormat,
     SaidLimit,
+    SpecLine,
     StatsLine,
     positive,
 )
@@ -147,23 +149,78 @@ def limit_from_tokenize(document: Any) -> SaidLimit | None:
     return SaidLimit(length, "/tokenize max_model_len") if length is not None else None
 
 
+# V1 (0.8–0.11 `loggers.py`): "Engine 000: Avg prompt throughput: 812.3 tokens/s, Avg
+# generation throughput: 95.0 tokens/s, Running: 16 reqs, Waiting: 7 reqs, GPU KV cache usage:
+# 81.5%, Prefix cache hit rate: 12.5%"; V0 (0.6 `metrics.py`): "… Running: 64 reqs, Swapped: 0
+# reqs, Pending: 12 reqs, GPU KV cache usage: 99.2%, CPU KV cache usage: 0.0%."; V1 before
+# 0.8 printed no KV usage.
 _STATS = re.compile(
+    r"(?:Engine (?P<index>\d+): )?(?:Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, )?"
     r"Running: (?P<running>\d+) reqs, (?:Swapped: \d+ reqs, )?"
-    r"(?P<queue>Waiting|Pending): (?P<waiting>\d+) reqs, GPU KV cache usage: (?P<kv>[\d.]+)%"
+    r"(?P<queue>Waiting|Pending): (?P<waiting>\d+) reqs"
+    r"(?:, (?:GPU )?KV cache usage: (?P<kv>[\d.]+)%)?"
+    r"(?:, Prefix cache hit rate: (?P<hit>[\d.]+)%)?"
 )
 # "(APIServer pid=7) INFO 12-02 16:31:45 [loggers.py:123] …", the process prefix optional
 _TIME = re.compile(
     r"^(?:\([^)]*\)\s*)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+(\d\d)-(\d\d) (\d\d:\d\d:\d\d)"
 )
+# the same, anywhere: a record glued to the one before it starts here
+_RECORD = re.compile(
+    r"(?:\([^()\n]*pid=\d+\)\s*)?(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d"
+)
+# V1 `spec_decode/metrics.py`: 0.9+ "SpecDecoding metrics: Mean acceptance length: 2.41,
+# Accepted throughput: …, Drafted throughput: …, Accepted: 1234 tokens, Drafted: 2880 tokens,
+# Per-position acceptance rate: 0.712, 0.455, 0.244, Avg Draft acceptance rate: 42.8%";
+# 0.8 "SpecDecoding metrics: Draft acceptance rate: 42.8%, Accepted: …, Drafted: … tokens"
+_SPEC_LENGTH = re.compile(r"Mean acceptance length: (?P<v>[\d.]+)")
+_SPEC_ACCEPTED = re.compile(r"\bAccepted: (?P<v>\d+) tokens")
+_SPEC_DRAFTED = re.compile(r"\bDrafted: (?P<v>\d+) tokens")
+_SPEC_RATE = re.compile(r"Draft acceptance rate: (?P<v>[\d.]+)%")
+_SPEC_POSITIONS = re.compile(r"Per-position acceptance rate: (?P<v>[\d.]+(?:, [\d.]+)*)")
+
+
+def _number(pattern: re.Pattern[str], line: str) -> float | None:
+    found = pattern.search(line)
+    return float(found.group("v")) if found else None
 
 
 def _read_stats(line: str) -> StatsLine | None:
-    found = _STATS.search(line)
+    found = _STATS.search(line) if "Running: " in line else None  # most lines are not stats
     if not found:
         return None
     engine = "vllm-v0" if found.group("queue") == "Pending" else "vllm"
-    kv = float(found.group("kv")) / 100.0
-    return StatsLine(engine, kv, float(found.group("running")), float(found.group("waiting")))
+
+    def value(name: str, scale: float = 1.0) -> float | None:
+        text = found.group(name)
+        return None if text is None else float(text) * scale
+
+    return StatsLine(
+        engine,
+        value("kv", 0.01),
+        float(found.group("running")),
+        float(found.group("waiting")),
+        prompt_tok_s=value("prompt"),
+        gen_tok_s=value("gen"),
+        prefix_hit_rate=value("hit", 0.01),
+        engine_index=None if found.group("index") is None else int(found.group("index")),
+    )
+
+
+def _read_spec(line: str) -> SpecLine | None:
+    if "SpecDecoding metrics: " not in line:
+        return None
+    accepted, drafted = _number(_SPEC_ACCEPTED, line), _number(_SPEC_DRAFTED, line)
+    positions = _SPEC_POSITIONS.search(line)
+    rate = _number(_SPEC_RATE, line)
+    return SpecLine(
+        mean_acceptance_length=_number(_SPEC_LENGTH, line),
+        accepted_tokens=None if accepted is None else int(accepted),
+        drafted_tokens=None if drafted is None else int(drafted),
+        per_position=tuple(float(v) for v in positions.group("v").split(", ")) if positions else (),
+        acceptance_rate=None if rate is None else rate / 100.0,
+    )
 
 
 def _read_stamp(line: str, year: int) -> str | None:
@@ -184,6 +241,13 @@ VLLM = EngineAdapter(
         read_stamp=_read_stamp,
         preempted=re.compile(r"is preempted by PreemptionMode\.\w+"),
         cumulative_preemptions=re.compile(r"total_num_cumulative_preemption=(\d+)"),
+        read_spec=_read_spec,
+        record_start=_RECORD,
+        interval_s=10.0,  # VLLM_LOG_STATS_INTERVAL's default
+        expected=(
+            "vLLM stats lines (`Avg prompt throughput: …, Running: N reqs, Waiting: M reqs, "
+            "GPU KV cache usage: X%`, V0 `… Pending: M reqs …`)"
+        ),
     ),
     knobs={
         Knob.MAX_SEATS: "--max-num-seqs",

@@ -31,8 +31,8 @@ def diagnosis_to_json(diagnosis: Diagnosis) -> dict[str, object]:
 def evidence_value(item: EvidenceItem) -> str:
     """An evidence item's value on screen: ms, %, yes/no, or the number."""
     unit, value = item.unit, item.value
-    if unit == "s":
-        return f"{value * 1e3:.1f} ms"
+    if unit == "s":  # a latency in ms; a stall or a queue time of minutes in seconds
+        return f"{value:,.0f} s" if value >= 10 else f"{value * 1e3:.1f} ms"
     if unit == "fraction":
         return f"{value:.0%}"
     if unit == "bool":
@@ -137,6 +137,12 @@ def _no_primary(diagnosis: Diagnosis, text: Text) -> None:
         text.append(
             f"No bottleneck found, but {', '.join(missed)} missed its SLO: read the warnings "
             "and the missing evidence.\n",
+            style="yellow",
+        )
+    elif diagnosis.slo and all(r.measured is None for r in diagnosis.slo):
+        text.append(
+            "No bottleneck in the evidence at hand; no SLO was measured (read the warnings and "
+            "the missing evidence).\n",
             style="yellow",
         )
     else:

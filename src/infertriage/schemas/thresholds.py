@@ -159,6 +159,12 @@ class Thresholds:
     # the last draft position accepted less than this share as often as the first
     acceptance_decay: float = 0.30
 
+    # --- a server's log (`infertriage logs`) ---
+    # requests running with no token generated for this long: the engine is stuck, and at
+    # the full figure as stuck as it gets (vLLM's and SGLang's watchdogs give up near it)
+    engine_stuck_s: float = 60.0
+    engine_stuck_full_s: float = 300.0
+
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 

@@ -30,11 +30,9 @@ def kv_blocks_short(ev: Evidence, t: Thresholds) -> tuple[float, float] | None:
     return (float(needed), free) if free + t.kv_usage_rounding * total < needed else None
 
 
-@rule(
-    "memory.kv_pressure",
-    _L,
-    ("kv.usage_max", "preemptions.total", "queue.waiting_max"),
-)
+# preemptions are not needed: SGLang and vLLM V1's log never count them, and a full cache
+# with a queue is the finding without them (they make it a bottleneck when present)
+@rule("memory.kv_pressure", _L, ("kv.usage_max", "queue.waiting_max"))
 def kv_pressure(ev: Evidence, t: Thresholds) -> Finding | None:
     usage = ev.get("kv.usage_max") or 0.0
     preempted = ev.get("preemptions.total") or 0.0
@@ -202,7 +200,7 @@ def out_of_memory(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=True,
         severity=1.0,
         explains=1.0,
-        title=f"the server's log shows {errors:.0f} CUDA out-of-memory error(s) during the run",
+        title=f"the server's log shows {errors:.0f} CUDA out-of-memory error(s)",
         evidence=ev,
         used=(("log.oom_errors", 0.0),),
         explanation=(

@@ -1,0 +1,46 @@
+"""analyze, level 1: offline triage of a server's logs (`infertriage logs`).
+
+Takes the text of one or more logs of one server; gives its records
+(`records`: cleaned, split, stamped, read by the engines' adapters), their
+timeline (`timeline`: per interval the queue, KV cache, throughput, draft
+acceptance, preemptions, out-of-memory errors, and the stalls), and the
+signals the diagnose rules read (`signals`).
+"""
+
+from infertriage.analyze.logs.records import (
+    FORMATS,
+    OOM,
+    LogRecord,
+    clean_lines,
+    formats_of,
+    read_records,
+    stamp_of,
+)
+from infertriage.analyze.logs.signals import timeline_signals
+from infertriage.analyze.logs.timeline import (
+    Interval,
+    LogTimeline,
+    SpecSummary,
+    Stall,
+    make_timeline,
+    pick_interval,
+    with_times,
+)
+
+__all__ = [
+    "FORMATS",
+    "OOM",
+    "Interval",
+    "LogRecord",
+    "LogTimeline",
+    "SpecSummary",
+    "Stall",
+    "clean_lines",
+    "formats_of",
+    "make_timeline",
+    "pick_interval",
+    "read_records",
+    "stamp_of",
+    "timeline_signals",
+    "with_times",
+]

@@ -1,0 +1,112 @@
+"""analyze, level 1: a server's log as records — cleaned, split, stamped and read.
+
+Takes the text of a log (and the year its stamps lack); gives `LogRecord`s:
+one per record, each with its time (Unix seconds from the line's local-time
+stamp, None when it has none) and what the engines' adapters read from it — a
+stats line, a speculative-decoding line, a preemption warning — and whether
+it reports a CUDA out-of-memory error. Real logs are messy, so first: ANSI
+colour codes are dropped and two records glued on one line (a lost newline
+between two writers) are split where the second record's stamp begins, as
+each engine's adapter says (`LogFormat.record_start`). The formats are the
+adapters' (`infertriage.engines`); nothing engine-specific is written here.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infertriage.engines import ENGINES, LogFormat, SpecLine, StatsLine, engine_of
+
+__all__ = [
+    "FORMATS",
+    "OOM",
+    "LogRecord",
+    "clean_lines",
+    "formats_of",
+    "read_records",
+    "stamp_of",
+]
+
+FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
+# torch's and the CUDA caching allocator's words, whatever the engine
+OOM = re.compile(r"(CUDA out of memory|OutOfMemoryError|out of memory on device)", re.IGNORECASE)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_STARTS = tuple(f.record_start for f in FORMATS if f.record_start is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    at: float | None  # Unix seconds; None when the record has no stamp
+    text: str
+    stats: StatsLine | None = None
+    spec: SpecLine | None = None
+    preempted: bool = False
+    cumulative_preemptions: int | None = None  # the running count a V0 warning carries
+    oom: bool = False
+    stuck_s: float | None = None  # an engine's watchdog: this long without progress
+
+
+def formats_of(engine: str | None) -> tuple[LogFormat, ...]:
+    """The log formats to read: one engine's, or every engine's when None."""
+    if engine is None:
+        return FORMATS
+    adapter = engine_of(engine)
+    return () if adapter is None or adapter.log is None else (adapter.log,)
+
+
+def clean_lines(text: str) -> list[str]:
+    """The log's records: colour dropped, glued records split, blank lines left out."""
+    out: list[str] = []
+    for line in _ANSI.sub("", text).splitlines():
+        cuts = sorted({m.start() for p in _STARTS for m in p.finditer(line) if m.start() > 0})
+        bounds = [0, *cuts, len(line)]
+        pieces = (line[a:b].strip() for a, b in itertools.pairwise(bounds))
+        out.extend(piece for piece in pieces if piece)
+    return out
+
+
+def stamp_of(line: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> float | None:
+    """The line's local time as Unix seconds, or None when it has no stamp we know."""
+    text = next((t for f in formats if (t := f.read_stamp(line, year)) is not None), None)
+    return None if text is None else _unix(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a log repeats each second over many lines
+def _unix(text: str) -> float | None:
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecord:
+    stats = next((s for f in formats if (s := f.read_stats(line)) is not None), None)
+    spec = next(
+        (d for f in formats if f.read_spec is not None and (d := f.read_spec(line)) is not None),
+        None,
+    )
+    preempted = any(f.preempted is not None and f.preempted.search(line) for f in formats)
+    cumulative = next(
+        (
+            int(m.group(1))
+            for f in formats
+            if f.cumulative_preemptions is not None and (m := f.cumulative_preemptions.search(line))
+        ),
+        None,
+    )
+    oom = "emory" in line and bool(OOM.search(line))  # "Memory" or "memory" in each spelling
+    stuck = next(
+        (float(m.group(1)) for f in formats if f.stuck is not None and (m := f.stuck.search(line))),
+        None,
+    )
+    return LogRecord(at, line, stats, spec, preempted, cumulative, oom, stuck)
+
+
+def read_records(text: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> list[LogRecord]:
+    """Every record of one log, in the log's order; `year` dates stamps that carry none."""
+    return [_read(line, stamp_of(line, year, formats), formats) for line in clean_lines(text)]

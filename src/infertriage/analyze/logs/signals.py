@@ -1,0 +1,85 @@
+"""analyze, level 1: a log's timeline under the signal names the diagnose rules read.
+
+Takes a `LogTimeline`; gives `Signal`s with `source` "log" over the
+timeline's window (seconds from its first record): the queue (`queue.*`,
+with how fast the waiting line built up), the KV cache (`kv.usage_max` while
+requests waited, see `timeline`), preemptions where the engine logs them,
+out-of-memory errors, the longest stall (`log.engine_stuck_s`, when the lines
+say their throughput), torch.compile recompilations when logged, the prefix
+cache's hit rate and the speculative-decoding figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infertriage.analyze.logs.timeline import LogTimeline
+from infertriage.schemas import Signal
+
+__all__ = ["timeline_signals"]
+
+_Row = tuple[float, float | None, float | None, float | None]  # at, running, waiting, kv
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope (per second); None for fewer than two distinct times."""
+    if len({t for t, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_t, mean_v = sum(t for t, _ in points) / n, sum(v for _, v in points) / n
+    num = sum((t - mean_t) * (v - mean_v) for t, v in points)
+    den = sum((t - mean_t) ** 2 for t, _ in points)
+    return num / den
+
+
+def _build_up(rows: Sequence[_Row]) -> float | None:
+    """How fast the waiting line grew: from its first waiting request to its peak."""
+    waiting = [(at, w) for at, _, w, _ in rows if w is not None]
+    first = next((i for i, (_, w) in enumerate(waiting) if w > 0), None)
+    if first is None:
+        return None
+    peak = max(range(first, len(waiting)), key=lambda i: waiting[i][1])
+    return _slope(waiting[max(0, first - 1) : peak + 1])
+
+
+def _kv_when_waiting(rows: Sequence[_Row]) -> float | None:
+    queued = [kv for _, _, w, kv in rows if kv is not None and w]
+    every = [kv for _, _, _, kv in rows if kv is not None]
+    return max(queued) if queued else max(every) if every else None
+
+
+def timeline_signals(timeline: LogTimeline) -> list[Signal]:
+    window = (0.0, timeline.end - timeline.start)
+
+    def signal(name: str, value: float | None, unit: str) -> list[Signal]:
+        return [] if value is None else [Signal(name, float(value), unit, "log", window)]
+
+    rows = timeline.stats
+    kv = [r[3] for r in rows if r[3] is not None]
+    out = [
+        *signal("log.oom_errors", timeline.oom_errors, "1"),
+        *signal("queue.running_max", max((r[1] for r in rows if r[1] is not None), default=None),
+                "requests"),
+        *signal("queue.waiting_max", max((r[2] for r in rows if r[2] is not None), default=None),
+                "requests"),
+        *signal("queue.waiting_slope", _build_up(rows), "requests/s"),
+        *signal("kv.usage_max", _kv_when_waiting(rows), "fraction"),
+        *signal("kv.usage_mean", sum(kv) / len(kv) if kv else None, "fraction"),
+        *signal("preemptions.total", timeline.preemptions, "1"),
+        *signal("prefix_cache.hit_rate", timeline.prefix_hit_rate, "fraction"),
+    ]  # fmt: skip
+    if timeline.throughput_known or timeline.stalls:
+        longest = max((s.duration_s for s in timeline.stalls), default=0.0)
+        out += signal("log.engine_stuck_s", longest, "s")
+    if timeline.recompilations:  # TORCH_LOGS=recompiles may be off: no line is no zero
+        out += signal("trace.recompilations", timeline.recompilations, "1")
+    spec = timeline.spec
+    if spec is not None:
+        out += signal("spec.acceptance_rate", spec.acceptance_rate, "fraction")
+        out += signal("spec.mean_accepted_tokens", spec.mean_accepted_tokens, "tokens")
+        if spec.per_position:
+            out += signal("spec.num_draft_tokens", len(spec.per_position), "tokens")
+        if len(spec.per_position) > 1 and spec.per_position[0] > 0:
+            decay = spec.per_position[-1] / spec.per_position[0]
+            out += signal("spec.acceptance_decay", decay, "fraction")
+    return out

@@ -1,0 +1,151 @@
+"""api, level 5: `infertriage logs` — offline incident triage from a server's logs.
+
+Takes a `LogsSpec` (the files, the engine if known, the window and the
+interval); gives a `LogTriage`: the timeline read from the logs and the
+seven-layer map the diagnose rules make of its signals. The files are one
+server's (rotated parts in any order: their records are merged by time);
+`.gz` is read, and a gzip cut short keeps what came before the cut, with a
+note. A missing, empty or unreadable file, or one without a line of a known
+format, is one clear sentence (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from infertriage.analyze.logs import (
+    FORMATS,
+    LogRecord,
+    formats_of,
+    make_timeline,
+    pick_interval,
+    read_records,
+    timeline_signals,
+    with_times,
+)
+from infertriage.api.capture import read_log_upto_cut
+from infertriage.api.specs import LogsSpec
+from infertriage.diagnose import Evidence, diagnose_evidence
+from infertriage.engines import LogFormat
+from infertriage.report.logs import LogTriage
+from infertriage.schemas import UserError, load_thresholds
+
+__all__ = ["triage_logs"]
+
+_ENGINES = ("vllm", "sglang")
+_DEFAULT_INTERVAL_S = 10.0  # an engine that does not log on a clock (SGLang): rows of 10 s
+_MAX_ROWS = 60
+_CLOCK = re.compile(r"(\d{1,2}):(\d\d)(?::(\d\d))?")
+
+
+def _formats(engine: str | None) -> tuple[LogFormat, ...]:
+    if engine is not None and engine not in _ENGINES:
+        raise UserError(f"--engine must be vllm or sglang, not {engine!r}.")
+    return formats_of(engine)
+
+
+def _expected(formats: Sequence[LogFormat]) -> str:
+    return " or ".join(f.expected for f in formats if f.expected)
+
+
+def _read_file(path: Path, formats: Sequence[LogFormat]) -> tuple[list[LogRecord], str | None]:
+    if not path.exists():
+        raise UserError(f"{path} does not exist.")
+    if not path.is_file():
+        raise UserError(f"{path} is not a file.")
+    text, cut = read_log_upto_cut(path)
+    note = None if cut is None else f"{path} is a gzip cut short ({cut}): read up to the cut"
+    if not text.strip():
+        raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
+    year = time.localtime(path.stat().st_mtime).tm_year  # vLLM's stamps carry no year
+    records = read_records(text, year, formats)
+    stamped = any(r.at is not None for r in records)
+    # an out-of-memory crash before the first stats line is an incident too, if it is dated
+    if not any(
+        r.stats or r.spec or r.preempted or r.stuck_s or (r.oom and stamped) for r in records
+    ):
+        raise UserError(f"{path} has no line infertriage reads: it expects {_expected(formats)}.")
+    if not stamped:
+        raise UserError(f"{path} has no timestamped line (vLLM `INFO MM-DD HH:MM:SS`, SGLang "
+                        "`[YYYY-MM-DD HH:MM:SS]`), so it has no timeline.")  # fmt: skip
+    return records, note
+
+
+def _moment(text: str, flag: str, day: time.struct_time) -> float:
+    """`HH:MM[:SS]` on `day`, or an ISO date and time (local unless it names its zone)."""
+    clock = _CLOCK.fullmatch(text.strip())
+    try:
+        if clock:
+            hour, minute, second = (int(g or 0) for g in clock.groups())
+            moment = datetime(day.tm_year, day.tm_mon, day.tm_mday, hour, minute, second)
+        else:
+            moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UserError(
+            f"{flag} {text!r} is not a time: give HH:MM, HH:MM:SS or an ISO date and time "
+            "such as 2026-12-02T16:31."
+        ) from None
+    return moment.timestamp()  # naive: local time, as the log's stamps
+
+
+def _window(spec: LogsSpec, first: float, last: float) -> tuple[float | None, float | None]:
+    day = time.localtime(first)
+    since = None if spec.since is None else _moment(spec.since, "--since", day)
+    until = None if spec.until is None else _moment(spec.until, "--until", day)
+    if since is not None and until is not None and until < since:
+        clock = spec.until is not None and _CLOCK.fullmatch(spec.until.strip())
+        past_midnight = time.localtime(last)[:3] != day[:3]
+        if not (clock and past_midnight):
+            raise UserError(f"--until {spec.until} is before --since {spec.since}.")
+        until += 86400.0  # 23:50 to 00:10 in a log that runs past midnight
+    return since, until
+
+
+def triage_logs(spec: LogsSpec) -> LogTriage:
+    """Read the logs, build the timeline in the window, and judge it by the diagnose rules."""
+    if not spec.files:
+        raise UserError("give at least one log file.")
+    if spec.interval_s is not None and not spec.interval_s > 0:
+        raise UserError(f"--interval must be above 0 seconds, not {spec.interval_s:g}.")
+    thresholds = load_thresholds(spec.slo)
+    formats = _formats(spec.engine)
+    records: list[LogRecord] = []
+    notes: list[str] = []
+    for path in spec.files:
+        found, note = _read_file(path, formats)
+        records += with_times(found)  # a traceback's lines take their own file's time
+        notes += [note] if note else []
+    stamps = [r.at for r in records if r.at is not None]
+    window = _window(spec, min(stamps), max(stamps))
+    engine = next((r.stats.engine for r in records if r.stats is not None), None)
+    base = spec.interval_s or _engine_interval(engine)
+    timeline = make_timeline(records, window, base)
+    if timeline is None:
+        raise UserError("no line of the logs lies between --since and --until.")
+    if spec.interval_s is None:  # a long log: rows widened so that it fits one screen
+        wider = pick_interval(timeline.end - timeline.start, base, _MAX_ROWS)
+        if wider != base:
+            timeline = make_timeline(records, window, wider) or timeline
+    evidence = Evidence.of(timeline_signals(timeline), engine=_adapter_name(timeline.engine))
+    return LogTriage(
+        files=tuple(str(p) for p in spec.files),
+        timeline=timeline,
+        diagnosis=diagnose_evidence(evidence, thresholds),
+        notes=tuple(notes),
+    )
+
+
+def _engine_interval(engine: str | None) -> float:
+    name = _adapter_name(engine)
+    found = formats_of(name) if name is not None else FORMATS
+    interval = found[0].interval_s if len(found) == 1 else None
+    return interval or _DEFAULT_INTERVAL_S
+
+
+def _adapter_name(engine: str | None) -> str | None:
+    """The adapter's name of an engine as a stats line names it (`vllm-v0` is vLLM's)."""
+    return "vllm" if engine == "vllm-v0" else engine

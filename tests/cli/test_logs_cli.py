@@ -1,0 +1,181 @@
+"""`infertriage logs`: the sample logs end to end, --json as one document, bad input as exit 2.
+
+The samples under tests/data/logs are written by tests/data/logs/make_samples.py (vLLM 0.10.1
+V1 and SGLang 0.4.6 formats; see its docstring).
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infertriage.cli import main
+
+DATA = Path(__file__).parents[1] / "data" / "logs"
+INCIDENT = DATA / "vllm_v1_incident.log"
+STUCK = DATA / "vllm_v1_stuck.log.gz"
+QUEUE = DATA / "sglang_queue.log"
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert main(["logs", *args, "--json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert isinstance(document, dict) and document["schema"] == "infertriage.logs/v1"
+    return document
+
+
+def _findings(document: dict[str, object]) -> dict[str, str]:
+    diagnosis = document["diagnosis"]
+    assert isinstance(diagnosis, dict)
+    return {f["id"]: f["status"] for layer in diagnosis["layers"] for f in layer["findings"]}
+
+
+def _primary(document: dict[str, object]) -> str | None:
+    diagnosis = document["diagnosis"]
+    assert isinstance(diagnosis, dict)
+    return None if diagnosis["primary"] is None else str(diagnosis["primary"]["finding"])
+
+
+def test_kv_full_queue_then_oom_is_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, str(INCIDENT))
+    assert doc["engine"] == "vllm" and doc["interval_s"] == 10.0 and doc["oom_errors"] == 1
+    timeline = doc["timeline"]
+    assert isinstance(timeline, list) and len(timeline) == 23
+    assert timeline[-1]["waiting"] == 59 and timeline[-1]["oom_errors"] == 1
+    # the glued record (14:02:00) and the coloured one (14:00:50) are both read
+    assert {row["start"][-8:] for row in timeline} >= {"14:00:50", "14:02:00"}
+    assert _primary(doc) == "memory.out_of_memory"
+    assert _findings(doc)["memory.kv_pressure"] == "warning"  # no latency: the queue warns
+    spec = doc["spec"]
+    assert isinstance(spec, dict) and spec["per_position"] == [0.781, 0.532, 0.329]
+
+
+def test_stuck_engine_from_a_gzip(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, str(STUCK))
+    assert doc["stalls"] == [
+        {"start": doc["stalls"][0]["start"], "end": doc["stalls"][0]["end"],  # type: ignore[index]
+         "duration_s": 230.0, "running": 12.0}
+    ]  # fmt: skip
+    assert _primary(doc) == "scheduling.engine_stuck"
+
+
+def test_sglang_queue_with_room_in_the_cache_is_not_memory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = _json(capsys, str(QUEUE))
+    assert doc["engine"] == "sglang"
+    found = _findings(doc)
+    assert "memory.kv_pressure" not in found and found["scheduling.unbounded_queue"] == "warning"
+    layers = {x["layer"]: x["status"] for x in doc["diagnosis"]["layers"]}  # type: ignore[index]
+    assert layers["memory"] == "ok"
+
+
+def test_screen_shows_the_timeline_stall_and_map(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["logs", str(STUCK)]) == 0
+    out = capsys.readouterr().out
+    for needle in ("Timeline (10 s per row", "09:13:30", "stalled", "Stalled: 09:13:30–09:17:20",
+                   "Bottleneck map (from the log)", "scheduling.engine_stuck",
+                   "log.engine_stuck_s 230 s (limit 60 s)"):  # fmt: skip
+        assert needle in out, needle
+
+
+def test_window_interval_and_several_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = _json(capsys, str(INCIDENT), "--since", "14:01:30", "--until", "14:02:05")
+    assert [row["start"][-8:] for row in doc["timeline"]] == [  # type: ignore[attr-defined]
+        "14:01:30", "14:01:40", "14:01:50", "14:02:00"
+    ]  # fmt: skip
+    assert _primary(doc) is None  # the OOM lies after the window
+    doc = _json(capsys, str(INCIDENT), "--interval", "1m")
+    assert doc["interval_s"] == 60.0 and len(doc["timeline"]) == 4  # type: ignore[arg-type]
+    # two rotated parts, given newest first: one stream in time order
+    lines = INCIDENT.read_text().splitlines(keepends=True)
+    (tmp_path / "a.log").write_text("".join(lines[30:]))
+    with gzip.open(tmp_path / "a.log.1.gz", "wt") as part:
+        part.write("".join(lines[:30]))
+    doc = _json(capsys, str(tmp_path / "a.log"), str(tmp_path / "a.log.1.gz"))
+    assert len(doc["timeline"]) == 23 and doc["oom_errors"] == 1  # type: ignore[arg-type]
+
+
+def test_a_cut_gzip_keeps_what_came_before_the_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = gzip.compress(INCIDENT.read_bytes() * 20)
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    doc = _json(capsys, str(cut))
+    notes = doc["notes"]
+    assert isinstance(notes, list) and "cut short" in notes[0]
+    assert doc["timeline"]
+
+
+def _error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["logs", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err
+    return lines[0]
+
+
+def test_bad_input_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "does not exist" in _error(capsys, str(tmp_path / "missing.log"))
+    (tmp_path / "empty.log").write_text("")
+    assert "is empty" in _error(capsys, str(tmp_path / "empty.log"))
+    garbage = tmp_path / "core.bin"
+    garbage.write_bytes(bytes(range(256)) * 64)
+    line = _error(capsys, str(garbage))
+    assert "has no line infertriage reads" in line and "vLLM stats lines" in line
+    assert "SGLang `Decode batch`" in line
+    line = _error(capsys, str(INCIDENT), "--engine", "sglang")
+    assert "SGLang" in line and "vLLM" not in line.split("expects")[1]
+    assert "--engine must be vllm or sglang" in _error(capsys, str(INCIDENT), "--engine", "tgi")
+    assert "is not a time" in _error(capsys, str(INCIDENT), "--since", "yesterday")
+    line = _error(capsys, str(INCIDENT), "--since", "14:02", "--until", "14:01")
+    assert "--until 14:01 is before --since 14:02" in line
+    assert "lies between --since and --until" in _error(
+        capsys, str(INCIDENT), "--since", "23:00", "--until", "23:30"
+    )
+    fake = tmp_path / "plain.log.gz"
+    shutil.copy(INCIDENT, fake)
+    assert "is not a gzip file" in _error(capsys, str(fake))
+    whole = gzip.compress(INCIDENT.read_bytes())
+    (tmp_path / "stub.log.gz").write_bytes(whole[:12])
+    assert "is empty before its gzip is cut" in _error(capsys, str(tmp_path / "stub.log.gz"))
+
+
+def test_the_samples_are_what_their_script_writes() -> None:
+    spec = importlib.util.spec_from_file_location("make_samples", DATA / "make_samples.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert INCIDENT.read_text() == module.incident()
+    assert QUEUE.read_text() == module.sglang()
+    assert gzip.decompress(STUCK.read_bytes()).decode() == module.stuck()
+
+
+def test_a_file_name_is_shown_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = tmp_path / "a\x1b[2Jb.log"
+    shutil.copy(QUEUE, hostile)
+    assert main(["logs", str(hostile)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "Log triage:" in out
+
+
+def test_until_past_midnight(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = (
+        "[2026-12-{d} {t} TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.10, "
+        "cuda graph: True, gen throughput (token/s): 300.00, #queue-req: 0"
+    )
+    stamps = [("02", "23:58:00"), ("02", "23:59:00"), ("03", "00:00:30"), ("03", "00:02:00")]
+    log = tmp_path / "night.log"
+    log.write_text("\n".join(line.format(d=d, t=t) for d, t in stamps) + "\n")
+    doc = _json(capsys, str(log), "--since", "23:59", "--until", "00:01")
+    assert [row["start"][-8:] for row in doc["timeline"]] == ["23:59:00", "00:00:30"]  # type: ignore[attr-defined]
