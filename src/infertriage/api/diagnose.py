@@ -21,11 +21,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infertriage.analyze.logs.join import join_slowest
+from infertriage.analyze.logs.records import read_records
 from infertriage.analyze.server_log import log_signals, merge_log_signals, parse_server_log
 from infertriage.analyze.signals.client import client_signals, judged_window
 from infertriage.analyze.signals.deployment import config_signals, fleet_signals
@@ -50,6 +53,7 @@ from infertriage.schemas import (
     Diagnosis,
     Interrupted,
     JsonlWriter,
+    LoggedRequest,
     RequestRecord,
     RunClock,
     RunDir,
@@ -343,6 +347,21 @@ def _log_signals(run: RunDir, info: RunInfo, phases: Phases) -> list[Signal]:
     return out
 
 
+def _slowest_in_logs(run: RunDir, view: RunView) -> tuple[LoggedRequest, ...]:
+    """The measured level's slowest requests with the lines of the server's log about them."""
+    folder = run.raw / "logs"
+    if not folder.is_dir() or not view.records:
+        return ()
+    anchor = view.info.wall_anchor_s
+    year = time.localtime(anchor).tm_year
+    logs = [
+        record
+        for path in sorted(p for p in folder.iterdir() if p.is_file())
+        for record in read_records(read_log(path), year)
+    ]
+    return tuple(join_slowest(view.records, logs, anchor))
+
+
 def _signals_of_run(run: RunDir, view: RunView) -> list[Signal]:
     info, phases = view.info, view.phases
     samples = list(run.iter_records(run.metrics, Sample))
@@ -402,6 +421,9 @@ def _diagnose_run(
     diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
     if records:  # say which window the client's SLO figures were judged over
         diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
+    slowest = _slowest_in_logs(run, view)
+    if slowest:
+        diagnosis = diagnosis.model_copy(update={"slowest": slowest})
     write_json(run.diagnosis, diagnosis)
     return DiagnoseResult(run.root, diagnosis, target, notes=view.notes)
 

@@ -88,7 +88,22 @@ def render_diagnosis(diagnosis: Diagnosis, console: Console, *, title: str = "")
         table.add_row(terminal_text(name), status, _layer_cell(result, primary))
     parts: list[Table | Text] = [table]
     parts.append(_summary(diagnosis))
+    if diagnosis.slowest:
+        parts.append(_slowest(diagnosis))
     console.print(Group(*parts))
+
+
+def _slowest(diagnosis: Diagnosis) -> Text:
+    """The slowest requests with the server's log lines about them (`--log`)."""
+    how = "by its id" if diagnosis.slowest[0].joined_by == "id" else "by time (no line names one)"
+    text = Text(f"Slowest requests in the server's log, joined {how}:\n", style="bold")
+    for request in diagnosis.slowest:
+        ttft = "n/a" if request.ttft_s is None else slo_value(request.ttft_s, "s")
+        e2e = "n/a" if request.e2e_s is None else slo_value(request.e2e_s, "s")
+        text.append(f"  {show_controls(request.id)}: TTFT {ttft}, E2E {e2e}\n")
+        for line in request.lines or ("(no line)",):
+            text.append(f"    {show_controls(line[:160])}\n", style="dim")
+    return text
 
 
 def _summary(diagnosis: Diagnosis) -> Text:

@@ -133,6 +133,16 @@ class JudgedWindow(_Frozen):
         )
 
 
+class LoggedRequest(_Frozen):
+    """One of the run's slowest requests and the server's log lines about it (`--log`)."""
+
+    id: str  # the X-Request-Id it was sent with
+    ttft_s: float | None
+    e2e_s: float | None
+    joined_by: Literal["id", "time"]  # its id in the lines, or only the lines of its time
+    lines: tuple[str, ...] = ()
+
+
 class Diagnosis(_Frozen):
     schema_id: str = Field(default=DIAGNOSIS_SCHEMA, alias="schema")
     layers: tuple[LayerResult, ...]
@@ -144,6 +154,7 @@ class Diagnosis(_Frozen):
     # what the chain ends at: the SLOs missed, e.g. "TTFT p95 4.7 s (SLO 200 ms)"; "" if none
     symptom: str = ""
     unexplained: Unexplained | None = None  # a miss with no primary: said, never silent
+    slowest: tuple[LoggedRequest, ...] = ()  # with `--log`: the slowest requests' log lines
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
