@@ -16,6 +16,13 @@ from infertriage.plan.capacity import (
     RooflineSummary,
     make_capacity_plan,
 )
+from infertriage.plan.costparams import (
+    Calibration,
+    LinkParams,
+    RooflineParams,
+    calibration_for,
+    params_for,
+)
 from infertriage.plan.gpus import GpuSpec, LinkKind, get_gpu, list_gpus
 from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache, vllm_num_gpu_blocks
 from infertriage.plan.memory import (
@@ -36,10 +43,9 @@ from infertriage.plan.memory import (
 from infertriage.plan.models import ModelSpec, list_model_presets, load_model, model_from_hf_config
 from infertriage.plan.outcome import PlanReport, RunWorkload
 from infertriage.plan.roofline import (
-    DEFAULT_ROOFLINE,
     LatencyEstimate,
-    RooflineParams,
     StepCost,
+    allreduce_s,
     decode_step_time,
     moe_experts_touched,
     prefill_time,
@@ -48,16 +54,17 @@ from infertriage.plan.roofline import (
 from infertriage.plan.whatif import WHAT_IF_KEYS, WhatIfRow, parse_what_if, sweep
 
 __all__ = [
-    "DEFAULT_ROOFLINE",
     "DTYPE_ALIASES",
     "DTYPE_BYTES",
     "WHAT_IF_KEYS",
+    "Calibration",
     "CapacityPlan",
     "GpuSpec",
     "KnobEffect",
     "KvCachePlan",
     "LatencyEstimate",
     "LinkKind",
+    "LinkParams",
     "MemoryBreakdown",
     "ModelSpec",
     "ParallelAdvice",
@@ -71,6 +78,8 @@ __all__ = [
     "StepCost",
     "WhatIfRow",
     "advise_parallelism",
+    "allreduce_s",
+    "calibration_for",
     "decode_step_time",
     "get_gpu",
     "kv_bytes_for_context",
@@ -86,6 +95,7 @@ __all__ = [
     "normalize_dtype",
     "param_breakdown",
     "param_counts",
+    "params_for",
     "parse_what_if",
     "prefill_time",
     "sweep",

@@ -18,13 +18,8 @@ from infertriage.plan.gpus import GpuSpec
 from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache
 from infertriage.plan.memory import kv_bytes_per_token, normalize_dtype, weight_bytes
 from infertriage.plan.models import ModelSpec
-from infertriage.plan.roofline import (
-    DEFAULT_ROOFLINE,
-    RooflineParams,
-    StepCost,
-    decode_step_time,
-    prefill_time,
-)
+from infertriage.plan.costparams import RooflineParams, params_for
+from infertriage.plan.roofline import StepCost, decode_step_time, prefill_time
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.units import GIB
 
@@ -71,7 +66,11 @@ class PlanInputs:
     cuda_graphs: bool = True
     headroom: float = 0.10
     interconnect: str = "auto"
-    roofline: RooflineParams = DEFAULT_ROOFLINE
+    roofline: RooflineParams | None = None  # None: the GPU generation's fitted constants
+
+    @property
+    def cost_params(self) -> RooflineParams:
+        return params_for(self.gpu) if self.roofline is None else self.roofline
 
     def replace(self, **changes: object) -> PlanInputs:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -216,7 +215,7 @@ def _decode(inputs: PlanInputs, batch: int, context: int) -> StepCost:
         context,
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
-        params=inputs.roofline,
+        params=inputs.cost_params,
         interconnect=_interconnect(inputs),
     )
 
@@ -225,9 +224,10 @@ def _pp_hop_s(inputs: PlanInputs, num_tokens: int) -> float:
     """Sending hidden states from one stage to the next, per step."""
     if inputs.pp == 1:
         return 0.0
-    link = inputs.gpu.pcie_bw_bytes_per_s if inputs.pp > 1 else inputs.gpu.link_bw_bytes_per_s
-    size = num_tokens * inputs.model.hidden_size * inputs.roofline.activation_bytes
-    return (inputs.pp - 1) * (inputs.roofline.pcie_allreduce_latency_s + size / link)
+    params = inputs.cost_params
+    size = num_tokens * inputs.model.hidden_size * params.activation_bytes
+    one_hop = params.pcie.alpha_s + size / inputs.gpu.pcie_bw_bytes_per_s
+    return (inputs.pp - 1) * one_hop
 
 
 def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
@@ -241,7 +241,7 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
         prompt,
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
-        params=inputs.roofline,
+        params=inputs.cost_params,
         interconnect=_interconnect(inputs),
     )
     kv_batch = max(1, kv.usable_blocks // _blocks_for(context, inputs.block_size))
@@ -257,7 +257,7 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
     return RooflineSummary(
         prefill=prefill,
         decode=decode,
-        ttft_s=prefill.total_s + _pp_hop_s(inputs, prompt),
+        ttft_s=inputs.cost_params.request_overhead_s + prefill.total_s + _pp_hop_s(inputs, prompt),
         itl_s=itl,
         batch_size=batch,
         throughput_tok_s=batch / itl * pp_gain,
