@@ -182,13 +182,14 @@ def test_eager_mode_adds_launch_gaps_that_read_as_busy_but_not_as_sm_activity() 
     graphs = cost_model(model="qwen2.5-0.5b").step_cost(DECODE_32)
     eager = cost_model(model="qwen2.5-0.5b", engine={"cuda_graphs": False}).step_cost(DECODE_32)
     assert graphs.launch_gap_s == 0.0 and eager.launch_gap_s > 3 * eager.kernel_s
-    assert eager.total_s > 2.5 * graphs.total_s
+    # A graph step keeps the fitted fixed cost (1.5 ms on Hopper); eager adds its launches.
+    assert eager.total_s > 1.3 * graphs.total_s
     assert eager.util_busy_s == pytest.approx(eager.total_s)  # gaps under NVML's resolution
     assert eager.sm_active_s / eager.total_s < 0.3 < graphs.sm_active_s / graphs.total_s
 
 
 def test_naive_attention_is_slower_than_flash_on_long_contexts() -> None:
-    shape = BatchShape(((4096, 4096),), 16, 16 * 6000, 16)
+    shape = BatchShape(((4096, 4096),), 32, 32 * 6000, 32)
     flash = cost_model().step_cost(shape)
     naive = cost_model(engine={"attention_backend": "naive"}).step_cost(shape)
     assert naive.bytes > 2 * flash.bytes and naive.total_s > 1.2 * flash.total_s
