@@ -4,7 +4,7 @@
     PYTHONPATH=src python benchmarks/fit_costmodel.py --write    # ... and write the table
     PYTHONPATH=src python benchmarks/fit_costmodel.py --check    # the packaged table's errors
 
-Data (`/work/shared/fixtures/calibration`, or `$INFERTRIAGE_FIXTURES/calibration`):
+Data (`$INFERTRIAGE_FIXTURES/calibration`, else `../shared/fixtures/calibration`):
 
 - `trtllm_0.9.0_static_batch.csv`: TensorRT-LLM 0.9 static-batch first-token latency (TTFT:
   one prefill of the whole batch) and token-to-token latency (ITL) by model, GPU, batch, TP,
@@ -111,8 +111,10 @@ class Point:
 
 
 def _fixtures() -> Path:
-    base = os.environ.get("INFERTRIAGE_FIXTURES", "/work/shared/fixtures")
-    return Path(base) / "calibration"
+    """$INFERTRIAGE_FIXTURES/calibration, else ../shared/fixtures/calibration beside the project."""
+    env = os.environ.get("INFERTRIAGE_FIXTURES")
+    base = Path(env) if env else _ROOT.parent / "shared" / "fixtures"
+    return base / "calibration"
 
 
 def _spec(name: str) -> ModelSpec | None:
@@ -123,10 +125,11 @@ def _spec(name: str) -> ModelSpec | None:
     return None
 
 
-def load_points() -> list[Point]:
+def load_points(path: Path | None = None) -> list[Point]:
     """TTFT and ITL of every usable TensorRT-LLM row."""
     points: list[Point] = []
-    with (_fixtures() / "trtllm_0.9.0_static_batch.csv").open(encoding="utf-8") as handle:
+    path = _fixtures() / "trtllm_0.9.0_static_batch.csv" if path is None else path
+    with path.open(encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             gpu_name, spec = _GPUS.get(row["GPU"]), _spec(row["Model"])
             if gpu_name is None or spec is None or not row["Token-to-token Latency (ms)"]:

@@ -9,12 +9,15 @@ its step times and `plan` its TTFT and ITL).
 
 from infertriage.plan.advice import ParallelAdvice, advise_parallelism
 from infertriage.plan.capacity import (
+    CUDA_GRAPH_POOL_BYTES,
     CapacityPlan,
     KnobEffect,
     MemoryBreakdown,
     PlanInputs,
     RooflineSummary,
+    activation_peak_bytes,
     make_capacity_plan,
+    runtime_bytes,
 )
 from infertriage.plan.costparams import (
     Calibration,
@@ -54,6 +57,7 @@ from infertriage.plan.roofline import (
 from infertriage.plan.whatif import WHAT_IF_KEYS, WhatIfRow, parse_what_if, sweep
 
 __all__ = [
+    "CUDA_GRAPH_POOL_BYTES",
     "DTYPE_ALIASES",
     "DTYPE_BYTES",
     "WHAT_IF_KEYS",
@@ -77,6 +81,7 @@ __all__ = [
     "RunWorkload",
     "StepCost",
     "WhatIfRow",
+    "activation_peak_bytes",
     "advise_parallelism",
     "allreduce_s",
     "calibration_for",
@@ -98,6 +103,7 @@ __all__ = [
     "params_for",
     "parse_what_if",
     "prefill_time",
+    "runtime_bytes",
     "sweep",
     "ttft_itl",
     "unquantized_bytes_per_param",

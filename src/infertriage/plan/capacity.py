@@ -25,6 +25,8 @@ from infertriage.schemas.units import GIB
 
 __all__ = [
     "CUDA_GRAPH_POOL_BYTES",
+    "activation_peak_bytes",
+    "runtime_bytes",
     "CapacityPlan",
     "KnobEffect",
     "MemoryBreakdown",
@@ -149,28 +151,37 @@ def _interconnect(inputs: PlanInputs) -> str:
     return inputs.gpu.link if inputs.gpus_per_instance <= inputs.gpus_per_node else "pcie"
 
 
-def _activation_peak_bytes(inputs: PlanInputs) -> int:
-    """vLLM's profile run: one forward pass of `max_num_batched_tokens` plus the sampler.
+def activation_peak_bytes(
+    spec: ModelSpec, tp: int, max_num_batched_tokens: int, max_num_seqs: int
+) -> int:
+    """vLLM's profile run, per GPU: one forward pass of `max_num_batched_tokens` plus the sampler.
 
     Hidden states, QKV and the MLP's gate/up projections of one layer are live at once
-    (2-byte activations); the sampler holds fp32 logits for `max_num_seqs` rows.
+    (2-byte activations); the sampler holds fp32 logits for `max_num_seqs` rows. Used by
+    `plan` and by the twin, which sizes its KV cache with it.
     """
-    spec, tp = inputs.model, inputs.tp
     inter = spec.moe_intermediate_size * max(1, spec.num_experts_per_tok) if spec.is_moe else 0
     inter = max(inter, spec.intermediate_size)
     per_token = 4 * spec.hidden_size + 3 * inter // tp
-    hidden = inputs.max_num_batched_tokens * per_token * 2
-    logits = inputs.max_num_seqs * spec.vocab_size * LOGITS_BYTES_PER_VALUE // tp
+    hidden = max_num_batched_tokens * per_token * 2
+    logits = max_num_seqs * spec.vocab_size * LOGITS_BYTES_PER_VALUE // tp
     return hidden + logits
+
+
+def runtime_bytes(num_gpus: int) -> int:
+    """CUDA context and allocator slack, plus NCCL's buffers when there are peers."""
+    return RUNTIME_BYTES + (NCCL_BYTES if num_gpus > 1 else 0)
 
 
 def make_memory(inputs: PlanInputs) -> MemoryBreakdown:
     """Per-GPU memory under TP × PP (EP shards the experts across the same ranks)."""
     total = inputs.gpu.memory_bytes
     weights = math.ceil(weight_bytes(inputs.model, inputs.dtype) / inputs.gpus_per_instance)
-    runtime = RUNTIME_BYTES + (NCCL_BYTES if inputs.gpus_per_instance > 1 else 0)
+    runtime = runtime_bytes(inputs.gpus_per_instance)
     graphs = CUDA_GRAPH_POOL_BYTES if inputs.cuda_graphs else 0
-    activation = _activation_peak_bytes(inputs)
+    activation = activation_peak_bytes(
+        inputs.model, inputs.tp, inputs.max_num_batched_tokens, inputs.max_num_seqs
+    )
     non_kv = weights + activation + graphs + runtime
     kv = max(0, int(total * inputs.gpu_memory_utilization) - non_kv)
     return MemoryBreakdown(total, weights, activation, graphs, runtime, kv)
