@@ -168,6 +168,7 @@ _UNIT = RooflineParams(
     compute_half_tokens=0.0,
     step_overhead_s=0.0,
     layer_overhead_s=0.0,
+    seq_overhead_s=0.0,
     request_overhead_s=0.0,
     nvlink=LinkParams(0.0, 0.0, 1.0),
     pcie=LinkParams(0.0, 0.0, 1.0),
@@ -181,6 +182,7 @@ class Work:
     compute: np.ndarray  # s at η_c = 1, no ramp
     memory: np.ndarray  # s at η_m = 1
     tokens: np.ndarray  # tokens in the step (for the ramp)
+    seqs: np.ndarray  # sequences in the step
     layers: np.ndarray
     is_ttft: np.ndarray
     allreduces: np.ndarray  # all-reduces per step
@@ -204,6 +206,7 @@ def make_work(points: Sequence[Point]) -> Work:
         cols["compute"].append(step.compute_s)
         cols["memory"].append(step.memory_s)
         cols["tokens"].append(tokens)
+        cols["seqs"].append(point.batch)
         cols["layers"].append(point.spec.num_layers)
         cols["is_ttft"].append(float(ttft))
         cols["allreduces"].append(2 * point.spec.num_layers if multi else 0)
@@ -213,7 +216,7 @@ def make_work(points: Sequence[Point]) -> Work:
     return Work(**{k: np.array(v, dtype=float) for k, v in cols.items()})
 
 
-_LINEAR = ("step", "layer", "request", "alpha0", "alpha1", "inv_link_eff")
+_LINEAR = ("step", "layer", "seq", "request", "alpha0", "alpha1", "inv_link_eff")
 
 
 def _design(work: Work, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -226,6 +229,7 @@ def _design(work: Work, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         [
             np.ones_like(roof),
             work.layers,
+            work.seqs,
             work.is_ttft,
             work.allreduces,
             work.allreduces * work.doublings,
@@ -337,6 +341,7 @@ def _params(eff: np.ndarray, coef: np.ndarray, pcie: LinkParams | None = None) -
         compute_half_tokens=float(eff[2]),
         step_overhead_s=named["step"],
         layer_overhead_s=named["layer"],
+        seq_overhead_s=named["seq"],
         request_overhead_s=named["request"],
         nvlink=link,
         pcie=link if pcie is None else pcie,
@@ -410,6 +415,7 @@ def _write(params: dict[str, RooflineParams], errors: dict[str, list[float]]) ->
             "compute_half_tokens": round(p.compute_half_tokens, 1),
             "step_overhead_s": round(p.step_overhead_s, 7),
             "layer_overhead_s": round(p.layer_overhead_s, 8),
+            "seq_overhead_s": round(p.seq_overhead_s, 8),
             "request_overhead_s": round(p.request_overhead_s, 7),
             "num_points": len(mags),
             "median_abs_error": round(statistics.median(mags), 4),
@@ -465,7 +471,7 @@ def _print_params(params: dict[str, RooflineParams]) -> None:
         print(
             f"{generation:<7} η_m {p.mem_efficiency:.3f}  η_c {p.compute_efficiency:.3f}  "
             f"n½ {p.compute_half_tokens:5.0f}  step {p.step_overhead_s * 1e3:.3f} ms  "
-            f"layer {p.layer_overhead_s * 1e6:5.1f} µs  request {p.request_overhead_s * 1e3:.3f} ms"
+            f"layer {p.layer_overhead_s * 1e6:5.1f} µs  seq {p.seq_overhead_s * 1e6:5.1f} µs  request {p.request_overhead_s * 1e3:.3f} ms"
         )
     for name, link in (("nvlink", params["hopper"].nvlink), ("pcie", params["ada"].pcie)):
         print(

@@ -181,7 +181,7 @@ def test_tensor_parallel_over_pcie_pays_far_more_communication_than_nvlink() -> 
 def test_eager_mode_adds_launch_gaps_that_read_as_busy_but_not_as_sm_activity() -> None:
     graphs = cost_model(model="qwen2.5-0.5b").step_cost(DECODE_32)
     eager = cost_model(model="qwen2.5-0.5b", engine={"cuda_graphs": False}).step_cost(DECODE_32)
-    assert graphs.launch_gap_s == 0.0 and eager.launch_gap_s > 3 * eager.kernel_s
+    assert graphs.launch_gap_s == 0.0 and eager.launch_gap_s > 2 * eager.kernel_s
     # A graph step keeps the fitted fixed cost (1.5 ms on Hopper); eager adds its launches.
     assert eager.total_s > 1.3 * graphs.total_s
     assert eager.util_busy_s == pytest.approx(eager.total_s)  # gaps under NVML's resolution

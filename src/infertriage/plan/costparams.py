@@ -57,6 +57,7 @@ class RooflineParams:
     compute_half_tokens: float = 0.0  # η_c(n) = η_c · n / (n + n½)
     step_overhead_s: float = 5e-4  # scheduling, sampling, launch or graph replay, per step
     layer_overhead_s: float = 0.0  # small kernels per layer (norms, RoPE, cache write), per step
+    seq_overhead_s: float = 0.0  # per sequence in the step: sampling, logits processing, bookkeeping
     request_overhead_s: float = 0.0  # tokenize, detokenize, first-step setup, once per request
     nvlink: LinkParams = _DEFAULT_NVLINK  # NVLink and Infinity Fabric
     pcie: LinkParams = _UNCALIBRATED_PCIE
@@ -71,6 +72,7 @@ class RooflineParams:
             "compute_half_tokens",
             "step_overhead_s",
             "layer_overhead_s",
+            "seq_overhead_s",
             "request_overhead_s",
         ):
             if getattr(self, name) < 0:
@@ -127,6 +129,7 @@ class _GenerationRow(BaseModel):
     compute_half_tokens: float = Field(ge=0)
     step_overhead_s: float = Field(ge=0)
     layer_overhead_s: float = Field(ge=0)
+    seq_overhead_s: float = Field(ge=0)
     request_overhead_s: float = Field(ge=0)
     num_points: int = Field(ge=0)
     median_abs_error: float = Field(ge=0)
@@ -176,6 +179,7 @@ def _params_for_generation(generation: str) -> RooflineParams:
         compute_half_tokens=row.compute_half_tokens,
         step_overhead_s=row.step_overhead_s,
         layer_overhead_s=row.layer_overhead_s,
+        seq_overhead_s=row.seq_overhead_s,
         request_overhead_s=row.request_overhead_s,
         nvlink=_link("nvlink"),
         pcie=_link("pcie"),

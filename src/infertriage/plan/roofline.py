@@ -5,11 +5,12 @@ degree and the step's shape (prompt tokens for a prefill; batch and context
 for a decode); gives a `StepCost`, per GPU:
 
     max(FLOPs / (peak · η_c(n)), bytes / (BW · η_m)) + all-reduces
-        + step overhead + layers · layer overhead
+        + step overhead + layers · layer overhead + sequences · sequence overhead
 
 with `η_c(n) = η_c · n / (n + n½)` (GEMMs of few rows leave tensor cores idle).
-The fixed costs are the step's host work (scheduling, sampling, the launch or
-graph replay) and each layer's small kernels (norms, RoPE, cache writes);
+The fixed costs are the step's host work (scheduling, the launch or graph
+replay), each layer's small kernels (norms, RoPE, cache writes) and each
+sequence's sampling and bookkeeping;
 a request adds `request_overhead_s` once, to its TTFT. The efficiencies and
 fixed costs are fitted per GPU generation (`plan.costparams`).
 
@@ -202,6 +203,7 @@ def _step(  # noqa: PLR0913 - the step's work, where it runs and the constants
     dtype: str,
     *,
     num_tokens: int,
+    num_seqs: int,
     flops: float,
     bytes_moved: float,
     comm_s: float,
@@ -210,7 +212,9 @@ def _step(  # noqa: PLR0913 - the step's work, where it runs and the constants
     ramp = 1.0 + p.compute_half_tokens / max(1, num_tokens)  # 1 / (n / (n + n½))
     compute_s = flops * ramp / (_peak_flops_per_s(gpu, dtype) * p.compute_efficiency)
     memory_s = bytes_moved / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
-    overhead_s = p.step_overhead_s + spec.num_layers * p.layer_overhead_s
+    overhead_s = (
+        p.step_overhead_s + spec.num_layers * p.layer_overhead_s + num_seqs * p.seq_overhead_s
+    )
     bound: Bound = "compute" if compute_s >= memory_s else "memory"
     return StepCost(
         compute_s=compute_s,
@@ -266,7 +270,8 @@ def prefill_time(  # noqa: PLR0913 - the step's shape, its dtypes and the layout
         spec, gpu=gpu, tp=tp, num_tokens=total_tokens, params=p, interconnect=interconnect
     )
     return _step(
-        spec, gpu, dtype, num_tokens=total_tokens, flops=flops / tp, bytes_moved=bytes_moved,
+        spec, gpu, dtype, num_tokens=total_tokens, num_seqs=num_seqs, flops=flops / tp,
+        bytes_moved=bytes_moved,
         comm_s=comm_s, p=p,
     )  # fmt: skip
 
@@ -302,7 +307,8 @@ def decode_step_time(  # noqa: PLR0913 - the step's shape, its dtypes and the la
         spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=p, interconnect=interconnect
     )
     return _step(
-        spec, gpu, dtype, num_tokens=batch_size, flops=flops / tp, bytes_moved=bytes_moved,
+        spec, gpu, dtype, num_tokens=batch_size, num_seqs=batch_size, flops=flops / tp,
+        bytes_moved=bytes_moved,
         comm_s=comm_s, p=p,
     )  # fmt: skip
 

@@ -19,9 +19,9 @@ them. On top of `plan`:
 - each kernel runs at least `_KERNEL_FLOOR_S`; with `cuda_graphs` off every kernel
   also costs `launch_us_per_kernel` of host time, and the GPU waits whenever the
   launches are slower than the kernels (the launch gap);
-- `plan`'s fixed costs, fitted per GPU generation: the per-layer small kernels and the
-  step overhead beyond `_HOST_STEP_S` are kernel time (sampler, logits, graph replay) of
-  a CUDA-graph step (an eager step pays its launches instead);
+- `plan`'s fixed costs, fitted per GPU generation: of the per-step and per-layer costs,
+  up to `_HOST_STEP_S` is host time and the rest kernel time of a CUDA-graph step (an
+  eager step pays its launches instead); the per-sequence cost (sampling) is kernel time;
   host time per step is up to `_HOST_STEP_S` of it plus `scheduler_overhead_us_per_seq`
   per scheduled sequence, during which the GPU idles.
 
@@ -148,14 +148,13 @@ class CostModel:
     ) -> None:
         self.hw = hardware
         self.params = params_for(hardware.gpu) if params is None else params
-        # Of plan's fixed step cost, the host part (scheduling, bookkeeping) idles the GPU;
-        # the rest (sampler, logits, graph replay) and the per-layer small kernels are GPU time.
-        self.host_step_s = min(self.params.step_overhead_s, _HOST_STEP_S)
-        self.fixed_kernel_s = (
-            self.params.step_overhead_s
-            - self.host_step_s
-            + hardware.spec.num_layers * self.params.layer_overhead_s
+        # Of plan's fixed step cost (per step and per layer), a host part (scheduling,
+        # bookkeeping) idles the GPU; the rest (small kernels, graph replay) is GPU time.
+        fixed_s = self.params.step_overhead_s + hardware.spec.num_layers * (
+            self.params.layer_overhead_s
         )
+        self.host_step_s = min(fixed_s, _HOST_STEP_S)
+        self.fixed_kernel_s = fixed_s - self.host_step_s
         self.engine = scenario.engine
         self.draft_cost_fraction = scenario.speculative.draft_cost_fraction
         spec = hardware.spec
@@ -285,6 +284,7 @@ class CostModel:
         # The fitted fixed kernel time is what a CUDA-graph step keeps; an eager step pays
         # `launch_us_per_kernel` per kernel instead (the launch gap below).
         fixed_s = self.fixed_kernel_s if self.engine.cuda_graphs else 0.0
+        fixed_s += self.params.seq_overhead_s * shape.num_seqs  # sampling, per sequence
         forward_s = max(roof_s + fixed_s, self.num_kernels * _KERNEL_FLOOR_S)
         draft_s = self.draft_cost_fraction * plain_decode_s * shape.max_draft_tokens
         kernel_s = forward_s + comm_s + draft_s
