@@ -90,6 +90,7 @@ _CONFIGS: dict[str, dict[str, object]] = {
     },
 }
 _PRESETS = {"LLaMA v2 7B": "llama-2-7b", "Mixtral 8x7B": "mixtral-8x7b"}
+_SOURCE = "TensorRT-LLM 0.9 static batch, dense Llama-2/Mistral; an HTTP front end adds to TTFT"
 # Held out (not fitted): the published NIM point the roofline tests already pin.
 _HELD_OUT = (("llama-3.3-70b", "H100-SXM", "fp8", 2, 5000, 500, 0.40677, 0.01858),)
 
@@ -139,7 +140,8 @@ def load_points(path: Path | None = None) -> list[Point]:
             dtype = "fp16" if row["Precision"] == "Mixed" else "fp8"
             tp, batch = int(row["Tensor Model Parallel Size"]), int(row["Batch Size"])
             input_len, output_len = (int(x) for x in row["Input/Output Lengths"].split(","))
-            label = f"{row['Model']:<13} {gpu_name:<9} {dtype:<4} tp{tp} b{batch:<4} {input_len}/{output_len}"
+            shape = f"tp{tp} b{batch:<4} {input_len}/{output_len}"
+            label = f"{row['Model']:<13} {gpu_name:<9} {dtype:<4} {shape}"
             for metric, column in (
                 ("TTFT", "1st Token Latency (ms)"),
                 ("ITL", "Token-to-token Latency (ms)"),
@@ -268,7 +270,9 @@ def nelder_mead(
     f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.1, iters: int = 300
 ) -> np.ndarray:
     """A plain Nelder-Mead simplex (numpy only; the project does not depend on scipy)."""
-    simplex = [x0] + [x0 + step * np.eye(len(x0))[i] * max(abs(x0[i]), 1e-3) for i in range(len(x0))]
+    simplex = [x0] + [
+        x0 + step * np.eye(len(x0))[i] * max(abs(x0[i]), 1e-3) for i in range(len(x0))
+    ]
     values = [f(x) for x in simplex]
     for _ in range(iters):
         order = np.argsort(values)
@@ -369,19 +373,30 @@ def _regimes(points: Sequence[Point]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {"batch 1": [], "saturation": [], "other batches": []}
     for i, p in enumerate(points):
         key = (p.spec.name, p.gpu.name, p.tp, p.input_len, p.output_len, p.dtype)
-        name = "batch 1" if p.batch == 1 else "saturation" if p.batch == largest[key] else "other batches"
+        name = (
+            "batch 1"
+            if p.batch == 1
+            else "saturation"
+            if p.batch == largest[key]
+            else "other batches"
+        )
         out[name].append(i)
     return out
 
 
-def report(points: Sequence[Point], params: dict[str, RooflineParams], rows: bool) -> dict[str, list[float]]:
+def report(
+    points: Sequence[Point], params: dict[str, RooflineParams], rows: bool
+) -> dict[str, list[float]]:
     """Print every point (when `rows`) and the summaries; return the errors per generation."""
     errors = [predict(p, params[p.gpu.generation]) / p.measured_s - 1 for p in points]
     if rows:
         print(f"{'point':<58} {'metric':<5} {'predicted':>10} {'measured':>10} {'error':>7}")
         for p, e in zip(points, errors, strict=True):
             pred = p.measured_s * (1 + e)
-            print(f"{p.label:<58} {p.metric:<5} {pred * 1e3:8.2f}ms {p.measured_s * 1e3:8.2f}ms {e:+7.1%}")
+            print(
+                f"{p.label:<58} {p.metric:<5} {pred * 1e3:8.2f}ms "
+                f"{p.measured_s * 1e3:8.2f}ms {e:+7.1%}"
+            )
     per_generation: dict[str, list[float]] = {}
     for generation in sorted({p.gpu.generation for p in points}):
         mine = [i for i, p in enumerate(points) if p.gpu.generation == generation]
@@ -397,7 +412,9 @@ def report(points: Sequence[Point], params: dict[str, RooflineParams], rows: boo
 def held_out(params: RooflineParams) -> None:
     print("\nheld out (published NIM point, not fitted):")
     for name, gpu, dtype, tp, i, o, ttft, itl in _HELD_OUT:
-        est = ttft_itl(load_model(name), get_gpu(gpu), dtype, tp, i, o, kv_dtype="fp8", params=params)
+        est = ttft_itl(
+            load_model(name), get_gpu(gpu), dtype, tp, i, o, kv_dtype="fp8", params=params
+        )
         print(
             f"  {name} {gpu} {dtype} tp{tp} {i}/{o}: TTFT {est.ttft_s * 1e3:.1f} ms vs "
             f"{ttft * 1e3:.1f} ({est.ttft_s / ttft - 1:+.1%}), ITL {est.itl_s * 1e3:.2f} ms vs "
@@ -420,14 +437,15 @@ def _write(params: dict[str, RooflineParams], errors: dict[str, list[float]]) ->
             "num_points": len(mags),
             "median_abs_error": round(statistics.median(mags), 4),
             "max_abs_error": round(mags[-1], 4),
-            "source": "TensorRT-LLM 0.9 static batch, dense Llama-2/Mistral",
+            "source": _SOURCE,
         }
     hopper, ada = params["hopper"], params["ada"]
     table = {
         "_note": (
             "Written by benchmarks/fit_costmodel.py --write from TensorRT-LLM 0.9 static-batch "
             "TTFT/ITL (NVIDIA DLI sizing data) and Vidur's 8xH100 all-reduce times; "
-            "nvlink fitted on Hopper (cross-checked against Vidur), pcie on L40S. Do not edit by hand."
+            "nvlink fitted on Hopper (cross-checked against Vidur), pcie on L40S. "
+            "Do not edit by hand."
         ),
         "generations": generations,
         "borrow": {"blackwell": "hopper", "cdna3": "hopper"},
@@ -471,7 +489,8 @@ def _print_params(params: dict[str, RooflineParams]) -> None:
         print(
             f"{generation:<7} η_m {p.mem_efficiency:.3f}  η_c {p.compute_efficiency:.3f}  "
             f"n½ {p.compute_half_tokens:5.0f}  step {p.step_overhead_s * 1e3:.3f} ms  "
-            f"layer {p.layer_overhead_s * 1e6:5.1f} µs  seq {p.seq_overhead_s * 1e6:5.1f} µs  request {p.request_overhead_s * 1e3:.3f} ms"
+            f"layer {p.layer_overhead_s * 1e6:5.1f} µs  seq {p.seq_overhead_s * 1e6:5.1f} µs  "
+            f"request {p.request_overhead_s * 1e3:.3f} ms"
         )
     for name, link in (("nvlink", params["hopper"].nvlink), ("pcie", params["ada"].pcie)):
         print(
@@ -479,7 +498,10 @@ def _print_params(params: dict[str, RooflineParams]) -> None:
             f"/doubling  η_link {link.bw_efficiency:.2f}"
         )
     a0, a1, eta = vidur_nvlink()
-    print(f"Vidur   α₀ {a0 * 1e6:.1f} µs  α₁ {a1 * 1e6:.1f} µs/doubling  η_link {eta:.2f} (eager NCCL, 8×H100)")
+    print(
+        f"Vidur   α₀ {a0 * 1e6:.1f} µs  α₁ {a1 * 1e6:.1f} µs/doubling  η_link {eta:.2f} "
+        "(eager NCCL, 8×H100)"
+    )
 
 
 def main() -> None:

@@ -58,7 +58,9 @@ def test_packaged_constants_reproduce_hopper_batch_one_and_saturation(
 
 def test_held_out_nim_point_within_ten_percent() -> None:
     # Published (NIM, not in the fit): Llama-3.3-70B FP8, TP 2, H100-SXM, 5,000 in / 500 out.
-    est = ttft_itl(load_model("llama-3.3-70b"), get_gpu("H100-SXM"), "fp8", 2, 5000, 500, kv_dtype="fp8")
+    est = ttft_itl(
+        load_model("llama-3.3-70b"), get_gpu("H100-SXM"), "fp8", 2, 5000, 500, kv_dtype="fp8"
+    )
     assert est.ttft_s == pytest.approx(0.40677, rel=0.10)
     assert est.itl_s == pytest.approx(0.01858, rel=0.10)
 
@@ -106,7 +108,9 @@ def test_gemm_ramp_slows_small_prefills_only() -> None:
     small = prefill_time(spec, gpu, "bf16", 100, params=ramp).compute_s
     assert small == pytest.approx(2 * prefill_time(spec, gpu, "bf16", 100, params=flat).compute_s)
     big = prefill_time(spec, gpu, "bf16", 10_000, params=ramp).compute_s
-    assert big == pytest.approx(1.01 * prefill_time(spec, gpu, "bf16", 10_000, params=flat).compute_s)
+    assert big == pytest.approx(
+        1.01 * prefill_time(spec, gpu, "bf16", 10_000, params=flat).compute_s
+    )
 
 
 def test_batched_prefill_reads_weights_once() -> None:

@@ -14,25 +14,25 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from infertriage.plan.costparams import RooflineParams, params_for
 from infertriage.plan.gpus import GpuSpec
 from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache
 from infertriage.plan.memory import kv_bytes_per_token, normalize_dtype, weight_bytes
 from infertriage.plan.models import ModelSpec
-from infertriage.plan.costparams import RooflineParams, params_for
 from infertriage.plan.roofline import StepCost, decode_step_time, prefill_time
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.units import GIB
 
 __all__ = [
     "CUDA_GRAPH_POOL_BYTES",
-    "activation_peak_bytes",
-    "runtime_bytes",
     "CapacityPlan",
     "KnobEffect",
     "MemoryBreakdown",
     "PlanInputs",
     "RooflineSummary",
+    "activation_peak_bytes",
     "make_capacity_plan",
+    "runtime_bytes",
 ]
 
 # vLLM logs "Graph capturing finished ..., took 0.3-0.6 GiB" for 7-70B models with the default

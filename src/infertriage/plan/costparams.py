@@ -57,7 +57,9 @@ class RooflineParams:
     compute_half_tokens: float = 0.0  # η_c(n) = η_c · n / (n + n½)
     step_overhead_s: float = 5e-4  # scheduling, sampling, launch or graph replay, per step
     layer_overhead_s: float = 0.0  # small kernels per layer (norms, RoPE, cache write), per step
-    seq_overhead_s: float = 0.0  # per sequence in the step: sampling, logits processing, bookkeeping
+    seq_overhead_s: float = (
+        0.0  # per sequence in the step: sampling, logits processing, bookkeeping
+    )
     request_overhead_s: float = 0.0  # tokenize, detokenize, first-step setup, once per request
     nvlink: LinkParams = _DEFAULT_NVLINK  # NVLink and Infinity Fabric
     pcie: LinkParams = _UNCALIBRATED_PCIE
@@ -108,7 +110,7 @@ class Calibration:
             )
         return (
             f"±{self.median_abs_error:.0%} median (worst {self.max_abs_error:.0%}) "
-            f"on {self.num_points} published points ({self.source})"
+            f"on {self.num_points:,} published points ({self.source})"
         )
 
 

@@ -46,8 +46,8 @@ from infertriage.schemas.errors import UserError
 __all__ = [
     "LatencyEstimate",
     "StepCost",
-    "decode_step_time",
     "allreduce_s",
+    "decode_step_time",
     "moe_experts_touched",
     "prefill_time",
     "ttft_itl",
@@ -197,7 +197,7 @@ def _allreduce_s(
     return 2 * spec.num_layers * allreduce_s(gpu, tp, message_bytes, params, interconnect)
 
 
-def _step(  # noqa: PLR0913 - the step's work, where it runs and the constants
+def _step(
     spec: ModelSpec,
     gpu: GpuSpec,
     dtype: str,
@@ -231,7 +231,7 @@ def _step(  # noqa: PLR0913 - the step's work, where it runs and the constants
 # ---------------------------------------------------------------------------- steps
 
 
-def prefill_time(  # noqa: PLR0913 - the step's shape, its dtypes and the layout
+def prefill_time(
     spec: ModelSpec,
     gpu: GpuSpec,
     dtype: str,
@@ -276,7 +276,7 @@ def prefill_time(  # noqa: PLR0913 - the step's shape, its dtypes and the layout
     )  # fmt: skip
 
 
-def decode_step_time(  # noqa: PLR0913 - the step's shape, its dtypes and the layout
+def decode_step_time(
     spec: ModelSpec,
     gpu: GpuSpec,
     dtype: str,
@@ -314,7 +314,7 @@ def decode_step_time(  # noqa: PLR0913 - the step's shape, its dtypes and the la
 
 
 # The six positionals are the question itself (model, GPU, dtype, TP, prompt, output).
-def ttft_itl(  # noqa: PLR0917, PLR0913
+def ttft_itl(  # noqa: PLR0917
     spec: ModelSpec,
     gpu: GpuSpec,
     dtype: str,
