@@ -422,10 +422,21 @@ def held_out(params: RooflineParams) -> None:
         )
 
 
-def _write(params: dict[str, RooflineParams], errors: dict[str, list[float]]) -> None:
+def _median_max(errors: Sequence[float]) -> list[float]:
+    mags = [abs(e) for e in errors]
+    return [round(statistics.median(mags), 4), round(max(mags), 4)]
+
+
+def _write(
+    params: dict[str, RooflineParams],
+    errors: dict[str, list[float]],
+    points: Sequence[Point],
+) -> None:
     generations = {}
     for generation, p in params.items():
         mags = sorted(abs(e) for e in errors[generation])
+        mine = [q for q in points if q.gpu.generation == generation]
+        regimes = _regimes(mine)
         generations[generation] = {
             "mem_efficiency": round(p.mem_efficiency, 4),
             "compute_efficiency": round(p.compute_efficiency, 4),
@@ -437,6 +448,8 @@ def _write(params: dict[str, RooflineParams], errors: dict[str, list[float]]) ->
             "num_points": len(mags),
             "median_abs_error": round(statistics.median(mags), 4),
             "max_abs_error": round(mags[-1], 4),
+            "batch_one": _median_max([errors[generation][i] for i in regimes["batch 1"]]),
+            "saturation": _median_max([errors[generation][i] for i in regimes["saturation"]]),
             "source": _SOURCE,
         }
     hopper, ada = params["hopper"], params["ada"]
@@ -525,7 +538,7 @@ def main() -> None:
     report(moe, params, rows=False)
     held_out(params["hopper"])
     if args.write:
-        _write(params, errors)
+        _write(params, errors, dense)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,8 @@ class Calibration:
     median_abs_error: float  # fraction
     max_abs_error: float  # fraction
     source: str
+    batch_one: tuple[float, float] = (0.0, 0.0)  # (median, worst) |error| of batch-1 points
+    saturation: tuple[float, float] = (0.0, 0.0)  # ... of each configuration's largest batch
 
     @property
     def covered(self) -> bool:
@@ -110,8 +112,14 @@ class Calibration:
             )
         return (
             f"±{self.median_abs_error:.0%} median (worst {self.max_abs_error:.0%}) "
-            f"on {self.num_points:,} published points ({self.source})"
+            f"on {self.num_points:,} published points; one user ±{self.batch_one[0]:.0%} "
+            f"(worst {self.batch_one[1]:.0%}), saturated ±{self.saturation[0]:.0%} "
+            f"(worst {self.saturation[1]:.0%}) ({self.source})"
         )
+
+    def spread(self, batch_size: int) -> float:
+        """The median |error| of the regime a step of `batch_size` sequences belongs to."""
+        return self.batch_one[0] if batch_size == 1 else self.saturation[0]
 
 
 class _LinkRow(BaseModel):
@@ -136,6 +144,8 @@ class _GenerationRow(BaseModel):
     num_points: int = Field(ge=0)
     median_abs_error: float = Field(ge=0)
     max_abs_error: float = Field(ge=0)
+    batch_one: tuple[float, float]
+    saturation: tuple[float, float]
     source: str
 
 
@@ -198,4 +208,6 @@ def calibration_for(gpu: GpuSpec) -> Calibration:
         median_abs_error=row.median_abs_error,
         max_abs_error=row.max_abs_error,
         source=row.source,
+        batch_one=row.batch_one,
+        saturation=row.saturation,
     )

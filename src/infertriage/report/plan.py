@@ -47,7 +47,7 @@ def _params_json(plan: CapacityPlan) -> dict[str, object]:
 def _spread(plan: CapacityPlan) -> tuple[float, str]:
     """The relative spread to show around TTFT and ITL, and the statement behind it."""
     cal = calibration_for(plan.inputs.gpu)
-    spread = cal.median_abs_error if cal.covered else _UNCOVERED_ERROR
+    spread = cal.spread(plan.roofline.batch_size) if cal.covered else _UNCOVERED_ERROR
     text = cal.statement()
     if plan.inputs.model.is_moe:
         spread = max(spread, _MOE_ERROR)
@@ -69,6 +69,8 @@ def _accuracy_json(plan: CapacityPlan) -> dict[str, object]:
         "num_points": cal.num_points,
         "median_abs_error": cal.median_abs_error if cal.covered else None,
         "max_abs_error": cal.max_abs_error if cal.covered else None,
+        "batch_one_abs_error": list(cal.batch_one) if cal.covered else None,
+        "saturation_abs_error": list(cal.saturation) if cal.covered else None,
         "ttft_range_s": [r.ttft_s * (1 - spread), r.ttft_s * (1 + spread)],
         "itl_range_s": [r.itl_s * (1 - spread), r.itl_s * (1 + spread)],
     }
