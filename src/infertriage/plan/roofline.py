@@ -20,8 +20,8 @@ parts) and the KV cache it reads and writes. FLOPs are `2 · active params`
 per token (logits only for the tokens that sample) plus attention. Tensor
 parallelism divides FLOPs and weight bytes by `tp` and adds two all-reduces of
 the hidden state per layer, `α(n) + 2(n−1)/n · M / (BW · η_link)` each, with
-`α(n) = α₀ + α₁ · log₂ n` per interconnect (NCCL's tree and ring latencies grow
-with the rank count).
+`α(n) = α₀ + α₁ · log₂(n/2)` per interconnect (the latency of NCCL's tree and
+ring algorithms grows with the rank count; the bandwidth term is the ring's).
 Pipeline parallelism is not modelled.
 """
 
@@ -174,9 +174,9 @@ def allreduce_s(
     gpu: GpuSpec, tp: int, message_bytes: float, params: RooflineParams, interconnect: str
 ) -> float:
     """One all-reduce of `message_bytes` over `tp` ranks: `α(n) + 2(n−1)/n · M / (BW · η)`."""
+    kind = _link_kind(gpu, interconnect)
     if tp == 1:
         return 0.0
-    kind = _link_kind(gpu, interconnect)
     link = params.link(kind)
     bandwidth = gpu.pcie_bw_bytes_per_s if kind == "pcie" else gpu.link_bw_bytes_per_s
     busbw = bandwidth * link.bw_efficiency
