@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from infertriage.plan import decode_step_time, prefill_time
 from infertriage.twin.capacity import make_hardware
 from infertriage.twin.costmodel import BatchShape, CostModel
 from infertriage.twin.engine import EngineCore, RequestRejectedError, StepResult, VirtualClock
@@ -209,3 +210,19 @@ def test_a_decode_run_sums_its_steps() -> None:
     assert run.total.dram_active_s == pytest.approx(sum(s.dram_active_s for s in steps), rel=1e-6)
     cut = model.decode_run(8, 8 * 300, 50, 0.0, run.step_end_ts[9])
     assert len(cut.step_end_ts) == 10
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp"), [("llama-3.1-8b", "H100-SXM", 1),
+                                                  ("llama-3.1-70b", "A100-80GB", 4)])  # fmt: skip
+def test_twin_steps_are_plans_steps(model: str, gpu: str, tp: int) -> None:
+    """One cost model: with no scenario overhead on top, a twin step is `plan`'s step."""
+    twin = cost_model(model=model, gpu=gpu, tensor_parallel=tp,
+                      engine={"scheduler_overhead_us_per_seq": 0})  # fmt: skip
+    hw = twin.hw
+    decode = twin.step_cost(BatchShape((), 8, 8 * 1024, 8))
+    plan_decode = decode_step_time(hw.spec, hw.gpu, hw.dtype, 8, 1024, tp=tp)
+    assert decode.total_s == pytest.approx(plan_decode.total_s, rel=1e-3)
+    assert decode.comm_s == pytest.approx(plan_decode.comm_s)
+    prefill = twin.step_cost(BatchShape(((2048, 0),)))
+    plan_prefill = prefill_time(hw.spec, hw.gpu, hw.dtype, 2048, tp=tp)
+    assert prefill.total_s == pytest.approx(plan_prefill.total_s, rel=1e-3)

@@ -68,6 +68,7 @@ _TENSOR_AT_COMPUTE_ROOF = 0.9
 _DRAM_AT_MEMORY_ROOF = 0.85
 _SCORE_BYTES = 16
 _CONTEXT_GRID = 64
+_PROBE_TOKENS = 1024
 _CACHE_LIMIT = 200_000
 
 
@@ -168,9 +169,14 @@ class CostModel:
         self._probes: dict[int, tuple[float, float]] = {}
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
-        probe = self._prefill_call(1024, 0)
-        self._flops_per_s = probe.flops / probe.compute_s
+        probe = self._prefill_call(_PROBE_TOKENS, 0)
+        # plan's GEMM ramp (η_c falls for steps of few tokens) is applied per step below
+        self._flops_per_s = probe.flops / probe.compute_s * self._ramp(_PROBE_TOKENS)
         self._bytes_per_s = probe.bytes / probe.memory_s
+
+    def _ramp(self, num_tokens: int) -> float:
+        """1 / (n / (n + n½)): how much slower than the tensor roof a step of n tokens runs."""
+        return 1.0 + self.params.compute_half_tokens / max(1, num_tokens)
 
     # ------------------------------------------------------------------ plan calls
     def _decode_call(self, batch: int, context: int) -> StepCost:
@@ -231,7 +237,8 @@ class CostModel:
         f1, b1 = self._decode_at(batch, low + _CONTEXT_GRID)
         flops, kv_bytes = f0 + weight * (f1 - f0), b0 + weight * (b1 - b0)
         plain_s = max(
-            flops / self._flops_per_s, (kv_bytes + self._probe(batch)[0]) / self._bytes_per_s
+            flops * self._ramp(batch) / self._flops_per_s,
+            (kv_bytes + self._probe(batch)[0]) / self._bytes_per_s,
         )
         extra = shape.num_decode_tokens - batch  # draft tokens verified
         flops *= shape.num_decode_tokens / batch
@@ -278,7 +285,7 @@ class CostModel:
         weights, comm_s = self._probe(num_tokens)
         flops = d_flops + p_flops
         moved = d_bytes + p_bytes + weights
-        compute_s = flops / self._flops_per_s
+        compute_s = flops * self._ramp(num_tokens) / self._flops_per_s
         memory_s = moved / self._bytes_per_s
         roof_s = max(compute_s, memory_s)
         # The fitted fixed kernel time is what a CUDA-graph step keeps; an eager step pays
