@@ -53,8 +53,10 @@ def test_the_twin_runs_as_simulate_models_it(tmp_path: Path) -> None:
     too; 22 runs): the fastest real TTFT 18.40-18.99 ms against 18.66 ms for one request
     alone in `simulate`, the fastest real TPOT 7.61-7.76 ms against its 7.72 ms ITL; TTFT
     p50 real +0.3 % (quiet) to +441 % (spinning), ITL p50 -0.2 to +27 %, never below
-    `simulate`'s. `simulate` models the twin's HTTP and thread hand-off as measured
-    constants (`twin.virtual_frontend`)."""
+    `simulate`'s. With issue 19's fitted cost model (6 runs, load 1.8-3.2): fastest TTFT
+    17.34-17.86 ms against 17.55 ms alone, fastest TPOT 7.306-7.321 ms against 7.325 ms.
+    `simulate` models the twin's HTTP and thread hand-off as measured constants
+    (`twin.virtual_frontend`)."""
     trace = tmp_path / "trace.jsonl"
     _write_trace(trace)
     with TwinProcess("healthy", load_time_s=0.1) as twin:

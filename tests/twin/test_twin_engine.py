@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from infertriage.plan import decode_step_time, prefill_time
 from infertriage.twin.capacity import make_hardware
 from infertriage.twin.costmodel import BatchShape, CostModel
 from infertriage.twin.engine import EngineCore, RequestRejectedError, StepResult, VirtualClock
@@ -181,14 +182,15 @@ def test_tensor_parallel_over_pcie_pays_far_more_communication_than_nvlink() -> 
 def test_eager_mode_adds_launch_gaps_that_read_as_busy_but_not_as_sm_activity() -> None:
     graphs = cost_model(model="qwen2.5-0.5b").step_cost(DECODE_32)
     eager = cost_model(model="qwen2.5-0.5b", engine={"cuda_graphs": False}).step_cost(DECODE_32)
-    assert graphs.launch_gap_s == 0.0 and eager.launch_gap_s > 3 * eager.kernel_s
-    assert eager.total_s > 2.5 * graphs.total_s
+    assert graphs.launch_gap_s == 0.0 and eager.launch_gap_s > 2 * eager.kernel_s
+    # A graph step keeps the fitted fixed cost (1.5 ms on Hopper); eager adds its launches.
+    assert eager.total_s > 1.3 * graphs.total_s
     assert eager.util_busy_s == pytest.approx(eager.total_s)  # gaps under NVML's resolution
     assert eager.sm_active_s / eager.total_s < 0.3 < graphs.sm_active_s / graphs.total_s
 
 
 def test_naive_attention_is_slower_than_flash_on_long_contexts() -> None:
-    shape = BatchShape(((4096, 4096),), 16, 16 * 6000, 16)
+    shape = BatchShape(((4096, 4096),), 32, 32 * 6000, 32)
     flash = cost_model().step_cost(shape)
     naive = cost_model(engine={"attention_backend": "naive"}).step_cost(shape)
     assert naive.bytes > 2 * flash.bytes and naive.total_s > 1.2 * flash.total_s
@@ -208,3 +210,19 @@ def test_a_decode_run_sums_its_steps() -> None:
     assert run.total.dram_active_s == pytest.approx(sum(s.dram_active_s for s in steps), rel=1e-6)
     cut = model.decode_run(8, 8 * 300, 50, 0.0, run.step_end_ts[9])
     assert len(cut.step_end_ts) == 10
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp"), [("llama-3.1-8b", "H100-SXM", 1),
+                                                  ("llama-3.1-70b", "A100-80GB", 4)])  # fmt: skip
+def test_twin_steps_are_plans_steps(model: str, gpu: str, tp: int) -> None:
+    """One cost model: with no scenario overhead on top, a twin step is `plan`'s step."""
+    twin = cost_model(model=model, gpu=gpu, tensor_parallel=tp,
+                      engine={"scheduler_overhead_us_per_seq": 0})  # fmt: skip
+    hw = twin.hw
+    decode = twin.step_cost(BatchShape((), 8, 8 * 1024, 8))
+    plan_decode = decode_step_time(hw.spec, hw.gpu, hw.dtype, 8, 1024, tp=tp)
+    assert decode.total_s == pytest.approx(plan_decode.total_s, rel=1e-3)
+    assert decode.comm_s == pytest.approx(plan_decode.comm_s)
+    prefill = twin.step_cost(BatchShape(((2048, 0),)))
+    plan_prefill = prefill_time(hw.spec, hw.gpu, hw.dtype, 2048, tp=tp)
+    assert prefill.total_s == pytest.approx(plan_prefill.total_s, rel=1e-3)

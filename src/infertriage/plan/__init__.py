@@ -9,12 +9,22 @@ its step times and `plan` its TTFT and ITL).
 
 from infertriage.plan.advice import ParallelAdvice, advise_parallelism
 from infertriage.plan.capacity import (
+    CUDA_GRAPH_POOL_BYTES,
     CapacityPlan,
     KnobEffect,
     MemoryBreakdown,
     PlanInputs,
     RooflineSummary,
+    activation_peak_bytes,
     make_capacity_plan,
+    runtime_bytes,
+)
+from infertriage.plan.costparams import (
+    Calibration,
+    LinkParams,
+    RooflineParams,
+    calibration_for,
+    params_for,
 )
 from infertriage.plan.gpus import GpuSpec, LinkKind, get_gpu, list_gpus
 from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache, vllm_num_gpu_blocks
@@ -36,10 +46,9 @@ from infertriage.plan.memory import (
 from infertriage.plan.models import ModelSpec, list_model_presets, load_model, model_from_hf_config
 from infertriage.plan.outcome import PlanReport, RunWorkload
 from infertriage.plan.roofline import (
-    DEFAULT_ROOFLINE,
     LatencyEstimate,
-    RooflineParams,
     StepCost,
+    allreduce_s,
     decode_step_time,
     moe_experts_touched,
     prefill_time,
@@ -48,16 +57,18 @@ from infertriage.plan.roofline import (
 from infertriage.plan.whatif import WHAT_IF_KEYS, WhatIfRow, parse_what_if, sweep
 
 __all__ = [
-    "DEFAULT_ROOFLINE",
+    "CUDA_GRAPH_POOL_BYTES",
     "DTYPE_ALIASES",
     "DTYPE_BYTES",
     "WHAT_IF_KEYS",
+    "Calibration",
     "CapacityPlan",
     "GpuSpec",
     "KnobEffect",
     "KvCachePlan",
     "LatencyEstimate",
     "LinkKind",
+    "LinkParams",
     "MemoryBreakdown",
     "ModelSpec",
     "ParallelAdvice",
@@ -70,7 +81,10 @@ __all__ = [
     "RunWorkload",
     "StepCost",
     "WhatIfRow",
+    "activation_peak_bytes",
     "advise_parallelism",
+    "allreduce_s",
+    "calibration_for",
     "decode_step_time",
     "get_gpu",
     "kv_bytes_for_context",
@@ -86,8 +100,10 @@ __all__ = [
     "normalize_dtype",
     "param_breakdown",
     "param_counts",
+    "params_for",
     "parse_what_if",
     "prefill_time",
+    "runtime_bytes",
     "sweep",
     "ttft_itl",
     "unquantized_bytes_per_param",

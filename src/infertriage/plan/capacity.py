@@ -14,17 +14,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from infertriage.plan.costparams import RooflineParams, params_for
 from infertriage.plan.gpus import GpuSpec
 from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache
 from infertriage.plan.memory import kv_bytes_per_token, normalize_dtype, weight_bytes
 from infertriage.plan.models import ModelSpec
-from infertriage.plan.roofline import (
-    DEFAULT_ROOFLINE,
-    RooflineParams,
-    StepCost,
-    decode_step_time,
-    prefill_time,
-)
+from infertriage.plan.roofline import StepCost, decode_step_time, prefill_time
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.units import GIB
 
@@ -35,7 +30,9 @@ __all__ = [
     "MemoryBreakdown",
     "PlanInputs",
     "RooflineSummary",
+    "activation_peak_bytes",
     "make_capacity_plan",
+    "runtime_bytes",
 ]
 
 # vLLM logs "Graph capturing finished ..., took 0.3-0.6 GiB" for 7-70B models with the default
@@ -71,7 +68,11 @@ class PlanInputs:
     cuda_graphs: bool = True
     headroom: float = 0.10
     interconnect: str = "auto"
-    roofline: RooflineParams = DEFAULT_ROOFLINE
+    roofline: RooflineParams | None = None  # None: the GPU generation's fitted constants
+
+    @property
+    def cost_params(self) -> RooflineParams:
+        return params_for(self.gpu) if self.roofline is None else self.roofline
 
     def replace(self, **changes: object) -> PlanInputs:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -150,28 +151,37 @@ def _interconnect(inputs: PlanInputs) -> str:
     return inputs.gpu.link if inputs.gpus_per_instance <= inputs.gpus_per_node else "pcie"
 
 
-def _activation_peak_bytes(inputs: PlanInputs) -> int:
-    """vLLM's profile run: one forward pass of `max_num_batched_tokens` plus the sampler.
+def activation_peak_bytes(
+    spec: ModelSpec, tp: int, max_num_batched_tokens: int, max_num_seqs: int
+) -> int:
+    """vLLM's profile run, per GPU: one forward pass of `max_num_batched_tokens` plus the sampler.
 
     Hidden states, QKV and the MLP's gate/up projections of one layer are live at once
-    (2-byte activations); the sampler holds fp32 logits for `max_num_seqs` rows.
+    (2-byte activations); the sampler holds fp32 logits for `max_num_seqs` rows. Used by
+    `plan` and by the twin, which sizes its KV cache with it.
     """
-    spec, tp = inputs.model, inputs.tp
     inter = spec.moe_intermediate_size * max(1, spec.num_experts_per_tok) if spec.is_moe else 0
     inter = max(inter, spec.intermediate_size)
     per_token = 4 * spec.hidden_size + 3 * inter // tp
-    hidden = inputs.max_num_batched_tokens * per_token * 2
-    logits = inputs.max_num_seqs * spec.vocab_size * LOGITS_BYTES_PER_VALUE // tp
+    hidden = max_num_batched_tokens * per_token * 2
+    logits = max_num_seqs * spec.vocab_size * LOGITS_BYTES_PER_VALUE // tp
     return hidden + logits
+
+
+def runtime_bytes(num_gpus: int) -> int:
+    """CUDA context and allocator slack, plus NCCL's buffers when there are peers."""
+    return RUNTIME_BYTES + (NCCL_BYTES if num_gpus > 1 else 0)
 
 
 def make_memory(inputs: PlanInputs) -> MemoryBreakdown:
     """Per-GPU memory under TP × PP (EP shards the experts across the same ranks)."""
     total = inputs.gpu.memory_bytes
     weights = math.ceil(weight_bytes(inputs.model, inputs.dtype) / inputs.gpus_per_instance)
-    runtime = RUNTIME_BYTES + (NCCL_BYTES if inputs.gpus_per_instance > 1 else 0)
+    runtime = runtime_bytes(inputs.gpus_per_instance)
     graphs = CUDA_GRAPH_POOL_BYTES if inputs.cuda_graphs else 0
-    activation = _activation_peak_bytes(inputs)
+    activation = activation_peak_bytes(
+        inputs.model, inputs.tp, inputs.max_num_batched_tokens, inputs.max_num_seqs
+    )
     non_kv = weights + activation + graphs + runtime
     kv = max(0, int(total * inputs.gpu_memory_utilization) - non_kv)
     return MemoryBreakdown(total, weights, activation, graphs, runtime, kv)
@@ -216,7 +226,7 @@ def _decode(inputs: PlanInputs, batch: int, context: int) -> StepCost:
         context,
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
-        params=inputs.roofline,
+        params=inputs.cost_params,
         interconnect=_interconnect(inputs),
     )
 
@@ -225,9 +235,10 @@ def _pp_hop_s(inputs: PlanInputs, num_tokens: int) -> float:
     """Sending hidden states from one stage to the next, per step."""
     if inputs.pp == 1:
         return 0.0
-    link = inputs.gpu.pcie_bw_bytes_per_s if inputs.pp > 1 else inputs.gpu.link_bw_bytes_per_s
-    size = num_tokens * inputs.model.hidden_size * inputs.roofline.activation_bytes
-    return (inputs.pp - 1) * (inputs.roofline.pcie_allreduce_latency_s + size / link)
+    params = inputs.cost_params
+    size = num_tokens * inputs.model.hidden_size * params.activation_bytes
+    one_hop = params.pcie.alpha_s + size / inputs.gpu.pcie_bw_bytes_per_s
+    return (inputs.pp - 1) * one_hop
 
 
 def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
@@ -241,7 +252,7 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
         prompt,
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
-        params=inputs.roofline,
+        params=inputs.cost_params,
         interconnect=_interconnect(inputs),
     )
     kv_batch = max(1, kv.usable_blocks // _blocks_for(context, inputs.block_size))
@@ -257,7 +268,7 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
     return RooflineSummary(
         prefill=prefill,
         decode=decode,
-        ttft_s=prefill.total_s + _pp_hop_s(inputs, prompt),
+        ttft_s=inputs.cost_params.request_overhead_s + prefill.total_s + _pp_hop_s(inputs, prompt),
         itl_s=itl,
         batch_size=batch,
         throughput_tok_s=batch / itl * pp_gain,

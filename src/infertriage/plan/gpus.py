@@ -42,6 +42,7 @@ class GpuSpec:
     pcie_bw_bytes_per_s: float
     source: str
     aliases: tuple[str, ...] = ()
+    generation: str = "hopper"  # architecture, keys the cost model's fitted constants
 
     @property
     def has_fp8(self) -> bool:
@@ -53,6 +54,7 @@ class _GpuRow(BaseModel):
 
     name: str
     aliases: list[str] = Field(default_factory=list)
+    generation: Literal["ampere", "ada", "hopper", "blackwell", "cdna3"]
     vendor: str
     memory_bytes: int = Field(gt=0)
     memory_gib_marketed: float = Field(gt=0)

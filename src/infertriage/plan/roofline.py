@@ -2,15 +2,26 @@
 
 Takes a `ModelSpec`, a `GpuSpec`, the weight and KV dtypes, the tensor-parallel
 degree and the step's shape (prompt tokens for a prefill; batch and context
-for a decode); gives a `StepCost`:
-`max(FLOPs / (peak · η_c), bytes / (BW · η_m)) + all-reduce + overhead`, per GPU.
+for a decode); gives a `StepCost`, per GPU:
+
+    max(FLOPs / (peak · η_c(n)), bytes / (BW · η_m)) + all-reduces
+        + step overhead + layers · layer overhead + sequences · sequence overhead
+
+with `η_c(n) = η_c · n / (n + n½)` (GEMMs of few rows leave tensor cores idle).
+The fixed costs are the step's host work (scheduling, the launch or graph
+replay), each layer's small kernels (norms, RoPE, cache writes) and each
+sequence's sampling and bookkeeping;
+a request adds `request_overhead_s` once, to its TTFT. The efficiencies and
+fixed costs are fitted per GPU generation (`plan.costparams`).
 
 Bytes are the weights the step touches (for MoE, the experts a batch of B
 tokens reaches, `E · (1 − (1 − k/E)^B)` per layer, plus dense and shared
 parts) and the KV cache it reads and writes. FLOPs are `2 · active params`
 per token (logits only for the tokens that sample) plus attention. Tensor
-parallelism divides FLOPs and weight bytes by `tp` and adds two ring
-all-reduces of the hidden state per layer, `α + 2(n−1)/n · M / BW` each.
+parallelism divides FLOPs and weight bytes by `tp` and adds two all-reduces of
+the hidden state per layer, `α(n) + 2(n−1)/n · M / (BW · η_link)` each, with
+`α(n) = α₀ + α₁ · log₂(n/2)` per interconnect (the latency of NCCL's tree and
+ring algorithms grows with the rank count; the bandwidth term is the ring's).
 Pipeline parallelism is not modelled.
 """
 
@@ -19,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from infertriage.plan.costparams import RooflineParams, params_for
 from infertriage.plan.gpus import GpuSpec
 from infertriage.plan.memory import (
     kv_bytes_for_context,
@@ -32,10 +44,9 @@ from infertriage.plan.models import ModelSpec
 from infertriage.schemas.errors import UserError
 
 __all__ = [
-    "DEFAULT_ROOFLINE",
     "LatencyEstimate",
-    "RooflineParams",
     "StepCost",
+    "allreduce_s",
     "decode_step_time",
     "moe_experts_touched",
     "prefill_time",
@@ -44,36 +55,6 @@ __all__ = [
 
 Bound = Literal["compute", "memory"]
 _INTERCONNECTS = frozenset({"nvlink", "infinity-fabric", "pcie", "auto"})
-
-
-@dataclass(frozen=True, slots=True)
-class RooflineParams:
-    """How close to the roofline a real engine gets, and what a step costs besides.
-
-    Decode reaches 0.5-0.65 of HBM bandwidth and a saturated prefill 0.43-0.46 of
-    the dense tensor peak in published vLLM measurements on H100.
-    """
-
-    mem_efficiency: float = 0.6
-    compute_efficiency: float = 0.45
-    allreduce_latency_s: float = 6e-6  # α of one all-reduce over NVLink / Infinity Fabric
-    pcie_allreduce_latency_s: float = 25e-6  # α over PCIe (through host bridges or a switch)
-    step_overhead_s: float = 2e-4  # scheduling, sampling and launches a CUDA-graph step keeps
-    activation_bytes: int = 2  # all-reduces carry BF16 hidden states
-
-    def __post_init__(self) -> None:
-        for name in ("mem_efficiency", "compute_efficiency"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise UserError(f"roofline {name} must be in (0, 1], not {value}.")
-        for name in ("allreduce_latency_s", "pcie_allreduce_latency_s", "step_overhead_s"):
-            if getattr(self, name) < 0:
-                raise UserError(f"roofline {name} must be zero or more.")
-        if self.activation_bytes <= 0:
-            raise UserError("roofline activation_bytes must be positive.")
-
-
-DEFAULT_ROOFLINE = RooflineParams()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +73,8 @@ class StepCost:
 
 @dataclass(frozen=True, slots=True)
 class LatencyEstimate:
-    """Single-user latency: time to first token, inter-token latency, whole request."""
+    """Single-user latency: time to first token (the request's fixed cost included),
+    inter-token latency, whole request."""
 
     ttft_s: float
     itl_s: float
@@ -179,15 +161,26 @@ def _peak_flops_per_s(gpu: GpuSpec, dtype: str) -> float:
     return gpu.bf16_flops_per_s
 
 
-def _link(gpu: GpuSpec, interconnect: str, params: RooflineParams) -> tuple[float, float]:
-    """(bandwidth one way, α) of the link the all-reduce runs over."""
+def _link_kind(gpu: GpuSpec, interconnect: str) -> str:
+    """The link an all-reduce runs over: PCIe when asked or when the GPU has nothing else."""
     kind = interconnect.strip().lower()
     if kind not in _INTERCONNECTS:
         known = ", ".join(sorted(_INTERCONNECTS))
         raise UserError(f"unknown interconnect {interconnect!r}; use one of {known}.")
-    if kind == "pcie" or gpu.link == "pcie":
-        return gpu.pcie_bw_bytes_per_s, params.pcie_allreduce_latency_s
-    return gpu.link_bw_bytes_per_s, params.allreduce_latency_s
+    return "pcie" if kind == "pcie" or gpu.link == "pcie" else "nvlink"
+
+
+def allreduce_s(
+    gpu: GpuSpec, tp: int, message_bytes: float, params: RooflineParams, interconnect: str
+) -> float:
+    """One all-reduce of `message_bytes` over `tp` ranks: `α(n) + 2(n−1)/n · M / (BW · η)`."""
+    kind = _link_kind(gpu, interconnect)
+    if tp == 1:
+        return 0.0
+    link = params.link(kind)
+    bandwidth = gpu.pcie_bw_bytes_per_s if kind == "pcie" else gpu.link_bw_bytes_per_s
+    busbw = bandwidth * link.bw_efficiency
+    return link.latency_s(tp) + 2 * (tp - 1) / tp * message_bytes / busbw
 
 
 def _allreduce_s(
@@ -199,27 +192,36 @@ def _allreduce_s(
     params: RooflineParams,
     interconnect: str,
 ) -> float:
-    """Two ring all-reduces of the hidden state per layer (after attention and after the MLP)."""
-    bandwidth, alpha = _link(gpu, interconnect, params)
-    if tp == 1:
-        return 0.0
+    """Two all-reduces of the hidden state per layer (after attention and after the MLP)."""
     message_bytes = num_tokens * spec.hidden_size * params.activation_bytes
-    one = alpha + 2 * (tp - 1) / tp * message_bytes / bandwidth
-    return 2 * spec.num_layers * one
+    return 2 * spec.num_layers * allreduce_s(gpu, tp, message_bytes, params, interconnect)
 
 
 def _step(
-    gpu: GpuSpec, dtype: str, *, flops: float, bytes_moved: float, comm_s: float, p: RooflineParams
+    spec: ModelSpec,
+    gpu: GpuSpec,
+    dtype: str,
+    *,
+    num_tokens: int,
+    num_seqs: int,
+    flops: float,
+    bytes_moved: float,
+    comm_s: float,
+    p: RooflineParams,
 ) -> StepCost:
-    compute_s = flops / (_peak_flops_per_s(gpu, dtype) * p.compute_efficiency)
+    ramp = 1.0 + p.compute_half_tokens / max(1, num_tokens)  # 1 / (n / (n + n½))
+    compute_s = flops * ramp / (_peak_flops_per_s(gpu, dtype) * p.compute_efficiency)
     memory_s = bytes_moved / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
+    overhead_s = (
+        p.step_overhead_s + spec.num_layers * p.layer_overhead_s + num_seqs * p.seq_overhead_s
+    )
     bound: Bound = "compute" if compute_s >= memory_s else "memory"
     return StepCost(
         compute_s=compute_s,
         memory_s=memory_s,
         comm_s=comm_s,
-        overhead_s=p.step_overhead_s,
-        total_s=max(compute_s, memory_s) + comm_s + p.step_overhead_s,
+        overhead_s=overhead_s,
+        total_s=max(compute_s, memory_s) + comm_s + overhead_s,
         flops=flops,
         bytes=bytes_moved,
         bound=bound,
@@ -237,31 +239,41 @@ def prefill_time(
     *,
     tp: int = 1,
     kv_dtype: str = "bf16",
-    params: RooflineParams = DEFAULT_ROOFLINE,
+    params: RooflineParams | None = None,
     context_before: int = 0,
     interconnect: str = "nvlink",
+    num_seqs: int = 1,
 ) -> StepCost:
-    """One prefill (or prefill chunk) of `num_tokens` prompt tokens of one sequence.
+    """One prefill (or prefill chunk) of `num_tokens` prompt tokens of each of `num_seqs`
+    sequences, in one step.
 
     `context_before` tokens are already cached (prefix hit, or earlier chunks); causal
     attention sees `context_before + i + 1` keys at the i-th new token. Logits are computed
-    for the last token only, as engines do.
+    for the last token only, as engines do. `params` defaults to the GPU's fitted constants.
     """
     _check_count(num_tokens, "prefill tokens")
     _check_count(context_before, "cached context", minimum=0)
     _check_count(tp, "tensor-parallel size")
+    _check_count(num_seqs, "prefill sequences")
+    p = params_for(gpu) if params is None else params
     first, last = context_before + 1, context_before + num_tokens
-    flops = _linear_flops(spec, num_tokens, 1)
-    flops += _attention_flops(spec, first, last, absorbed=False)
+    total_tokens = num_tokens * num_seqs
+    flops = _linear_flops(spec, total_tokens, num_seqs)
+    flops += num_seqs * _attention_flops(spec, first, last, absorbed=False)
     kv_written = kv_bytes_for_context(spec, last, kv_dtype, tp) - kv_bytes_for_context(
         spec, context_before, kv_dtype, tp
     )
     kv_read = kv_bytes_for_context(spec, context_before, kv_dtype, tp)
-    bytes_moved = _weight_bytes_touched(spec, dtype, num_tokens) / tp + kv_written + kv_read
+    weights = _weight_bytes_touched(spec, dtype, total_tokens) / tp
+    bytes_moved = weights + num_seqs * (kv_written + kv_read)
     comm_s = _allreduce_s(
-        spec, gpu=gpu, tp=tp, num_tokens=num_tokens, params=params, interconnect=interconnect
+        spec, gpu=gpu, tp=tp, num_tokens=total_tokens, params=p, interconnect=interconnect
     )
-    return _step(gpu, dtype, flops=flops / tp, bytes_moved=bytes_moved, comm_s=comm_s, p=params)
+    return _step(
+        spec, gpu, dtype, num_tokens=total_tokens, num_seqs=num_seqs, flops=flops / tp,
+        bytes_moved=bytes_moved,
+        comm_s=comm_s, p=p,
+    )  # fmt: skip
 
 
 def decode_step_time(
@@ -273,7 +285,7 @@ def decode_step_time(
     *,
     tp: int = 1,
     kv_dtype: str = "bf16",
-    params: RooflineParams = DEFAULT_ROOFLINE,
+    params: RooflineParams | None = None,
     interconnect: str = "nvlink",
 ) -> StepCost:
     """One decode step: `batch_size` sequences, each with `context_len` tokens cached.
@@ -284,6 +296,7 @@ def decode_step_time(
     _check_count(batch_size, "decode batch size")
     _check_count(context_len, "decode context length", minimum=0)
     _check_count(tp, "tensor-parallel size")
+    p = params_for(gpu) if params is None else params
     per_sequence = _attention_flops(spec, context_len + 1, context_len + 1, absorbed=True)
     flops = _linear_flops(spec, batch_size, batch_size) + batch_size * per_sequence
     kv_moved = kv_bytes_for_context(spec, context_len, kv_dtype, tp) + kv_bytes_per_token(
@@ -291,9 +304,13 @@ def decode_step_time(
     )
     bytes_moved = _weight_bytes_touched(spec, dtype, batch_size) / tp + batch_size * kv_moved
     comm_s = _allreduce_s(
-        spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=params, interconnect=interconnect
+        spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=p, interconnect=interconnect
     )
-    return _step(gpu, dtype, flops=flops / tp, bytes_moved=bytes_moved, comm_s=comm_s, p=params)
+    return _step(
+        spec, gpu, dtype, num_tokens=batch_size, num_seqs=batch_size, flops=flops / tp,
+        bytes_moved=bytes_moved,
+        comm_s=comm_s, p=p,
+    )  # fmt: skip
 
 
 # The six positionals are the question itself (model, GPU, dtype, TP, prompt, output).
@@ -306,34 +323,25 @@ def ttft_itl(  # noqa: PLR0917
     output_len: int,
     *,
     kv_dtype: str = "bf16",
-    params: RooflineParams = DEFAULT_ROOFLINE,
+    params: RooflineParams | None = None,
     interconnect: str = "nvlink",
+    batch_size: int = 1,
 ) -> LatencyEstimate:
-    """One user alone: TTFT is one whole-prompt prefill; ITL is a decode step at the mean
+    """`batch_size` users arriving together (1: one user alone): TTFT is the request's fixed
+    cost plus one prefill of every prompt; ITL is a decode step of the batch at the mean
     context of decoding, `input_len + output_len // 2`."""
     _check_count(output_len, "output tokens")
+    p = params_for(gpu) if params is None else params
     prefill = prefill_time(
-        spec,
-        gpu,
-        dtype,
-        input_len,
-        tp=tp,
-        kv_dtype=kv_dtype,
-        params=params,
-        interconnect=interconnect,
-    )
+        spec, gpu, dtype, input_len, tp=tp, kv_dtype=kv_dtype, params=p,
+        interconnect=interconnect, num_seqs=batch_size,
+    )  # fmt: skip
     decode = decode_step_time(
-        spec,
-        gpu,
-        dtype,
-        1,
-        input_len + output_len // 2,
-        tp=tp,
-        kv_dtype=kv_dtype,
-        params=params,
-        interconnect=interconnect,
-    )
-    e2e_s = prefill.total_s + (output_len - 1) * decode.total_s
+        spec, gpu, dtype, batch_size, input_len + output_len // 2, tp=tp, kv_dtype=kv_dtype,
+        params=p, interconnect=interconnect,
+    )  # fmt: skip
+    ttft_s = p.request_overhead_s + prefill.total_s
+    e2e_s = ttft_s + (output_len - 1) * decode.total_s
     return LatencyEstimate(
-        ttft_s=prefill.total_s, itl_s=decode.total_s, e2e_s=e2e_s, prefill=prefill, decode=decode
+        ttft_s=ttft_s, itl_s=decode.total_s, e2e_s=e2e_s, prefill=prefill, decode=decode
     )

@@ -10,13 +10,70 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.plan import CapacityPlan, PlanReport, WhatIfRow
+from infertriage.plan import (
+    CapacityPlan,
+    PlanReport,
+    WhatIfRow,
+    calibration_for,
+    param_breakdown,
+    param_counts,
+)
 from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import GIB, format_bytes, format_seconds
 
 __all__ = ["PLAN_SCHEMA", "plan_to_json", "render_plan"]
 
 PLAN_SCHEMA = "infertriage.plan/v1"
+EMBEDDING_CONVENTION = (
+    "input embedding and lm_head each counted (once when tied); active = per token, "
+    "top-k routed experts plus shared ones"
+)
+_UNCOVERED_ERROR = 0.3  # the spread assumed where no published point covers the GPU
+_MOE_ERROR = 0.4  # Mixtral-8x7B's median |error| in benchmarks/fit_costmodel.py (not fitted)
+
+
+def _params_json(plan: CapacityPlan) -> dict[str, object]:
+    spec = plan.inputs.model
+    counts, parts = param_counts(spec), param_breakdown(spec)
+    return {
+        "total": counts.total,
+        "active": counts.active,
+        "embedding": parts.embedding,
+        "lm_head": parts.lm_head,
+        "convention": EMBEDDING_CONVENTION,
+    }
+
+
+def _spread(plan: CapacityPlan) -> tuple[float, str]:
+    """The relative spread to show around TTFT and ITL, and the statement behind it."""
+    cal = calibration_for(plan.inputs.gpu)
+    spread = cal.spread(plan.roofline.batch_size) if cal.covered else _UNCOVERED_ERROR
+    text = cal.statement()
+    if plan.inputs.model.is_moe:
+        spread = max(spread, _MOE_ERROR)
+        text += f"; MoE models are not fitted (Mixtral-8x7B is off by a median {_MOE_ERROR:.0%})"
+    if plan.inputs.roofline is not None:
+        text = "custom roofline constants: error unknown"
+    return spread, text
+
+
+def _accuracy_json(plan: CapacityPlan) -> dict[str, object]:
+    cal = calibration_for(plan.inputs.gpu)
+    spread, text = _spread(plan)
+    r = plan.roofline
+    return {
+        "statement": text,
+        "covered": cal.covered and not plan.inputs.model.is_moe,
+        "generation": cal.generation,
+        "fitted_on": cal.fitted_on,
+        "num_points": cal.num_points,
+        "median_abs_error": cal.median_abs_error if cal.covered else None,
+        "max_abs_error": cal.max_abs_error if cal.covered else None,
+        "batch_one_abs_error": list(cal.batch_one) if cal.covered else None,
+        "saturation_abs_error": list(cal.saturation) if cal.covered else None,
+        "ttft_range_s": [r.ttft_s * (1 - spread), r.ttft_s * (1 + spread)],
+        "itl_range_s": [r.itl_s * (1 - spread), r.itl_s * (1 + spread)],
+    }
 
 
 def _inputs_json(plan: CapacityPlan) -> dict[str, object]:
@@ -100,7 +157,9 @@ def plan_to_json(report: PlanReport) -> dict[str, object]:
     document: dict[str, object] = {
         "schema": PLAN_SCHEMA,
         "inputs": _inputs_json(report.plan),
+        "parameters": _params_json(report.plan),
         **_capacity_json(report.plan),
+        "accuracy": _accuracy_json(report.plan),
         "advice": None
         if advice is None
         else {
@@ -179,13 +238,30 @@ def _kv_lines(plan: CapacityPlan) -> Text:
     return text
 
 
+def _value(seconds: float, spread: float) -> str:
+    """`12.3 ms`, or `10.1–14.5 ms` where the model's spread is wider than 10 %."""
+    if spread <= 0.1:
+        return format_seconds(seconds)
+    return f"{format_seconds(seconds * (1 - spread))}–{format_seconds(seconds * (1 + spread))}"
+
+
+def _params_line(plan: CapacityPlan) -> Text:
+    counts = param_counts(plan.inputs.model)
+    return Text(
+        f"Parameters: {counts.total / 1e9:.2f} B total, {counts.active / 1e9:.2f} B active per "
+        f"token (input embedding and lm_head counted, once if tied)\n"
+    )
+
+
 def _roofline_lines(report: PlanReport) -> Text:
     r = report.plan.roofline
+    spread, statement = _spread(report.plan)
     text = Text()
     text.append(
-        f"Roofline: TTFT {format_seconds(r.ttft_s)} (prefill {r.prefill.bound}-bound), "
-        f"ITL {format_seconds(r.itl_s)} at batch {r.batch_size} ({r.decode.bound}-bound"
+        f"Roofline: TTFT {_value(r.ttft_s, spread)} (prefill {r.prefill.bound}-bound), "
+        f"ITL {_value(r.itl_s, spread)} at batch {r.batch_size} ({r.decode.bound}-bound"
         f", all-reduce {format_seconds(r.decode.comm_s)})\n"
+        f"Model error: {statement}\n"
         f"Throughput ceiling: {r.throughput_tok_s:,.0f} output tok/s at batch {r.batch_size}; "
         f"{r.kv_bound_throughput_tok_s:,.0f} tok/s at the KV-cache limit "
         f"(batch {r.kv_bound_batch})\n"
@@ -253,7 +329,12 @@ def render_plan(report: PlanReport, console: Console) -> None:
             style="bold",
         )
     )
-    parts: list[Table | Text] = [_memory_table(plan), _kv_lines(plan), _roofline_lines(report)]
+    parts: list[Table | Text] = [
+        _params_line(plan),
+        _memory_table(plan),
+        _kv_lines(plan),
+        _roofline_lines(report),
+    ]
     parts.append(_advice_lines(report))
     if report.what_if:
         parts.append(_what_if_table(report.what_if))

@@ -4,10 +4,9 @@ Takes a `Scenario`; gives a frozen `Hardware`: the resolved `ModelSpec` and
 `GpuSpec`, the weights per GPU, the activation reserve, KV bytes per token and
 vLLM's `num_gpu_blocks` (from `plan.vllm_num_gpu_blocks`, null block included),
 all per GPU under tensor parallelism. The activation reserve stands in for
-vLLM's profiling run: the peak activations of a `max_num_batched_tokens`
-forward pass, the sampler's logits for `max_num_seqs` sequences, non-torch
-allocations and the CUDA-graph pool. It lands within ~15 % of what vLLM logs
-for Llama-3.1-8B.
+vLLM's profiling run, estimated once for `plan` and the twin
+(`plan.activation_peak_bytes`, the CUDA-graph pool and the runtime bytes): `plan`'s
+KV block count lands within one block of what vLLM logs for Llama-3.1-8B.
 """
 
 from __future__ import annotations
@@ -16,11 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infertriage.plan import (
+    CUDA_GRAPH_POOL_BYTES,
     GpuSpec,
     ModelSpec,
+    activation_peak_bytes,
     get_gpu,
     kv_bytes_per_token,
     normalize_dtype,
+    runtime_bytes,
     vllm_num_gpu_blocks,
     weight_bytes,
 )
@@ -28,12 +30,6 @@ from infertriage.twin.models import resolve_model
 from infertriage.twin.scenario_model import EngineSettings, Scenario
 
 __all__ = ["Hardware", "activation_reserve_bytes", "make_hardware"]
-
-_GIB = 1024**3
-_NON_TORCH_BYTES = int(0.4 * _GIB)  # CUDA context, NCCL buffers, allocator slack
-_CUDA_GRAPH_POOL_BYTES = int(0.5 * _GIB)
-_ACTIVATION_ELEMENT_BYTES = 2  # BF16 activations
-_LOGIT_BYTES = 8  # FP32 logits and FP32 probabilities per vocab entry and sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +63,11 @@ class Hardware:
 
 
 def activation_reserve_bytes(spec: ModelSpec, engine: EngineSettings, tp: int) -> int:
-    """Memory vLLM's profiling run finds besides weights, per GPU."""
-    per_token = _ACTIVATION_ELEMENT_BYTES * (
-        4 * spec.hidden_size + 3 * max(spec.intermediate_size, spec.moe_intermediate_size) // tp
-    )
-    forward = engine.max_num_batched_tokens * per_token
-    sampler = engine.max_num_seqs * spec.vocab_size * _LOGIT_BYTES
-    graphs = _CUDA_GRAPH_POOL_BYTES if engine.cuda_graphs else 0
-    return forward + sampler + graphs + _NON_TORCH_BYTES
+    """Memory vLLM's profiling run finds besides weights, per GPU: `plan`'s activation peak,
+    the CUDA-graph pool and the runtime, as `plan` counts them."""
+    forward = activation_peak_bytes(spec, tp, engine.max_num_batched_tokens, engine.max_num_seqs)
+    graphs = CUDA_GRAPH_POOL_BYTES if engine.cuda_graphs else 0
+    return forward + graphs + runtime_bytes(tp)
 
 
 def make_hardware(scenario: Scenario) -> Hardware:

@@ -19,7 +19,10 @@ them. On top of `plan`:
 - each kernel runs at least `_KERNEL_FLOOR_S`; with `cuda_graphs` off every kernel
   also costs `launch_us_per_kernel` of host time, and the GPU waits whenever the
   launches are slower than the kernels (the launch gap);
-- host time per step: `plan`'s step overhead plus `scheduler_overhead_us_per_seq`
+- `plan`'s fixed costs, fitted per GPU generation: of the per-step and per-layer costs,
+  up to `_HOST_STEP_S` is host time and the rest kernel time of a CUDA-graph step (an
+  eager step pays its launches instead); the per-sequence cost (sampling) is kernel time;
+  host time per step is up to `_HOST_STEP_S` of it plus `scheduler_overhead_us_per_seq`
   per scheduled sequence, during which the GPU idles.
 
 Activity (what DCGM would read): `util_busy_s` counts the step as NVML's coarse
@@ -38,10 +41,10 @@ from typing import Literal
 import numpy as np
 
 from infertriage.plan import (
-    DEFAULT_ROOFLINE,
     RooflineParams,
     StepCost,
     decode_step_time,
+    params_for,
     prefill_time,
 )
 from infertriage.twin.capacity import Hardware
@@ -56,6 +59,7 @@ _KERNELS_PER_MOE_LAYER = 4  # router, top-k, permute, unpermute
 _KERNELS_PER_NAIVE_ATTENTION = 5  # gather, QKᵀ, mask+scale, softmax, PV
 _KERNELS_FIXED = 10  # embedding, final norm, lm_head, sampler
 _KERNEL_FLOOR_S = 2e-6
+_HOST_STEP_S = 2e-4  # host time of a vLLM step at small batch (scheduler + output processing)
 _UTIL_RESOLUTION_S = 1e-3
 _SM_BUSY = 0.85
 _SM_BUSY_TINY = 0.15
@@ -64,6 +68,7 @@ _TENSOR_AT_COMPUTE_ROOF = 0.9
 _DRAM_AT_MEMORY_ROOF = 0.85
 _SCORE_BYTES = 16
 _CONTEXT_GRID = 64
+_PROBE_TOKENS = 1024
 _CACHE_LIMIT = 200_000
 
 
@@ -140,10 +145,17 @@ class CostModel:
     """Step times for one scenario; caches the `plan` calls it interpolates between."""
 
     def __init__(
-        self, hardware: Hardware, scenario: Scenario, params: RooflineParams = DEFAULT_ROOFLINE
+        self, hardware: Hardware, scenario: Scenario, params: RooflineParams | None = None
     ) -> None:
         self.hw = hardware
-        self.params = params
+        self.params = params_for(hardware.gpu) if params is None else params
+        # Of plan's fixed step cost (per step and per layer), a host part (scheduling,
+        # bookkeeping) idles the GPU; the rest (small kernels, graph replay) is GPU time.
+        fixed_s = self.params.step_overhead_s + hardware.spec.num_layers * (
+            self.params.layer_overhead_s
+        )
+        self.host_step_s = min(fixed_s, _HOST_STEP_S)
+        self.fixed_kernel_s = fixed_s - self.host_step_s
         self.engine = scenario.engine
         self.draft_cost_fraction = scenario.speculative.draft_cost_fraction
         spec = hardware.spec
@@ -157,9 +169,14 @@ class CostModel:
         self._probes: dict[int, tuple[float, float]] = {}
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
-        probe = self._prefill_call(1024, 0)
-        self._flops_per_s = probe.flops / probe.compute_s
+        probe = self._prefill_call(_PROBE_TOKENS, 0)
+        # plan's GEMM ramp (η_c falls for steps of few tokens) is applied per step below
+        self._flops_per_s = probe.flops / probe.compute_s * self._ramp(_PROBE_TOKENS)
         self._bytes_per_s = probe.bytes / probe.memory_s
+
+    def _ramp(self, num_tokens: int) -> float:
+        """1 / (n / (n + n½)): how much slower than the tensor roof a step of n tokens runs."""
+        return 1.0 + self.params.compute_half_tokens / max(1, num_tokens)
 
     # ------------------------------------------------------------------ plan calls
     def _decode_call(self, batch: int, context: int) -> StepCost:
@@ -220,7 +237,8 @@ class CostModel:
         f1, b1 = self._decode_at(batch, low + _CONTEXT_GRID)
         flops, kv_bytes = f0 + weight * (f1 - f0), b0 + weight * (b1 - b0)
         plain_s = max(
-            flops / self._flops_per_s, (kv_bytes + self._probe(batch)[0]) / self._bytes_per_s
+            flops * self._ramp(batch) / self._flops_per_s,
+            (kv_bytes + self._probe(batch)[0]) / self._bytes_per_s,
         )
         extra = shape.num_decode_tokens - batch  # draft tokens verified
         flops *= shape.num_decode_tokens / batch
@@ -267,10 +285,14 @@ class CostModel:
         weights, comm_s = self._probe(num_tokens)
         flops = d_flops + p_flops
         moved = d_bytes + p_bytes + weights
-        compute_s = flops / self._flops_per_s
+        compute_s = flops * self._ramp(num_tokens) / self._flops_per_s
         memory_s = moved / self._bytes_per_s
         roof_s = max(compute_s, memory_s)
-        forward_s = max(roof_s, self.num_kernels * _KERNEL_FLOOR_S)
+        # The fitted fixed kernel time is what a CUDA-graph step keeps; an eager step pays
+        # `launch_us_per_kernel` per kernel instead (the launch gap below).
+        fixed_s = self.fixed_kernel_s if self.engine.cuda_graphs else 0.0
+        fixed_s += self.params.seq_overhead_s * shape.num_seqs  # sampling, per sequence
+        forward_s = max(roof_s + fixed_s, self.num_kernels * _KERNEL_FLOOR_S)
         draft_s = self.draft_cost_fraction * plain_decode_s * shape.max_draft_tokens
         kernel_s = forward_s + comm_s + draft_s
         launch_gap_s = 0.0
@@ -279,7 +301,7 @@ class CostModel:
             launch_gap_s = max(
                 0.0, num_launches * self.engine.launch_us_per_kernel * 1e-6 - kernel_s
             )
-        cpu_s = self.params.step_overhead_s + (
+        cpu_s = self.host_step_s + (
             self.engine.scheduler_overhead_us_per_seq * 1e-6 * shape.num_seqs
         )
         span_s = kernel_s + launch_gap_s
@@ -294,8 +316,8 @@ class CostModel:
             comm_s=comm_s,
             draft_s=draft_s,
             util_busy_s=span_s + (cpu_s if cpu_s < _UTIL_RESOLUTION_S else 0.0),
-            sm_active_s=(roof_s + draft_s) * _SM_BUSY
-            + (forward_s - roof_s) * _SM_BUSY_TINY
+            sm_active_s=(min(forward_s, roof_s + fixed_s) + draft_s) * _SM_BUSY
+            + max(0.0, forward_s - roof_s - fixed_s) * _SM_BUSY_TINY
             + comm_s * _SM_BUSY_NCCL,
             tensor_active_s=compute_s * _TENSOR_AT_COMPUTE_ROOF,
             dram_active_s=memory_s * _DRAM_AT_MEMORY_ROOF,

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from infertriage.plan import DEFAULT_ROOFLINE, RooflineParams
+from infertriage.plan import RooflineParams
 from infertriage.twin.blocks import BlockPool, KVCacheManager
 from infertriage.twin.capacity import Hardware, make_hardware
 from infertriage.twin.costmodel import BatchShape, CostModel, StepBreakdown
@@ -197,7 +197,7 @@ class EngineCore:
         scenario: Scenario,
         clock: Clock | None = None,
         *,
-        params: RooflineParams = DEFAULT_ROOFLINE,
+        params: RooflineParams | None = None,
     ) -> None:
         self.scenario = scenario
         self.clock: Clock = clock if clock is not None else MonotonicClock()

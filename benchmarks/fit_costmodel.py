@@ -1,0 +1,545 @@
+"""Fit `plan`'s cost model to published measurements and print every point's error.
+
+    PYTHONPATH=src python benchmarks/fit_costmodel.py            # fit, print, do not write
+    PYTHONPATH=src python benchmarks/fit_costmodel.py --write    # ... and write the table
+    PYTHONPATH=src python benchmarks/fit_costmodel.py --check    # the packaged table's errors
+
+Data (`$INFERTRIAGE_FIXTURES/calibration`, else `../shared/fixtures/calibration`):
+
+- `trtllm_0.9.0_static_batch.csv`: TensorRT-LLM 0.9 static-batch first-token latency (TTFT:
+  one prefill of the whole batch) and token-to-token latency (ITL) by model, GPU, batch, TP,
+  lengths and precision. Rows on GPUs of `plan`'s catalogue (H100-SXM, H200, A100-80GB, L40S)
+  and Llama-2 7B/13B/70B, Mistral-7B and Mixtral-8x7B are used; "Mixed" is FP16 weights and
+  KV, "FP8" is FP8 weights and KV cache.
+- `h100_dgx_all_reduce.csv`: Vidur's NCCL all-reduce times on an 8×H100 DGX, 2/4/8 ranks:
+  fits NVLink's `α₀ + α₁ · log₂(n/2)` latency and the bus-bandwidth efficiency.
+
+What is fitted, per GPU generation (not per row): HBM and tensor-core efficiencies, the
+GEMM ramp `n½`, the per-step, per-layer and per-request fixed costs; per interconnect the
+all-reduce latency and bandwidth efficiency. The outer search is a Nelder-Mead simplex over
+the efficiencies; the fixed costs are linear in the prediction and come from a weighted
+least-squares solve inside it. The objective is the squared relative error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from infertriage.plan import (
+    GpuSpec,
+    LinkParams,
+    ModelSpec,
+    RooflineParams,
+    get_gpu,
+    load_model,
+    model_from_hf_config,
+    ttft_itl,
+)
+
+_ROOT = Path(__file__).resolve().parents[1]
+_TABLE = _ROOT / "src/infertriage/plan/data/costmodel.json"
+_GPUS = {
+    "H100 80GB HBM3": "H100-SXM",
+    "H200 141GB HBM3": "H200",
+    "A100-SXM4-80GB": "A100-80GB",
+    "L40S": "L40S",
+}
+_LLAMA2 = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": 32000,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 4096,
+}
+_CONFIGS: dict[str, dict[str, object]] = {
+    "LLaMA v2 13B": {
+        **_LLAMA2,
+        "hidden_size": 5120,
+        "intermediate_size": 13824,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 40,
+    },
+    "LLaMA v2 70B": {
+        **_LLAMA2,
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+    },
+    "Mistral 7B": {
+        **_LLAMA2,
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "sliding_window": 4096,
+    },
+}
+_PRESETS = {"LLaMA v2 7B": "llama-2-7b", "Mixtral 8x7B": "mixtral-8x7b"}
+_SOURCE = "TensorRT-LLM 0.9 static batch, dense Llama-2/Mistral; an HTTP front end adds to TTFT"
+# Held out (not fitted): the published NIM point the roofline tests already pin.
+_HELD_OUT = (("llama-3.3-70b", "H100-SXM", "fp8", 2, 5000, 500, 0.40677, 0.01858),)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One published figure and the work the model does for it (params-independent)."""
+
+    label: str
+    gpu: GpuSpec
+    spec: ModelSpec
+    dtype: str
+    tp: int
+    batch: int
+    input_len: int
+    output_len: int
+    metric: str  # "TTFT" or "ITL"
+    measured_s: float
+
+
+def _fixtures() -> Path:
+    """$INFERTRIAGE_FIXTURES/calibration, else ../shared/fixtures/calibration beside the project."""
+    env = os.environ.get("INFERTRIAGE_FIXTURES")
+    base = Path(env) if env else _ROOT.parent / "shared" / "fixtures"
+    return base / "calibration"
+
+
+def _spec(name: str) -> ModelSpec | None:
+    if name in _PRESETS:
+        return load_model(_PRESETS[name])
+    if name in _CONFIGS:
+        return model_from_hf_config(_CONFIGS[name], name.lower().replace(" ", "-"))
+    return None
+
+
+def load_points(path: Path | None = None) -> list[Point]:
+    """TTFT and ITL of every usable TensorRT-LLM row."""
+    points: list[Point] = []
+    path = _fixtures() / "trtllm_0.9.0_static_batch.csv" if path is None else path
+    with path.open(encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            gpu_name, spec = _GPUS.get(row["GPU"]), _spec(row["Model"])
+            if gpu_name is None or spec is None or not row["Token-to-token Latency (ms)"]:
+                continue
+            if row["Pipeline Model Parallel Size"] != "1":
+                continue
+            dtype = "fp16" if row["Precision"] == "Mixed" else "fp8"
+            tp, batch = int(row["Tensor Model Parallel Size"]), int(row["Batch Size"])
+            input_len, output_len = (int(x) for x in row["Input/Output Lengths"].split(","))
+            shape = f"tp{tp} b{batch:<4} {input_len}/{output_len}"
+            label = f"{row['Model']:<13} {gpu_name:<9} {dtype:<4} {shape}"
+            for metric, column in (
+                ("TTFT", "1st Token Latency (ms)"),
+                ("ITL", "Token-to-token Latency (ms)"),
+            ):
+                points.append(
+                    Point(label, get_gpu(gpu_name), spec, dtype, tp, batch, input_len,
+                          output_len, metric, float(row[column]) / 1e3)
+                )  # fmt: skip
+    return points
+
+
+def predict(point: Point, params: RooflineParams) -> float:
+    kv_dtype = "fp8" if point.dtype == "fp8" else "fp16"
+    est = ttft_itl(
+        point.spec, point.gpu, point.dtype, point.tp, point.input_len, point.output_len,
+        kv_dtype=kv_dtype, params=params, batch_size=point.batch,
+    )  # fmt: skip
+    return est.ttft_s if point.metric == "TTFT" else est.itl_s
+
+
+# ---------------------------------------------------------------------------- vectorised model
+
+_UNIT = RooflineParams(
+    mem_efficiency=1.0,
+    compute_efficiency=1.0,
+    compute_half_tokens=0.0,
+    step_overhead_s=0.0,
+    layer_overhead_s=0.0,
+    seq_overhead_s=0.0,
+    request_overhead_s=0.0,
+    nvlink=LinkParams(0.0, 0.0, 1.0),
+    pcie=LinkParams(0.0, 0.0, 1.0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """Per point: roofline seconds at unit efficiency, tokens, and the fixed-cost counts."""
+
+    compute: np.ndarray  # s at η_c = 1, no ramp
+    memory: np.ndarray  # s at η_m = 1
+    tokens: np.ndarray  # tokens in the step (for the ramp)
+    seqs: np.ndarray  # sequences in the step
+    layers: np.ndarray
+    is_ttft: np.ndarray
+    allreduces: np.ndarray  # all-reduces per step
+    doublings: np.ndarray  # log₂(tp) − 1 where tp > 1
+    comm_bw: np.ndarray  # s of all-reduce bandwidth at η_link = 1
+    measured: np.ndarray
+
+
+def make_work(points: Sequence[Point]) -> Work:
+    cols: dict[str, list[float]] = {k: [] for k in Work.__dataclass_fields__}
+    for point in points:
+        kv_dtype = "fp8" if point.dtype == "fp8" else "fp16"
+        est = ttft_itl(
+            point.spec, point.gpu, point.dtype, point.tp, point.input_len, point.output_len,
+            kv_dtype=kv_dtype, params=_UNIT, batch_size=point.batch,
+        )  # fmt: skip
+        step = est.prefill if point.metric == "TTFT" else est.decode
+        ttft = point.metric == "TTFT"
+        tokens = point.batch * (point.input_len if ttft else 1)
+        multi = point.tp > 1
+        cols["compute"].append(step.compute_s)
+        cols["memory"].append(step.memory_s)
+        cols["tokens"].append(tokens)
+        cols["seqs"].append(point.batch)
+        cols["layers"].append(point.spec.num_layers)
+        cols["is_ttft"].append(float(ttft))
+        cols["allreduces"].append(2 * point.spec.num_layers if multi else 0)
+        cols["doublings"].append(math.log2(point.tp) - 1 if multi else 0)
+        cols["comm_bw"].append(step.comm_s)
+        cols["measured"].append(point.measured_s)
+    return Work(**{k: np.array(v, dtype=float) for k, v in cols.items()})
+
+
+_LINEAR = ("step", "layer", "seq", "request", "alpha0", "alpha1", "inv_link_eff")
+
+
+def _design(work: Work, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the roof part of each prediction, the matrix of the linear terms)."""
+    mem_eff, comp_eff, half = eff
+    roof = np.maximum(
+        work.compute * (1 + half / np.maximum(work.tokens, 1)) / comp_eff, work.memory / mem_eff
+    )
+    matrix = np.column_stack(
+        [
+            np.ones_like(roof),
+            work.layers,
+            work.seqs,
+            work.is_ttft,
+            work.allreduces,
+            work.allreduces * work.doublings,
+            work.comm_bw,
+        ]
+    )
+    return roof, matrix
+
+
+def _solve_linear(work: Work, eff: np.ndarray, fixed: dict[str, float]) -> np.ndarray:
+    """Non-negative weighted least squares for the linear terms, `fixed` ones held."""
+    roof, matrix = _design(work, eff)
+    weight = 1 / work.measured
+    target = work.measured - roof
+    free = [i for i, name in enumerate(_LINEAR) if name not in fixed]
+    held = np.array([fixed.get(name, 0.0) for name in _LINEAR])
+    target = target - matrix @ held
+    coef = held.copy()
+    active = [i for i in free if np.any(matrix[:, i] != 0)]
+    while active:
+        a = matrix[:, active] * weight[:, None]
+        solution = np.linalg.lstsq(a, target * weight, rcond=None)[0]
+        if np.all(solution >= 0):
+            coef[active] = solution
+            break
+        active = [i for i, c in zip(active, solution, strict=True) if c > 0]
+    return coef
+
+
+def _relative_errors(work: Work, eff: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    roof, matrix = _design(work, eff)
+    return (roof + matrix @ coef) / work.measured - 1
+
+
+def nelder_mead(
+    f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.1, iters: int = 300
+) -> np.ndarray:
+    """A plain Nelder-Mead simplex (numpy only; the project does not depend on scipy)."""
+    simplex = [x0] + [
+        x0 + step * np.eye(len(x0))[i] * max(abs(x0[i]), 1e-3) for i in range(len(x0))
+    ]
+    values = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = np.argsort(values)
+        simplex = [simplex[i] for i in order]
+        values = [values[i] for i in order]
+        centroid = np.mean(simplex[:-1], axis=0)
+        reflected = centroid + (centroid - simplex[-1])
+        fr = f(reflected)
+        if fr < values[0]:
+            expanded = centroid + 2 * (centroid - simplex[-1])
+            fe = f(expanded)
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = centroid + 0.5 * (simplex[-1] - centroid)
+            fc = f(contracted)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                best = simplex[0]
+                simplex = [best + 0.5 * (x - best) for x in simplex]
+                values = [f(x) for x in simplex]
+    return simplex[int(np.argmin(values))]
+
+
+def fit_generation(work: Work, fixed: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Efficiencies (η_m, η_c, n½) and linear terms that minimise the squared relative error."""
+
+    def bounded(x: np.ndarray) -> np.ndarray:
+        # HBM streams reach ~90 % of the datasheet at best, tensor cores ~85 % of the dense peak.
+        return np.array([min(0.9, max(0.05, x[0])), min(0.85, max(0.05, x[1])), max(0.0, x[2])])
+
+    def loss(x: np.ndarray) -> float:
+        eff = bounded(x)
+        errors = _relative_errors(work, eff, _solve_linear(work, eff, fixed))
+        return float(np.mean(errors**2))
+
+    best = bounded(nelder_mead(loss, np.array([0.8, 0.6, 50.0]), step=0.2))
+    return best, _solve_linear(work, best, fixed)
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def vidur_nvlink() -> tuple[float, float, float]:
+    """(α at 2 ranks, α added per doubling, bus-bandwidth efficiency) from Vidur's H100 data."""
+    alphas, effs = [], []
+    with (_fixtures() / "h100_dgx_all_reduce.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    for ranks in (2, 4, 8):
+        mine = [r for r in rows if int(r["num_workers"]) == ranks]
+        size = np.array([float(r["size"]) for r in mine])
+        secs = np.array([float(r["time_stats.all_reduce.median"]) for r in mine]) / 1e3
+        alpha = float(np.median(secs[size < 1e6]))
+        big = size > 8e6
+        moved = 2 * (ranks - 1) / ranks * size[big]
+        busbw = float(np.median(moved / (secs[big] - alpha)))
+        alphas.append(alpha)
+        effs.append(busbw / get_gpu("H100-SXM").link_bw_bytes_per_s)
+    return alphas[0], (alphas[2] - alphas[0]) / 2, float(np.median(effs))
+
+
+def _params(eff: np.ndarray, coef: np.ndarray, pcie: LinkParams | None = None) -> RooflineParams:
+    named = dict(zip(_LINEAR, coef, strict=True))
+    link = LinkParams(named["alpha0"], named["alpha1"], min(1.0, 1 / named["inv_link_eff"]), True)
+    return RooflineParams(
+        mem_efficiency=float(eff[0]),
+        compute_efficiency=float(eff[1]),
+        compute_half_tokens=float(eff[2]),
+        step_overhead_s=named["step"],
+        layer_overhead_s=named["layer"],
+        seq_overhead_s=named["seq"],
+        request_overhead_s=named["request"],
+        nvlink=link,
+        pcie=link if pcie is None else pcie,
+    )
+
+
+def _summary(errors: Sequence[float]) -> str:
+    if not errors:
+        return "no points"
+    mags = sorted(abs(e) for e in errors)
+    p90 = mags[min(len(mags) - 1, int(0.9 * len(mags)))]
+    within = sum(m <= 0.2 for m in mags) / len(mags)
+    return (
+        f"{len(mags):4d} points  median |err| {statistics.median(mags):5.1%}  p90 {p90:5.1%}  "
+        f"max {mags[-1]:6.1%}  within 20 % {within:5.1%}"
+    )
+
+
+def _regimes(points: Sequence[Point]) -> dict[str, list[int]]:
+    """Index lists: batch 1, saturation (the largest batch of each configuration), the rest."""
+    largest: dict[tuple[str, str, int, int, int, str], int] = {}
+    for p in points:
+        key = (p.spec.name, p.gpu.name, p.tp, p.input_len, p.output_len, p.dtype)
+        largest[key] = max(largest.get(key, 0), p.batch)
+    out: dict[str, list[int]] = {"batch 1": [], "saturation": [], "other batches": []}
+    for i, p in enumerate(points):
+        key = (p.spec.name, p.gpu.name, p.tp, p.input_len, p.output_len, p.dtype)
+        name = (
+            "batch 1"
+            if p.batch == 1
+            else "saturation"
+            if p.batch == largest[key]
+            else "other batches"
+        )
+        out[name].append(i)
+    return out
+
+
+def report(
+    points: Sequence[Point], params: dict[str, RooflineParams], rows: bool
+) -> dict[str, list[float]]:
+    """Print every point (when `rows`) and the summaries; return the errors per generation."""
+    errors = [predict(p, params[p.gpu.generation]) / p.measured_s - 1 for p in points]
+    if rows:
+        print(f"{'point':<58} {'metric':<5} {'predicted':>10} {'measured':>10} {'error':>7}")
+        for p, e in zip(points, errors, strict=True):
+            pred = p.measured_s * (1 + e)
+            print(
+                f"{p.label:<58} {p.metric:<5} {pred * 1e3:8.2f}ms "
+                f"{p.measured_s * 1e3:8.2f}ms {e:+7.1%}"
+            )
+    per_generation: dict[str, list[float]] = {}
+    for generation in sorted({p.gpu.generation for p in points}):
+        mine = [i for i, p in enumerate(points) if p.gpu.generation == generation]
+        per_generation[generation] = [errors[i] for i in mine]
+        print(f"\n{generation}: {_summary([errors[i] for i in mine])}")
+        for regime, idx in _regimes([points[i] for i in mine]).items():
+            for metric in ("TTFT", "ITL"):
+                sel = [errors[mine[j]] for j in idx if points[mine[j]].metric == metric]
+                print(f"  {regime:<14} {metric:<5} {_summary(sel)}")
+    return per_generation
+
+
+def held_out(params: RooflineParams) -> None:
+    print("\nheld out (published NIM point, not fitted):")
+    for name, gpu, dtype, tp, i, o, ttft, itl in _HELD_OUT:
+        est = ttft_itl(
+            load_model(name), get_gpu(gpu), dtype, tp, i, o, kv_dtype="fp8", params=params
+        )
+        print(
+            f"  {name} {gpu} {dtype} tp{tp} {i}/{o}: TTFT {est.ttft_s * 1e3:.1f} ms vs "
+            f"{ttft * 1e3:.1f} ({est.ttft_s / ttft - 1:+.1%}), ITL {est.itl_s * 1e3:.2f} ms vs "
+            f"{itl * 1e3:.2f} ({est.itl_s / itl - 1:+.1%})"
+        )
+
+
+def _median_max(errors: Sequence[float]) -> list[float]:
+    mags = [abs(e) for e in errors]
+    return [round(statistics.median(mags), 4), round(max(mags), 4)]
+
+
+def _write(
+    params: dict[str, RooflineParams],
+    errors: dict[str, list[float]],
+    points: Sequence[Point],
+) -> None:
+    generations = {}
+    for generation, p in params.items():
+        mags = sorted(abs(e) for e in errors[generation])
+        mine = [q for q in points if q.gpu.generation == generation]
+        regimes = _regimes(mine)
+        generations[generation] = {
+            "mem_efficiency": round(p.mem_efficiency, 4),
+            "compute_efficiency": round(p.compute_efficiency, 4),
+            "compute_half_tokens": round(p.compute_half_tokens, 1),
+            "step_overhead_s": round(p.step_overhead_s, 7),
+            "layer_overhead_s": round(p.layer_overhead_s, 8),
+            "seq_overhead_s": round(p.seq_overhead_s, 8),
+            "request_overhead_s": round(p.request_overhead_s, 7),
+            "num_points": len(mags),
+            "median_abs_error": round(statistics.median(mags), 4),
+            "max_abs_error": round(mags[-1], 4),
+            "batch_one": _median_max([errors[generation][i] for i in regimes["batch 1"]]),
+            "saturation": _median_max([errors[generation][i] for i in regimes["saturation"]]),
+            "source": _SOURCE,
+        }
+    hopper, ada = params["hopper"], params["ada"]
+    table = {
+        "_note": (
+            "Written by benchmarks/fit_costmodel.py --write from TensorRT-LLM 0.9 static-batch "
+            "TTFT/ITL (NVIDIA DLI sizing data) and Vidur's 8xH100 all-reduce times; "
+            "nvlink fitted on Hopper (cross-checked against Vidur), pcie on L40S. "
+            "Do not edit by hand."
+        ),
+        "generations": generations,
+        "borrow": {"blackwell": "hopper", "cdna3": "hopper"},
+        "links": {
+            name: {
+                "alpha_s": round(link.alpha_s, 8),
+                "alpha_per_doubling_s": round(link.alpha_per_doubling_s, 8),
+                "bw_efficiency": round(link.bw_efficiency, 4),
+                "calibrated": True,
+            }
+            for name, link in (("nvlink", hopper.nvlink), ("pcie", ada.pcie))
+        },
+    }
+    _TABLE.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {_TABLE.relative_to(_ROOT)}")
+
+
+def fit(points: Sequence[Point]) -> dict[str, RooflineParams]:
+    """Hopper first (it fixes NVLink), then Ampere with that link, then Ada (PCIe only)."""
+    params: dict[str, RooflineParams] = {}
+    work = make_work([p for p in points if p.gpu.generation == "hopper"])
+    eff, coef = fit_generation(work, {})
+    params["hopper"] = _params(eff, coef)
+    nvlink = params["hopper"].nvlink
+    held = {"alpha0": nvlink.alpha_s, "alpha1": nvlink.alpha_per_doubling_s,
+            "inv_link_eff": 1 / nvlink.bw_efficiency}  # fmt: skip
+    work = make_work([p for p in points if p.gpu.generation == "ampere"])
+    eff, coef = fit_generation(work, held)
+    params["ampere"] = _params(eff, coef)
+    work = make_work([p for p in points if p.gpu.generation == "ada"])
+    eff, coef = fit_generation(work, {})
+    ada = _params(eff, coef)
+    params["ada"] = replace(ada, nvlink=nvlink)
+    params["hopper"] = replace(params["hopper"], pcie=ada.pcie)
+    params["ampere"] = replace(params["ampere"], pcie=ada.pcie)
+    return params
+
+
+def _print_params(params: dict[str, RooflineParams]) -> None:
+    for generation, p in params.items():
+        print(
+            f"{generation:<7} η_m {p.mem_efficiency:.3f}  η_c {p.compute_efficiency:.3f}  "
+            f"n½ {p.compute_half_tokens:5.0f}  step {p.step_overhead_s * 1e3:.3f} ms  "
+            f"layer {p.layer_overhead_s * 1e6:5.1f} µs  seq {p.seq_overhead_s * 1e6:5.1f} µs  "
+            f"request {p.request_overhead_s * 1e3:.3f} ms"
+        )
+    for name, link in (("nvlink", params["hopper"].nvlink), ("pcie", params["ada"].pcie)):
+        print(
+            f"{name:<7} α₀ {link.alpha_s * 1e6:.1f} µs  α₁ {link.alpha_per_doubling_s * 1e6:.1f} µs"
+            f"/doubling  η_link {link.bw_efficiency:.2f}"
+        )
+    a0, a1, eta = vidur_nvlink()
+    print(
+        f"Vidur   α₀ {a0 * 1e6:.1f} µs  α₁ {a1 * 1e6:.1f} µs/doubling  η_link {eta:.2f} "
+        "(eager NCCL, 8×H100)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--write", action="store_true", help="write the fitted table")
+    parser.add_argument("--check", action="store_true", help="report the packaged table only")
+    parser.add_argument("--no-rows", action="store_true", help="summaries only")
+    args = parser.parse_args()
+    points = load_points()
+    dense = [p for p in points if not p.spec.is_moe]
+    moe = [p for p in points if p.spec.is_moe]
+    if args.check:
+        from infertriage.plan import params_for  # noqa: PLC0415
+
+        params = {g: params_for(p.gpu) for p in points for g in [p.gpu.generation]}
+    else:
+        params = fit(dense)
+    _print_params(params)
+    errors = report(dense, params, rows=not args.no_rows)
+    print("\nnot fitted, MoE (Mixtral-8x7B):")
+    report(moe, params, rows=False)
+    held_out(params["hopper"])
+    if args.write:
+        _write(params, errors, dense)
+
+
+if __name__ == "__main__":
+    main()

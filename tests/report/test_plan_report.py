@@ -1,0 +1,41 @@
+"""report.plan: `plan`'s parameter counts and its statement of the cost model's error."""
+
+from __future__ import annotations
+
+import pytest
+
+from infertriage.api.plan import plan as run_plan
+from infertriage.api.specs import PlanSpec
+from infertriage.report.plan import plan_to_json
+
+
+def test_plan_json_reports_parameters_and_its_error() -> None:
+    report = run_plan(
+        PlanSpec(model="mixtral-8x7b", gpu="H100-SXM", tp=2, max_model_len=4096, concurrency=1)
+    )
+    doc = plan_to_json(report)
+    params = doc["parameters"]
+    assert isinstance(params, dict)
+    assert params["total"] == pytest.approx(46.70e9, rel=0.01)
+    assert params["active"] == pytest.approx(12.88e9, rel=0.01)
+    assert "lm_head" in str(params["convention"])
+    accuracy = doc["accuracy"]
+    assert isinstance(accuracy, dict)
+    assert accuracy["covered"] is False  # MoE is not fitted, and says so
+    assert "MoE" in str(accuracy["statement"])
+    low, high = accuracy["itl_range_s"]
+    assert low < report.plan.roofline.itl_s < high
+
+
+def test_covered_dense_plan_states_its_published_error() -> None:
+    report = run_plan(
+        PlanSpec(model="llama-3.1-8b", gpu="H100-SXM", max_model_len=4096, concurrency=1)
+    )
+    doc = plan_to_json(report)
+    accuracy = doc["accuracy"]
+    assert isinstance(accuracy, dict)
+    assert accuracy["covered"] is True and accuracy["num_points"] > 1000
+    assert 0 < accuracy["median_abs_error"] <= 0.1
+    params = doc["parameters"]
+    assert isinstance(params, dict)
+    assert params["total"] == params["active"] == pytest.approx(8.03e9, rel=0.01)
