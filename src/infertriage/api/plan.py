@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infertriage.api.specs import PlanSpec
+from infertriage.api.traffic import traffic_plan
 from infertriage.plan import (
     PlanInputs,
     PlanReport,
@@ -57,14 +58,14 @@ def plan(spec: PlanSpec) -> PlanReport:
         output_len = output_len or workload.mean_output_len
         concurrency = concurrency or max(1, round(workload.mean_concurrency))
         measured_throughput_tok_s = measured_throughput_tok_s or workload.output_tok_s
-    if concurrency is None:
+    if concurrency is None and spec.traffic is None:
         raise UserError("--concurrency is required (or --from-run to take it from a run).")
     num_gpus = spec.num_gpus
     inputs = PlanInputs(
         model=load_model(spec.model),
         gpu=get_gpu(spec.gpu),
         max_model_len=spec.max_model_len,
-        concurrency=concurrency,
+        concurrency=concurrency or 1,
         input_len=input_len,
         output_len=output_len,
         num_gpus=num_gpus,
@@ -77,6 +78,12 @@ def plan(spec: PlanSpec) -> PlanReport:
         gpu_memory_utilization=spec.gpu_memory_utilization,
         max_num_batched_tokens=spec.max_num_batched_tokens,
     )
+    traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
+    if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
+        peak = traffic.peak.capacity
+        inputs = inputs.replace(
+            concurrency=peak.concurrency, input_len=peak.input_len, output_len=peak.output_len
+        )
     capacity = make_capacity_plan(inputs)
     advice, advice_error = None, ""
     try:
@@ -102,4 +109,5 @@ def plan(spec: PlanSpec) -> PlanReport:
         ),
         cost_per_million_output_tokens=cost,
         from_run=workload,
+        traffic=traffic,
     )

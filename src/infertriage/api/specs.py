@@ -205,6 +205,16 @@ class PlanSpec(_Spec):
     measured_throughput_tok_s: float | None = None
     gpu_hour_cost: float | None = None
     from_run: Path | None = None
+    # operations: a day of traffic, the autoscaler, spot prices (`plan --traffic`)
+    traffic: Path | None = None  # CSV: time, requests_per_s[, input_tokens, output_tokens]
+    slo: str | None = None  # the TTFT and ITL limits each replica must meet
+    hpa: Path | None = None  # write a HorizontalPodAutoscaler manifest here
+    deployment_name: str = "llm"
+    namespace: str | None = None
+    cold_start_s: float | None = None  # None: a validate run's (--from-run), else none
+    spot_cost: float | None = None  # $ per GPU-hour on spot
+    spot_interruptions_per_hour: float = 0.05  # per replica
+    spot_notice_s: float = 120.0
 
 
 class SimulateSpec(_Spec):

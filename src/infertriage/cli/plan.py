@@ -58,6 +58,27 @@ def plan(
     ),
     from_run: Path | None = typer.Option(None, "--from-run", help="Take lengths from a run."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    traffic: Path | None = typer.Option(
+        None, "--traffic", help="CSV: time, requests_per_s[, input_tokens, output_tokens]."
+    ),
+    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    hpa: Path | None = typer.Option(
+        None, "--hpa", help="Write a HorizontalPodAutoscaler (autoscaling/v2) manifest here."
+    ),
+    deployment_name: str = typer.Option("llm", "--deployment", help="The HPA's Deployment."),
+    namespace: str | None = typer.Option(None, "--namespace", help="The HPA's namespace."),
+    cold_start: float | None = typer.Option(
+        None, "--cold-start", help="Seconds from a replica's start to its first token."
+    ),
+    spot_cost: float | None = typer.Option(
+        None, "--spot-cost", callback=positive, help="$ per GPU-hour on spot instances."
+    ),
+    spot_interruptions: float = typer.Option(
+        0.05, "--spot-interruptions-per-hour", help="Assumed interruptions per replica-hour."
+    ),
+    spot_notice: float = typer.Option(
+        120.0, "--spot-notice", help="Seconds of notice before an interruption (AWS: 120)."
+    ),
 ) -> None:
     spec = PlanSpec(
         model=model,
@@ -80,6 +101,15 @@ def plan(
         measured_throughput_tok_s=measured_throughput,
         gpu_hour_cost=gpu_hour_cost,
         from_run=from_run,
+        traffic=traffic,
+        slo=slo,
+        hpa=hpa,
+        deployment_name=deployment_name,
+        namespace=namespace,
+        cold_start_s=cold_start,
+        spot_cost=spot_cost,
+        spot_interruptions_per_hour=spot_interruptions,
+        spot_notice_s=spot_notice,
     )
     report = api.plan(spec)
     if json_out:

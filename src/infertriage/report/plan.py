@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.plan import CapacityPlan, PlanReport, WhatIfRow
+from infertriage.report.traffic import render_traffic, traffic_to_json
 from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import GIB, format_bytes, format_seconds
 
@@ -125,6 +126,8 @@ def plan_to_json(report: PlanReport) -> dict[str, object]:
             "mean_concurrency": w.mean_concurrency,
             "output_tok_s": w.output_tok_s,
         }
+    if report.traffic is not None:
+        document["traffic"] = traffic_to_json(report.traffic)
     return document
 
 
@@ -253,8 +256,14 @@ def render_plan(report: PlanReport, console: Console) -> None:
             style="bold",
         )
     )
-    parts: list[Table | Text] = [_memory_table(plan), _kv_lines(plan), _roofline_lines(report)]
+    parts: list[Table | Text | Group] = [
+        _memory_table(plan),
+        _kv_lines(plan),
+        _roofline_lines(report),
+    ]
     parts.append(_advice_lines(report))
     if report.what_if:
         parts.append(_what_if_table(report.what_if))
+    if report.traffic is not None:
+        parts.append(render_traffic(report.traffic))
     console.print(Group(*parts))
