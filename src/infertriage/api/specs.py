@@ -153,6 +153,8 @@ class ValidateSpec(_Spec):
     seed: int = 0
     out: Path | None = None
     force: bool = False
+    # operations: the longest generation through whatever fronts the server (0: not run)
+    long_generation_max_s: float = 0.0
 
 
 class CompareRunsSpec(_Spec):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from infertriage.api.operations import COLD_START_CHECK
 from infertriage.api.specs import PlanSpec
 from infertriage.plan.capacity import PlanInputs
 from infertriage.plan.hpa import make_hpa_manifest
@@ -25,9 +26,7 @@ from infertriage.plan.traffic import (
 )
 from infertriage.schemas import UserError, load_thresholds
 
-__all__ = ["COLD_START_CHECK", "measured_cold_start_s", "traffic_plan"]
-
-COLD_START_CHECK = "operations.cold_start"
+__all__ = ["measured_cold_start_s", "traffic_plan"]
 
 
 def measured_cold_start_s(run_dir: Path) -> float | None:
