@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infertriage.api.specs import PlanSpec
+from infertriage.api.topology import read_interconnect
 from infertriage.api.traffic import traffic_plan
 from infertriage.plan import (
     PlanInputs,
@@ -22,6 +23,7 @@ from infertriage.plan import (
     normalize_dtype,
     sweep,
 )
+from infertriage.plan.topology import measured_gpu
 from infertriage.schemas import RequestRecord, RunDir, UserError
 
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
@@ -78,6 +80,9 @@ def plan(spec: PlanSpec) -> PlanReport:
         gpu_memory_utilization=spec.gpu_memory_utilization,
         max_num_batched_tokens=spec.max_num_batched_tokens,
     )
+    if spec.nvidia_smi_topo is not None or spec.nccl_tests:  # the measured interconnect
+        topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
+        inputs = inputs.replace(gpu=measured_gpu(inputs, runs, topo))
     traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
     if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
         peak = traffic.peak.capacity

@@ -34,6 +34,7 @@ __all__ = [
     "PlanSpec",
     "ReportSpec",
     "SimulateSpec",
+    "TopologySpec",
     "TwinSpec",
     "ValidateSpec",
     "parse_endpoint",
@@ -217,6 +218,9 @@ class PlanSpec(_Spec):
     spot_cost: float | None = None  # $ per GPU-hour on spot
     spot_interruptions_per_hour: float = 0.05  # per replica
     spot_notice_s: float = 120.0
+    # the measured interconnect (`infertriage topology`'s inputs): plan uses its bandwidth
+    nvidia_smi_topo: Path | None = None
+    nccl_tests: tuple[Path, ...] = ()
 
 
 class SimulateSpec(_Spec):
@@ -258,3 +262,17 @@ class ReportSpec(_Spec):
 
     run: Path
     html: Path | None = None
+
+
+class TopologySpec(_Spec):
+    """`topology`: a host's measured interconnect against the TP degrees a model needs."""
+
+    model: str
+    gpu: str
+    nvidia_smi_topo: Path | None = None  # `nvidia-smi topo -m` saved to a file
+    nccl_tests: tuple[Path, ...] = ()  # nccl-tests `all_reduce_perf` outputs, one per rank count
+    max_model_len: int = 8192
+    concurrency: int = 64  # the planned batch per replica
+    input_len: int | None = None
+    output_len: int | None = None
+    dtype: str = "bf16"

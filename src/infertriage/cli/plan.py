@@ -79,6 +79,12 @@ def plan(
     spot_notice: float = typer.Option(
         120.0, "--spot-notice", help="Seconds of notice before an interruption (AWS: 120)."
     ),
+    nvidia_smi_topo: Path | None = typer.Option(
+        None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file."
+    ),
+    nccl_tests: list[Path] = typer.Option(
+        [], "--nccl-tests", help="nccl-tests all_reduce_perf output: the measured bandwidth."
+    ),
 ) -> None:
     spec = PlanSpec(
         model=model,
@@ -110,6 +116,8 @@ def plan(
         spot_cost=spot_cost,
         spot_interruptions_per_hour=spot_interruptions,
         spot_notice_s=spot_notice,
+        nvidia_smi_topo=nvidia_smi_topo,
+        nccl_tests=tuple(nccl_tests),
     )
     report = api.plan(spec)
     if json_out:
