@@ -67,6 +67,7 @@ def test_a_gateway_that_cuts_streams_fails_with_the_second_it_cuts_at(
     assert check.status is CheckStatus.FAIL and check.group is CheckGroup.OPERATIONS
     assert 1.4 <= check.figures["cut_at_s"] <= 2.5  # the cut, plus a busy machine's lag
     assert check.figures["cut_fraction"] == 1.0
+    assert check.figures["estimated_s"] > check.figures["cut_at_s"]  # ~4 s of tokens, cut at 1.5
     assert "application.stream_cut" in check.detail
     assert "raise the gateway's read/idle timeout above the longest generation" in check.detail
     assert 400 < check.figures["max_tokens"] <= 512  # the server's limit, not a guess

@@ -87,10 +87,12 @@ def _judge(records: list[RequestRecord], max_s: float, thresholds: Thresholds) -
     cut = _cut_finding_lines(share, at_s, thresholds)
     if cut is not None:
         title, step = cut
-        figures |= {"cut_at_s": at_s, "cut_fraction": share}
+        whole = _whole_s(records, asked)
+        figures |= {"cut_at_s": at_s, "cut_fraction": share, "estimated_s": whole}
         detail = (
-            f"{title} of a {asked:,}-token generation: something between the client and the "
-            f"server cuts it (application.stream_cut); {step}."
+            f"{title} of a {asked:,}-token generation (a whole one takes about {whole:.0f} s): "
+            f"something between the client and the server cuts it (application.stream_cut); "
+            f"{step}."
         )
         return Check(
             CheckGroup.OPERATIONS, LONG_GENERATION_CHECK, CheckStatus.FAIL, detail, figures
@@ -105,6 +107,13 @@ def _judge(records: list[RequestRecord], max_s: float, thresholds: Thresholds) -
             CheckGroup.OPERATIONS, LONG_GENERATION_CHECK, CheckStatus.PASS, detail, figures
         )
     return _unfinished(records, asked, figures)
+
+
+def _whole_s(records: list[RequestRecord], asked: int) -> float:
+    """How long a whole generation of `asked` tokens takes, at the pace the streams kept."""
+    ran = max(((r.end_ts or r.sent_ts) - r.sent_ts for r in records), default=0.0)
+    made = max((sum(c.num_tokens for c in r.chunks) for r in records), default=0)
+    return asked * ran / made if made > 0 else float("inf")
 
 
 def _capped(record: RequestRecord, max_s: float) -> bool:
@@ -131,8 +140,7 @@ def _unfinished(records: list[RequestRecord], asked: int, figures: dict[str, flo
         )
     ran = max(((r.end_ts or r.sent_ts) - r.sent_ts for r in records), default=0.0)
     made = max((sum(c.num_tokens for c in r.chunks) for r in records), default=0)
-    rate = made / ran if ran > 0 else 0.0
-    whole = asked / rate if rate > 0 else float("inf")
+    whole = _whole_s(records, asked)
     figures |= {"ran_s": ran, "estimated_s": whole}
     detail = (
         f"nothing cut the streams in the {ran:.1f} s they ran ({made:,} of {asked:,} tokens); "
