@@ -10,7 +10,7 @@ from rich.console import Console
 from infertriage import api
 from infertriage.api.specs import PlanSpec
 from infertriage.cli.common import print_json
-from infertriage.cli.options import fraction, milliseconds, positive
+from infertriage.cli.options import fraction, milliseconds, non_negative, positive
 from infertriage.report.plan import plan_to_json, render_plan
 
 
@@ -68,16 +68,25 @@ def plan(
     deployment_name: str = typer.Option("llm", "--deployment", help="The HPA's Deployment."),
     namespace: str | None = typer.Option(None, "--namespace", help="The HPA's namespace."),
     cold_start: float | None = typer.Option(
-        None, "--cold-start", help="Seconds from a replica's start to its first token."
+        None,
+        "--cold-start",
+        callback=non_negative,
+        help="Seconds from a replica's start to its first token.",
     ),
     spot_cost: float | None = typer.Option(
         None, "--spot-cost", callback=positive, help="$ per GPU-hour on spot instances."
     ),
     spot_interruptions: float = typer.Option(
-        0.05, "--spot-interruptions-per-hour", help="Assumed interruptions per replica-hour."
+        0.05,
+        "--spot-interruptions-per-hour",
+        callback=non_negative,
+        help="Assumed interruptions per replica-hour.",
     ),
     spot_notice: float = typer.Option(
-        120.0, "--spot-notice", help="Seconds of notice before an interruption (AWS: 120)."
+        120.0,
+        "--spot-notice",
+        callback=non_negative,
+        help="Seconds of notice before an interruption (AWS: 120).",
     ),
     nvidia_smi_topo: Path | None = typer.Option(
         None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file."
