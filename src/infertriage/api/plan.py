@@ -82,7 +82,9 @@ def plan(spec: PlanSpec) -> PlanReport:
     )
     if spec.nvidia_smi_topo is not None or spec.nccl_tests:  # the measured interconnect
         topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
-        inputs = inputs.replace(gpu=measured_gpu(inputs, runs, topo))
+        # at the planned batch; a curve with no --concurrency plans replicas near max_num_seqs
+        planned = inputs.replace(concurrency=concurrency or inputs.max_num_seqs)
+        inputs = inputs.replace(gpu=measured_gpu(planned, runs, topo))
     traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
     if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
         peak = traffic.peak.capacity
