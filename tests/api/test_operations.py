@@ -85,7 +85,7 @@ def test_the_same_generation_uncut_passes(short_twin: TwinProcess, tmp_path: Pat
 def test_a_cap_shorter_than_the_generation_says_how_long_to_allow(
     short_twin: TwinProcess, tmp_path: Path
 ) -> None:
-    check, _ = _check(short_twin.url, 1.0, tmp_path / "lg")
+    check, _ = _check(short_twin.url, 2.5, tmp_path / "lg")
     assert check.status is CheckStatus.WARN, check.detail
     assert "rerun with --long-generation-max-s" in check.detail
     assert check.figures["estimated_s"] > check.figures["ran_s"]

@@ -49,6 +49,17 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
     )
 
 
+def _with_measured_link(spec: PlanSpec, inputs: PlanInputs, concurrency: int | None) -> PlanInputs:
+    """`inputs` on the measured interconnect (`--nvidia-smi-topo`, `--nccl-tests`), if given:
+    its bus bandwidth at the planned batch's all-reduce (a curve with no --concurrency plans
+    replicas near max_num_seqs)."""
+    if spec.nvidia_smi_topo is None and not spec.nccl_tests:
+        return inputs
+    topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
+    planned = inputs.replace(concurrency=concurrency or inputs.max_num_seqs)
+    return inputs.replace(gpu=measured_gpu(planned, runs, topo))
+
+
 def plan(spec: PlanSpec) -> PlanReport:
     """The `plan` command: capacity, headroom, roofline, advice and what-if sweeps."""
     from_run = spec.from_run
@@ -80,11 +91,7 @@ def plan(spec: PlanSpec) -> PlanReport:
         gpu_memory_utilization=spec.gpu_memory_utilization,
         max_num_batched_tokens=spec.max_num_batched_tokens,
     )
-    if spec.nvidia_smi_topo is not None or spec.nccl_tests:  # the measured interconnect
-        topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
-        # at the planned batch; a curve with no --concurrency plans replicas near max_num_seqs
-        planned = inputs.replace(concurrency=concurrency or inputs.max_num_seqs)
-        inputs = inputs.replace(gpu=measured_gpu(planned, runs, topo))
+    inputs = _with_measured_link(spec, inputs, concurrency)
     traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
     if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
         peak = traffic.peak.capacity
