@@ -25,7 +25,8 @@ def test_healthy_twin_is_ready_and_the_run_keeps_every_phase(tmp_path: Path) -> 
     failed = {c.name: c.detail for c in result.checks if c.failed}
     assert result.ready, failed
     functional = [name for name in statuses if name.startswith("functional.")]
-    assert len(functional) == 18
+    assert len(functional) == 19  # 18 probes, and whether the request id survives
+    assert statuses["functional.request_id"] is CheckStatus.PASS  # the twin names it as vLLM
     assert statuses["performance.ttft_p95"] in (CheckStatus.PASS, CheckStatus.MARGINAL)
     # 20-odd requests cannot prove a 0.1 % error rate: a marginal pass, and it says so.
     assert statuses["performance.error_rate"] is CheckStatus.MARGINAL

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from infertriage.api.specs import PlanSpec
+from infertriage.api.topology import read_interconnect
+from infertriage.api.traffic import traffic_plan
 from infertriage.plan import (
     PlanInputs,
     PlanReport,
@@ -21,6 +23,7 @@ from infertriage.plan import (
     normalize_dtype,
     sweep,
 )
+from infertriage.plan.topology import measured_gpu
 from infertriage.schemas import RequestRecord, RunDir, UserError
 
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
@@ -46,6 +49,17 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
     )
 
 
+def _with_measured_link(spec: PlanSpec, inputs: PlanInputs, concurrency: int | None) -> PlanInputs:
+    """`inputs` on the measured interconnect (`--nvidia-smi-topo`, `--nccl-tests`), if given:
+    its bus bandwidth at the planned batch's all-reduce (a curve with no --concurrency plans
+    replicas near max_num_seqs)."""
+    if spec.nvidia_smi_topo is None and not spec.nccl_tests:
+        return inputs
+    topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
+    planned = inputs.replace(concurrency=concurrency or inputs.max_num_seqs)
+    return inputs.replace(gpu=measured_gpu(planned, runs, topo))
+
+
 def plan(spec: PlanSpec) -> PlanReport:
     """The `plan` command: capacity, headroom, roofline, advice and what-if sweeps."""
     from_run = spec.from_run
@@ -57,14 +71,14 @@ def plan(spec: PlanSpec) -> PlanReport:
         output_len = output_len or workload.mean_output_len
         concurrency = concurrency or max(1, round(workload.mean_concurrency))
         measured_throughput_tok_s = measured_throughput_tok_s or workload.output_tok_s
-    if concurrency is None:
+    if concurrency is None and spec.traffic is None:
         raise UserError("--concurrency is required (or --from-run to take it from a run).")
     num_gpus = spec.num_gpus
     inputs = PlanInputs(
         model=load_model(spec.model),
         gpu=get_gpu(spec.gpu),
         max_model_len=spec.max_model_len,
-        concurrency=concurrency,
+        concurrency=concurrency or 1,
         input_len=input_len,
         output_len=output_len,
         num_gpus=num_gpus,
@@ -77,6 +91,13 @@ def plan(spec: PlanSpec) -> PlanReport:
         gpu_memory_utilization=spec.gpu_memory_utilization,
         max_num_batched_tokens=spec.max_num_batched_tokens,
     )
+    inputs = _with_measured_link(spec, inputs, concurrency)
+    traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
+    if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
+        peak = traffic.peak.capacity
+        inputs = inputs.replace(
+            concurrency=peak.concurrency, input_len=peak.input_len, output_len=peak.output_len
+        )
     capacity = make_capacity_plan(inputs)
     advice, advice_error = None, ""
     try:
@@ -102,4 +123,5 @@ def plan(spec: PlanSpec) -> PlanReport:
         ),
         cost_per_million_output_tokens=cost,
         from_run=workload,
+        traffic=traffic,
     )

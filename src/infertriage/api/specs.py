@@ -37,6 +37,7 @@ __all__ = [
     "PlanSpec",
     "ReportSpec",
     "SimulateSpec",
+    "TopologySpec",
     "TwinSpec",
     "ValidateSpec",
     "parse_endpoint",
@@ -156,6 +157,8 @@ class ValidateSpec(_Spec):
     seed: int = 0
     out: Path | None = None
     force: bool = False
+    # operations: the longest generation through whatever fronts the server (0: not run)
+    long_generation_max_s: float = 0.0
 
 
 class CompareRunsSpec(_Spec):
@@ -208,6 +211,19 @@ class PlanSpec(_Spec):
     measured_throughput_tok_s: float | None = None
     gpu_hour_cost: float | None = None
     from_run: Path | None = None
+    # operations: a day of traffic, the autoscaler, spot prices (`plan --traffic`)
+    traffic: Path | None = None  # CSV: time, requests_per_s[, input_tokens, output_tokens]
+    slo: str | None = None  # the TTFT and ITL limits each replica must meet
+    hpa: Path | None = None  # write a HorizontalPodAutoscaler manifest here
+    deployment_name: str = "llm"
+    namespace: str | None = None
+    cold_start_s: float | None = None  # None: a validate run's (--from-run), else none
+    spot_cost: float | None = None  # $ per GPU-hour on spot
+    spot_interruptions_per_hour: float = 0.05  # per replica
+    spot_notice_s: float = 120.0
+    # the measured interconnect (`infertriage topology`'s inputs): plan uses its bandwidth
+    nvidia_smi_topo: Path | None = None
+    nccl_tests: tuple[Path, ...] = ()
 
 
 class SimulateSpec(_Spec):
@@ -288,3 +304,17 @@ class LogsSpec(_Spec):
     until: str | None = None
     interval_s: float | None = None  # None: the engine's stats interval, widened to fit
     slo: str | None = None
+
+
+class TopologySpec(_Spec):
+    """`topology`: a host's measured interconnect against the TP degrees a model needs."""
+
+    model: str
+    gpu: str
+    nvidia_smi_topo: Path | None = None  # `nvidia-smi topo -m` saved to a file
+    nccl_tests: tuple[Path, ...] = ()  # nccl-tests `all_reduce_perf` outputs, one per rank count
+    max_model_len: int = 8192
+    concurrency: int = 64  # the planned batch per replica
+    input_len: int | None = None
+    output_len: int | None = None
+    dtype: str = "bf16"

@@ -34,13 +34,20 @@ class Target:
     # A fleet behind `url` whose replicas Prometheus scrapes: read them there, scrape nothing.
     prometheus: str | None = None
     selector: str = ""
+    # A server the command started itself: when its process started (time.monotonic) and
+    # how long it took to answer /health with 200 — its cold start. None for a --url server.
+    started_s: float | None = None
+    health_ready_s: float | None = None
 
 
 @contextlib.contextmanager
-def twin_target(scenario: str, profile_dir: Path | None = None) -> Iterator[Target]:
-    """A twin serving `scenario` on 127.0.0.1 for as long as the `with` lasts."""
+def twin_target(
+    scenario: str, profile_dir: Path | None = None, load_time_s: float | None = 0.2
+) -> Iterator[Target]:
+    """A twin serving `scenario` on 127.0.0.1 for as long as the `with` lasts; `load_time_s`
+    None keeps the scenario's own model load time (validate measures the cold start)."""
     loaded = load_scenario(scenario)
-    with TwinProcess(scenario, load_time_s=0.2, profile_dir=profile_dir) as twin:
+    with TwinProcess(scenario, load_time_s=load_time_s, profile_dir=profile_dir) as twin:
         yield Target(
             url=twin.url,
             metrics_url=None,
@@ -49,6 +56,8 @@ def twin_target(scenario: str, profile_dir: Path | None = None) -> Iterator[Targ
             deployment={**_twin_deployment(loaded), "replicas": 1},
             name=f"twin:{scenario}",
             profile=profile_dir is not None,
+            started_s=twin.started_s,
+            health_ready_s=twin.startup_s,
         )
 
 

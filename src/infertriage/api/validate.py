@@ -35,6 +35,11 @@ from infertriage.analyze.stats.latency import steady_requests
 from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.collect_thread import CollectedInfo
 from infertriage.api.interrupt import Interrupt, interruptible
+from infertriage.api.operations import (
+    LONG_GENERATION_CHECK,
+    cold_start_check,
+    long_generation_check,
+)
 from infertriage.api.specs import BenchSpec, ValidateSpec
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.diagnose import Evidence
@@ -207,8 +212,11 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
     with interruptible() as interrupt, contextlib.ExitStack() as stack:
         with in_phase(observer if spec.url is None else None, "starting the twin"):
             target = stack.enter_context(_target(spec))
+        with in_phase(observer, "cold start"):
+            cold_start = cold_start_check(target, spec)  # before any other request
         checks = _functional_checks(spec, target.url, observer)
         phase, collected = _run_phases(target, shared, load, interrupt)
+        checks += [cold_start, _long_generation(target, spec, run, (thresholds, interrupt))]
         if interrupt.requested:
             notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
         measured = _measured(run, phase, thresholds, spec.soak_s, spec.seed)
@@ -219,6 +227,23 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
         )  # fmt: skip
         _write(run, shared.clock, result, load, collected)
     return result
+
+
+def _long_generation(
+    target: Target, spec: ValidateSpec, run: RunDir, judged: tuple[Thresholds, Interrupt]
+) -> Check:
+    """The longest generation through what fronts the server, when asked (after the load)."""
+    thresholds, interrupt = judged
+    name, group = LONG_GENERATION_CHECK, CheckGroup.OPERATIONS
+    if spec.long_generation_max_s <= 0:
+        reason = (
+            "not run: add --long-generation-max-s 120 to send the longest generation the "
+            "server allows and see whether a gateway's timeout cuts it."
+        )
+        return Check(group, name, CheckStatus.SKIP, reason)
+    if interrupt.requested:
+        return Check(group, name, CheckStatus.SKIP, "the run was interrupted before it.")
+    return long_generation_check(target.url, spec, run.root / "long_generation", thresholds)[0]
 
 
 def _functional_checks(spec: ValidateSpec, url: str, observer: RunObserver | None) -> list[Check]:
@@ -234,8 +259,8 @@ def _functional_checks(spec: ValidateSpec, url: str, observer: RunObserver | Non
 
 def _target(spec: ValidateSpec) -> contextlib.AbstractContextManager[Target]:
     """The server to validate: the one at `--url`, or a twin started for the run."""
-    if spec.url is None:
-        return twin_target(spec.scenario)
+    if spec.url is None:  # with the scenario's own load time: its cold start is measured
+        return twin_target(spec.scenario, load_time_s=None)
     url = spec.url
     return contextlib.nullcontext(
         Target(url, spec.metrics_url, spec.dcgm_url, spec.server_pid, {}, url, profile=False)

@@ -18,6 +18,7 @@ from infertriage.cli import monitor as monitor_cmd
 from infertriage.cli import plan as plan_cmd
 from infertriage.cli import report as report_cmd
 from infertriage.cli import simulate as simulate_cmd
+from infertriage.cli import topology as topology_cmd
 from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.cli import validate as validate_cmd
@@ -59,6 +60,9 @@ app.command(
 )(validate_cmd.validate)
 app.command("report", help="One self-contained HTML file of a run: map, SLOs, charts, A/B.")(
     report_cmd.report
+)
+app.command("topology", help="Measured interconnect (nvidia-smi topo, nccl-tests) vs TP degrees.")(
+    topology_cmd.topology
 )
 app.add_typer(compare_cmd.baseline_app, name="baseline")
 app.command(

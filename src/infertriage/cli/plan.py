@@ -10,7 +10,7 @@ from rich.console import Console
 from infertriage import api
 from infertriage.api.specs import PlanSpec
 from infertriage.cli.common import print_json
-from infertriage.cli.options import fraction, milliseconds, positive
+from infertriage.cli.options import fraction, milliseconds, non_negative, positive
 from infertriage.report.plan import plan_to_json, render_plan
 
 
@@ -58,6 +58,42 @@ def plan(
     ),
     from_run: Path | None = typer.Option(None, "--from-run", help="Take lengths from a run."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    traffic: Path | None = typer.Option(
+        None, "--traffic", help="CSV: time, requests_per_s[, input_tokens, output_tokens]."
+    ),
+    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    hpa: Path | None = typer.Option(
+        None, "--hpa", help="Write a HorizontalPodAutoscaler (autoscaling/v2) manifest here."
+    ),
+    deployment_name: str = typer.Option("llm", "--deployment", help="The HPA's Deployment."),
+    namespace: str | None = typer.Option(None, "--namespace", help="The HPA's namespace."),
+    cold_start: float | None = typer.Option(
+        None,
+        "--cold-start",
+        callback=non_negative,
+        help="Seconds from a replica's start to its first token.",
+    ),
+    spot_cost: float | None = typer.Option(
+        None, "--spot-cost", callback=positive, help="$ per GPU-hour on spot instances."
+    ),
+    spot_interruptions: float = typer.Option(
+        0.05,
+        "--spot-interruptions-per-hour",
+        callback=non_negative,
+        help="Assumed interruptions per replica-hour.",
+    ),
+    spot_notice: float = typer.Option(
+        120.0,
+        "--spot-notice",
+        callback=non_negative,
+        help="Seconds of notice before an interruption (AWS: 120).",
+    ),
+    nvidia_smi_topo: Path | None = typer.Option(
+        None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file."
+    ),
+    nccl_tests: list[Path] = typer.Option(
+        [], "--nccl-tests", help="nccl-tests all_reduce_perf output: the measured bandwidth."
+    ),
 ) -> None:
     spec = PlanSpec(
         model=model,
@@ -80,6 +116,17 @@ def plan(
         measured_throughput_tok_s=measured_throughput,
         gpu_hour_cost=gpu_hour_cost,
         from_run=from_run,
+        traffic=traffic,
+        slo=slo,
+        hpa=hpa,
+        deployment_name=deployment_name,
+        namespace=namespace,
+        cold_start_s=cold_start,
+        spot_cost=spot_cost,
+        spot_interruptions_per_hour=spot_interruptions,
+        spot_notice_s=spot_notice,
+        nvidia_smi_topo=nvidia_smi_topo,
+        nccl_tests=tuple(nccl_tests),
     )
     report = api.plan(spec)
     if json_out:

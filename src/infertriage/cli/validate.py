@@ -95,6 +95,13 @@ def validate(
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
     ),
+    long_generation_max_s: float = typer.Option(
+        "0",
+        "--long-generation-max-s",
+        parser=seconds,
+        callback=non_negative,
+        help="Send the longest generation allowed, for at most this long (0: not run).",
+    ),
 ) -> int:
     client = ClientSpec(
         model=model, endpoint=parse_endpoint(endpoint),
@@ -106,6 +113,7 @@ def validate(
         concurrency=concurrency, duration_s=duration, num_requests=num_requests, soak_s=soak,
         soak_rate=soak_rate, metrics_url=metrics_url, dcgm_url=dcgm_url, server_pid=server_pid,
         functional=not skip_functional, seed=seed, out=out, force=force,
+        long_generation_max_s=long_generation_max_s,
     )  # fmt: skip
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_validate(spec, observer=view)

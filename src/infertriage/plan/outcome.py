@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from infertriage.plan.advice import ParallelAdvice
 from infertriage.plan.capacity import CapacityPlan
+from infertriage.plan.traffic import TrafficPlan
 from infertriage.plan.whatif import WhatIfRow
 
 __all__ = ["PlanReport", "RunWorkload"]
@@ -32,3 +33,4 @@ class PlanReport:
     throughput_efficiency: float | None = None  # measured / roofline throughput
     cost_per_million_output_tokens: float | None = None
     from_run: RunWorkload | None = None
+    traffic: TrafficPlan | None = None  # `--traffic`: replicas over the curve

@@ -18,6 +18,7 @@ from infertriage.plan import (
     param_breakdown,
     param_counts,
 )
+from infertriage.report.traffic import render_traffic, traffic_to_json
 from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import GIB, format_bytes, format_seconds
 
@@ -184,6 +185,8 @@ def plan_to_json(report: PlanReport) -> dict[str, object]:
             "mean_concurrency": w.mean_concurrency,
             "output_tok_s": w.output_tok_s,
         }
+    if report.traffic is not None:
+        document["traffic"] = traffic_to_json(report.traffic)
     return document
 
 
@@ -329,7 +332,7 @@ def render_plan(report: PlanReport, console: Console) -> None:
             style="bold",
         )
     )
-    parts: list[Table | Text] = [
+    parts: list[Table | Text | Group] = [
         _params_line(plan),
         _memory_table(plan),
         _kv_lines(plan),
@@ -338,4 +341,6 @@ def render_plan(report: PlanReport, console: Console) -> None:
     parts.append(_advice_lines(report))
     if report.what_if:
         parts.append(_what_if_table(report.what_if))
+    if report.traffic is not None:
+        parts.append(render_traffic(report.traffic))
     console.print(Group(*parts))

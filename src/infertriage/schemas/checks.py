@@ -20,6 +20,7 @@ class CheckGroup(StrEnum):
     FUNCTIONAL = "functional"
     PERFORMANCE = "performance"
     STABILITY = "stability"
+    OPERATIONS = "operations"  # cold start, the longest generation through the gateway
 
 
 class CheckStatus(StrEnum):

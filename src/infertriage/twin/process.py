@@ -42,7 +42,8 @@ class TwinProcess:
         self.load_time_s = load_time_s
         self.timeout_s = timeout_s
         self.url = ""
-        self.startup_s = 0.0
+        self.startup_s = 0.0  # process start → /health 200
+        self.started_s: float | None = None  # time.monotonic() when the process started
         self._proc: subprocess.Popen[str] | None = None
 
     @property
@@ -56,7 +57,7 @@ class TwinProcess:
             command += ["--load-time", str(self.load_time_s)]
         if self.profile_dir is not None:
             command += ["--profile-dir", str(self.profile_dir)]
-        started = time.monotonic()
+        started = self.started_s = time.monotonic()
         # A process group of its own: the Ctrl-C a terminal sends to ours must not stop the
         # server before the command has measured, written and stopped it itself.
         self._proc = subprocess.Popen(

@@ -51,6 +51,9 @@ def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
             + (", or run one replica per GPU (data parallelism) instead" if over_pcie else ""),
             f"lower `{flag(ev, Knob.TENSOR_PARALLEL)}`" + current(ev, "config.tensor_parallel"),
             "check the plan: `infertriage plan --model … --gpu … --num-gpus …`",
+            "measure the link: save `nvidia-smi topo -m` and nccl-tests `all_reduce_perf -b 8 "
+            "-e 1G -f 2 -g N`, then `infertriage topology --nvidia-smi-topo F --nccl-tests F "
+            "--model … --gpu …` says which TP degrees it carries",
         ),
     )
 

@@ -1,0 +1,72 @@
+"""api, level 5: the `topology` command — the measured interconnect against the TP degrees.
+
+Takes a `TopologySpec`: the model and GPU, the planned batch, and files saved
+from `nvidia-smi topo -m` and nccl-tests' `all_reduce_perf`; reads and parses
+them (`plan.topology`), and gives a `TopologyReport`: the GPUs and their
+links, each nccl-tests run, and for each TP degree whether the interconnect
+carries the planned batch. `read_interconnect` is what `plan
+--nvidia-smi-topo/--nccl-tests` shares with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infertriage.api.specs import TopologySpec
+from infertriage.plan import PlanInputs, get_gpu, load_model, normalize_dtype
+from infertriage.plan.topology import (
+    NcclRun,
+    TopologyReport,
+    TopoMatrix,
+    parse_nccl_tests,
+    parse_nvidia_smi_topo,
+    tp_verdicts,
+)
+from infertriage.schemas import Thresholds, UserError
+
+__all__ = ["TopologyReport", "read_interconnect", "topology"]
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UserError(f"cannot read the {what} file {path}: {err.strerror or err}.") from None
+
+
+def read_interconnect(
+    topo_file: Path | None, nccl_files: tuple[Path, ...]
+) -> tuple[TopoMatrix | None, tuple[NcclRun, ...]]:
+    """The parsed `nvidia-smi topo -m` and nccl-tests files; one run per rank count."""
+    topo = None
+    if topo_file is not None:
+        topo = parse_nvidia_smi_topo(_read(topo_file, "nvidia-smi topo"), topo_file.name)
+    runs = tuple(parse_nccl_tests(_read(f, "nccl-tests"), f.name) for f in nccl_files)
+    ranks = [run.num_ranks for run in runs]
+    if len(set(ranks)) != len(ranks):
+        raise UserError("give one nccl-tests run per rank count (two files have the same).")
+    return topo, runs
+
+
+def topology(spec: TopologySpec) -> TopologyReport:
+    """The `topology` command (module docstring)."""
+    if spec.nvidia_smi_topo is None and not spec.nccl_tests:
+        raise UserError("give --nvidia-smi-topo FILE, --nccl-tests FILE, or both.")
+    topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
+    inputs = PlanInputs(
+        model=load_model(spec.model),
+        gpu=get_gpu(spec.gpu),
+        max_model_len=spec.max_model_len,
+        concurrency=spec.concurrency,
+        input_len=spec.input_len,
+        output_len=spec.output_len,
+        dtype=normalize_dtype(spec.dtype),
+    )
+    limit = Thresholds().comm_share  # the share diagnose's parallelism rule calls a finding
+    verdicts = tuple(tp_verdicts(inputs, topo, runs, limit))
+    if not verdicts:
+        raise UserError(
+            f"{inputs.model.name}'s {inputs.model.num_attention_heads} attention heads divide "
+            "by no TP degree these GPUs allow."
+        )
+    return TopologyReport(inputs, topo, runs, verdicts, limit)

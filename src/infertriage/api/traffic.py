@@ -1,0 +1,90 @@
+"""api, level 5: `plan --traffic` — replicas over a day, the HPA manifest, the daily cost.
+
+Takes the `PlanSpec` and the base `PlanInputs` of one replica; reads the
+traffic CSV, the SLOs (`--slo`, else the defaults) and the cold start (given,
+or measured by a `validate` run named with `--from-run`); gives the
+`TrafficPlan` and, with `--hpa FILE`, writes the HorizontalPodAutoscaler
+manifest there as YAML.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from infertriage.api.operations import COLD_START_CHECK
+from infertriage.api.specs import PlanSpec
+from infertriage.plan.capacity import PlanInputs
+from infertriage.plan.hpa import make_hpa_manifest
+from infertriage.plan.traffic import (
+    SpotAssumption,
+    TrafficPlan,
+    make_traffic_plan,
+    parse_traffic_csv,
+)
+from infertriage.schemas import UserError, load_thresholds
+
+__all__ = ["measured_cold_start_s", "traffic_plan"]
+
+
+def measured_cold_start_s(run_dir: Path) -> float | None:
+    """A validate run's process start → first token, when its cold-start check measured it."""
+    document = run_dir / "validate.json"
+    if not document.is_file():
+        return None
+    try:
+        checks = json.loads(document.read_text(encoding="utf-8")).get("checks", [])
+    except (OSError, ValueError):
+        return None
+    for check in checks:
+        if isinstance(check, dict) and check.get("name") == COLD_START_CHECK:
+            value = (check.get("figures") or {}).get("first_token_s")
+            return float(value) if isinstance(value, int | float) else None
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(
+            f"cannot read the traffic curve {path}: {err.__class__.__name__}."
+        ) from None
+
+
+def _spot(spec: PlanSpec) -> SpotAssumption | None:
+    if spec.spot_cost is None:
+        return None
+    if spec.spot_interruptions_per_hour < 0 or spec.spot_notice_s < 0:
+        raise UserError("--spot-interruptions-per-hour and --spot-notice must not be negative.")
+    return SpotAssumption(spec.spot_cost, spec.spot_interruptions_per_hour, spec.spot_notice_s)
+
+
+def traffic_plan(spec: PlanSpec, inputs: PlanInputs) -> TrafficPlan:
+    """The fleet over `spec.traffic` for replicas of `inputs`; writes `spec.hpa` when given."""
+    if spec.traffic is None:
+        raise UserError("--traffic is required for a plan over a day.")
+    points = parse_traffic_csv(_read(spec.traffic), spec.traffic.name)
+    thresholds = load_thresholds(spec.slo)
+    cold_start = spec.cold_start_s
+    if cold_start is None and spec.from_run is not None:
+        cold_start = measured_cold_start_s(spec.from_run)
+    if cold_start is not None and cold_start < 0:
+        raise UserError("--cold-start must not be negative.")
+    plan = make_traffic_plan(
+        inputs,
+        points,
+        (thresholds.ttft_p95_s, thresholds.itl_p95_s),
+        lead_time_s=cold_start or 0.0,
+        gpu_hour_cost=spec.gpu_hour_cost,
+        spot=_spot(spec),
+    )
+    if spec.hpa is not None:
+        manifest = make_hpa_manifest(plan, spec.deployment_name, spec.namespace)
+        try:
+            spec.hpa.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+        except OSError as err:
+            raise UserError(f"cannot write {spec.hpa}: {err.strerror or err}.") from None
+    return plan

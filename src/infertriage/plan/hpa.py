@@ -1,0 +1,115 @@
+"""plan, level 1: a Kubernetes HorizontalPodAutoscaler (autoscaling/v2) for a traffic plan.
+
+Takes a `TrafficPlan` (replicas per interval, the measured cold start) and
+the Deployment's name; gives the manifest as a plain mapping (the api writes
+it as YAML). The HPA scales on metrics that lead latency — requests waiting
+per replica and KV-cache usage per replica, read through the Prometheus
+adapter as Pods metrics — with min/max replicas from the curve's trough and
+peak, and a scale-down stabilisation window no shorter than the time a new
+replica takes to serve its first token, so a dip shorter than a cold start
+never removes a replica that the next rise would wait for. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from infertriage.plan.traffic import TrafficPlan
+from infertriage.schemas.recorded import Recorded
+
+__all__ = ["HPA_METRICS", "HpaTargets", "hpa_targets", "make_hpa_manifest"]
+
+# The per-replica series the HPA reads: those `monitor-config`'s recording rules write
+# (one definition, `schemas.recorded`), which the Prometheus adapter exposes as Pods metrics.
+HPA_METRICS = {
+    "waiting": Recorded.WAITING.value,
+    "kv_usage": Recorded.KV_USAGE.value,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HpaTargets:
+    min_replicas: int
+    max_replicas: int
+    waiting_per_replica: int  # requests queued per replica before TTFT leaves its SLO
+    kv_usage: float  # the KV share a replica holds at its planned concurrency
+    scale_down_window_s: int
+    scale_up_window_s: int
+
+
+def hpa_targets(plan: TrafficPlan) -> HpaTargets:
+    """The HPA's numbers from the curve: min/max replicas, metric targets, windows.
+
+    Waiting target: each request queued ahead of a new one delays its first token
+    by about one prefill, so a replica absorbs as many as the TTFT SLO leaves room for.
+    """
+    peak = plan.peak
+    capacity = peak.capacity
+    prefill_s = max(capacity.ttft_s - capacity.itl_s, 1e-6)
+    slack_s = max(0.0, plan.ttft_slo_s - capacity.ttft_s)
+    waiting = max(1, math.floor(slack_s / prefill_s))
+    window = math.ceil(plan.scale_down_window_s)
+    return HpaTargets(
+        min_replicas=max(1, plan.trough.replicas),
+        max_replicas=max(1, peak.replicas),
+        waiting_per_replica=waiting,
+        kv_usage=round(min(capacity.kv_usage, 1 - plan.headroom), 2),
+        scale_down_window_s=window,
+        scale_up_window_s=0,
+    )
+
+
+def _pods_metric(name: str, average_value: str) -> dict[str, Any]:
+    return {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": name},
+            "target": {"type": "AverageValue", "averageValue": average_value},
+        },
+    }
+
+
+def _milli(value: float) -> str:
+    """A Kubernetes quantity: 0.85 → '850m'."""
+    return f"{round(value * 1000)}m"
+
+
+def make_hpa_manifest(
+    plan: TrafficPlan, deployment: str, namespace: str | None = None
+) -> dict[str, Any]:
+    """The autoscaling/v2 HorizontalPodAutoscaler of `deployment` for `plan`."""
+    targets = hpa_targets(plan)
+    metadata: dict[str, Any] = {"name": deployment}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "minReplicas": targets.min_replicas,
+            "maxReplicas": targets.max_replicas,
+            "metrics": [
+                _pods_metric(HPA_METRICS["waiting"], str(targets.waiting_per_replica)),
+                _pods_metric(HPA_METRICS["kv_usage"], _milli(targets.kv_usage)),
+            ],
+            "behavior": {
+                "scaleUp": {
+                    "stabilizationWindowSeconds": targets.scale_up_window_s,
+                    "selectPolicy": "Max",
+                    "policies": [
+                        {"type": "Percent", "value": 100, "periodSeconds": 60},
+                        {"type": "Pods", "value": 4, "periodSeconds": 60},
+                    ],
+                },
+                "scaleDown": {
+                    "stabilizationWindowSeconds": targets.scale_down_window_s,
+                    "selectPolicy": "Min",
+                    "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+                },
+            },
+        },
+    }
