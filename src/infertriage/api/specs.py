@@ -85,6 +85,8 @@ class BenchSpec(_Spec):
     duration_s: float | None = None
     num_requests: int | None = None
     workers: int = 1
+    locust_workers: int | None = None  # the load on a Locust master and N workers
+    locust_master_host: str | None = None  # HOST[:PORT]: remote workers join it
     max_concurrency: int | None = None
     think_time_s: float = 0.0
     out: Path | None = None

@@ -1,0 +1,130 @@
+"""`--locust-workers N`: the load on a Locust master and workers, records merged into one run.
+
+The master and workers are real processes talking over Locust's own messaging
+on loopback; the server is the truth-style test server in a process of its own
+(its `/_log` holds the perf_counter_ns of every first and last token write).
+Locust is never imported here: it patches its process for gevent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from infertriage.api.bench import run_bench
+from infertriage.api.specs import BenchSpec
+from infertriage.schemas import RequestRecord, RunDir, UserError
+from infertriage_testing.testserver import Behavior, fetch_log, serve_in_process
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("locust") is None,
+    reason="locust is not installed (pip install 'infertriage[distributed]')",
+)
+
+TTFT_S, ITL_S, TOKENS = 0.050, 0.010, 20
+
+
+def _records(root: Path) -> list[RequestRecord]:
+    run = RunDir.open(root)
+    return list(run.iter_records(run.requests, RequestRecord))
+
+
+def _bench(url: str, out: Path, **fields: object) -> BenchSpec:
+    return BenchSpec(
+        url=url,
+        concurrencies=[4],
+        out=out,
+        workload=f"synthetic:input=16,output={TOKENS}",
+        check_tokens=False,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_two_locust_workers_agree_with_the_native_client(tmp_path: Path) -> None:
+    with serve_in_process(Behavior(ttft_s=TTFT_S, itl_s=ITL_S, num_tokens=TOKENS)) as url:
+        native = run_bench(_bench(url, tmp_path / "native", num_requests=40))
+        locust = run_bench(_bench(url, tmp_path / "locust", num_requests=40, locust_workers=2))
+        truth = fetch_log(url)
+    a, b = native.levels[0].summary, locust.levels[0].summary
+    records = _records(tmp_path / "locust")
+    # No record lost: every request of the schedule, once, in the one requests.jsonl.
+    assert b.num_ok == 40 and len(records) == 40 and len({r.id for r in records}) == 40
+    assert locust.levels[0].client.num_workers == 2
+    assert b.ttft is not None and a.ttft is not None and b.tpot is not None and a.tpot is not None
+    # Agreement with the native client measured in the same test, on the same server.
+    assert b.ttft.p50 == pytest.approx(a.ttft.p50, rel=0.05)
+    assert b.tpot.mean == pytest.approx(a.tpot.mean, rel=0.05)
+    # And with the server's own write times, through the wall-clock start the workers got:
+    # the first-token stamps within 2 ms of the writes, the TPOT within 0.2 ms.
+    run = RunDir.open(tmp_path / "locust")
+    base_ns = run.read_info().environment["perf_counter_start_ns"]
+    stamp_errors, tpot_errors = [], []
+    for record in records:
+        first_ns, last_ns, tokens = truth[record.id]
+        stamp_errors.append((record.first_token_ts or 0.0) - (first_ns - base_ns) * 1e-9)
+        true_tpot = (last_ns - first_ns) * 1e-9 / (tokens - 1)
+        assert record.first_token_ts is not None and record.last_token_ts is not None
+        got_tpot = (record.last_token_ts - record.first_token_ts) / (tokens - 1)
+        tpot_errors.append(abs(got_tpot - true_tpot))
+    assert abs(float(np.median(stamp_errors))) < 0.002
+    assert float(np.median(tpot_errors)) < 0.0002
+    info = run.read_info()
+    assert info.environment["load_engine"] == "locust"
+    assert info.environment["locust_workers"] == 2
+
+
+def _kill_one_worker_when_records_flow(requests: Path, killed: list[int]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if requests.is_file() and requests.read_bytes().count(b"\n") >= 6:
+            break
+        time.sleep(0.05)
+    workers = [
+        proc
+        for proc in psutil.Process().children(recursive=True)
+        if "worker" in proc.cmdline() and "infertriage.loadgen.locust" in proc.cmdline()
+    ]
+    if workers:
+        killed.append(workers[0].pid)
+        workers[0].kill()
+
+
+def test_a_killed_worker_is_reported_and_its_records_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    killed: list[int] = []
+    killer = threading.Thread(
+        target=_kill_one_worker_when_records_flow, args=(out / "requests.jsonl", killed)
+    )
+    with serve_in_process(Behavior(ttft_s=0.02, itl_s=0.01, num_tokens=TOKENS)) as url:
+        killer.start()
+        result = run_bench(_bench(url, out, duration_s=8.0, locust_workers=2))
+        killer.join()
+    assert killed, "no Locust worker process was found to kill"
+    lost = [w for w in result.warnings if "was lost mid-run" in w]
+    assert len(lost) == 1, result.warnings
+    assert "warning: Locust worker" in capsys.readouterr().err
+    records = _records(out)
+    assert len(records) == len({r.id for r in records})
+    # Every record the lost worker had sent is in requests.jsonl, beside the survivor's.
+    lost_worker = lost[0].split("Locust worker ")[1].split(" ")[0]
+    sent_by_lost = int(lost[0].split(" records it had sent")[0].rsplit(" ", 1)[1])
+    by_lost = [r for r in records if r.labels.get("locust_worker") == lost_worker]
+    assert sent_by_lost > 0 and len(by_lost) == sent_by_lost
+    assert len(records) > sent_by_lost
+    assert result.levels[0].client.num_workers == 1  # the survivor's report
+    info = RunDir.open(out).read_info()
+    assert any("was lost mid-run" in w for w in info.summary["warnings"])
+
+def test_locust_flags_refused_in_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="give one of them"):
+        run_bench(BenchSpec(url="http://127.0.0.1:9", workers=2, locust_workers=2))
+    with pytest.raises(UserError, match="needs --locust-workers"):
+        run_bench(BenchSpec(url="http://127.0.0.1:9", locust_master_host="0.0.0.0"))
