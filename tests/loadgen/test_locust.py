@@ -123,6 +123,7 @@ def test_a_killed_worker_is_reported_and_its_records_kept(
     info = RunDir.open(out).read_info()
     assert any("was lost mid-run" in w for w in info.summary["warnings"])
 
+
 def test_locust_flags_refused_in_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="give one of them"):
         run_bench(BenchSpec(url="http://127.0.0.1:9", workers=2, locust_workers=2))

@@ -410,7 +410,8 @@ def diagnose(spec: DiagnoseSpec) -> DiagnoseResult:
     with interruptible() as interrupt, _target(spec, run) as target:
         bench = BenchSpec(
             url=target.url, client=spec.client, workload=spec.workload, thresholds=thresholds,
-            drain_timeout_s=_DRAIN_TIMEOUT_S,
+            drain_timeout_s=_DRAIN_TIMEOUT_S, locust_workers=spec.locust_workers,
+            locust_master_host=spec.locust_master_host,
         )  # fmt: skip
         sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency)
         measured = _measure(target, sweep, capture, interrupt)

@@ -128,6 +128,8 @@ class DiagnoseSpec(_Spec):
     profile_s: float | None = None
     profile_dir: Path | None = None
     logs: tuple[Path, ...] = ()
+    locust_workers: int | None = None  # the load on a Locust master and N workers (`bench`)
+    locust_master_host: str | None = None
     out: Path | None = None
     force: bool = False
 
@@ -151,6 +153,8 @@ class ValidateSpec(_Spec):
     server_pid: int | None = None
     functional: bool = True
     seed: int = 0
+    locust_workers: int | None = None  # the load on a Locust master and N workers (`bench`)
+    locust_master_host: str | None = None
     out: Path | None = None
     force: bool = False
 

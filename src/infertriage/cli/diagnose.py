@@ -103,6 +103,12 @@ def diagnose(
         callback=positive,
         help="The server's context, where it does not say it.",
     ),
+    locust_workers: int | None = typer.Option(
+        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
+    ),
+    locust_master_host: str | None = typer.Option(
+        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
@@ -121,7 +127,8 @@ def diagnose(
         concurrency=concurrency, workload=workload, from_run=from_run,
         metrics_file=metrics_file, compare_run=compare_run, slo=slo, deployment=deployment,
         traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
-        out=out, force=force,
+        out=out, force=force, locust_workers=locust_workers,
+        locust_master_host=locust_master_host,
     )  # fmt: skip
     result = run_diagnose(spec)
     for note in result.notes:

@@ -91,6 +91,12 @@ def validate(
     ),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
+    locust_workers: int | None = typer.Option(
+        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
+    ),
+    locust_master_host: str | None = typer.Option(
+        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> int:
     client = ClientSpec(
@@ -103,6 +109,7 @@ def validate(
         concurrency=concurrency, duration_s=duration, num_requests=num_requests, soak_s=soak,
         soak_rate=soak_rate, metrics_url=metrics_url, dcgm_url=dcgm_url, server_pid=server_pid,
         functional=not skip_functional, seed=seed, out=out, force=force,
+        locust_workers=locust_workers, locust_master_host=locust_master_host,
     )  # fmt: skip
     result = run_validate(spec)
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"

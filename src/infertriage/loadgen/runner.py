@@ -114,7 +114,7 @@ def backoff_s(failures: int) -> float:
     if not failures:
         return 0.0
     # the exponent capped: a long outage must not overflow a float
-    return min(_BACKOFF_MAX_S, _BACKOFF_S * 2 ** min(failures - 1, 16))
+    return min(_BACKOFF_MAX_S, _BACKOFF_S * 2.0 ** min(failures - 1, 16))
 
 
 async def sleep_until(deadline_ns: int) -> None:

@@ -63,9 +63,7 @@ class _Reader:
     errors: list[str] = field(default_factory=list)
     connected: bool = False
     buffer: bytes = b""
-    adapter: TypeAdapter[RequestRecord] = field(
-        default_factory=lambda: TypeAdapter(RequestRecord)
-    )
+    adapter: TypeAdapter[RequestRecord] = field(default_factory=lambda: TypeAdapter(RequestRecord))
 
     def feed(self, data: bytes) -> None:
         self.buffer += data
@@ -111,7 +109,7 @@ def _free_port() -> int:
 
 def _spawn(args: list[str], log: Path, env: dict[str, str], **kw: Any) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
-        return subprocess.Popen(  # noqa: S603  # our own module, no shell
+        return subprocess.Popen(  # our own module, no shell
             [sys.executable, "-m", _MODULE, *args],
             stdout=out,
             stderr=subprocess.STDOUT,

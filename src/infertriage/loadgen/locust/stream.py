@@ -143,7 +143,8 @@ class GeventClient:
         except TimeoutError as err:
             raise _ConnectError(ErrorKind.TIMEOUT, "connect_timeout", repr(err)) from err
         except OSError as err:
-            raise _ConnectError(ErrorKind.CONNECT, "connect", f"{type(err).__name__}: {err}") from err
+            text = f"{type(err).__name__}: {err}"
+            raise _ConnectError(ErrorKind.CONNECT, "connect", text) from err
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock, False
 

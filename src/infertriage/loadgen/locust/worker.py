@@ -1,17 +1,17 @@
 """loadgen, level 2: a Locust worker's side of `--locust-workers` — its users send its share.
 
-Takes the job the master sends (`wire`: this worker's part of the plan, the
-client config, the run's clock as a wall-clock start instant); gives one
-`RequestRecord` message per finished request (`infertriage_record`, the record's
-JSON, labelled `locust_worker`, sent the moment it finishes, so the master keeps it even if this worker
-dies later) and a `WorkerReport` message at the end. A closed loop's users are
-the Locust users Locust gave this worker, each taking the next request of the
-share as `runner`'s users do; an open loop's first user issues the share on its
-absolute deadlines, one greenlet per request, so a slow answer never delays the
-next send. Each request runs in a greenlet of its own (`stream.GeventClient`),
-so the run's end (`drain_timeout_s`, then `timeout:run_deadline`) and a stop
-(`client:cancelled`) record what was in flight. Imported only in a Locust
-process (gevent), never where asyncio runs.
+Takes the job the master sends (`wire`: this worker's part of the plan, the client
+config, the run's clock as a wall-clock start instant); gives one `RequestRecord`
+message per finished request (`infertriage_record`: the record's JSON, labelled
+`locust_worker`, sent the moment it finishes, so the master keeps it even if this worker
+dies later) and a `WorkerReport` message at the end. A closed loop's users are the
+Locust users Locust gave this worker, each taking the next request of the share as
+`runner`'s users do; an open loop's first user issues the share on its absolute
+deadlines, one greenlet per request, so a slow answer never delays the next send. Each
+request runs in a greenlet of its own (`stream.GeventClient`), so the run's end
+(`drain_timeout_s`, then `timeout:run_deadline`) and a stop (`client:cancelled`) record
+what was in flight. Imported only in a Locust process (gevent), never where asyncio
+runs.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = ["WorkerNode", "make_user_class"]
 _LAG_INTERVAL_S = 0.010
 
 
-class _Cancel(gevent.GreenletExit):
+class _Cancel(gevent.GreenletExit):  # type: ignore[misc]  # gevent ships no types
     """Raised into a request's greenlet: the run stopped (Ctrl-C) before it finished."""
 
     fault = "cancelled"
@@ -228,7 +228,7 @@ class WorkerNode:
         self._send("infertriage_record", orjson.dumps(record))
         self.num_records += 1
         took_ms = ((record.end_ts or record.sent_ts) - record.sent_ts) * 1e3
-        self.env.events.request.fire(
+        self.env.events.request.fire(  # type: ignore[no-untyped-call]  # Locust's hook
             request_type="POST",
             name=client_path(state),
             response_time=took_ms,
