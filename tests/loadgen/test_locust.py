@@ -9,6 +9,10 @@ Locust is never imported here: it patches its process for gevent.
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,8 +23,17 @@ import pytest
 
 from infertriage.api.bench import run_bench
 from infertriage.api.specs import BenchSpec
+from infertriage.loadgen.locust import run_locust
+from infertriage.loadgen.request import ClientConfig
+from infertriage.loadgen.runner import LoadPlan
 from infertriage.schemas import RequestRecord, RunDir, UserError
-from infertriage_testing.testserver import Behavior, fetch_log, serve_in_process
+from infertriage.workload import Schedule, make_offsets, make_specs, parse_arrivals, parse_workload
+from infertriage_testing.testserver import (
+    Behavior,
+    fetch_log,
+    fetch_posts,
+    serve_in_process,
+)
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("locust") is None,
@@ -129,3 +142,98 @@ def test_locust_flags_refused_in_one_sentence(tmp_path: Path) -> None:
         run_bench(BenchSpec(url="http://127.0.0.1:9", workers=2, locust_workers=2))
     with pytest.raises(UserError, match="needs --locust-workers"):
         run_bench(BenchSpec(url="http://127.0.0.1:9", locust_master_host="0.0.0.0"))
+
+
+def test_an_open_loop_keeps_every_deadline_across_workers(tmp_path: Path) -> None:
+    with serve_in_process(Behavior(ttft_s=0.005, itl_s=0.002, num_tokens=6)) as url:
+        result = run_bench(
+            BenchSpec(
+                url=url,
+                rates=[40.0],
+                num_requests=30,
+                locust_workers=2,
+                seed=3,
+                out=tmp_path / "run",
+                workload="synthetic:input=8,output=6",
+                check_tokens=False,
+            )
+        )
+    assert result.levels[0].summary.num_ok == 30
+    records = _records(tmp_path / "run")
+    assert len({r.id for r in records}) == 30
+    assert {r.labels["locust_worker"] for r in records} == {"0", "1"}  # one issuer each
+    # The union of the two issuers' deadlines is the one precomputed schedule, on one clock.
+    scheduled = np.sort([r.scheduled_ts for r in records])
+    expected = make_offsets(parse_arrivals("poisson", 40.0), num_requests=30, seed=3)
+    assert scheduled - scheduled[0] == pytest.approx(expected, abs=1e-5)
+    lags = [r.dispatch_lag_s for r in records]
+    assert float(np.median(lags)) < 0.02 and max(lags) < 0.5  # a loaded host delays some sends
+
+
+def test_workers_started_by_hand_join_the_master_host(tmp_path: Path) -> None:
+    """The multi-host form on loopback: bench starts only the master; the workers, started
+    as a user starts them on other hosts, join it and take the API key from their own
+    environment (it never travels)."""
+    port = _free_port()
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-key"}
+    command = [sys.executable, "-m", "infertriage.loadgen.locust", "worker"]
+    command += ["--master-host", "127.0.0.1", "--master-port", str(port)]
+    workers = [subprocess.Popen(command, env=env) for _ in range(2)]
+    try:
+        with serve_in_process(Behavior(ttft_s=0.005, itl_s=0.002), api_key="sk-test-key") as url:
+            spec = _bench(url, tmp_path / "run", num_requests=12, locust_workers=2)
+            client = spec.client.model_copy(update={"api_key": "sk-test-key"})
+            result = run_bench(
+                spec.model_copy(
+                    update={"client": client, "locust_master_host": f"127.0.0.1:{port}"}
+                )
+            )
+        for proc in workers:
+            assert proc.wait(timeout=20) == 0  # the master's quit ends them
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+    assert result.levels[0].summary.num_ok == 12 and result.levels[0].client.num_workers == 2
+    assert b"sk-test-key" not in (tmp_path / "run" / "locust" / "job.json").read_bytes()
+    assert b"sk-test-key" not in (tmp_path / "run" / "requests.jsonl").read_bytes()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_a_stop_records_what_was_in_flight(tmp_path: Path) -> None:
+    """Ctrl-C (bench's `stop`) reaches every worker through the master: each records its
+    requests in flight as `client:cancelled`, with what they measured, and the run ends."""
+    specs = make_specs(parse_workload("synthetic:input=8,output=200"), 40)
+    records: list[RequestRecord] = []
+    with serve_in_process(Behavior(ttft_s=0.01, itl_s=0.02, num_tokens=200)) as url:
+        config = ClientConfig(base_url=url + "/v1", model="test-model")
+        plan = LoadPlan(Schedule(specs, None), concurrency=4, id_prefix="s")
+        run = run_locust(
+            plan, config, 2, master_host=None, clock_start_ns=time.perf_counter_ns(),
+            sink=records.append, log_dir=tmp_path / "locust", stop=_MidStream(url),
+        )  # fmt: skip
+        posts = fetch_posts(url)
+    assert run.interrupted and not run.lost and len(run.reports) == 2
+    cancelled = [r for r in records if r.fault == "cancelled"]
+    assert len(cancelled) == 4 and all(r.chunks for r in cancelled)  # what they had measured
+    # Every request the server received has its one record; none was sent after the stop.
+    assert sorted(r.id for r in records) == sorted(posts)
+
+
+class _MidStream:
+    """True half a second after the server has received all four users' first requests."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.since: float | None = None
+
+    def __call__(self) -> bool:
+        if self.since is None and len(fetch_posts(self.url)) >= 4:
+            self.since = time.monotonic()
+        return self.since is not None and time.monotonic() - self.since > 0.5

@@ -241,7 +241,7 @@ class _Session:
                 plan, self.client, cfg.locust_workers, master_host=cfg.locust_master_host,
                 clock_start_ns=self.clock.start_ns, sink=self.sink, tokenizer=cfg.tokenizer,
                 log_dir=self.run.root / "locust", stop=self.interrupt.is_requested,
-                on_note=lambda text: print(f"warning: {text}.", file=sys.stderr),
+                on_note=lambda text: print(text, file=sys.stderr),
             )  # fmt: skip
             self.warnings += run.lost
             return run.reports, run.interrupted

@@ -82,6 +82,10 @@ class _Reader:
             self.reports.append(decode_report(event["report"]))
         elif kind == "error":
             self.errors.append(str(event["text"]))
+            if event["worker"] is not None:  # the others ran: this one's share was not sent
+                note = f"Locust worker {event['worker']} failed: {event['text']}"
+                self.lost.append(note)
+                self.on_note(f"warning: {note}.")
         elif kind == "lost":
             note = (
                 f"Locust worker {event['worker']} ({event['host']}) was lost mid-run (no "
@@ -89,7 +93,7 @@ class _Reader:
                 "requests in flight are not recorded"
             )
             self.lost.append(note)
-            self.on_note(note)
+            self.on_note(f"warning: {note}.")
 
 
 def parse_master_host(value: str) -> tuple[str, int]:
@@ -201,14 +205,14 @@ def run_locust(
             for w in range(num_workers)
         ]
     else:
-        on_note(f"waiting for {num_workers} Locust workers at {bind}:{port}")
+        on_note(f"waiting for {num_workers} Locust workers to join {bind}:{port}")
     reader = _Reader(sink, on_note)
     try:
         interrupted = _read(read_fd, reader, master, stop)
     finally:
         os.close(read_fd)
         _end(procs)
-    if not reader.reports and not reader.lost:
+    if not reader.reports and not interrupted and (reader.errors or not reader.lost):
         why = reader.errors[0] if reader.errors else f"the master exited ({master.returncode})"
         raise UserError(f"the Locust run did not start: {why}; see {log_dir}.")
     return LocustRun(

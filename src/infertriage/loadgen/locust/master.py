@@ -1,15 +1,15 @@
 """loadgen, level 2: the Locust master's side of `--locust-workers` — one run, N workers.
 
-Takes the job bench wrote (`wire`: the plan, the client config, the run's clock,
-how many workers to wait for) and a pipe to bench; gives bench, one line each,
-every record a worker sends (`R <record JSON>`) and the run's events (`E <JSON>`:
-connected, report, lost, error). It waits for the workers, has Locust spread the
-users over them (a closed loop's C users; one issuer per worker for an open
-loop), gives each worker its share of the schedule (`wire.share_plan`) and one
-wall-clock start instant, then waits until each worker has reported or is lost:
-a worker whose heartbeats stop (Locust's own liveness, about 3 s) is reported
-with the number of records it had sent, which bench keeps. SIGTERM from bench
-(Ctrl-C) stops every worker, which records what it had in flight.
+Takes the job bench wrote (`wire`: the plan, the client config, the run's clock, how
+many workers to wait for) and a pipe to bench; gives bench, one line each, every record
+a worker sends (`R <record JSON>`) and the run's events (`E <JSON>`: connected, report,
+lost, error). It waits for the workers, has Locust spread the users over them (a closed
+loop's C users; one issuer per worker for an open loop), gives each worker its share of
+the schedule (`wire.share_plan`), and once every worker has decoded its share, one wall-
+clock start instant; then it waits until each worker has reported or is lost: a worker
+whose heartbeats stop (Locust's own liveness, about 3 s) is reported with the number of
+records it had sent, which bench keeps. SIGTERM from bench (Ctrl-C) stops every worker,
+which records what it had in flight.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from infertriage.loadgen.locust.worker import make_user_class
 __all__ = ["run_master"]
 
 _POLL_S = 0.1
-# Workers start this long after their job is sent, so each has it before its first deadline.
-_START_MARGIN_S = 0.5
+# Workers start this long after the last has its job: each hears of the instant before it.
+_START_MARGIN_S = 0.2
 _SPAWN_TIMEOUT_S = 30.0
 
 
@@ -43,6 +43,8 @@ class _Master:
         self.pending: dict[str, int] = {}  # client id → worker index, until it reports
         self.sent: dict[str, int] = {}  # client id → records received
         self.stopped = False
+        self.ready: set[str] = set()  # client ids that decoded their job
+        runner.register_message("infertriage_ready", self._on_ready)
         runner.register_message("infertriage_record", self._on_record)
         runner.register_message("infertriage_report", self._on_report)
         runner.register_message("infertriage_error", self._on_error)
@@ -57,6 +59,9 @@ class _Master:
     def _on_record(self, environment: Environment, msg: Any) -> None:
         self.sent[msg.node_id] = self.sent.get(msg.node_id, 0) + 1
         self._line(b"R " + bytes(msg.data))
+
+    def _on_ready(self, environment: Environment, msg: Any) -> None:
+        self.ready.add(msg.node_id)
 
     def _on_report(self, environment: Environment, msg: Any) -> None:
         worker = self.pending.pop(msg.node_id, None)
@@ -90,9 +95,6 @@ class _Master:
         while self.runner.user_count < users and time.monotonic() < wait_until:
             gevent.sleep(_POLL_S)
         counts = [self.runner.clients[cid].user_count for cid in workers]
-        start_ns = time.perf_counter_ns() + round(_START_MARGIN_S * 1e9)
-        start_wall_s = time.time() + (start_ns - time.perf_counter_ns()) * 1e-9
-        start_run_s = (start_ns - int(self.job["clock_start_ns"])) * 1e-9
         self.event("connected", workers=len(workers), users=counts)
         for index, (cid, share) in enumerate(zip(workers, share_plan(plan, counts), strict=True)):
             if share is None:
@@ -102,11 +104,19 @@ class _Master:
                 "plan": encode_plan(share),
                 "config": self.job["config"],
                 "tokenizer": self.job["tokenizer"],
-                "start_wall_s": start_wall_s,
-                "start_run_s": start_run_s,
             }
             self.pending[cid] = index
             self.runner.send_message("infertriage_job", payload, client_id=cid)
+        wait_until = time.monotonic() + _SPAWN_TIMEOUT_S
+        while not self.ready >= set(self.pending) and time.monotonic() < wait_until:
+            gevent.sleep(_POLL_S / 10)
+        # One instant for all, a little ahead, so none starts late.
+        start_ns = time.perf_counter_ns() + round(_START_MARGIN_S * 1e9)
+        start_wall_s = time.time() + (start_ns - time.perf_counter_ns()) * 1e-9
+        start_run_s = (start_ns - int(self.job["clock_start_ns"])) * 1e-9
+        instant = {"start_wall_s": start_wall_s, "start_run_s": start_run_s}
+        for cid in self.pending:
+            self.runner.send_message("infertriage_start", instant, client_id=cid)
 
     def watch(self) -> None:
         """Until every worker with a share has reported, failed or gone missing."""

@@ -103,6 +103,7 @@ class WorkerNode:
         runner = self.env.runner
         assert runner is not None
         runner.register_message("infertriage_job", self._on_job)
+        runner.register_message("infertriage_start", self._on_start)
         runner.register_message("infertriage_stop", self._on_stop)
 
     def _send(self, kind: str, data: Any) -> None:
@@ -111,14 +112,12 @@ class WorkerNode:
         runner.send_message(kind, data)
 
     def _on_job(self, environment: Environment, msg: Any) -> None:
-        job: dict[str, Any] = msg.data
         try:
-            self._take_job(job)
+            self._take_job(msg.data)
         except (UserError, ValueError, KeyError, TypeError) as err:
             self._send("infertriage_error", f"{type(err).__name__}: {err}")
             return
-        gevent.spawn(self._supervise)
-        self.ready.set()
+        self._send("infertriage_ready", None)
 
     def _take_job(self, job: dict[str, Any]) -> None:
         key = os.environ.get("OPENAI_API_KEY") or None
@@ -131,15 +130,23 @@ class WorkerNode:
         self.index = int(job["worker"])
         self.client = GeventClient(config, TextRenderer(self.tokenizer))
         self.redact = Redactor.of(config.api_key, config.headers)
-        # The run's clock from a wall-clock instant: exact on one host, NTP-close across hosts.
-        now_ns, now_s = time.perf_counter_ns(), time.time()
-        self.load_start_ns = now_ns + round((float(job["start_wall_s"]) - now_s) * 1e9)
-        self.clock_start_ns = self.load_start_ns - round(float(job["start_run_s"]) * 1e9)
-        if plan.duration_s is not None:
-            self.issue_until_ns = self.load_start_ns + round(plan.duration_s * 1e9)
         self.specs = iter(plan.schedule.specs)
         cap = plan.max_concurrency if not plan.closed else None
         self.slots = gevent.lock.Semaphore(cap) if cap else None
+
+    def _on_start(self, environment: Environment, msg: Any) -> None:
+        """Every worker has its job: start on the master's instant, on the run's clock."""
+        plan = self.plan
+        if plan is None:
+            return
+        # From a wall-clock instant: exact on one host, as close as NTP keeps hosts across.
+        now_ns, now_s = time.perf_counter_ns(), time.time()
+        self.load_start_ns = now_ns + round((float(msg.data["start_wall_s"]) - now_s) * 1e9)
+        self.clock_start_ns = self.load_start_ns - round(float(msg.data["start_run_s"]) * 1e9)
+        if plan.duration_s is not None:
+            self.issue_until_ns = self.load_start_ns + round(plan.duration_s * 1e9)
+        gevent.spawn(self._supervise)
+        self.ready.set()
 
     def _on_stop(self, environment: Environment, msg: Any) -> None:
         self.stopping = True
