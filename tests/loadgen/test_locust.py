@@ -40,7 +40,7 @@ pytestmark = pytest.mark.skipif(
     reason="locust is not installed (pip install 'infertriage[distributed]')",
 )
 
-TTFT_S, ITL_S, TOKENS = 0.050, 0.010, 20
+TTFT_S, ITL_S, TOKENS = 0.100, 0.010, 20
 
 
 def _records(root: Path) -> list[RequestRecord]:
