@@ -17,7 +17,7 @@ import sys
 import warnings
 from pathlib import Path
 
-DEFAULT_PORT = 5557
+from infertriage.loadgen.locust.wire import DEFAULT_PORT
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -30,7 +30,12 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
-from infertriage.loadgen.locust.wire import decode_report, encode_config, encode_plan
+from infertriage.loadgen.locust.wire import (
+    DEFAULT_PORT,
+    decode_report,
+    encode_config,
+    encode_plan,
+)
 from infertriage.loadgen.request import ClientConfig
 from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.schemas import RequestRecord, UserError
@@ -38,7 +43,6 @@ from infertriage.schemas import RequestRecord, UserError
 __all__ = ["LocustRun", "parse_master_host", "run_locust"]
 
 _MODULE = "infertriage.loadgen.locust"
-_DEFAULT_PORT = 5557
 _LOCAL_WAIT_S = 60.0  # local workers connect within seconds; a slow host is given a minute
 _REMOTE_WAIT_S = 600.0  # workers on other hosts are started by hand
 _POLL_S = 0.1
@@ -100,7 +104,7 @@ def parse_master_host(value: str) -> tuple[str, int]:
     """`HOST` or `HOST:PORT` (Locust's port 5557 by default)."""
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
-        return value, _DEFAULT_PORT
+        return value, DEFAULT_PORT
     return host, int(port)
 
 
@@ -131,7 +135,12 @@ def _worker_env(config: ClientConfig) -> dict[str, str]:
     return env
 
 
-def _read(pipe: int, reader: _Reader, master: subprocess.Popen[bytes], stop: Any) -> bool:
+def _read(
+    pipe: int,
+    reader: _Reader,
+    master: subprocess.Popen[bytes],
+    stop: Callable[[], bool] | None,
+) -> bool:
     """Pass on what the master says until it ends; true when the run was stopped."""
     interrupted = False
     while True:

@@ -19,7 +19,10 @@ from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.loadgen.workers import split_plan
 from infertriage.workload import RequestSpec, Schedule, SynthText, Turn
 
+DEFAULT_PORT = 5557  # Locust's own default for the master
+
 __all__ = [
+    "DEFAULT_PORT",
     "decode_config",
     "decode_plan",
     "decode_report",

@@ -237,7 +237,7 @@ class WorkerNode:
         took_ms = ((record.end_ts or record.sent_ts) - record.sent_ts) * 1e3
         self.env.events.request.fire(  # type: ignore[no-untyped-call]  # Locust's hook
             request_type="POST",
-            name=client_path(state),
+            name=_stats_name(state),
             response_time=took_ms,
             response_length=record.output_tokens or 0,
             exception=None if record.ok else f"{record.error_kind}:{record.fault}",
@@ -284,7 +284,7 @@ class WorkerNode:
         self._send("infertriage_report", encode_report(report))
 
 
-def client_path(state: StreamState) -> str:
+def _stats_name(state: StreamState) -> str:
     """The name Locust's own statistics file the request under."""
     return "/v1/chat/completions" if state.chat else "/v1/completions"
 
