@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,6 +170,35 @@ def _end(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(timeout=_EXIT_WAIT_S)
 
 
+def _start(
+    job_path: Path,
+    address: tuple[str, int],
+    log_dir: Path,
+    num_local: int,
+    config: ClientConfig,
+) -> tuple[list[subprocess.Popen[bytes]], int]:
+    """The master (its pipe's reading end returned) and `num_local` workers on this host."""
+    bind, port = address
+    read_fd, write_fd = os.pipe()
+    args = ["master", "--job", str(job_path), "--bind", bind, "--port", str(port)]
+    try:
+        master = _spawn(
+            [*args, "--out-fd", str(write_fd)], log_dir / "master.log", dict(os.environ),
+            pass_fds=(write_fd,),
+        )  # fmt: skip
+    finally:
+        os.close(write_fd)
+    workers = [
+        _spawn(
+            ["worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            log_dir / f"worker-{w}.log",
+            _worker_env(config),
+        )
+        for w in range(num_local)
+    ]
+    return [master, *workers], read_fd
+
+
 def run_locust(
     plan: LoadPlan,
     config: ClientConfig,
@@ -194,33 +224,22 @@ def run_locust(
         "expect": num_workers,
         "connect_timeout_s": _LOCAL_WAIT_S if local else _REMOTE_WAIT_S,
     }
-    job_path = log_dir / "job.json"
-    job_path.write_bytes(orjson.dumps(job))
-    read_fd, write_fd = os.pipe()
-    args = ["master", "--job", str(job_path), "--bind", bind, "--port", str(port)]
-    master = _spawn(
-        [*args, "--out-fd", str(write_fd)], log_dir / "master.log", dict(os.environ),
-        pass_fds=(write_fd,),
-    )  # fmt: skip
-    os.close(write_fd)
-    procs = [master]
-    if local:
-        procs += [
-            _spawn(
-                ["worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                log_dir / f"worker-{w}.log",
-                _worker_env(config),
-            )
-            for w in range(num_workers)
-        ]
-    else:
-        on_note(f"waiting for {num_workers} Locust workers to join {bind}:{port}")
     reader = _Reader(sink, on_note)
-    try:
-        interrupted = _read(read_fd, reader, master, stop)
-    finally:
-        os.close(read_fd)
-        _end(procs)
+    # The job holds the header values: sent, never stored (a private temporary folder).
+    with tempfile.TemporaryDirectory(prefix="infertriage-locust-") as private:
+        job_path = Path(private) / "job.json"
+        job_path.write_bytes(orjson.dumps(job))
+        procs, read_fd = _start(
+            job_path, (bind, port), log_dir, num_workers if local else 0, config
+        )
+        if not local:
+            on_note(f"waiting for {num_workers} Locust workers to join {bind}:{port}")
+        try:
+            interrupted = _read(read_fd, reader, procs[0], stop)
+        finally:
+            os.close(read_fd)
+            _end(procs)
+    master = procs[0]
     if not reader.reports and not interrupted and (reader.errors or not reader.lost):
         why = reader.errors[0] if reader.errors else f"the master exited ({master.returncode})"
         raise UserError(f"the Locust run did not start: {why}; see {log_dir}.")
