@@ -16,6 +16,7 @@ requests in flight: every record it had sent is kept.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import select
 import signal
@@ -139,11 +140,16 @@ def _worker_env(config: ClientConfig) -> dict[str, str]:
 def _read(
     pipe: int,
     reader: _Reader,
-    master: subprocess.Popen[bytes],
+    procs: list[subprocess.Popen[bytes]],
     stop: Callable[[], bool] | None,
 ) -> bool:
-    """Pass on what the master says until it ends; true when the run was stopped."""
-    interrupted = False
+    """Pass on what the master says until it ends; true when the run was stopped.
+
+    A local worker that exits before the workers are all connected (it could not start)
+    ends the wait at once, instead of the master's minute.
+    """
+    master, local_workers = procs[0], procs[1:]
+    interrupted = gave_up = False
     while True:
         try:
             ready, _, _ = select.select([pipe], [], [], _POLL_S)
@@ -152,13 +158,23 @@ def _read(
                 if not data:
                     return interrupted
                 reader.feed(data)
+            if not (reader.connected or gave_up) and any(
+                proc.poll() is not None for proc in local_workers
+            ):
+                gave_up = True
+                reader.errors.insert(0, "a worker on this host exited before it joined the master")
+                _terminate(master)
             if not interrupted and stop is not None and stop():
                 raise KeyboardInterrupt
         except KeyboardInterrupt:
             if not interrupted:
                 interrupted = True
-                with contextlib.suppress(ProcessLookupError):
-                    master.send_signal(signal.SIGTERM)
+                _terminate(master)
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
 
 
 def _end(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -213,6 +229,8 @@ def run_locust(
     on_note: Callable[[str], None] = lambda text: None,
 ) -> LocustRun:
     """Run the plan on a Locust master and `num_workers` workers; see the module docstring."""
+    if importlib.util.find_spec("locust") is None:  # looked up, never imported here
+        raise UserError("--locust-workers needs Locust: pip install 'infertriage[distributed]'.")
     log_dir.mkdir(parents=True, exist_ok=True)
     local = master_host is None
     bind, port = ("127.0.0.1", _free_port()) if local else parse_master_host(str(master_host))
@@ -235,7 +253,7 @@ def run_locust(
         if not local:
             on_note(f"waiting for {num_workers} Locust workers to join {bind}:{port}")
         try:
-            interrupted = _read(read_fd, reader, procs[0], stop)
+            interrupted = _read(read_fd, reader, procs, stop)
         finally:
             os.close(read_fd)
             _end(procs)
