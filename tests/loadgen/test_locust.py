@@ -175,9 +175,10 @@ def test_an_open_loop_keeps_every_deadline_across_workers(tmp_path: Path) -> Non
 
 
 def test_workers_started_by_hand_join_the_master_host(tmp_path: Path) -> None:
-    """The multi-host form on loopback: bench starts only the master; the workers, started
-    as a user starts them on other hosts, join it and take the API key from their own
-    environment (it never travels); the header values travel and are stored nowhere."""
+    """The multi-host form on loopback: bench starts only the master, one per level; the
+    workers, started as a user starts them on other hosts, join each in turn and take the
+    API key from their own environment (it never travels); the header values travel and
+    are stored nowhere."""
     port = _free_port()
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-key"}
     command = [sys.executable, "-m", "infertriage.loadgen.locust", "worker"]
@@ -186,6 +187,7 @@ def test_workers_started_by_hand_join_the_master_host(tmp_path: Path) -> None:
     try:
         with serve_in_process(Behavior(ttft_s=0.005, itl_s=0.002), api_key="sk-test-key") as url:
             spec = _bench(url, tmp_path / "run", num_requests=12, locust_workers=2)
+            spec = spec.model_copy(update={"concurrencies": (2, 4)})  # two levels, two masters
             client = spec.client.model_copy(
                 update={"api_key": "sk-test-key", "headers": ("X-Team-Token: tt-secret",)}
             )
@@ -194,13 +196,14 @@ def test_workers_started_by_hand_join_the_master_host(tmp_path: Path) -> None:
                     update={"client": client, "locust_master_host": f"127.0.0.1:{port}"}
                 )
             )
-        for proc in workers:
-            assert proc.wait(timeout=20) == 0  # the master's quit ends them
+        assert all(proc.poll() is None for proc in workers)  # they serve run after run
     finally:
         for proc in workers:
-            if proc.poll() is None:
-                proc.kill()
-    assert result.levels[0].summary.num_ok == 12 and result.levels[0].client.num_workers == 2
+            proc.terminate()
+            proc.wait(timeout=20)
+    # The same two workers joined the master of each level.
+    assert [level.summary.num_ok for level in result.levels] == [12, 12]
+    assert [level.client.num_workers for level in result.levels] == [2, 2]
     # The key and header values were sent, never stored: no file of the run holds them.
     for path in (tmp_path / "run").rglob("*"):
         if path.is_file():

@@ -1,11 +1,12 @@
 """loadgen, level 2: `python -m infertriage.loadgen.locust master|worker` — a Locust process.
 
-Takes the command line bench gives its master (`master --job FILE --bind H
---port P --out-fd FD`) or a worker's (`worker --master-host H [--master-port P]`,
-the one a user runs on each load host of a multi-host run, with `OPENAI_API_KEY`
-set when the run sends a key); gives a running master or worker until the run
-ends. Locust monkey-patches the process for gevent when it is imported: this
-entry point is its only importer, in a process where no asyncio runs.
+Takes the command line bench gives its master (`master --job FILE --bind H --port P
+--out-fd FD`) or a worker's (`worker --master-host H [--master-port P] [--once]`, the
+one a user runs on each load host of a multi-host run, with `OPENAI_API_KEY` set when
+the run sends a key); gives a running master until its run ends, or a worker that serves
+one run (`--once`: bench's local workers) or run after run until stopped. Locust monkey-
+patches the process for gevent when it is imported: this entry point is its only
+importer, in a process where no asyncio runs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     worker = sub.add_parser("worker", help="one load process; start N of them on any hosts")
     worker.add_argument("--master-host", required=True)
     worker.add_argument("--master-port", type=int, default=DEFAULT_PORT)
+    worker.add_argument("--once", action="store_true", help="serve one run, then exit")
     return parser.parse_args(argv)
 
 
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_master(args.job, args.bind, args.port, out)
     from infertriage.loadgen.locust.worker import run_worker  # noqa: PLC0415
 
-    return run_worker(args.master_host, args.master_port)
+    return run_worker(args.master_host, args.master_port, once=args.once)
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ def _start(
         os.close(write_fd)
     workers = [
         _spawn(
-            ["worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            ["worker", "--master-host", "127.0.0.1", "--master-port", str(port), "--once"],
             log_dir / f"worker-{w}.log",
             _worker_env(config),
         )

@@ -16,6 +16,7 @@ runs.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ from infertriage.workload import LocalTokenizer, RequestSpec, TextRenderer
 __all__ = ["WorkerNode", "make_user_class"]
 
 _LAG_INTERVAL_S = 0.010
+_RECONNECT_AFTER_S = 1.0
 
 
 class _Cancel(gevent.GreenletExit):  # type: ignore[misc]  # gevent ships no types
@@ -289,12 +291,22 @@ def _stats_name(state: StreamState) -> str:
     return "/v1/chat/completions" if state.chat else "/v1/completions"
 
 
-def run_worker(master_host: str, master_port: int) -> int:
-    """Connect to the master and serve its runs until it quits."""
-    env = Environment()
-    node = WorkerNode(env)
-    env.user_classes = [make_user_class(node)]
-    runner = env.create_worker_runner(master_host, master_port)
-    node.attach()
-    runner.greenlet.join()
-    return 0
+def run_worker(master_host: str, master_port: int, *, once: bool) -> int:
+    """Serve the master's runs: one (`once`, bench's own local workers), else run after run
+    (every level of a sweep, every load of `diagnose`) until the process is stopped."""
+    while True:
+        env = Environment()
+        node = WorkerNode(env)
+        env.user_classes = [make_user_class(node)]
+        try:
+            runner = env.create_worker_runner(master_host, master_port)
+        except ConnectionError:
+            logging.getLogger(__name__).error(
+                "no Locust master at %s:%d; giving up", master_host, master_port
+            )
+            return 1
+        node.attach()
+        runner.greenlet.join()
+        if once:
+            return 0
+        gevent.sleep(_RECONNECT_AFTER_S)  # the last master is gone before the next is asked
