@@ -4,7 +4,8 @@ Takes a `BenchSpec` (URL, client, load levels, workload, bounds, workers,
 SLOs; `api.specs`); does the whole load test — checks the URL
 fails fast, learns the server's context (`api.preflight`), builds one seeded
 schedule per level and fits it to that context, runs it on one event loop
-or `--workers` processes, appends every record to requests.jsonl as it
+`--workers` processes or a Locust master and `--locust-workers`
+(`loadgen.locust`), appends every record to requests.jsonl as it
 finishes, counts a sample of the prompts with the server's `/tokenize`
 (`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
 killed run keeps a summary), signals.jsonl and the CSV exports; gives a
@@ -53,6 +54,7 @@ from infertriage.api.preflight import (
 from infertriage.api.specs import BenchSpec, LoadMode
 from infertriage.loadgen import caveats, tokencheck
 from infertriage.loadgen.client import ClientConfig
+from infertriage.loadgen.locust import run_locust
 from infertriage.loadgen.results import (
     BenchConfig,
     BenchResult,
@@ -233,6 +235,16 @@ class _Session:
             self.observer.request_finished(record)
 
     def execute(self, plan: LoadPlan) -> tuple[list[WorkerReport], bool]:
+        cfg = self.config
+        if cfg.locust_workers is not None:
+            run = run_locust(
+                plan, self.client, cfg.locust_workers, master_host=cfg.locust_master_host,
+                clock_start_ns=self.clock.start_ns, sink=self.sink, tokenizer=cfg.tokenizer,
+                log_dir=self.run.root / "locust", stop=self.interrupt.is_requested,
+                on_note=lambda text: print(text, file=sys.stderr),
+            )  # fmt: skip
+            self.warnings += run.lost
+            return run.reports, run.interrupted
         if self.config.workers == 1:
             report = run_sync(
                 run_load(
@@ -398,8 +410,10 @@ def _environment(config: BenchConfig) -> dict[str, object]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
-        "uvloop": config.use_uvloop and have_uvloop(),
+        "uvloop": config.use_uvloop and have_uvloop() and not config.locust_workers,
         "workers": config.workers,
+        "load_engine": "locust" if config.locust_workers else "infertriage",
+        "locust_workers": config.locust_workers,
     }
 
 
@@ -469,6 +483,7 @@ def run_bench(
         concurrencies=spec.concurrencies, sweep=spec.sweep, workload=spec.workload,
         arrival=spec.arrival, duration_s=spec.duration_s, num_requests=spec.num_requests,
         workers=spec.workers, max_concurrency=spec.max_concurrency,
+        locust_workers=spec.locust_workers, locust_master_host=spec.locust_master_host,
         think_time_s=spec.think_time_s, timeout_s=timeout_s,
         stall_timeout_s=spec.stall_timeout_s or min(timeout_s, 60.0),
         drain_timeout_s=(
@@ -479,6 +494,10 @@ def run_bench(
         ignore_eos=spec.ignore_eos, check_tokens=spec.check_tokens,
         header_names=tuple(name for name, _ in pairs), use_uvloop=spec.use_uvloop,
     )  # fmt: skip
+    if spec.locust_workers is not None and spec.workers > 1:
+        raise UserError("--workers and --locust-workers both spread the load; give one of them.")
+    if spec.locust_master_host and spec.locust_workers is None:
+        raise UserError("--locust-master-host needs --locust-workers N.")
     ws = parse_workload(spec.workload)
     levels = _levels(config, ws)
     if shared is None:

@@ -487,7 +487,8 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
             target = stack.enter_context(_target(spec, run))
         bench = BenchSpec(
             url=target.url, client=spec.client, workload=spec.workload, thresholds=thresholds,
-            drain_timeout_s=_DRAIN_TIMEOUT_S,
+            drain_timeout_s=_DRAIN_TIMEOUT_S, locust_workers=spec.locust_workers,
+            locust_master_host=spec.locust_master_host,
         )  # fmt: skip
         sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency, observer)
         measured = _measure(target, sweep, capture, interrupt)

@@ -90,6 +90,8 @@ class BenchSpec(_Spec):
     duration_s: float | None = None
     num_requests: int | None = None
     workers: int = 1
+    locust_workers: int | None = None  # the load on a Locust master and N workers
+    locust_master_host: str | None = None  # HOST[:PORT]: remote workers join it
     max_concurrency: int | None = None
     think_time_s: float = 0.0
     out: Path | None = None
@@ -131,6 +133,8 @@ class DiagnoseSpec(_Spec):
     profile_s: float | None = None
     profile_dir: Path | None = None
     logs: tuple[Path, ...] = ()
+    locust_workers: int | None = None  # the load on a Locust master and N workers (`bench`)
+    locust_master_host: str | None = None
     out: Path | None = None
     force: bool = False
     html: Path | None = None  # write the run's HTML report here after the map
@@ -155,6 +159,8 @@ class ValidateSpec(_Spec):
     server_pid: int | None = None
     functional: bool = True
     seed: int = 0
+    locust_workers: int | None = None  # the load on a Locust master and N workers (`bench`)
+    locust_master_host: str | None = None
     out: Path | None = None
     force: bool = False
     # operations: the longest generation through whatever fronts the server (0: not run)

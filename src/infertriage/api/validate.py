@@ -142,6 +142,7 @@ class _Load:
         return BenchSpec(
             url=url, client=spec.client, workload=spec.workload, thresholds=self.thresholds,
             seed=spec.seed, drain_timeout_s=10.0, labels=(("phase", phase),),
+            locust_workers=spec.locust_workers, locust_master_host=spec.locust_master_host,
         )  # fmt: skip
 
 

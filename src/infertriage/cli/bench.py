@@ -78,6 +78,12 @@ def bench(
     workers: int = typer.Option(
         1, "--workers", callback=positive, help="Client processes (one event loop each)."
     ),
+    locust_workers: int | None = typer.Option(
+        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
+    ),
+    locust_master_host: str | None = typer.Option(
+        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+    ),
     max_concurrency: int | None = typer.Option(
         None,
         "--max-concurrency",
@@ -137,6 +143,7 @@ def bench(
         url=url, client=client, rates=tuple(rates), concurrencies=tuple(concurrencies),
         sweep=sweep, workload=workload, arrival=arrival, duration_s=duration,
         num_requests=num_requests, workers=workers, max_concurrency=max_concurrency,
+        locust_workers=locust_workers, locust_master_host=locust_master_host,
         think_time_s=think_time, out=out, force=force, thresholds=thresholds, goodput=goodput,
         timeout_s=timeout, stall_timeout_s=stall_timeout, drain_timeout_s=drain_timeout,
         seed=seed, continuous_usage=continuous_usage, ignore_eos=ignore_eos,

@@ -107,6 +107,12 @@ def diagnose(
     html: Path | None = typer.Option(
         None, "--html", callback=new_file, help="Also write the run's HTML report to this file."
     ),
+    locust_workers: int | None = typer.Option(
+        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
+    ),
+    locust_master_host: str | None = typer.Option(
+        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
@@ -128,7 +134,8 @@ def diagnose(
         concurrency=concurrency, workload=workload, from_run=from_run,
         metrics_file=metrics_file, compare_run=compare_run, slo=slo, deployment=deployment,
         traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
-        out=out, force=force, html=html,
+        out=out, force=force, html=html, locust_workers=locust_workers,
+        locust_master_host=locust_master_host,
     )  # fmt: skip
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_diagnose(spec, observer=view)

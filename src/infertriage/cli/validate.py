@@ -91,6 +91,12 @@ def validate(
     ),
     out: Path | None = typer.Option(None, "--out", help="Run directory."),
     force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
+    locust_workers: int | None = typer.Option(
+        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
+    ),
+    locust_master_host: str | None = typer.Option(
+        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
@@ -114,6 +120,7 @@ def validate(
         soak_rate=soak_rate, metrics_url=metrics_url, dcgm_url=dcgm_url, server_pid=server_pid,
         functional=not skip_functional, seed=seed, out=out, force=force,
         long_generation_max_s=long_generation_max_s,
+        locust_workers=locust_workers, locust_master_host=locust_master_host,
     )  # fmt: skip
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_validate(spec, observer=view)

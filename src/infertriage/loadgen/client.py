@@ -23,20 +23,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from enum import StrEnum
 from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import orjson
 
+from infertriage.loadgen.request import (
+    ClientConfig,
+    Endpoint,
+    prompt_fields,
+    request_body,
+    request_headers,
+)
 from infertriage.loadgen.sse import SseEvent, SseParser
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource, http_error_kind
 from infertriage.schemas.redact import Redactor
 from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
 
-__all__ = ["ClientConfig", "Endpoint", "RequestClient", "StreamState", "prompt_fields"]
+__all__ = [
+    "ClientConfig",
+    "Endpoint",
+    "RequestClient",
+    "StreamState",
+    "prompt_fields",
+    "request_body",
+    "request_headers",
+]
 
 _ERROR_TEXT_LIMIT = 300
 _SERVER_ID_LIMIT = 200  # a request id longer than this is not one
@@ -47,32 +60,6 @@ _loads = orjson.loads
 _WATCH_INTERVAL_S = 0.25
 # After [DONE], wait at most this long for the body's end so the connection can be reused.
 _DONE_GRACE_S = 0.5
-
-
-class Endpoint(StrEnum):
-    CHAT = "chat"
-    COMPLETIONS = "completions"
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConfig:
-    base_url: str  # ends in /v1
-    model: str
-    endpoint: Endpoint = Endpoint.CHAT
-    api_key: str | None = field(default=None, repr=False)
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    timeout_s: float = 600.0  # the whole request
-    stall_timeout_s: float = 60.0  # no byte for this long
-    connect_timeout_s: float = 10.0
-    continuous_usage: bool = True  # ask for usage in every chunk (vLLM, SGLang)
-    # send `ignore_eos` and `min_tokens` when a spec asks for exact lengths
-    send_ignore_eos: bool = True
-    keep_text: bool = False  # keep the output text, to count it with a local tokenizer
-
-    @property
-    def url(self) -> str:
-        path = "/chat/completions" if self.endpoint is Endpoint.CHAT else "/completions"
-        return self.base_url + path
 
 
 class StreamState:
@@ -233,6 +220,41 @@ class StreamState:
         if output >= 0:
             self.chunks.append((ns, output, False))
 
+    def end_stream(self) -> None:
+        """The body ended: its last partial event, then a stream cut before `[DONE]`."""
+        tail = self.parser.close()
+        if tail:
+            self.on_events(tail, time.perf_counter_ns())
+        if self.done_ns is None and not self.finished:
+            self.fail(ErrorKind.STREAM, "truncated", "the stream ended before [DONE]")
+
+    def http_error(self, status: int, text: str) -> None:
+        """A status other than 200, with the start of its body."""
+        # a 4xx refusing the request (rejected) or the load (429) is not the server failing
+        kind = http_error_kind(status)
+        self.fail(kind, f"http_{status // 100}xx", f"HTTP {status}: {text}".strip())
+
+    def json_body(self, data: bytes) -> None:
+        """A 200 with one JSON body: the server, or a proxy before it, ignored `stream`.
+
+        Not a cut stream: nothing streamed, so no TTFT or ITL can be measured. An
+        `{"error": …}` body is the server's error, as an error event would be.
+        """
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            body = None
+        if isinstance(body, dict) and "error" in body:
+            self._error_event(data)
+            return
+        self.fail(
+            ErrorKind.STREAM,
+            "not_streamed",
+            "the server answered with one JSON body (application/json), not an event stream: "
+            "it, or a proxy in front of it, ignores `stream: true`, so TTFT and ITL cannot be "
+            "measured",
+        )
+
     def record(
         self,
         record_id: str,
@@ -295,14 +317,6 @@ class StreamState:
         return (counted if self.chunks else None), TokenSource.ESTIMATE
 
 
-def prompt_fields(renderer: TextRenderer, spec: RequestSpec, *, chat: bool) -> dict[str, object]:
-    """The prompt part of a request body: `messages` for chat, else one `prompt` string."""
-    messages = renderer.messages(spec.turns)
-    if chat:
-        return {"messages": [{"role": role, "content": text} for role, text in messages]}
-    return {"prompt": "\n\n".join(text for _, text in messages)}
-
-
 class RequestClient:
     """Sends specs over one aiohttp session and fills their `StreamState`s."""
 
@@ -317,11 +331,7 @@ class RequestClient:
         self.renderer = renderer or TextRenderer()
         self._chat = config.endpoint is Endpoint.CHAT
         self._url = config.url
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        headers.update(dict(config.headers))
-        if config.api_key:
-            headers["Authorization"] = f"Bearer {config.api_key}"
-        self._headers = headers
+        self._headers = request_headers(config)
         self._redact = Redactor.of(config.api_key, config.headers)
         self._active: dict[StreamState, asyncio.Task[Any]] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -335,23 +345,7 @@ class RequestClient:
         self.num_events = 0
 
     def body(self, spec: RequestSpec) -> bytes:
-        cfg = self.config
-        stream_options: dict[str, bool] = {"include_usage": True}
-        if cfg.continuous_usage:
-            stream_options["continuous_usage_stats"] = True
-        payload: dict[str, object] = {
-            "model": cfg.model,
-            "max_tokens": spec.max_tokens,
-            "stream": True,
-            "stream_options": stream_options,
-        }
-        payload.update(prompt_fields(self.renderer, spec, chat=self._chat))
-        if spec.ignore_eos and cfg.send_ignore_eos:
-            # Exact output lengths: vLLM, SGLang and TensorRT-LLM honour both; `min_tokens`
-            # also holds where `ignore_eos` is unknown, and servers ignore fields they lack.
-            payload["ignore_eos"] = True
-            payload["min_tokens"] = spec.max_tokens
-        return orjson.dumps(payload)
+        return request_body(self.config, self.renderer, spec)
 
     def new_state(self, spec: RequestSpec, scheduled_ns: int) -> StreamState:
         state = StreamState(spec, scheduled_ns, chat=self._chat, redact=self._redact)
@@ -471,35 +465,14 @@ class RequestClient:
             text = (await resp.content.read(_ERROR_TEXT_LIMIT)).decode("utf-8", "replace")
         except (TimeoutError, aiohttp.ClientError):
             text = ""
-        fault = f"http_{resp.status // 100}xx"
-        # a 4xx refusing the request (rejected) or the load (429) is not the server failing
-        kind = http_error_kind(resp.status)
-        state.fail(kind, fault, f"HTTP {resp.status}: {text}".strip())
+        state.http_error(resp.status, text)
 
     async def _not_streamed(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
-        """A 200 with one JSON body: the server, or a proxy before it, ignored `stream`.
-
-        Not a cut stream: nothing streamed, so no TTFT or ITL can be measured. An
-        `{"error": …}` body is the server's error, as an error event would be.
-        """
         try:
             data = await resp.content.read(_ERROR_TEXT_LIMIT * 64)
         except (TimeoutError, aiohttp.ClientError):
             data = b""
-        try:
-            body = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            body = None
-        if isinstance(body, dict) and "error" in body:
-            state._error_event(data)
-            return
-        state.fail(
-            ErrorKind.STREAM,
-            "not_streamed",
-            "the server answered with one JSON body (application/json), not an event stream: "
-            "it, or a proxy in front of it, ignores `stream: true`, so TTFT and ITL cannot be "
-            "measured",
-        )
+        state.json_body(data)
 
     async def _read(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
         read = resp.content.readany
@@ -524,11 +497,7 @@ class RequestClient:
         self.num_events += num_events
         if state.done_ns is not None:
             await _finish_body(resp)
-        tail = state.parser.close()
-        if tail:
-            state.on_events(tail, perf())
-        if state.done_ns is None and not state.finished:
-            state.fail(ErrorKind.STREAM, "truncated", "the stream ended before [DONE]")
+        state.end_stream()
 
 
 async def _finish_body(resp: aiohttp.ClientResponse) -> None:

@@ -57,6 +57,8 @@ class BenchConfig(BaseModel):
     duration_s: float | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, gt=0)
     workers: int = Field(default=1, ge=1, le=256)
+    locust_workers: int | None = Field(default=None, ge=1, le=1024)  # Locust's runner
+    locust_master_host: str | None = None  # None: a local master and local workers
     max_concurrency: int | None = Field(default=None, ge=1)
     think_time_s: float = Field(default=0.0, ge=0)
     timeout_s: float = Field(default=600.0, gt=0)

@@ -23,11 +23,19 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from infertriage.loadgen.client import ClientConfig, RequestClient, make_session
+from infertriage.loadgen.client import ClientConfig, RequestClient, StreamState, make_session
 from infertriage.schemas import ErrorKind, RequestRecord
 from infertriage.workload import RequestSpec, Schedule, TextRenderer, TokenCounter
 
-__all__ = ["LoadPlan", "WorkerReport", "have_uvloop", "run_load", "run_sync"]
+__all__ = [
+    "LoadPlan",
+    "WorkerReport",
+    "backoff_s",
+    "failed_fast",
+    "have_uvloop",
+    "run_load",
+    "run_sync",
+]
 
 T = TypeVar("T")
 Sink = Callable[[RequestRecord], None]
@@ -92,6 +100,21 @@ def run_sync(coro: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
+
+
+def failed_fast(state: StreamState) -> bool:
+    """The request failed before any token, within a second (refused, a 5xx, a 429)."""
+    took_s = (time.perf_counter_ns() - state.sent_ns) * 1e-9
+    failed = state.error_kind is not ErrorKind.NONE and not state.chunks
+    return failed and took_s < _INSTANT_FAILURE_S
+
+
+def backoff_s(failures: int) -> float:
+    """A closed-loop user's wait after `failures` fast failures in a row (0: none)."""
+    if not failures:
+        return 0.0
+    # the exponent capped: a long outage must not overflow a float
+    return min(_BACKOFF_MAX_S, _BACKOFF_S * 2.0 ** min(failures - 1, 16))
 
 
 async def sleep_until(deadline_ns: int) -> None:
@@ -160,9 +183,7 @@ class _Run:
             if acquired and self.slots is not None:
                 self.slots.release()
         self._emit(state, request_id)
-        took_s = (time.perf_counter_ns() - state.sent_ns) * 1e-9
-        failed = state.error_kind is not ErrorKind.NONE and not state.chunks
-        return failed and took_s < _INSTANT_FAILURE_S
+        return failed_fast(state)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro)
@@ -189,11 +210,9 @@ class _Run:
             if limit is not None and time.perf_counter_ns() >= limit:
                 return
             failures = failures + 1 if await self.one(spec, scheduled) else 0
-            pause = think
+            pause = think + backoff_s(failures)
             if failures:
                 self.num_backoffs += 1
-                # the exponent capped: a long outage must not overflow a float
-                pause += min(_BACKOFF_MAX_S, _BACKOFF_S * 2 ** min(failures - 1, 16))
             if limit is not None:
                 pause = min(pause, max(0.0, (limit - time.perf_counter_ns()) * 1e-9))
             if pause > 0:
