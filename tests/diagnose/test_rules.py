@@ -664,3 +664,9 @@ def test_communication_replicas_would_not_pay_is_a_bottleneck_with_slos_met() ->
     assert found is not None and found.status is Status.BOTTLENECK
     assert "TP 1 replicas would fit, up to 1.6× the throughput" in found.title
     assert found.next_steps[0].startswith("run 2 replicas of TP 1 instead")
+    # over NVLink TP buys lower ITL: a choice the SLOs judge, so only said (a warning)
+    nvlink = make_evidence(trace__nccl_fraction=0.38, config__interconnect_pcie=0.0,
+                           plan__smallest_tp_that_fits=1.0)  # fmt: skip
+    found = rule(nvlink, t)
+    assert found is not None and found.status is Status.WARNING
+    assert "TP 1 replicas would fit" in found.title

@@ -14,8 +14,9 @@ _L = Layer.PARALLELISM
 @rule("parallelism.communication_share", _L, ("trace.nccl_fraction",))
 def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
     """All-reduce's share of GPU time: a bottleneck when an SLO is missed, when it reaches
-    `comm_bound`, or at once where replicas at a smaller TP would fit (the plan): a cost the
-    deployment need not pay."""
+    `comm_bound`, or, over PCIe, at once where replicas at a smaller TP would fit (the plan):
+    a cost the deployment need not pay. Over NVLink a smaller TP that fits is said (a
+    warning): there TP buys lower ITL, a choice the SLOs, not the plan, judge."""
     share = ev.get("trace.nccl_fraction") or 0.0
     if share < t.comm_share:
         return None
@@ -31,7 +32,7 @@ def communication_share(ev: Evidence, t: Thresholds) -> Finding | None:
     return make_finding(
         "parallelism.communication_share",
         _L,
-        bottleneck=slo_missed(ev, t) or share >= t.comm_bound or avoidable,
+        bottleneck=slo_missed(ev, t) or share >= t.comm_bound or (avoidable and over_pcie),
         severity=severity_above(share, t.comm_share, 0.7),
         explains=share,
         title=f"all-reduce takes {share:.0%} of GPU time{where}{gain}",
