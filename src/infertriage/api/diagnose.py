@@ -44,6 +44,7 @@ from infertriage.api.report import check_html_path, write_report
 from infertriage.api.runview import RunView, finished, load_phases, measured_view, run_target
 from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec
 from infertriage.api.target import Target, collector_for, twin_target
+from infertriage.api.topology import keep_interconnect, kept_interconnect
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
@@ -374,7 +375,7 @@ def _signals_of_run(run: RunDir, view: RunView) -> list[Signal]:
         *trace_signals(_trace_files(run)),
     ]
     signals = merge_log_signals(signals, _log_signals(run, info, phases))
-    signals += plan_signals(deployment, info.server_config, signals)
+    signals += plan_signals(deployment, info.server_config, signals, kept_interconnect(run.raw))
     return signals + _scaling_signals(run, signals)
 
 
@@ -479,6 +480,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
     keep_traces(run, spec.traces)
+    keep_interconnect(run.raw, spec.nvidia_smi_topo, spec.nccl_tests)
     shared = SharedRun(run)  # the clock starts before the twin does
     capture = Capture(spec.profile_s, spec.profile_dir, spec.logs, profiles_in_run=spec.url is None)
     # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.

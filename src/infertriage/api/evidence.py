@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from infertriage.api.topology import Interconnect
 from infertriage.api.trace import analyze_trace
 from infertriage.plan import PlanInputs, get_gpu, load_model, make_capacity_plan
+from infertriage.plan.topology import measured_gpu
 from infertriage.schemas import Signal, UserError
 
 __all__ = ["plan_signals", "trace_signals"]
@@ -50,9 +52,13 @@ def _fewer_gpus(inputs: PlanInputs) -> list[Signal]:
 
 
 def plan_signals(
-    deployment: Mapping[str, Any], server_config: Mapping[str, Any], measured: Sequence[Signal]
+    deployment: Mapping[str, Any],
+    server_config: Mapping[str, Any],
+    measured: Sequence[Signal],
+    interconnect: Interconnect | None = None,
 ) -> list[Signal]:
-    """The roofline at the batch and prompt length the run reached, when the deployment is known."""
+    """The roofline at the batch and prompt length the run reached, when the deployment is known;
+    on the measured interconnect (`--nvidia-smi-topo`, `--nccl-tests`) when given."""
     model, gpu = deployment.get("model"), deployment.get("gpu")
     batch = _value(measured, "client.max_concurrency")
     if not isinstance(model, str) or not isinstance(gpu, str) or not batch:
@@ -61,19 +67,21 @@ def plan_signals(
     output = int(_value(measured, "client.mean_output_tokens") or 256)
     max_len = int(server_config.get("max_model_len") or deployment.get("max_model_len") or 8192)
     try:
-        plan = make_capacity_plan(
-            PlanInputs(
-                model=load_model(model),
-                gpu=get_gpu(gpu),
-                max_model_len=max_len,
-                concurrency=max(1, int(batch)),
-                input_len=min(prompt, max_len - 1),
-                output_len=max(1, min(output, max_len - prompt)),
-                tp=int(deployment.get("tensor_parallel") or 1),
-                dtype=str(deployment.get("dtype") or "bf16"),
-                interconnect=str(deployment.get("interconnect") or "auto"),
-            )
+        inputs = PlanInputs(
+            model=load_model(model),
+            gpu=get_gpu(gpu),
+            max_model_len=max_len,
+            concurrency=max(1, int(batch)),
+            input_len=min(prompt, max_len - 1),
+            output_len=max(1, min(output, max_len - prompt)),
+            tp=int(deployment.get("tensor_parallel") or 1),
+            dtype=str(deployment.get("dtype") or "bf16"),
+            interconnect=str(deployment.get("interconnect") or "auto"),
         )
+        if interconnect is not None:
+            topo, runs = interconnect
+            inputs = inputs.replace(gpu=measured_gpu(inputs, runs, topo))
+        plan = make_capacity_plan(inputs)
     except UserError:
         return []
     r = plan.roofline

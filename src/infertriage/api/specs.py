@@ -138,6 +138,9 @@ class DiagnoseSpec(_Spec):
     out: Path | None = None
     force: bool = False
     html: Path | None = None  # write the run's HTML report here after the map
+    # the measured interconnect for the plan and the parallelism rules (`topology`'s files)
+    nvidia_smi_topo: Path | None = None
+    nccl_tests: tuple[Path, ...] = ()
 
 
 class ValidateSpec(_Spec):

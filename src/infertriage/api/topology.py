@@ -10,6 +10,7 @@ carries the planned batch. `read_interconnect` is what `plan
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from infertriage.api.specs import TopologySpec
@@ -24,7 +25,18 @@ from infertriage.plan.topology import (
 )
 from infertriage.schemas import Thresholds, UserError
 
-__all__ = ["TopologyReport", "read_interconnect", "topology"]
+__all__ = [
+    "Interconnect",
+    "TopologyReport",
+    "keep_interconnect",
+    "kept_interconnect",
+    "read_interconnect",
+    "topology",
+]
+
+Interconnect = tuple[TopoMatrix | None, tuple[NcclRun, ...]]
+_KEPT = "topology"  # under a run's raw/: the files `diagnose` was given, for --from-run
+_TOPO_FILE = "nvidia-smi-topo.txt"
 
 
 def _read(path: Path, what: str) -> str:
@@ -46,6 +58,29 @@ def read_interconnect(
     if len(set(ranks)) != len(ranks):
         raise UserError("give one nccl-tests run per rank count (two files have the same).")
     return topo, runs
+
+
+def keep_interconnect(raw: Path, topo_file: Path | None, nccl_files: tuple[Path, ...]) -> None:
+    """Read (a bad file fails first) and copy `diagnose`'s topology files into `raw`."""
+    if topo_file is None and not nccl_files:
+        return
+    read_interconnect(topo_file, nccl_files)
+    target = raw / _KEPT
+    target.mkdir(parents=True, exist_ok=True)
+    if topo_file is not None:
+        shutil.copyfile(topo_file, target / _TOPO_FILE)
+    for index, path in enumerate(nccl_files):
+        shutil.copyfile(path, target / f"nccl-{index:02d}-{path.name}")
+
+
+def kept_interconnect(raw: Path) -> Interconnect | None:
+    """The measured interconnect a run was diagnosed with, or None."""
+    folder = raw / _KEPT
+    if not folder.is_dir():
+        return None
+    topo = folder / _TOPO_FILE
+    nccl = tuple(sorted(folder.glob("nccl-*")))
+    return read_interconnect(topo if topo.is_file() else None, nccl)
 
 
 def topology(spec: TopologySpec) -> TopologyReport:

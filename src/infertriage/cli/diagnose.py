@@ -113,6 +113,12 @@ def diagnose(
     locust_master_host: str | None = typer.Option(
         None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
     ),
+    nvidia_smi_topo: Path | None = typer.Option(
+        None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file (the plan's link)."
+    ),
+    nccl_tests: list[Path] = typer.Option(
+        [], "--nccl-tests", help="nccl-tests all_reduce_perf output: the measured bandwidth."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
@@ -135,6 +141,7 @@ def diagnose(
         metrics_file=metrics_file, compare_run=compare_run, slo=slo, deployment=deployment,
         traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
         out=out, force=force, html=html, locust_workers=locust_workers,
+        nvidia_smi_topo=nvidia_smi_topo, nccl_tests=tuple(nccl_tests),
         locust_master_host=locust_master_host,
     )  # fmt: skip
     with live_view(json_out=json_out, progress=progress) as view:
