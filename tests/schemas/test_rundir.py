@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -153,3 +154,21 @@ def test_create_accepts_an_existing_folder_without_a_run(tmp_path: Path) -> None
     (tmp_path / "notes.txt").write_text("mine")
     run = RunDir.create(tmp_path)
     assert (tmp_path / "notes.txt").read_text() == "mine" and run.raw.is_dir()
+
+
+def test_runs_started_together_get_folders_of_their_own(tmp_path: Path) -> None:
+    # two bench runs from two threads in the same second (the monitoring test's twins) once
+    # raced to one name: the second found the first's run in it and stopped
+    made: list[Path] = []
+    barrier = threading.Barrier(8)
+
+    def one() -> None:
+        barrier.wait()
+        made.append(RunDir.create(None, prefix="bench", base=tmp_path).root)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(made)) == 8

@@ -188,6 +188,26 @@ def _clear(folder: Path) -> None:
         raise UserError(f"cannot clear run directory {folder}: {err.strerror}.") from err
 
 
+def _new_folder(base: Path, prefix: str) -> Path:
+    """`base/<prefix>-<UTC time>[-N]`, made here: the creation claims the name, so two runs
+    started in the same second (two threads, two processes) never share one folder."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create run directory {base}: {err.strerror}.") from err
+    for suffix in range(1, 10_000):
+        out = base / (f"{prefix}-{stamp}" if suffix == 1 else f"{prefix}-{stamp}-{suffix}")
+        try:
+            out.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise UserError(f"cannot create run directory {out}: {err.strerror}.") from err
+        return out
+    raise UserError(f"cannot create a run directory in {base}: every name is taken.")
+
+
 @dataclass(frozen=True, slots=True)
 class RunDir:
     """The paths of one run directory."""
@@ -209,12 +229,7 @@ class RunDir:
         one requests.jsonl; `force` empties it first.
         """
         if out is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-            out = base / f"{prefix}-{stamp}"
-            suffix = 1
-            while out.exists():
-                suffix += 1
-                out = base / f"{prefix}-{stamp}-{suffix}"
+            out = _new_folder(base, prefix)
         check_out(out, force=force)
         if holds_run(out):
             _clear(out)
