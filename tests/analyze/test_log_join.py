@@ -72,3 +72,7 @@ def test_the_map_lists_them_with_server_text_escaped() -> None:
     assert "run-c-1: TTFT 250 ms, E2E 4000 ms" in shown
     assert "\x1b[31m" not in shown
     assert diagnosis.to_json_dict()["slowest"][0]["joined_by"] == "id"  # type: ignore[index]
+
+
+def test_no_log_no_join() -> None:
+    assert join_slowest([_record("run-d-1", 1.0, 6.0)], [], ANCHOR) == []

@@ -40,6 +40,7 @@ def test_a_small_step_budget_is_named_with_its_knob(tmp_path: Path) -> None:
         )
     )
     d = result.diagnosis
+    assert d.slowest == ()  # no --log: no "slowest requests in the server's log"
     # --from-run judges by the SLOs the run was made with, unless others are given
     assert diagnose(DiagnoseSpec(from_run=tmp_path / "run")).diagnosis.slo == d.slo
     other = diagnose(DiagnoseSpec(from_run=tmp_path / "run", slo="ttft_p95=9s"))

@@ -360,6 +360,8 @@ def _slowest_in_logs(run: RunDir, view: RunView) -> tuple[LoggedRequest, ...]:
         for path in sorted(p for p in folder.iterdir() if p.is_file())
         for record in read_records(read_log(path), year)
     ]
+    if not logs:  # no --log given (its folder is made either way), or nothing read in it
+        return ()
     return tuple(join_slowest(view.records, logs, anchor))
 
 

@@ -62,7 +62,10 @@ def join_slowest(
     count: int = 5,
     most_lines: int = 6,
 ) -> list[LoggedRequest]:
-    """The `count` slowest requests, each with its log lines (by id when any line has one)."""
+    """The `count` slowest requests, each with its log lines (by id when any line has one);
+    none without a log."""
+    if not logs:
+        return []
     slowest = _slowest([r for r in records if r.end_ts is not None], count)
     named = {r.id: _by_id(r, logs, most_lines) for r in slowest}
     by_id = any(named.values())
