@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from infertriage.plan import PlanInputs, advise_parallelism, get_gpu, load_model
+from infertriage.plan import (
+    PlanInputs,
+    advise_parallelism,
+    get_gpu,
+    load_model,
+    smallest_replica_tp,
+)
 
 
 def _advise(model: str, gpu: str, num_gpus: int, dtype: str = "bf16") -> tuple[int, int, bool, int]:
@@ -57,3 +63,14 @@ def test_tp_over_pcie_warns_about_all_reduce() -> None:
     advice = advise_parallelism(inputs)
     assert advice.tp == 4
     assert any("PCIe" in reason for reason in advice.reasons)
+
+
+def test_smallest_replica_tp_carries_the_same_load_with_headroom() -> None:
+    def inputs(model: str, gpu: str, tp: int) -> PlanInputs:
+        return PlanInputs(model=load_model(model), gpu=get_gpu(gpu), max_model_len=8192,
+                          concurrency=64, input_len=600, output_len=256, tp=tp)  # fmt: skip
+
+    assert smallest_replica_tp(inputs("gemma-2-9b", "H200", 2)) == 1  # fits one GPU
+    assert smallest_replica_tp(inputs("llama-3.1-8b", "H100-SXM", 8)) == 1
+    assert smallest_replica_tp(inputs("llama-3.1-70b", "H100-SXM", 4)) == 4  # 2 cannot
+    assert smallest_replica_tp(inputs("llama-3.1-8b", "H100-SXM", 1)) == 1

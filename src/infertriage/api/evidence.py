@@ -14,7 +14,13 @@ from typing import Any
 
 from infertriage.api.topology import Interconnect
 from infertriage.api.trace import analyze_trace
-from infertriage.plan import PlanInputs, get_gpu, load_model, make_capacity_plan
+from infertriage.plan import (
+    PlanInputs,
+    get_gpu,
+    load_model,
+    make_capacity_plan,
+    smallest_replica_tp,
+)
 from infertriage.plan.topology import measured_gpu
 from infertriage.schemas import Signal, UserError
 
@@ -33,21 +39,7 @@ def _value(signals: Sequence[Signal], name: str) -> float | None:
 
 
 def _fewer_gpus(inputs: PlanInputs) -> list[Signal]:
-    """The smallest tensor-parallel degree whose replicas, sharing the load, each still fit it
-    with the headroom kept (`plan.smallest_tp_that_fits`): below the one deployed, the
-    all-reduce is a cost replicas would not pay."""
-    tp, smallest = inputs.tp, inputs.tp
-    while tp > 1:
-        tp //= 2
-        replicas = inputs.tp // tp
-        share = max(1, inputs.concurrency // replicas)
-        fewer = inputs.replace(tp=tp, num_gpus=None, concurrency=share)
-        try:
-            if not make_capacity_plan(fewer).fits_with_headroom:
-                break
-        except UserError:
-            break
-        smallest = tp
+    smallest = smallest_replica_tp(inputs)
     return [Signal("plan.smallest_tp_that_fits", float(smallest), "GPUs", "plan")]
 
 

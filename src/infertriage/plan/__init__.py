@@ -7,7 +7,7 @@ roofline cost for each prefill and decode step (from which the twin draws
 its step times and `plan` its TTFT and ITL).
 """
 
-from infertriage.plan.advice import ParallelAdvice, advise_parallelism
+from infertriage.plan.advice import ParallelAdvice, advise_parallelism, smallest_replica_tp
 from infertriage.plan.capacity import (
     CUDA_GRAPH_POOL_BYTES,
     CapacityPlan,
@@ -104,6 +104,7 @@ __all__ = [
     "parse_what_if",
     "prefill_time",
     "runtime_bytes",
+    "smallest_replica_tp",
     "sweep",
     "ttft_itl",
     "unquantized_bytes_per_param",

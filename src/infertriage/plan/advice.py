@@ -16,7 +16,7 @@ from infertriage.plan.memory import weight_bytes
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.units import GIB
 
-__all__ = ["ParallelAdvice", "advise_parallelism"]
+__all__ = ["ParallelAdvice", "advise_parallelism", "smallest_replica_tp"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,27 @@ def _fits(inputs: PlanInputs) -> bool:
         return False
     needed = -(-inputs.max_model_len // inputs.block_size)
     return plan.kv.usable_blocks >= needed
+
+
+def smallest_replica_tp(inputs: PlanInputs) -> int:
+    """The smallest tensor-parallel degree, halving from the deployed one, whose replicas each
+    still fit their share of the load (`inputs.concurrency`) with the headroom kept: below the
+    deployed degree, its all-reduces are a cost replicas would not pay. Stricter than
+    `advise_parallelism`'s fit (one full-length request): the replicas carry the same load."""
+    tp, smallest = inputs.tp, inputs.tp
+    while tp > 1:
+        tp //= 2
+        share = max(1, inputs.concurrency // (inputs.tp // tp))
+        try:
+            fits = make_capacity_plan(
+                inputs.replace(tp=tp, num_gpus=None, concurrency=share)
+            ).fits_with_headroom
+        except UserError:
+            fits = False
+        if not fits:
+            break
+        smallest = tp
+    return smallest
 
 
 def _tp_candidates(inputs: PlanInputs, limit: int) -> list[int]:
