@@ -19,7 +19,7 @@ ANCHOR = 1_796_300_000.0  # the run's wall clock at t = 0
 
 def _record(rid: str, sent: float, end: float, server_id: str = "") -> RequestRecord:
     return RequestRecord(id=rid, scheduled_ts=sent, sent_ts=sent, first_token_ts=sent + 0.2,
-                         end_ts=end, server_request_id=server_id)  # fmt: skip
+                         last_token_ts=end, end_ts=end, server_request_id=server_id)  # fmt: skip
 
 
 def _stamp(t: float) -> str:

@@ -335,37 +335,36 @@ def _fleet_signals(run: RunDir) -> list[Signal]:
     return fleet_signals(read_json(path)) if path.is_file() else []
 
 
-def _log_signals(run: RunDir, info: RunInfo, phases: Phases) -> list[Signal]:
+def _kept_logs(run: RunDir) -> list[str]:
+    """The text of each server log `--log` copied into the run (raw/logs/), read once."""
     folder = run.raw / "logs"
     if not folder.is_dir():
         return []
+    return [read_log(path) for path in sorted(p for p in folder.iterdir() if p.is_file())]
+
+
+def _log_signals(logs: Sequence[str], info: RunInfo, phases: Phases) -> list[Signal]:
     end_ts = phases.drain_end_ts or phases.load_end_ts
     window_unix = (info.wall_anchor_s, info.wall_anchor_s + end_ts)
     out: list[Signal] = []
-    for path in sorted(p for p in folder.iterdir() if p.is_file()):
-        parsed = parse_server_log(read_log(path), window_unix)
-        out += log_signals(parsed, (0.0, end_ts))
+    for text in logs:
+        out += log_signals(parse_server_log(text, window_unix), (0.0, end_ts))
     return out
 
 
-def _slowest_in_logs(run: RunDir, view: RunView) -> tuple[LoggedRequest, ...]:
+def _slowest_in_logs(logs: Sequence[str], view: RunView) -> tuple[LoggedRequest, ...]:
     """The measured level's slowest requests with the lines of the server's log about them."""
-    folder = run.raw / "logs"
-    if not folder.is_dir() or not view.records:
+    if not view.records:
         return ()
     anchor = view.info.wall_anchor_s
     year = time.localtime(anchor).tm_year
-    logs = [
-        record
-        for path in sorted(p for p in folder.iterdir() if p.is_file())
-        for record in read_records(read_log(path), year)
-    ]
-    if not logs:  # no --log given (its folder is made either way), or nothing read in it
+    records = [record for text in logs for record in read_records(text, year)]
+    if not records:  # no --log given (its folder is made either way), or nothing read in it
         return ()
-    return tuple(join_slowest(view.records, logs, anchor))
+    return tuple(join_slowest(view.records, records, anchor))
 
 
-def _signals_of_run(run: RunDir, view: RunView) -> list[Signal]:
+def _signals_of_run(run: RunDir, view: RunView, logs: Sequence[str]) -> list[Signal]:
     info, phases = view.info, view.phases
     samples = list(run.iter_records(run.metrics, Sample))
     deployment = info.config.get("deployment", {})
@@ -376,7 +375,7 @@ def _signals_of_run(run: RunDir, view: RunView) -> list[Signal]:
         *_fleet_signals(run),
         *trace_signals(_trace_files(run)),
     ]
-    signals = merge_log_signals(signals, _log_signals(run, info, phases))
+    signals = merge_log_signals(signals, _log_signals(logs, info, phases))
     signals += plan_signals(deployment, info.server_config, signals, kept_interconnect(run.raw))
     return signals + _scaling_signals(run, signals)
 
@@ -413,8 +412,8 @@ def _diagnose_run(
     run: RunDir, thresholds: Thresholds, target: str, view: RunView | None = None
 ) -> DiagnoseResult:
     view = view or measured_view(run)
-    records = view.records
-    signals = _signals_of_run(run, view)
+    records, logs = view.records, _kept_logs(run)
+    signals = _signals_of_run(run, view, logs)
     if run.signals.exists():
         run.signals.unlink()
     with JsonlWriter(run.signals) as writer:
@@ -424,7 +423,7 @@ def _diagnose_run(
     diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
     if records:  # say which window the client's SLO figures were judged over
         diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
-    slowest = _slowest_in_logs(run, view)
+    slowest = _slowest_in_logs(logs, view)
     if slowest:
         diagnosis = diagnosis.model_copy(update={"slowest": slowest})
     write_json(run.diagnosis, diagnosis)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infertriage.analyze.logs.records import LogRecord
+from infertriage.analyze.stats.latency import e2e_s
 from infertriage.schemas import LoggedRequest, RequestRecord
 
 __all__ = ["join_slowest"]
@@ -21,13 +22,9 @@ __all__ = ["join_slowest"]
 _STAMP_SLACK_S = 1.0  # a log stamps whole seconds
 
 
-def _e2e(record: RequestRecord) -> float | None:
-    return None if record.end_ts is None else record.end_ts - record.sent_ts
-
-
 def _slowest(records: Sequence[RequestRecord], count: int) -> list[RequestRecord]:
     def key(r: RequestRecord) -> tuple[float, float]:
-        return (_e2e(r) or 0.0, r.ttft_s or 0.0)
+        return (e2e_s(r) or 0.0, r.ttft_s or 0.0)
 
     return sorted(records, key=key, reverse=True)[:count]
 
@@ -76,7 +73,7 @@ def join_slowest(
             LoggedRequest(
                 id=r.id,
                 ttft_s=r.ttft_s,
-                e2e_s=_e2e(r),
+                e2e_s=e2e_s(r),
                 joined_by="id" if by_id else "time",
                 lines=lines,
             )
