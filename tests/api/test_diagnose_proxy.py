@@ -87,7 +87,9 @@ async def _serve(upstream: str, cut_s: float) -> None:
 
 
 @contextlib.contextmanager
-def _proxy(upstream: str, cut_s: float) -> Iterator[str]:
+def cutting_proxy(upstream: str, cut_s: float) -> Iterator[str]:
+    """This file run as a proxy to `upstream` that drops each connection `cut_s` after its
+    request; yields its URL (test_operations uses it as a gateway too)."""
     command = [sys.executable, str(Path(__file__).resolve()), upstream, str(cut_s)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -112,7 +114,7 @@ def twin() -> Iterator[TwinProcess]:
 
 
 def _diagnose_through(twin: TwinProcess, cut_s: float, out: Path) -> Diagnosis:
-    with _proxy(twin.url, cut_s) as url:
+    with cutting_proxy(twin.url, cut_s) as url:
         result = diagnose(
             DiagnoseSpec(
                 url=url,

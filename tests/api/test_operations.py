@@ -6,10 +6,7 @@ scale-up lead time."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,27 +20,11 @@ from infertriage.cli import main
 from infertriage.schemas import CheckGroup, CheckStatus, Thresholds
 from infertriage.twin.process import TwinProcess
 
-_PROXY = Path(__file__).resolve().parent / "test_diagnose_proxy.py"
-_READY = "proxy listening on "
+from .test_diagnose_proxy import cutting_proxy
+
 # A short context: the longest generation the twin allows (~480 tokens) takes ~4 s.
 _SHORT = "description: short context\nmodel: llama-3.1-8b\nengine: {max_model_len: 512}\n"
 _LOADING = "description: slow load\nmodel: llama-3.1-8b\nengine: {load_time_s: 1.5}\n"
-
-
-@contextlib.contextmanager
-def _gateway(upstream: str, cut_s: float) -> Iterator[str]:
-    command = [sys.executable, str(_PROXY), upstream, str(cut_s)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith(_READY), f"the proxy did not start: {line!r}"
-        yield line[len(_READY) :].strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +43,7 @@ def _check(url: str, max_s: float, out: Path):  # type: ignore[no-untyped-def]
 def test_a_gateway_that_cuts_streams_fails_with_the_second_it_cuts_at(
     short_twin: TwinProcess, tmp_path: Path
 ) -> None:
-    with _gateway(short_twin.url, 1.5) as url:
+    with cutting_proxy(short_twin.url, 1.5) as url:
         check, run_dir = _check(url, 20.0, tmp_path / "lg")
     assert check.status is CheckStatus.FAIL and check.group is CheckGroup.OPERATIONS
     assert 1.4 <= check.figures["cut_at_s"] <= 2.5  # the cut, plus a busy machine's lag
@@ -75,7 +56,7 @@ def test_a_gateway_that_cuts_streams_fails_with_the_second_it_cuts_at(
 
 
 def test_the_same_generation_uncut_passes(short_twin: TwinProcess, tmp_path: Path) -> None:
-    with _gateway(short_twin.url, 0) as url:
+    with cutting_proxy(short_twin.url, 0) as url:
         check, _ = _check(url, 30.0, tmp_path / "lg")
     assert check.status is CheckStatus.PASS, check.detail
     assert check.figures["output_tokens"] == check.figures["max_tokens"]
