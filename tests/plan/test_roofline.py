@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from infertriage.plan import (
+    Execution,
     RooflineParams,
     decode_step_time,
     get_gpu,
     load_model,
     moe_experts_touched,
     param_counts,
+    params_for,
     prefill_time,
     ttft_itl,
     weight_bytes,
@@ -97,15 +99,21 @@ def test_total_is_roof_plus_comm_plus_overhead() -> None:
     cost = decode_step_time(
         load_model("qwen2.5-7b"), get_gpu("A10G"), "bf16", 4, 512, params=params
     )
-    assert cost.total_s == pytest.approx(max(cost.compute_s, cost.memory_s) + cost.comm_s + 1e-3)
+    assert cost.total_s == pytest.approx(cost.gemm_s + cost.attention_s + cost.comm_s + 1e-3)
+    assert cost.total_s >= max(cost.compute_s, cost.memory_s) + cost.comm_s + 1e-3
 
 
-def test_fp8_prefill_uses_fp8_peak_where_there_is_one() -> None:
+def test_fp8_prefill_uses_fp8_peak_for_gemms_where_there_is_one() -> None:
+    # The GEMMs run at the FP8 peak; attention computes in 16 bits either way.
     spec = load_model("llama-3.1-8b")
     h100, a100 = get_gpu("H100-SXM"), get_gpu("A100-80GB")
-    assert prefill_time(spec, h100, "fp8", 4096).compute_s == pytest.approx(
-        prefill_time(spec, h100, "bf16", 4096).compute_s / 2, rel=1e-3
+    params = RooflineParams()
+    fp8 = prefill_time(spec, h100, "fp8", 4096, params=params)
+    bf16 = prefill_time(spec, h100, "bf16", 4096, params=params)
+    attention = fp8.work.prefill_attention_flops / (
+        h100.bf16_flops_per_s * params.compute_efficiency
     )
+    assert fp8.compute_s - attention == pytest.approx((bf16.compute_s - attention) / 2, rel=1e-3)
     assert prefill_time(spec, a100, "fp8", 4096).compute_s == pytest.approx(
         prefill_time(spec, a100, "bf16", 4096).compute_s, rel=1e-6
     )
@@ -119,3 +127,31 @@ def test_bad_inputs_are_user_errors() -> None:
         prefill_time(spec, gpu, "bf16", 0)
     with pytest.raises(UserError, match="mem_efficiency"):
         RooflineParams(mem_efficiency=1.5)
+
+
+def test_gemms_and_attention_each_run_under_their_own_roof() -> None:
+    # A wide long-context decode: the GEMMs are compute-bound, the KV-reading attention is
+    # memory-bound; separate kernels, so their times add and neither hides under the other.
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("H100-SXM")
+    p = params_for(gpu)
+    cost = decode_step_time(spec, gpu, "bf16", 256, 4000)
+    kv_s = cost.work.kv_bytes / (gpu.mem_bw_bytes_per_s * p.kv_mem_efficiency)
+    math_s = cost.work.decode_attention_flops / (
+        gpu.bf16_flops_per_s * p.decode_attention_efficiency
+    )
+    assert cost.attention_s == pytest.approx(max(kv_s, math_s))
+    assert cost.gemm_s + cost.attention_s > 1.2 * max(cost.compute_s, cost.memory_s)
+
+
+def test_collapsed_routing_reads_only_the_top_k_experts() -> None:
+    # Synthetic weights send every token to the same experts: a batch reads k of them, where
+    # real traffic reaches nearly all eight; one token reads k either way.
+    spec, gpu = load_model("mixtral-8x7b"), get_gpu("H100-SXM")
+    real = decode_step_time(spec, gpu, "bf16", 64, 100)
+    fake = decode_step_time(spec, gpu, "bf16", 64, 100, execution=Execution(routing="collapsed"))
+    assert fake.work.weight_bytes < 0.4 * real.work.weight_bytes
+    assert fake.work.expert_flops == pytest.approx(real.work.expert_flops)
+    assert fake.work.expert_tokens == 64 and real.work.expert_tokens < 64
+    one = decode_step_time(spec, gpu, "bf16", 1, 100)
+    one_fake = decode_step_time(spec, gpu, "bf16", 1, 100, execution=Execution("collapsed"))
+    assert one.work.weight_bytes == pytest.approx(one_fake.work.weight_bytes)

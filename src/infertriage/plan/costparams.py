@@ -52,8 +52,11 @@ _DEFAULT_NVLINK = LinkParams(20e-6, 5e-6, 0.75)
 class RooflineParams:
     """How close to the roofline a real engine gets, and what a step and a request cost besides."""
 
-    mem_efficiency: float = 0.8
+    mem_efficiency: float = 0.8  # GEMMs streaming weights, of the HBM datasheet bandwidth
     compute_efficiency: float = 0.6
+    kv_mem_efficiency: float = 0.6  # attention kernels reading the paged KV cache, of HBM
+    decode_attention_efficiency: float = 0.1  # decode attention's FLOPs, of the 16-bit peak
+    expert_efficiency: float = 1.0  # routed experts' grouped GEMMs, relative to dense ones
     compute_half_tokens: float = 0.0  # η_c(n) = η_c · n / (n + n½)
     step_overhead_s: float = 5e-4  # scheduling, sampling, launch or graph replay, per step
     layer_overhead_s: float = 0.0  # small kernels per layer (norms, RoPE, cache write), per step
@@ -66,7 +69,13 @@ class RooflineParams:
     activation_bytes: int = 2  # all-reduces carry BF16 hidden states
 
     def __post_init__(self) -> None:
-        for name in ("mem_efficiency", "compute_efficiency"):
+        for name in (
+            "mem_efficiency",
+            "compute_efficiency",
+            "kv_mem_efficiency",
+            "decode_attention_efficiency",
+            "expert_efficiency",
+        ):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise UserError(f"roofline {name} must be in (0, 1], not {value}.")
@@ -98,6 +107,8 @@ class Calibration:
     source: str
     batch_one: tuple[float, float] = (0.0, 0.0)  # (median, worst) |error| of batch-1 points
     saturation: tuple[float, float] = (0.0, 0.0)  # ... of each configuration's largest batch
+    moe_points: int = 0  # MoE figures (Mixtral-8x7B) behind `moe`
+    moe: tuple[float, float] = (0.0, 0.0)  # (median, worst) |error| of the MoE figures
 
     @property
     def covered(self) -> bool:
@@ -115,6 +126,17 @@ class Calibration:
             f"on {self.num_points:,} published points; one user ±{self.batch_one[0]:.0%} "
             f"(worst {self.batch_one[1]:.0%}), saturated ±{self.saturation[0]:.0%} "
             f"(worst {self.saturation[1]:.0%}) ({self.source})"
+        )
+
+    def moe_statement(self) -> str:
+        """What is known of a MoE model's error on this GPU."""
+        if self.moe_points == 0:
+            return "MoE: no published MoE point covers this GPU, error unknown"
+        return (
+            f"MoE: expert GEMMs fitted on {self.moe_points} Mixtral-8x7B points "
+            f"(±{self.moe[0]:.0%} median, worst {self.moe[1]:.0%}) run with synthetic weights, "
+            "whose router sends every token to the same experts; the experts real traffic "
+            "reaches are modelled, not measured"
         )
 
     def spread(self, batch_size: int) -> float:
@@ -136,6 +158,9 @@ class _GenerationRow(BaseModel):
 
     mem_efficiency: float = Field(gt=0, le=1)
     compute_efficiency: float = Field(gt=0, le=1)
+    kv_mem_efficiency: float = Field(gt=0, le=1)
+    decode_attention_efficiency: float = Field(gt=0, le=1)
+    expert_efficiency: float = Field(gt=0, le=1)
     compute_half_tokens: float = Field(ge=0)
     step_overhead_s: float = Field(ge=0)
     layer_overhead_s: float = Field(ge=0)
@@ -146,6 +171,8 @@ class _GenerationRow(BaseModel):
     max_abs_error: float = Field(ge=0)
     batch_one: tuple[float, float]
     saturation: tuple[float, float]
+    moe_points: int = Field(ge=0)
+    moe: tuple[float, float]
     source: str
 
 
@@ -188,6 +215,9 @@ def _params_for_generation(generation: str) -> RooflineParams:
     return RooflineParams(
         mem_efficiency=row.mem_efficiency,
         compute_efficiency=row.compute_efficiency,
+        kv_mem_efficiency=row.kv_mem_efficiency,
+        decode_attention_efficiency=row.decode_attention_efficiency,
+        expert_efficiency=row.expert_efficiency,
         compute_half_tokens=row.compute_half_tokens,
         step_overhead_s=row.step_overhead_s,
         layer_overhead_s=row.layer_overhead_s,
@@ -210,4 +240,6 @@ def calibration_for(gpu: GpuSpec) -> Calibration:
         source=row.source,
         batch_one=row.batch_one,
         saturation=row.saturation,
+        moe_points=row.moe_points if fitted == gpu.generation else 0,
+        moe=row.moe,
     )

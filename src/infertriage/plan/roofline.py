@@ -33,6 +33,7 @@ from typing import Literal
 from infertriage.plan.costparams import RooflineParams, params_for
 from infertriage.plan.gpus import GpuSpec
 from infertriage.plan.memory import (
+    ParamBreakdown,
     kv_bytes_for_context,
     kv_bytes_per_token,
     linear_bytes_per_param,
@@ -44,31 +45,84 @@ from infertriage.plan.models import ModelSpec
 from infertriage.schemas.errors import UserError
 
 __all__ = [
+    "Execution",
     "LatencyEstimate",
+    "Routing",
     "StepCost",
+    "StepWork",
     "allreduce_s",
     "decode_step_time",
     "moe_experts_touched",
+    "peak_flops_per_s",
     "prefill_time",
+    "step_cost",
+    "step_work",
     "ttft_itl",
 ]
 
 Bound = Literal["compute", "memory"]
+# How a MoE router spreads a step's tokens: uniformly over the experts (real traffic), or
+# every token to the same top-k (a router with synthetic weights, as benchmarks with fake
+# weights run).
+Routing = Literal["uniform", "collapsed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How the engine ran the model, where benchmarks differ from real serving.
+
+    The default is real weights. `routing="collapsed"`: every token goes to the same top-k
+    experts, as a router with synthetic weights sends them.
+    """
+
+    routing: Routing = "uniform"
+
+
+_REAL = Execution()
 _INTERCONNECTS = frozenset({"nvlink", "infinity-fabric", "pcie", "auto"})
 
 
 @dataclass(frozen=True, slots=True)
+class StepWork:
+    """What one step does on one GPU before any efficiency applies: the cost model's input.
+
+    The GEMM part (weights) and the attention part (KV cache) run as separate kernels,
+    each bounded by its own roof; the twin adds the attention parts of a step's sequences
+    and counts the weights once.
+    """
+
+    num_tokens: int  # rows through the GEMMs (their ramp)
+    num_seqs: int
+    gemm_flops: float  # dense layers' GEMMs and the logits
+    expert_flops: float  # routed experts' GEMMs
+    expert_tokens: float  # rows each expert's GEMM carries (its ramp)
+    weight_bytes: float
+    prefill_attention_flops: float  # tiled over many query rows (flash attention)
+    decode_attention_flops: float  # one query row per sequence and head
+    kv_bytes: float
+    comm_s: float
+    num_layers: int
+
+
+@dataclass(frozen=True, slots=True)
 class StepCost:
-    """One step on one GPU: its parts in seconds, its work, and which roof bounds it."""
+    """One step on one GPU: its parts in seconds, its work, and which roof bounds it.
+
+    `total_s = gemm_s + attention_s + comm_s + overhead_s`; `compute_s` and `memory_s` are
+    the two roofs summed over the kernel families (which one is larger names the bound).
+    """
 
     compute_s: float
     memory_s: float
+    gemm_s: float
+    attention_s: float
     comm_s: float
     overhead_s: float
     total_s: float
     flops: float
     bytes: float
     bound: Bound
+    work: StepWork
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,26 +185,36 @@ def _attention_flops(spec: ModelSpec, first: int, last: int, *, absorbed: bool) 
     return 2.0 * spec.num_attention_heads * (d_qk + d_v) * pairs
 
 
-def _linear_flops(spec: ModelSpec, num_tokens: int, num_logit_tokens: int) -> float:
-    parts = param_breakdown(spec)
-    per_token = parts.linear + parts.routers + parts.active_routed_experts
-    logits = spec.vocab_size * spec.hidden_size
-    return 2.0 * (per_token * num_tokens + logits * num_logit_tokens)
+def _expert_rows(parts: ParamBreakdown, num_tokens: int, routing: Routing) -> tuple[float, float]:
+    """(experts one MoE layer reads, rows each of their GEMMs carries) for `num_tokens`."""
+    if parts.num_experts == 0:
+        return 0.0, 0.0
+    k, experts = parts.num_experts_per_tok, parts.num_experts
+    if routing == "collapsed":
+        return float(min(k, experts)), float(num_tokens)
+    touched = moe_experts_touched(experts, k, num_tokens)
+    return touched, num_tokens * k / touched
 
 
-def _weight_bytes_touched(spec: ModelSpec, dtype: str, num_tokens: int) -> float:
-    """Weight bytes a step of `num_tokens` tokens reads, on all GPUs together."""
+def _weights_work(
+    spec: ModelSpec, dtype: str, num_tokens: int, num_logit_tokens: int, routing: Routing
+) -> tuple[float, float, float, float]:
+    """(dense GEMM FLOPs, expert GEMM FLOPs, rows per expert GEMM, weight bytes read) of a
+    step of `num_tokens` tokens, on all GPUs together."""
     parts = param_breakdown(spec)
-    touched = moe_experts_touched(parts.num_experts, parts.num_experts_per_tok, num_tokens)
-    experts = parts.expert * parts.num_moe_layers * touched
-    quantised = (parts.linear + experts) * linear_bytes_per_param(dtype)
-    logits_matrix = spec.vocab_size * spec.hidden_size  # lm_head, or the tied embedding
+    touched, rows = _expert_rows(parts, num_tokens, routing)
+    logits = spec.vocab_size * spec.hidden_size  # lm_head, or the tied embedding
+    dense = 2.0 * ((parts.linear + parts.routers) * num_tokens + logits * num_logit_tokens)
+    experts = 2.0 * parts.active_routed_experts * num_tokens
+    quantised = (parts.linear + parts.expert * parts.num_moe_layers * touched) * (
+        linear_bytes_per_param(dtype)
+    )
     embedding_rows = min(num_tokens, spec.vocab_size) * spec.hidden_size
-    kept = logits_matrix + embedding_rows + parts.routers + parts.norms
-    return quantised + kept * unquantized_bytes_per_param(dtype)
+    kept = logits + embedding_rows + parts.routers + parts.norms
+    return dense, experts, rows, quantised + kept * unquantized_bytes_per_param(dtype)
 
 
-def _peak_flops_per_s(gpu: GpuSpec, dtype: str) -> float:
+def peak_flops_per_s(gpu: GpuSpec, dtype: str) -> float:
     # FP8 runs on FP8 tensor cores where there are some; int8/int4 checkpoints are taken as
     # weight-only (W8A16/W4A16), which compute in BF16; FP32 runs at the TF32 rate.
     canonical = normalize_dtype(dtype)
@@ -197,35 +261,80 @@ def _allreduce_s(
     return 2 * spec.num_layers * allreduce_s(gpu, tp, message_bytes, params, interconnect)
 
 
-def _step(
-    spec: ModelSpec,
-    gpu: GpuSpec,
-    dtype: str,
-    *,
-    num_tokens: int,
-    num_seqs: int,
-    flops: float,
-    bytes_moved: float,
-    comm_s: float,
-    p: RooflineParams,
-) -> StepCost:
-    ramp = 1.0 + p.compute_half_tokens / max(1, num_tokens)  # 1 / (n / (n + n½))
-    compute_s = flops * ramp / (_peak_flops_per_s(gpu, dtype) * p.compute_efficiency)
-    memory_s = bytes_moved / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
+def step_cost(work: StepWork, gpu: GpuSpec, dtype: str, p: RooflineParams) -> StepCost:
+    """Time one step's work: each kernel family under its own roof, then the fixed costs.
+
+    GEMMs: `max(FLOPs · ramp / (peak · η_c), weight bytes / (BW · η_m))`, routed experts'
+    FLOPs at `η_c · η_expert` with the ramp of their own rows; attention:
+    `max(FLOPs / (16-bit peak · η), KV bytes / (BW · η_kv))` with η = η_c for a prefill's
+    tiles and η_attn for a decode's single query rows (FP8 KV can be compute-bound there).
+    """
+    peak = peak_flops_per_s(gpu, dtype) * p.compute_efficiency
+    gemm_compute = work.gemm_flops * _ramp(work.num_tokens, p) / peak
+    gemm_compute += work.expert_flops * _ramp(work.expert_tokens, p) / (peak * p.expert_efficiency)
+    gemm_memory = work.weight_bytes / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
+    # Attention computes in 16 bits (an FP8 KV cache is dequantised on the fly): a prefill's
+    # tiles run at the GEMMs' efficiency, a decode's one query row per head at η_attn.
+    attention_compute = (
+        work.prefill_attention_flops / p.compute_efficiency
+        + work.decode_attention_flops / p.decode_attention_efficiency
+    ) / gpu.bf16_flops_per_s
+    attention_memory = work.kv_bytes / (gpu.mem_bw_bytes_per_s * p.kv_mem_efficiency)
+    gemm_s = max(gemm_compute, gemm_memory)
+    attention_s = max(attention_compute, attention_memory)
     overhead_s = (
-        p.step_overhead_s + spec.num_layers * p.layer_overhead_s + num_seqs * p.seq_overhead_s
+        p.step_overhead_s + work.num_layers * p.layer_overhead_s + work.num_seqs * p.seq_overhead_s
     )
-    bound: Bound = "compute" if compute_s >= memory_s else "memory"
+    compute_s, memory_s = gemm_compute + attention_compute, gemm_memory + attention_memory
     return StepCost(
         compute_s=compute_s,
         memory_s=memory_s,
-        comm_s=comm_s,
+        gemm_s=gemm_s,
+        attention_s=attention_s,
+        comm_s=work.comm_s,
         overhead_s=overhead_s,
-        total_s=max(compute_s, memory_s) + comm_s + overhead_s,
-        flops=flops,
-        bytes=bytes_moved,
-        bound=bound,
+        total_s=gemm_s + attention_s + work.comm_s + overhead_s,
+        flops=work.gemm_flops
+        + work.expert_flops
+        + work.prefill_attention_flops
+        + work.decode_attention_flops,
+        bytes=work.weight_bytes + work.kv_bytes,
+        bound="compute" if compute_s >= memory_s else "memory",
+        work=work,
     )
+
+
+def _ramp(rows: float, p: RooflineParams) -> float:
+    """1 / (n / (n + n½)): GEMMs of few rows leave tensor cores idle."""
+    return 1.0 + p.compute_half_tokens / max(1.0, rows)
+
+
+def step_work(
+    spec: ModelSpec,
+    dtype: str,
+    *,
+    tp: int,
+    num_tokens: int,
+    num_logit_tokens: int,
+    num_seqs: int,
+    prefill_attention_flops: float = 0.0,
+    decode_attention_flops: float = 0.0,
+    kv_bytes: float = 0.0,
+    comm_s: float = 0.0,
+    execution: Execution = _REAL,
+) -> StepWork:
+    """A step's work on one GPU: the weights' part for `num_tokens` tokens (logits for
+    `num_logit_tokens`), with the attention FLOPs and KV bytes of its sequences, per GPU."""
+    dense, experts, rows, weights = _weights_work(
+        spec, dtype, num_tokens, num_logit_tokens, execution.routing
+    )
+    return StepWork(
+        num_tokens=num_tokens, num_seqs=num_seqs, gemm_flops=dense / tp,
+        expert_flops=experts / tp, expert_tokens=rows, weight_bytes=weights / tp,
+        prefill_attention_flops=prefill_attention_flops,
+        decode_attention_flops=decode_attention_flops, kv_bytes=kv_bytes, comm_s=comm_s,
+        num_layers=spec.num_layers,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- steps
@@ -243,6 +352,7 @@ def prefill_time(
     context_before: int = 0,
     interconnect: str = "nvlink",
     num_seqs: int = 1,
+    execution: Execution = _REAL,
 ) -> StepCost:
     """One prefill (or prefill chunk) of `num_tokens` prompt tokens of each of `num_seqs`
     sequences, in one step.
@@ -258,22 +368,20 @@ def prefill_time(
     p = params_for(gpu) if params is None else params
     first, last = context_before + 1, context_before + num_tokens
     total_tokens = num_tokens * num_seqs
-    flops = _linear_flops(spec, total_tokens, num_seqs)
-    flops += num_seqs * _attention_flops(spec, first, last, absorbed=False)
     kv_written = kv_bytes_for_context(spec, last, kv_dtype, tp) - kv_bytes_for_context(
         spec, context_before, kv_dtype, tp
     )
     kv_read = kv_bytes_for_context(spec, context_before, kv_dtype, tp)
-    weights = _weight_bytes_touched(spec, dtype, total_tokens) / tp
-    bytes_moved = weights + num_seqs * (kv_written + kv_read)
     comm_s = _allreduce_s(
         spec, gpu=gpu, tp=tp, num_tokens=total_tokens, params=p, interconnect=interconnect
     )
-    return _step(
-        spec, gpu, dtype, num_tokens=total_tokens, num_seqs=num_seqs, flops=flops / tp,
-        bytes_moved=bytes_moved,
-        comm_s=comm_s, p=p,
+    attention = num_seqs * _attention_flops(spec, first, last, absorbed=False) / tp
+    work = step_work(
+        spec, dtype, tp=tp, num_tokens=total_tokens, num_logit_tokens=num_seqs,
+        num_seqs=num_seqs, prefill_attention_flops=attention,
+        kv_bytes=num_seqs * (kv_written + kv_read), comm_s=comm_s, execution=execution,
     )  # fmt: skip
+    return step_cost(work, gpu, dtype, p)
 
 
 def decode_step_time(
@@ -287,6 +395,7 @@ def decode_step_time(
     kv_dtype: str = "bf16",
     params: RooflineParams | None = None,
     interconnect: str = "nvlink",
+    execution: Execution = _REAL,
 ) -> StepCost:
     """One decode step: `batch_size` sequences, each with `context_len` tokens cached.
 
@@ -298,19 +407,18 @@ def decode_step_time(
     _check_count(tp, "tensor-parallel size")
     p = params_for(gpu) if params is None else params
     per_sequence = _attention_flops(spec, context_len + 1, context_len + 1, absorbed=True)
-    flops = _linear_flops(spec, batch_size, batch_size) + batch_size * per_sequence
     kv_moved = kv_bytes_for_context(spec, context_len, kv_dtype, tp) + kv_bytes_per_token(
         spec, kv_dtype, tp
     )
-    bytes_moved = _weight_bytes_touched(spec, dtype, batch_size) / tp + batch_size * kv_moved
     comm_s = _allreduce_s(
         spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=p, interconnect=interconnect
     )
-    return _step(
-        spec, gpu, dtype, num_tokens=batch_size, num_seqs=batch_size, flops=flops / tp,
-        bytes_moved=bytes_moved,
-        comm_s=comm_s, p=p,
+    work = step_work(
+        spec, dtype, tp=tp, num_tokens=batch_size, num_logit_tokens=batch_size,
+        num_seqs=batch_size, decode_attention_flops=batch_size * per_sequence / tp,
+        kv_bytes=batch_size * kv_moved, comm_s=comm_s, execution=execution,
     )  # fmt: skip
+    return step_cost(work, gpu, dtype, p)
 
 
 # The six positionals are the question itself (model, GPU, dtype, TP, prompt, output).
@@ -326,6 +434,7 @@ def ttft_itl(  # noqa: PLR0917
     params: RooflineParams | None = None,
     interconnect: str = "nvlink",
     batch_size: int = 1,
+    execution: Execution = _REAL,
 ) -> LatencyEstimate:
     """`batch_size` users arriving together (1: one user alone): TTFT is the request's fixed
     cost plus one prefill of every prompt; ITL is a decode step of the batch at the mean
@@ -334,11 +443,11 @@ def ttft_itl(  # noqa: PLR0917
     p = params_for(gpu) if params is None else params
     prefill = prefill_time(
         spec, gpu, dtype, input_len, tp=tp, kv_dtype=kv_dtype, params=p,
-        interconnect=interconnect, num_seqs=batch_size,
+        interconnect=interconnect, num_seqs=batch_size, execution=execution,
     )  # fmt: skip
     decode = decode_step_time(
         spec, gpu, dtype, batch_size, input_len + output_len // 2, tp=tp, kv_dtype=kv_dtype,
-        params=p, interconnect=interconnect,
+        params=p, interconnect=interconnect, execution=execution,
     )  # fmt: skip
     ttft_s = p.request_overhead_s + prefill.total_s
     e2e_s = ttft_s + (output_len - 1) * decode.total_s

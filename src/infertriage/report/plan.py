@@ -30,7 +30,6 @@ EMBEDDING_CONVENTION = (
     "top-k routed experts plus shared ones"
 )
 _UNCOVERED_ERROR = 0.3  # the spread assumed where no published point covers the GPU
-_MOE_ERROR = 0.4  # Mixtral-8x7B's median |error| in benchmarks/fit_costmodel.py (not fitted)
 
 
 def _params_json(plan: CapacityPlan) -> dict[str, object]:
@@ -51,8 +50,8 @@ def _spread(plan: CapacityPlan) -> tuple[float, str]:
     spread = cal.spread(plan.roofline.batch_size) if cal.covered else _UNCOVERED_ERROR
     text = cal.statement()
     if plan.inputs.model.is_moe:
-        spread = max(spread, _MOE_ERROR)
-        text += f"; MoE models are not fitted (Mixtral-8x7B is off by a median {_MOE_ERROR:.0%})"
+        spread = max(spread, cal.moe[0] if cal.moe_points else _UNCOVERED_ERROR)
+        text += f"; {cal.moe_statement()}"
     if plan.inputs.roofline is not None:
         text = "custom roofline constants: error unknown"
     return spread, text
@@ -64,7 +63,7 @@ def _accuracy_json(plan: CapacityPlan) -> dict[str, object]:
     r = plan.roofline
     return {
         "statement": text,
-        "covered": cal.covered and not plan.inputs.model.is_moe,
+        "covered": cal.covered and (cal.moe_points > 0 or not plan.inputs.model.is_moe),
         "generation": cal.generation,
         "fitted_on": cal.fitted_on,
         "num_points": cal.num_points,

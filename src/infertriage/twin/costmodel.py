@@ -6,11 +6,12 @@ theirs, draft tokens); gives a frozen `StepBreakdown`: the wall time split into
 host time (GPU idle), kernel time (roofline math, all-reduce, draft model) and
 launch gaps, plus the activity integrals that /metrics and /dcgm derive from.
 
-The math comes from the `plan` roofline: the decode part is one
-`decode_step_time` at the batch's mean context (interpolated between 64-token
-grid points and cached), each prefill chunk one `prefill_time`; weights are
-counted once for the step's tokens together, and the all-reduces carry all of
-them. On top of `plan`:
+The math is the `plan` cost model's: the attention part of the decode sequences
+is one `decode_step_time` at the batch's mean context (interpolated between
+64-token grid points and cached), of each prefill chunk one `prefill_time`; the
+weights' part (`plan.step_work`) is counted once for the step's tokens
+together, the all-reduces carry all of them, and `plan.step_cost` times the
+sum, each kernel family under its own roof. On top of `plan`:
 
 - draft tokens are verified like decode tokens (FLOPs scale with 1 + k, KV reads
   do not) and the proposer costs `draft_cost_fraction` of a decode per position;
@@ -43,9 +44,12 @@ import numpy as np
 from infertriage.plan import (
     RooflineParams,
     StepCost,
+    StepWork,
     decode_step_time,
     params_for,
     prefill_time,
+    step_cost,
+    step_work,
 )
 from infertriage.twin.capacity import Hardware
 from infertriage.twin.scenario_model import Scenario
@@ -68,7 +72,6 @@ _TENSOR_AT_COMPUTE_ROOF = 0.9
 _DRAM_AT_MEMORY_ROOF = 0.85
 _SCORE_BYTES = 16
 _CONTEXT_GRID = 64
-_PROBE_TOKENS = 1024
 _CACHE_LIMIT = 200_000
 
 
@@ -166,17 +169,9 @@ class CostModel:
             per_layer * spec.num_layers + _KERNELS_PER_MOE_LAYER * spec.num_moe_layers
         ) + _KERNELS_FIXED
         self._heads_per_gpu = max(1, spec.num_attention_heads // hardware.tensor_parallel)
-        self._probes: dict[int, tuple[float, float]] = {}
+        self._comms: dict[int, float] = {}
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
-        probe = self._prefill_call(_PROBE_TOKENS, 0)
-        # plan's GEMM ramp (η_c falls for steps of few tokens) is applied per step below
-        self._flops_per_s = probe.flops / probe.compute_s * self._ramp(_PROBE_TOKENS)
-        self._bytes_per_s = probe.bytes / probe.memory_s
-
-    def _ramp(self, num_tokens: int) -> float:
-        """1 / (n / (n + n½)): how much slower than the tensor roof a step of n tokens runs."""
-        return 1.0 + self.params.compute_half_tokens / max(1, num_tokens)
 
     # ------------------------------------------------------------------ plan calls
     def _decode_call(self, batch: int, context: int) -> StepCost:
@@ -193,40 +188,61 @@ class CostModel:
             params=self.params, context_before=context, interconnect=hw.interconnect,
         )  # fmt: skip
 
-    def _probe(self, num_tokens: int) -> tuple[float, float]:
-        """(weight bytes a step of `num_tokens` reads per GPU, its all-reduce seconds)."""
-        hit = self._probes.get(num_tokens)
+    def _comm_s(self, num_tokens: int) -> float:
+        """The all-reduces of a step of `num_tokens` tokens, in seconds."""
+        hit = self._comms.get(num_tokens)
         if hit is None:
-            cost = self._decode_call(num_tokens, 0)
-            hit = (cost.bytes - num_tokens * self.hw.kv_bytes_per_token, cost.comm_s)
-            self._probes[num_tokens] = hit
+            hit = self._comms[num_tokens] = self._decode_call(num_tokens, 0).comm_s
         return hit
 
     def _decode_at(self, batch: int, context: int) -> tuple[float, float]:
+        """(attention FLOPs, KV bytes) of `batch` decode sequences at `context`, per GPU."""
         key = (batch, context)
         hit = self._decodes.get(key)
         if hit is None:
             if len(self._decodes) > _CACHE_LIMIT:
                 self._decodes.clear()
-            cost = self._decode_call(batch, context)
-            hit = (cost.flops, cost.bytes - self._probe(batch)[0])
+            work = self._decode_call(batch, context).work
+            hit = (work.decode_attention_flops, work.kv_bytes)
             self._decodes[key] = hit
         return hit
 
     def _prefill_at(self, num_tokens: int, context: int) -> tuple[float, float]:
+        """(attention FLOPs, KV bytes) of one prefill chunk, per GPU."""
         key = (num_tokens, context)
         hit = self._prefills.get(key)
         if hit is None:
             if len(self._prefills) > _CACHE_LIMIT:
                 self._prefills.clear()
-            cost = self._prefill_call(num_tokens, context)
-            hit = (cost.flops, cost.bytes - self._probe(num_tokens)[0])
+            work = self._prefill_call(num_tokens, context).work
+            hit = (work.prefill_attention_flops, work.kv_bytes)
             self._prefills[key] = hit
         return hit
 
+    def _work(
+        self,
+        num_tokens: int,
+        num_logits: int,
+        *,
+        prefill_flops: float = 0.0,
+        decode_flops: float = 0.0,
+        kv_bytes: float = 0.0,
+    ) -> StepWork:
+        hw = self.hw
+        return step_work(
+            hw.spec, hw.dtype, tp=hw.tensor_parallel, num_tokens=num_tokens,
+            num_logit_tokens=num_logits, num_seqs=num_logits,
+            prefill_attention_flops=prefill_flops,
+            decode_attention_flops=decode_flops, kv_bytes=kv_bytes,
+            comm_s=self._comm_s(num_tokens),
+        )  # fmt: skip
+
+    def _cost(self, work: StepWork) -> StepCost:
+        return step_cost(work, self.hw.gpu, self.hw.dtype, self.params)
+
     # ------------------------------------------------------------------ parts
     def _decode_work(self, shape: BatchShape) -> tuple[float, float, float]:
-        """(FLOPs, non-weight bytes, plain-decode forward seconds) of the decode sequences."""
+        """(attention FLOPs, KV bytes, plain-decode forward seconds) of the decode sequences."""
         batch = shape.num_decode_seqs
         if batch == 0:
             return 0.0, 0.0, 0.0
@@ -236,10 +252,7 @@ class CostModel:
         f0, b0 = self._decode_at(batch, low)
         f1, b1 = self._decode_at(batch, low + _CONTEXT_GRID)
         flops, kv_bytes = f0 + weight * (f1 - f0), b0 + weight * (b1 - b0)
-        plain_s = max(
-            flops * self._ramp(batch) / self._flops_per_s,
-            (kv_bytes + self._probe(batch)[0]) / self._bytes_per_s,
-        )
+        plain = self._cost(self._work(batch, batch, decode_flops=flops, kv_bytes=kv_bytes))
         extra = shape.num_decode_tokens - batch  # draft tokens verified
         flops *= shape.num_decode_tokens / batch
         kv_bytes += extra * self.hw.kv_bytes_per_token
@@ -247,7 +260,7 @@ class CostModel:
             kv_bytes += self._naive_bytes(
                 shape.num_decode_tokens * (mean + 1), shape.decode_context_sum
             )
-        return flops, kv_bytes, plain_s
+        return flops, kv_bytes, plain.gemm_s + plain.attention_s
 
     def _naive_bytes(self, num_pairs: float, context_tokens: float) -> float:
         """Materialised scores for `num_pairs` query-key pairs, and the KV gathered twice more."""
@@ -282,12 +295,14 @@ class CostModel:
             return _IDLE
         d_flops, d_bytes, plain_decode_s = self._decode_work(shape)
         p_flops, p_bytes = self._prefill_work(shape)
-        weights, comm_s = self._probe(num_tokens)
-        flops = d_flops + p_flops
-        moved = d_bytes + p_bytes + weights
-        compute_s = flops * self._ramp(num_tokens) / self._flops_per_s
-        memory_s = moved / self._bytes_per_s
-        roof_s = max(compute_s, memory_s)
+        # Each verified draft token samples, each prefill chunk its last token.
+        num_logits = shape.num_decode_tokens + len(shape.prefill_chunks)
+        cost = self._cost(
+            self._work(num_tokens, num_logits, prefill_flops=p_flops, decode_flops=d_flops,
+                       kv_bytes=d_bytes + p_bytes)
+        )  # fmt: skip
+        comm_s, compute_s, memory_s = cost.comm_s, cost.compute_s, cost.memory_s
+        roof_s = cost.gemm_s + cost.attention_s
         # The fitted fixed kernel time is what a CUDA-graph step keeps; an eager step pays
         # `launch_us_per_kernel` per kernel instead (the launch gap below).
         fixed_s = self.fixed_kernel_s if self.engine.cuda_graphs else 0.0
@@ -321,8 +336,8 @@ class CostModel:
             + comm_s * _SM_BUSY_NCCL,
             tensor_active_s=compute_s * _TENSOR_AT_COMPUTE_ROOF,
             dram_active_s=memory_s * _DRAM_AT_MEMORY_ROOF,
-            flops=flops,
-            bytes=moved,
+            flops=cost.flops,
+            bytes=cost.bytes,
             comm_bytes=self._comm_bytes(num_tokens),
             num_kernels=self.num_kernels,
             bound="compute" if compute_s >= memory_s else "memory",
