@@ -134,7 +134,7 @@ def test_gemms_and_attention_each_run_under_their_own_roof() -> None:
     # memory-bound; separate kernels, so their times add and neither hides under the other.
     spec, gpu = load_model("llama-3.1-8b"), get_gpu("H100-SXM")
     p = params_for(gpu)
-    cost = decode_step_time(spec, gpu, "bf16", 256, 4000)
+    cost = decode_step_time(spec, gpu, "bf16", 512, 1000)
     kv_s = cost.work.kv_bytes / (gpu.mem_bw_bytes_per_s * p.kv_mem_efficiency)
     math_s = cost.work.decode_attention_flops / (
         gpu.bf16_flops_per_s * p.decode_attention_efficiency
