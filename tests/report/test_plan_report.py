@@ -21,10 +21,23 @@ def test_plan_json_reports_parameters_and_its_error() -> None:
     assert "lm_head" in str(params["convention"])
     accuracy = doc["accuracy"]
     assert isinstance(accuracy, dict)
-    assert accuracy["covered"] is False  # MoE is not fitted, and says so
-    assert "MoE" in str(accuracy["statement"])
+    # Fitted on Mixtral runs with synthetic weights, and it says what that leaves unmeasured.
+    assert accuracy["covered"] is True
+    statement = str(accuracy["statement"])
+    assert "Mixtral-8x7B" in statement and "synthetic weights" in statement
+    assert "not measured" in statement
     low, high = accuracy["itl_range_s"]
     assert low < report.plan.roofline.itl_s < high
+
+
+def test_moe_on_a_gpu_without_moe_points_says_its_error_is_unknown() -> None:
+    report = run_plan(
+        PlanSpec(model="mixtral-8x7b", gpu="B200", tp=2, max_model_len=4096, concurrency=1)
+    )
+    accuracy = plan_to_json(report)["accuracy"]
+    assert isinstance(accuracy, dict)
+    assert accuracy["covered"] is False
+    assert "error unknown" in str(accuracy["statement"])
 
 
 def test_covered_dense_plan_states_its_published_error() -> None:
