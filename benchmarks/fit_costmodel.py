@@ -191,7 +191,7 @@ _UNIT = RooflineParams(
     mem_efficiency=1.0,
     compute_efficiency=1.0,
     kv_mem_efficiency=1.0,
-    decode_attention_efficiency=1.0,
+    attention_half_rows=0.0,
     expert_efficiency=1.0,
     compute_half_tokens=0.0,
     step_overhead_s=0.0,
@@ -211,7 +211,8 @@ class Work:
     expert: np.ndarray  # s of routed-expert GEMM FLOPs at η_c = 1, no ramp
     weights: np.ndarray  # s of weight bytes at η_m = 1
     prefill_attention: np.ndarray  # s of a prefill's attention FLOPs at η_c = 1 (16-bit peak)
-    decode_attention: np.ndarray  # s of a decode's attention FLOPs at η_attn = 1 (16-bit peak)
+    decode_attention: np.ndarray  # s of a decode's attention FLOPs at η_c = 1 (16-bit peak)
+    query_group: np.ndarray  # query heads per KV head: a decode attention matmul's rows
     kv: np.ndarray  # s of KV bytes at η_kv = 1
     tokens: np.ndarray  # rows of the dense GEMMs (their ramp)
     expert_tokens: np.ndarray  # rows of each expert GEMM
@@ -242,6 +243,7 @@ def make_work(points: Sequence[Point]) -> Work:
         cols["weights"].append(work.weight_bytes / bandwidth)
         cols["prefill_attention"].append(work.prefill_attention_flops / point.gpu.bf16_flops_per_s)
         cols["decode_attention"].append(work.decode_attention_flops / point.gpu.bf16_flops_per_s)
+        cols["query_group"].append(work.query_group)
         cols["kv"].append(work.kv_bytes / bandwidth)
         cols["tokens"].append(work.num_tokens)
         cols["expert_tokens"].append(work.expert_tokens)
@@ -261,15 +263,16 @@ _LINEAR = ("step", "layer", "seq", "request", "alpha0", "alpha1", "inv_link_eff"
 def _design(work: Work, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the roof part of each prediction, the matrix of the linear terms).
 
-    `eff` is (η_m, η_c, n½, η_kv, η_attn, η_expert), as `plan.roofline.step_cost` applies them.
+    `eff` is (η_m, η_c, n½, η_kv, g½, η_expert), as `plan.roofline.step_cost` applies them.
     """
-    mem_eff, comp_eff, half, kv_eff, attention_eff, expert_eff = eff
+    mem_eff, comp_eff, half, kv_eff, half_rows, expert_eff = eff
     gemm_compute = work.gemm * (1 + half / np.maximum(work.tokens, 1)) / comp_eff
     gemm_compute += (
         work.expert * (1 + half / np.maximum(work.expert_tokens, 1)) / (comp_eff * expert_eff)
     )
     roof = np.maximum(gemm_compute, work.weights / mem_eff)
-    attention = work.prefill_attention / comp_eff + work.decode_attention / attention_eff
+    decode_ramp = 1 + half_rows / work.query_group
+    attention = (work.prefill_attention + work.decode_attention * decode_ramp) / comp_eff
     roof += np.maximum(attention, work.kv / kv_eff)
     matrix = np.column_stack(
         [
@@ -351,14 +354,14 @@ def _bounded(x: np.ndarray) -> np.ndarray:
             min(0.85, max(0.05, x[1])),
             max(0.0, x[2]),
             min(0.9, max(0.05, x[3])),
-            min(0.85, max(0.005, x[4])),
+            max(0.0, x[4]),
             min(1.0, max(0.05, x[5])),
         ]
     )
 
 
 def fit_generation(work: Work, fixed: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Efficiencies (η_m, η_c, n½, η_kv, η_attn) and linear terms that minimise the squared relative
+    """Efficiencies (η_m, η_c, n½, η_kv, g½) and linear terms that minimise the squared relative
     error of dense models (η_expert stays 1: no expert does any work)."""
 
     def loss(x: np.ndarray) -> float:
@@ -366,7 +369,7 @@ def fit_generation(work: Work, fixed: dict[str, float]) -> tuple[np.ndarray, np.
         errors = _relative_errors(work, eff, _solve_linear(work, eff, fixed))
         return float(np.mean(errors**2))
 
-    start = np.array([0.8, 0.6, 50.0, 0.6, 0.1])
+    start = np.array([0.8, 0.6, 50.0, 0.6, 64.0])
     best = _bounded(np.append(nelder_mead(loss, start, step=0.2), 1.0))
     return best, _solve_linear(work, best, fixed)
 
@@ -418,7 +421,7 @@ def _params(eff: np.ndarray, coef: np.ndarray, pcie: LinkParams | None = None) -
         compute_efficiency=float(eff[1]),
         compute_half_tokens=float(eff[2]),
         kv_mem_efficiency=float(eff[3]),
-        decode_attention_efficiency=float(eff[4]),
+        attention_half_rows=float(eff[4]),
         expert_efficiency=float(eff[5]),
         step_overhead_s=named["step"],
         layer_overhead_s=named["layer"],
@@ -530,7 +533,7 @@ def _write(
             "mem_efficiency": round(p.mem_efficiency, 4),
             "compute_efficiency": round(p.compute_efficiency, 4),
             "kv_mem_efficiency": round(p.kv_mem_efficiency, 4),
-            "decode_attention_efficiency": round(p.decode_attention_efficiency, 4),
+            "attention_half_rows": round(p.attention_half_rows, 1),
             "expert_efficiency": round(p.expert_efficiency, 4),
             "compute_half_tokens": round(p.compute_half_tokens, 1),
             "step_overhead_s": round(p.step_overhead_s, 7),
@@ -600,7 +603,7 @@ def _print_params(params: dict[str, RooflineParams]) -> None:
     for generation, p in params.items():
         print(
             f"{generation:<7} η_m {p.mem_efficiency:.3f}  η_c {p.compute_efficiency:.3f}  "
-            f"η_kv {p.kv_mem_efficiency:.3f}  η_attn {p.decode_attention_efficiency:.3f}  "
+            f"η_kv {p.kv_mem_efficiency:.3f}  g½ {p.attention_half_rows:5.0f}  "
             f"η_expert {p.expert_efficiency:.3f}  "
             f"n½ {p.compute_half_tokens:5.0f}  step {p.step_overhead_s * 1e3:.3f} ms  "
             f"layer {p.layer_overhead_s * 1e6:5.1f} µs  seq {p.seq_overhead_s * 1e6:5.1f} µs  "

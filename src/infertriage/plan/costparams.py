@@ -55,7 +55,9 @@ class RooflineParams:
     mem_efficiency: float = 0.8  # GEMMs streaming weights, of the HBM datasheet bandwidth
     compute_efficiency: float = 0.6
     kv_mem_efficiency: float = 0.6  # attention kernels reading the paged KV cache, of HBM
-    decode_attention_efficiency: float = 0.1  # decode attention's FLOPs, of the 16-bit peak
+    attention_half_rows: float = (
+        64.0  # decode attention at η_c · g / (g + g½), g query heads per KV head
+    )
     expert_efficiency: float = 1.0  # routed experts' grouped GEMMs, relative to dense ones
     compute_half_tokens: float = 0.0  # η_c(n) = η_c · n / (n + n½)
     step_overhead_s: float = 5e-4  # scheduling, sampling, launch or graph replay, per step
@@ -73,7 +75,6 @@ class RooflineParams:
             "mem_efficiency",
             "compute_efficiency",
             "kv_mem_efficiency",
-            "decode_attention_efficiency",
             "expert_efficiency",
         ):
             value = getattr(self, name)
@@ -81,6 +82,7 @@ class RooflineParams:
                 raise UserError(f"roofline {name} must be in (0, 1], not {value}.")
         for name in (
             "compute_half_tokens",
+            "attention_half_rows",
             "step_overhead_s",
             "layer_overhead_s",
             "seq_overhead_s",
@@ -159,7 +161,7 @@ class _GenerationRow(BaseModel):
     mem_efficiency: float = Field(gt=0, le=1)
     compute_efficiency: float = Field(gt=0, le=1)
     kv_mem_efficiency: float = Field(gt=0, le=1)
-    decode_attention_efficiency: float = Field(gt=0, le=1)
+    attention_half_rows: float = Field(ge=0)
     expert_efficiency: float = Field(gt=0, le=1)
     compute_half_tokens: float = Field(ge=0)
     step_overhead_s: float = Field(ge=0)
@@ -216,7 +218,7 @@ def _params_for_generation(generation: str) -> RooflineParams:
         mem_efficiency=row.mem_efficiency,
         compute_efficiency=row.compute_efficiency,
         kv_mem_efficiency=row.kv_mem_efficiency,
-        decode_attention_efficiency=row.decode_attention_efficiency,
+        attention_half_rows=row.attention_half_rows,
         expert_efficiency=row.expert_efficiency,
         compute_half_tokens=row.compute_half_tokens,
         step_overhead_s=row.step_overhead_s,

@@ -99,6 +99,7 @@ class StepWork:
     weight_bytes: float
     prefill_attention_flops: float  # tiled over many query rows (flash attention)
     decode_attention_flops: float  # one query row per sequence and head
+    query_group: float  # query heads that share one KV head on a GPU (MLA: all of them)
     kv_bytes: float
     comm_s: float
     num_layers: int
@@ -267,18 +268,19 @@ def step_cost(work: StepWork, gpu: GpuSpec, dtype: str, p: RooflineParams) -> St
     GEMMs: `max(FLOPs · ramp / (peak · η_c), weight bytes / (BW · η_m))`, routed experts'
     FLOPs at `η_c · η_expert` with the ramp of their own rows; attention:
     `max(FLOPs / (16-bit peak · η), KV bytes / (BW · η_kv))` with η = η_c for a prefill's
-    tiles and η_attn for a decode's single query rows (FP8 KV can be compute-bound there).
+    tiles and `η_c · g / (g + g½)` for a decode's, `g` query heads per KV head.
     """
     peak = peak_flops_per_s(gpu, dtype) * p.compute_efficiency
     gemm_compute = work.gemm_flops * _ramp(work.num_tokens, p) / peak
     gemm_compute += work.expert_flops * _ramp(work.expert_tokens, p) / (peak * p.expert_efficiency)
     gemm_memory = work.weight_bytes / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
     # Attention computes in 16 bits (an FP8 KV cache is dequantised on the fly): a prefill's
-    # tiles run at the GEMMs' efficiency, a decode's one query row per head at η_attn.
+    # tiles run at the GEMMs' efficiency; a decode's matmuls have as many rows as query heads
+    # share a KV head (1 for MHA, 4-8 for GQA, all for MLA) and ramp over them.
+    decode_ramp = 1.0 + p.attention_half_rows / work.query_group
     attention_compute = (
-        work.prefill_attention_flops / p.compute_efficiency
-        + work.decode_attention_flops / p.decode_attention_efficiency
-    ) / gpu.bf16_flops_per_s
+        work.prefill_attention_flops + work.decode_attention_flops * decode_ramp
+    ) / (gpu.bf16_flops_per_s * p.compute_efficiency)
     attention_memory = work.kv_bytes / (gpu.mem_bw_bytes_per_s * p.kv_mem_efficiency)
     gemm_s = max(gemm_compute, gemm_memory)
     attention_s = max(attention_compute, attention_memory)
@@ -309,6 +311,13 @@ def _ramp(rows: float, p: RooflineParams) -> float:
     return 1.0 + p.compute_half_tokens / max(1.0, rows)
 
 
+def _query_group(spec: ModelSpec, tp: int) -> float:
+    """Query heads that share one KV head on a GPU: a decode attention matmul's rows."""
+    heads = max(1.0, spec.num_attention_heads / tp)
+    kv_heads = 1.0 if spec.is_mla else max(1.0, spec.num_kv_heads / tp)
+    return heads / kv_heads
+
+
 def step_work(
     spec: ModelSpec,
     dtype: str,
@@ -332,7 +341,8 @@ def step_work(
         num_tokens=num_tokens, num_seqs=num_seqs, gemm_flops=dense / tp,
         expert_flops=experts / tp, expert_tokens=rows, weight_bytes=weights / tp,
         prefill_attention_flops=prefill_attention_flops,
-        decode_attention_flops=decode_attention_flops, kv_bytes=kv_bytes, comm_s=comm_s,
+        decode_attention_flops=decode_attention_flops,
+        query_group=_query_group(spec, tp), kv_bytes=kv_bytes, comm_s=comm_s,
         num_layers=spec.num_layers,
     )  # fmt: skip
 
