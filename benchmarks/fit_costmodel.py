@@ -413,6 +413,45 @@ def vidur_nvlink() -> tuple[float, float, float]:
     return alphas[0], (alphas[2] - alphas[0]) / 2, float(np.median(effs))
 
 
+_VIDUR_GEMMS = (  # Vidur's operator name -> parameters of that GEMM (hidden h, KV width kv, MLP i)
+    ("attn_pre_proj", lambda h, kv, i: h * (h + 2 * kv)),
+    ("attn_post_proj", lambda h, kv, i: h * h),
+    ("mlp_up_proj", lambda h, kv, i: 2 * h * i),
+    ("mlp_down_proj", lambda h, kv, i: h * i),
+)
+
+
+def vidur_gemms(params: RooflineParams) -> None:
+    """Cross-check, not fitted: one layer's four GEMMs against Vidur's per-operator times
+    (Llama-2-7B, H100, eager PyTorch, 1-4,096 tokens, TP 1-8)."""
+    gpu = get_gpu("H100-SXM")
+    with (_fixtures() / "h100_llama2_7b_mlp.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    buckets: dict[tuple[int, str], list[float]] = {}
+    for row in rows:
+        tokens, tp = int(row["num_tokens"]), int(row["num_tensor_parallel_workers"])
+        hidden, heads = int(row["n_embd"]), int(row["n_head"])
+        kv_width, inter = int(row["n_kv_head"]) * hidden // heads, int(row["n_expanded_embd"])
+        measured = sum(float(row[f"time_stats.{op}.median"]) for op, _ in _VIDUR_GEMMS) / 1e3
+        predicted = 0.0
+        for _, count in _VIDUR_GEMMS:
+            n_params = count(hidden, kv_width, inter) / tp
+            compute = 2 * n_params * tokens * (1 + params.compute_half_tokens / tokens)
+            predicted += max(
+                compute / (gpu.bf16_flops_per_s * params.compute_efficiency),
+                2 * n_params / (gpu.mem_bw_bytes_per_s * params.mem_efficiency),
+            )
+        span = next(b for b in (16, 128, 1024, 4096) if tokens <= b)
+        buckets.setdefault((tp, f"<= {span:>4} tokens"), []).append(predicted / measured - 1)
+    print("\ncross-check, not fitted: one layer's GEMMs vs Vidur's per-operator times (H100):")
+    for (tp, span), errors in sorted(buckets.items()):
+        signed = statistics.median(errors)
+        worst = max(errors, key=abs)
+        print(
+            f"  tp{tp} {span}: {len(errors):3d} shapes  median {signed:+6.1%}  worst {worst:+6.1%}"
+        )  # noqa: E501
+
+
 def _params(eff: np.ndarray, coef: np.ndarray, pcie: LinkParams | None = None) -> RooflineParams:
     named = dict(zip(_LINEAR, coef, strict=True))
     link = LinkParams(named["alpha0"], named["alpha1"], min(1.0, 1 / named["inv_link_eff"]), True)
@@ -644,6 +683,7 @@ def main() -> None:
     print("\napart, not fitted: Mistral-7B FP8-KV decode on Hopper, run without a GQA kernel:")
     apart_errors = report(apart, params, rows=False)
     held_out(params["hopper"])
+    vidur_gemms(params["hopper"])
     if args.write:
         _write(params, errors, dense, moe_errors, apart_errors)
 
