@@ -2,27 +2,32 @@
 
 Takes a `ModelSpec`, a `GpuSpec`, the weight and KV dtypes, the tensor-parallel
 degree and the step's shape (prompt tokens for a prefill; batch and context
-for a decode); gives a `StepCost`, per GPU:
+for a decode); gives the step's `StepWork` (what it does) and its `StepCost`,
+per GPU. The GEMMs and the attention are separate kernels, each under its own
+roof, and their times add:
 
-    max(FLOPs / (peak · η_c(n)), bytes / (BW · η_m)) + all-reduces
-        + step overhead + layers · layer overhead + sequences · sequence overhead
+    GEMMs     max(FLOPs / (peak · η_c(n)), weight bytes / (BW · η_m))
+    attention max(FLOPs / (16-bit peak · η_c(g)), KV bytes / (BW · η_kv))
+    + all-reduces + step overhead + layers · layer overhead + sequences · sequence overhead
 
-with `η_c(n) = η_c · n / (n + n½)` (GEMMs of few rows leave tensor cores idle).
-The fixed costs are the step's host work (scheduling, the launch or graph
-replay), each layer's small kernels (norms, RoPE, cache writes) and each
-sequence's sampling and bookkeeping;
+with `η_c(n) = η_c · n / (n + n½)` over a GEMM's rows (tokens; a routed expert's
+tokens, at `η_expert` besides) and, in decode, `η_c · g / (g + g½)` over the query
+heads that share one KV head (a decode attention matmul's rows: 1 for MHA, all
+heads for MLA); a prefill's attention tiles run at η_c. The fixed costs are the
+step's host work (scheduling, the launch or graph replay), each layer's small
+kernels (norms, RoPE, cache writes) and each sequence's sampling and bookkeeping;
 a request adds `request_overhead_s` once, to its TTFT. The efficiencies and
 fixed costs are fitted per GPU generation (`plan.costparams`).
 
-Bytes are the weights the step touches (for MoE, the experts a batch of B
-tokens reaches, `E · (1 − (1 − k/E)^B)` per layer, plus dense and shared
-parts) and the KV cache it reads and writes. FLOPs are `2 · active params`
-per token (logits only for the tokens that sample) plus attention. Tensor
-parallelism divides FLOPs and weight bytes by `tp` and adds two all-reduces of
-the hidden state per layer, `α(n) + 2(n−1)/n · M / (BW · η_link)` each, with
-`α(n) = α₀ + α₁ · log₂(n/2)` per interconnect (the latency of NCCL's tree and
-ring algorithms grows with the rank count; the bandwidth term is the ring's).
-Pipeline parallelism is not modelled.
+Weight bytes are those the step touches (for MoE, the experts a batch of B tokens
+reaches, `E · (1 − (1 − k/E)^B)` per layer under uniform routing, or k when
+`Execution(routing="collapsed")`, plus dense and shared parts); KV bytes are the
+cache it reads and writes. FLOPs are `2 · active params` per token (logits only
+for the tokens that sample) plus attention. Tensor parallelism divides FLOPs and
+weight bytes by `tp` and adds two all-reduces of the hidden state per layer,
+`α(n) + 2(n−1)/n · M / (BW · η_link)` each, with `α(n) = α₀ + α₁ · log₂(n/2)` per
+interconnect (the latency of NCCL's tree and ring algorithms grows with the rank
+count; the bandwidth term is the ring's). Pipeline parallelism is not modelled.
 """
 
 from __future__ import annotations
