@@ -449,7 +449,7 @@ def vidur_gemms(params: RooflineParams) -> None:
         worst = max(errors, key=abs)
         print(
             f"  tp{tp} {span}: {len(errors):3d} shapes  median {signed:+6.1%}  worst {worst:+6.1%}"
-        )  # noqa: E501
+        )
 
 
 def _params(eff: np.ndarray, coef: np.ndarray, pcie: LinkParams | None = None) -> RooflineParams:
