@@ -102,7 +102,9 @@ def test_a_profile_and_the_servers_log_join_the_evidence(
                 logs=[log],
             )
         )
-    assert result.notes == ()
+    # nothing to say of the capture (a drain that settled may say what it cut)
+    cut = " requests of the measured level were still streaming "
+    assert [note for note in result.notes if cut not in note] == []
     traces = list((out / "raw" / "traces").glob("profile-00-*.pt.trace.json.gz"))
     assert traces, "the server's profile was not copied into the run"
     run = RunDir.open(out)
