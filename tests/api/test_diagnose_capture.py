@@ -28,6 +28,8 @@ from infertriage.cli import main
 from infertriage.schemas import Layer, RunDir, UserError
 from infertriage.twin.process import TwinProcess
 
+from ..workloads import SHORT_OUTPUTS
+
 pytestmark = pytest.mark.slow
 
 
@@ -96,6 +98,7 @@ def test_a_profile_and_the_servers_log_join_the_evidence(
                 server_pid=twin.pid,
                 duration_s=6.0,
                 concurrency=8,
+                workload=SHORT_OUTPUTS,  # the capture is under test, not the default mix
                 out=out,
                 profile_s=1.0,
                 profile_dir=folder,
@@ -124,7 +127,8 @@ def test_a_server_that_refuses_to_profile_is_still_diagnosed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with TwinProcess("healthy", load_time_s=0.2) as twin:
-        args = ["diagnose", "--url", twin.url, "--duration", "4", "--concurrency", "4"]
+        args = ["diagnose", "--url", twin.url, "--duration", "4", "--concurrency", "4",
+                "--workload", SHORT_OUTPUTS]  # fmt: skip
         code = main([*args, "--profile", "1", "--out", str(tmp_path / "run"), "--json"])
     assert code == 0
     captured = capsys.readouterr()
