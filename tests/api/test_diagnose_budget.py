@@ -63,7 +63,10 @@ def test_a_measured_level_cut_by_the_run_is_said() -> None:
         return RequestRecord(id=str(i), scheduled_ts=0.0, sent_ts=0.0, first_token_ts=0.5,
                              end_ts=1.0, error_kind=kind, fault=fault)  # fmt: skip
 
-    assert cut_note([record(0, ""), record(1, "")], 30.0) == []
-    note = cut_note([record(0, "run_deadline"), record(1, ""), record(2, "run_deadline")], 30.0)
+    assert cut_note([record(0, ""), record(1, "")], 30.0, 0.9) == []
+    mine = [record(0, "run_deadline"), record(1, ""), record(2, "run_deadline")]
+    note = cut_note(mine, 30.0, 0.9)
     assert note and note[0].startswith("2 of 3 requests of the measured level were still streaming")
+    assert "1 s after 90% of it had finished" in note[0] and "or 30 s after it ended" in note[0]
     assert "--duration" in note[0]
+    assert "90%" not in cut_note(mine, 30.0, None)[0]  # a drain that never settles

@@ -28,6 +28,8 @@ from infertriage.cli import main
 from infertriage.schemas import Layer, RunDir, UserError
 from infertriage.twin.process import TwinProcess
 
+from ..workloads import SHORT_OUTPUTS
+
 pytestmark = pytest.mark.slow
 
 
@@ -96,13 +98,16 @@ def test_a_profile_and_the_servers_log_join_the_evidence(
                 server_pid=twin.pid,
                 duration_s=6.0,
                 concurrency=8,
+                workload=SHORT_OUTPUTS,  # the capture is under test, not the default mix
                 out=out,
                 profile_s=1.0,
                 profile_dir=folder,
                 logs=[log],
             )
         )
-    assert result.notes == ()
+    # nothing to say of the capture (a drain that settled may say what it cut)
+    cut = " requests of the measured level were still streaming "
+    assert [note for note in result.notes if cut not in note] == []
     traces = list((out / "raw" / "traces").glob("profile-00-*.pt.trace.json.gz"))
     assert traces, "the server's profile was not copied into the run"
     run = RunDir.open(out)
@@ -122,7 +127,8 @@ def test_a_server_that_refuses_to_profile_is_still_diagnosed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with TwinProcess("healthy", load_time_s=0.2) as twin:
-        args = ["diagnose", "--url", twin.url, "--duration", "4", "--concurrency", "4"]
+        args = ["diagnose", "--url", twin.url, "--duration", "4", "--concurrency", "4",
+                "--workload", SHORT_OUTPUTS]  # fmt: skip
         code = main([*args, "--profile", "1", "--out", str(tmp_path / "run"), "--json"])
     assert code == 0
     captured = capsys.readouterr()

@@ -24,17 +24,20 @@ from infertriage.twin.process import TwinProcess
 
 from ..loopback_proxy import running_proxy
 from ..prometheus_server import running_prometheus
+from ..workloads import SHORT_OUTPUTS
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(the proxy's URL, Prometheus's URL) over two healthy twins."""
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(the proxy's URL, Prometheus's URL) over two healthy twins; the tests share them (the
+    refused selector never loads them)."""
+    root = tmp_path_factory.mktemp("fleet")
     with TwinProcess("healthy", load_time_s=0.2) as a, TwinProcess("healthy", load_time_s=0.2) as b:
         targets = [url.removeprefix("http://") for url in (a.url, b.url)]
         with (
-            running_prometheus(tmp_path, targets, job="twins") as prometheus,
+            running_prometheus(root, targets, job="twins") as prometheus,
             running_proxy([a.url, b.url], weights=[8, 1]) as proxy,
         ):
             yield proxy.url, prometheus
@@ -52,6 +55,7 @@ def test_an_uneven_fleet_is_read_from_prometheus_and_flagged(
             selector='job="twins"',
             duration_s=6.0,
             concurrency=8,
+            workload=SHORT_OUTPUTS,  # the fleet is under test, not the default mix
             out=out,
         )
     )

@@ -28,6 +28,8 @@ from infertriage.cli import main
 from infertriage.schemas import RequestRecord, RunDir
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
+from ..workloads import SHORT_OUTPUTS
+
 STOP_BOUND_S = 20.0  # first Ctrl-C to exit: cancel, write, diagnose, stop the twin (2 s idle)
 AT_ONCE_S = 3.0  # second Ctrl-C to exit
 
@@ -148,9 +150,11 @@ def _one_line(stderr: str) -> str:
 
 @pytest.fixture
 def twin_diagnose(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, psutil.Process]]:
-    """`diagnose --duration 20` against its twin, once its first requests have finished."""
+    """`diagnose --duration 20` against its twin, once its first requests have finished
+    (outputs of at most 128 tokens: the first three within seconds)."""
     out = tmp_path / "run"
-    proc = _start(["diagnose", "--duration", "20", "--out", str(out)])
+    short = ["--workload", SHORT_OUTPUTS]
+    proc = _start(["diagnose", "--duration", "20", *short, "--out", str(out)])
     try:
         _wait_for_records(out / "requests.jsonl", 3, proc)
         twins = psutil.Process(proc.pid).children()

@@ -12,6 +12,8 @@ from infertriage.api.validate import validate
 from infertriage.cli.app import main
 from infertriage.schemas import CheckStatus, RequestRecord, RunDir, UserError
 
+from ..workloads import SHORT_OUTPUTS
+
 
 def _statuses(result) -> dict[str, CheckStatus]:  # type: ignore[no-untyped-def]
     return {c.name: c.status for c in result.checks}
@@ -47,7 +49,7 @@ def test_an_error_rate_fault_fails_with_the_error_rate(tmp_path: Path) -> None:
     out = tmp_path / "run"
     code = main(
         ["validate", "--scenario", str(scenario), "--rate", "6", "--duration", "4s",
-         "--skip-functional", "--out", str(out), "--json"]
+         "--workload", SHORT_OUTPUTS, "--skip-functional", "--out", str(out), "--json"]
     )  # fmt: skip
     assert code == 1
     document = json.loads((out / "validate.json").read_text())

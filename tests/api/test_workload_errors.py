@@ -132,13 +132,13 @@ def test_a_key_refused_mid_run_stops_bench_after_the_level(tmp_path: Path) -> No
                 BenchSpec(
                     url=url,
                     concurrencies=(2,),
-                    num_requests=40,
+                    num_requests=12,  # each user backs off 0.05 s doubling to 1 s after each
                     workload=_WORKLOAD,
                     out=tmp_path / "run",
                     check_tokens=False,
                 )
             )
-        assert server.num_requests == 40  # one level, not the next
+        assert server.num_requests == 12  # one level, not the next
     assert str(caught.value) == (
         "the server refused every request of level concurrency=2 (HTTP 401 'invalid API key'): "
         "check --api-key."

@@ -8,6 +8,7 @@ Locust is never imported here: it patches its process for gevent.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import socket
@@ -249,3 +250,23 @@ class _MidStream:
         if self.since is None and len(fetch_posts(self.url)) >= 4:
             self.since = time.monotonic()
         return self.since is not None and time.monotonic() - self.since > 0.5
+
+
+def test_a_worker_settles_its_drain_by_the_runners_rule(tmp_path: Path) -> None:
+    """`runner.drain_settled` on a Locust worker: nine short streams done, the tenth (20 s)
+    is cut once it has its first token rather than waited for up to the 30 s drain."""
+    specs = make_specs(parse_workload("synthetic:input=8,output=5"), 10)
+    schedule = Schedule((*specs[:9], dataclasses.replace(specs[9], max_tokens=2000)), np.zeros(10))
+    records: list[RequestRecord] = []
+    with serve_in_process(Behavior(ttft_s=0.01, itl_s=0.01)) as url:
+        config = ClientConfig(base_url=url + "/v1", model="test-model")
+        plan = LoadPlan(schedule, duration_s=0.2, drain_timeout_s=30.0, drain_settle_share=0.9,
+                        id_prefix="s")  # fmt: skip
+        run_locust(
+            plan, config, 1, master_host=None, clock_start_ns=time.perf_counter_ns(),
+            sink=records.append, log_dir=tmp_path / "locust",
+        )  # fmt: skip
+    cut = [r for r in records if not r.ok]
+    assert len(records) == 10 and [r.id for r in cut] == ["s-9"]
+    assert cut[0].fault == "run_deadline" and cut[0].first_token_ts is not None
+    assert sum(c.num_tokens for c in cut[0].chunks) < 300  # cut within 3 s, not after 20

@@ -33,9 +33,10 @@ def test_a_plan_survives_the_wire_as_json() -> None:
     offsets = np.array([0.0, 0.125, 0.5])
     plan = LoadPlan(
         Schedule(_specs(3), offsets), max_concurrency=4, duration_s=9.0, id_prefix="ab-0",
-        labels=(("level", "rate=2"),),
+        labels=(("level", "rate=2"),), drain_timeout_s=12.5, drain_settle_share=0.9,
     )  # fmt: skip
     back = decode_plan(orjson.loads(orjson.dumps(encode_plan(plan))))
+    assert (back.drain_timeout_s, back.drain_settle_share) == (12.5, 0.9)
     assert back.schedule.specs == plan.schedule.specs
     assert back.schedule.offsets_s is not None
     assert back.schedule.offsets_s.tolist() == offsets.tolist()
@@ -44,6 +45,7 @@ def test_a_plan_survives_the_wire_as_json() -> None:
     )  # fmt: skip
     closed = LoadPlan(Schedule(_specs(2)), concurrency=3)
     assert decode_plan(encode_plan(closed)).closed
+    assert decode_plan(encode_plan(closed)).drain_settle_share is None
 
 
 def test_the_key_never_travels() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -129,3 +130,51 @@ def test_split_plan_keeps_every_deadline_once() -> None:
     closed = split_plan(LoadPlan(_schedule(10), concurrency=5), 2)
     assert [s.concurrency for s in closed] == [3, 2]
     assert sum(len(s.schedule) for s in closed) == 10
+
+
+LONG = Behavior(ttft_s=0.01, itl_s=0.01, num_tokens=2000)  # a 20 s stream
+
+
+def _settling(config: ServerConfig) -> list[RequestRecord]:
+    """Ten requests at once, a 0.1 s level, a drain of 30 s that settles at 90 %."""
+    plan = LoadPlan(_schedule(10, [0.0] * 10), duration_s=0.1, drain_timeout_s=30.0,
+                    drain_settle_share=0.9)  # fmt: skip
+    with serve_in_thread(config) as (url, _):
+        records, _ = _run(url, plan)
+    assert len(records) == 10
+    return records
+
+
+def _cut_long(records: list[RequestRecord]) -> RequestRecord:
+    cut = [r for r in records if not r.ok]
+    assert [(r.error_kind, r.fault) for r in cut] == [(ErrorKind.TIMEOUT, "run_deadline")]
+    assert sum(c.num_tokens for c in cut[0].chunks) < 500  # cut within 5 s, not after 20
+    return cut[0]
+
+
+def test_a_settling_drain_waits_while_more_than_a_tenth_still_runs() -> None:
+    # 8 of 10 done when the level ends, all past their first token: the drain waits for
+    # the 1.5 s stream; then, 90 % done, the 20 s one gets the grace (1 s) and is cut
+    longer = Behavior(ttft_s=0.01, itl_s=0.01, num_tokens=150)
+    config = ServerConfig(behavior=FAST, presets={"long": LONG, "longer": longer},
+                          faults=((10, "long"), (5, "longer")))  # fmt: skip
+    records = _settling(config)
+    _cut_long(records)
+    assert max(r.output_tokens or 0 for r in records if r.ok) == 150
+
+
+def test_a_settling_drain_waits_for_every_first_token() -> None:
+    # 9 of 10 done when the level ends, but the last has no token yet: its TTFT is the
+    # evidence, so the drain waits for it (1.5 s), then cuts the rest of its stream
+    late = dataclasses.replace(LONG, ttft_s=1.5)
+    records = _settling(ServerConfig(behavior=FAST, presets={"late": late}, faults=((10, "late"),)))
+    cut = _cut_long(records)
+    assert cut.first_token_ts is not None and cut.first_token_ts - cut.sent_ts >= 1.5
+
+
+def test_a_settled_drain_cuts_no_stream_that_ends_within_its_grace() -> None:
+    # 90 % done when the level ends; the last stream ends 0.5 s later, within the grace
+    soon = Behavior(ttft_s=0.01, itl_s=0.01, num_tokens=50)
+    records = _settling(ServerConfig(behavior=FAST, presets={"soon": soon}, faults=((10, "soon"),)))
+    assert all(r.ok for r in records)
+    assert max(r.output_tokens or 0 for r in records) == 50

@@ -280,6 +280,7 @@ class _Session:
             think_time_s=cfg.think_time_s,
             duration_s=cfg.duration_s,
             drain_timeout_s=cfg.drain_timeout_s,
+            drain_settle_share=cfg.drain_settle_share,
             id_prefix=f"{self.tag}-{index}",
             labels=(("level", name), *self.labels),
         )
@@ -489,6 +490,7 @@ def run_bench(
         drain_timeout_s=(
             min(timeout_s, 30.0) if spec.drain_timeout_s is None else spec.drain_timeout_s
         ),
+        drain_settle_share=spec.drain_settle_share,
         goodput=spec.goodput, seed=spec.seed, tokenizer=asked.tokenizer,
         max_model_len=asked.max_model_len, continuous_usage=spec.continuous_usage,
         ignore_eos=spec.ignore_eos, check_tokens=spec.check_tokens,

@@ -50,6 +50,7 @@ from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
 from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.results import BenchResult, RunObserver, in_phase, within
+from infertriage.loadgen.runner import DRAIN_SETTLE_GRACE_S
 from infertriage.schemas import (
     Diagnosis,
     Interrupted,
@@ -88,8 +89,13 @@ _DRAIN_S = 2.0  # after the load: does the KV cache return to idle?
 _DRAIN_TIMEOUT_S = 3.0  # a warm-up or overload level waits this long for its last streams
 # The measured level waits longer: a stream it cuts never reaches the server's per-request
 # histograms (queue and prefill time are observed at the finish), so a slow server's map
-# would lose exactly the evidence that explains it (bench's default drain).
+# would lose exactly the evidence that explains it (bench's default drain). It settles
+# once 90 % of its requests have finished and the rest all have their first token
+# (`runner.drain_deadline_ns`: a second later, what still runs is cut): the longest
+# outputs' tails cost a run 10-15 s and would tell the map little it lacks; while more
+# than 10 % run (that slow server) or one has no token yet (its TTFT), it waits.
 _MEASURED_DRAIN_TIMEOUT_S = 30.0
+_MEASURED_DRAIN_SETTLE = 0.9
 _MIN_LEVEL_S = 1.0
 
 
@@ -120,14 +126,16 @@ class _Sweep:
         rates: tuple[float, ...] = (),
         concurrencies: tuple[int, ...] = (),
         duration_s: float,
-        drain_timeout_s: float = _DRAIN_TIMEOUT_S,
+        measured: bool = False,
     ) -> BenchResult:
+        """One load; the measured level's drain waits longer for its streams, and settles."""
         spec = self.bench.model_copy(
             update={
                 "rates": rates,
                 "concurrencies": concurrencies,
                 "duration_s": duration_s,
-                "drain_timeout_s": drain_timeout_s,
+                "drain_timeout_s": _MEASURED_DRAIN_TIMEOUT_S if measured else _DRAIN_TIMEOUT_S,
+                "drain_settle_share": _MEASURED_DRAIN_SETTLE if measured else None,
             }
         )
         return run_bench(spec, observer=within(self.observer, phase), shared=self.shared)
@@ -204,7 +212,7 @@ def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Inter
             "measure",
             concurrencies=(concurrency,),
             duration_s=level_s,
-            drain_timeout_s=_MEASURED_DRAIN_TIMEOUT_S,
+            measured=True,
         )
     finally:
         if loads.window is not None:
@@ -256,7 +264,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
         mine = [r for r in records if r.labels.get("level") == main_name]
         overload = [r for r in records if over is not None and r.labels.get("level") == over]
         phases = load_phases(mine, overload, clock.now_ts())
-        notes += cut_note(mine, _MEASURED_DRAIN_TIMEOUT_S)
+        notes += cut_note(mine, _MEASURED_DRAIN_TIMEOUT_S, _MEASURED_DRAIN_SETTLE)
     server_config = collected.server_config
     if target.prometheus is not None and phases is not None:
         server_config = read_fleet(run, clock, target, phases)
@@ -272,16 +280,24 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
     )
 
 
-def cut_note(mine: Sequence[RequestRecord], drain_timeout_s: float) -> list[str]:
+def cut_note(
+    mine: Sequence[RequestRecord], drain_timeout_s: float, settle_share: float | None
+) -> list[str]:
     """A note when the measured level ended with streams still running (cut by the run)."""
     cut = sum(1 for r in mine if is_incomplete(r))
     if not cut:
         return []
+    when = f"{drain_timeout_s:.0f} s after it ended"
+    if settle_share is not None:
+        when = (
+            f"{DRAIN_SETTLE_GRACE_S:.0f} s after {settle_share:.0%} of it had finished (each "
+            f"of them past its first token), or {when}"
+        )
     return [
         f"{cut} of {len(mine)} requests of the measured level were still streaming "
-        f"{drain_timeout_s:.0f} s after it ended and were cut: TTFT counts them, but the "
-        "server's per-request histograms (queue and prefill time, observed at the finish) "
-        "do not; a longer --duration or shorter outputs (--workload) measure them."
+        f"{when}, and were cut: TTFT and ITL count what they measured, but the server's "
+        "per-request histograms (queue and prefill time, observed at the finish) do not; a "
+        "longer --duration or shorter outputs (--workload) measure them."
     ]
 
 

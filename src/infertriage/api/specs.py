@@ -101,6 +101,7 @@ class BenchSpec(_Spec):
     timeout_s: float = 600.0
     stall_timeout_s: float | None = None  # None: min(timeout, 60 s)
     drain_timeout_s: float | None = None  # None: min(timeout, 30 s)
+    drain_settle_share: float | None = None  # None: wait for every stream (`runner.drain_settled`)
     seed: int = 0
     continuous_usage: bool = True
     ignore_eos: bool = True

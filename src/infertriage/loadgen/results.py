@@ -64,6 +64,7 @@ class BenchConfig(BaseModel):
     timeout_s: float = Field(default=600.0, gt=0)
     stall_timeout_s: float = Field(default=60.0, gt=0)
     drain_timeout_s: float = Field(default=30.0, ge=0)
+    drain_settle_share: float | None = Field(default=None, gt=0, le=1)  # `runner.drain_settled`
     goodput: str | None = None
     seed: int = 0
     tokenizer: Path | None = None

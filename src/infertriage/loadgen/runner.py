@@ -9,8 +9,10 @@ goes to the sink the moment it finishes. An open loop sleeps until
 under `max_concurrency` the wait for a slot is the request's client queue
 time, recorded, never hidden. Issuing stops at the duration; in-flight
 requests then get `drain_timeout_s` before they are cancelled and recorded as
-`timeout:run_deadline`. Cancelling the run (Ctrl-C, or `stop()` turning true)
-records every in-flight request as `client:cancelled` with what it measured.
+`timeout:run_deadline`, or less when the plan lets the drain settle
+(`drain_deadline_ns`, the one rule the Locust worker applies too). Cancelling
+the run (Ctrl-C, or `stop()` turning true) records every in-flight request as
+`client:cancelled` with what it measured.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,9 +30,12 @@ from infertriage.schemas import ErrorKind, RequestRecord
 from infertriage.workload import RequestSpec, Schedule, TextRenderer, TokenCounter
 
 __all__ = [
+    "DRAIN_POLL_S",
     "LoadPlan",
     "WorkerReport",
     "backoff_s",
+    "drain_deadline_ns",
+    "drain_settled",
     "failed_fast",
     "have_uvloop",
     "run_load",
@@ -46,6 +51,11 @@ _TIMER_TICK_S = 0.001
 # 5xx, a 429), waits before its next: 50 ms, doubling to 1 s, until one succeeds. Without
 # it, a failing server takes the whole budget in a second.
 _BACKOFF_S, _BACKOFF_MAX_S, _INSTANT_FAILURE_S = 0.05, 1.0, 1.0
+# A drain that may settle looks this often whether it has (a first token ends no task);
+# once it has, the streams left get this long to end on their own before they are cut (a
+# short one about to end is not cut for nothing).
+DRAIN_POLL_S = 0.05
+DRAIN_SETTLE_GRACE_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,7 @@ class LoadPlan:
     think_time_s: float = 0.0  # closed loop: pause between a user's requests
     duration_s: float | None = None  # stop issuing after this
     drain_timeout_s: float = 30.0  # then wait this long for in-flight requests
+    drain_settle_share: float | None = None  # or less, once this share finished (`drain_settled`)
     id_prefix: str = "r"
     labels: tuple[tuple[str, str], ...] = ()  # added to every record (the level's name)
 
@@ -109,6 +120,41 @@ def failed_fast(state: StreamState) -> bool:
     return failed and took_s < _INSTANT_FAILURE_S
 
 
+def drain_settled(
+    settle_share: float | None, *, num_finished: int, running: Collection[StreamState]
+) -> bool:
+    """The drain may stop waiting for the streams still running (after its grace).
+
+    True once `settle_share` of the requests sent (finished + running) has finished and
+    every stream still running has had its first token: its TTFT and ITL are measured,
+    only a long output's tail is left. While a larger share runs (a slow server, whose
+    streams the server's finish-observed histograms need) or one still waits for its
+    first token (a queued request: its TTFT is the evidence), the drain waits as before,
+    up to `drain_timeout_s`. None: never settle, wait for every stream. Once true, it
+    stays so: the drain sends nothing new, so the share finished only grows.
+    """
+    if settle_share is None or not running:
+        return False
+    if not all(state.chunks for state in running):
+        return False
+    return num_finished >= settle_share * (num_finished + len(running))
+
+
+def drain_deadline_ns(
+    plan: LoadPlan,
+    deadline_ns: int,
+    *,
+    now_ns: int,
+    num_finished: int,
+    running: Collection[StreamState],
+) -> int:
+    """The drain's deadline as of `now_ns`: `deadline_ns` (its start + `drain_timeout_s`),
+    brought in to `DRAIN_SETTLE_GRACE_S` from the first look at which it has settled."""
+    if not drain_settled(plan.drain_settle_share, num_finished=num_finished, running=running):
+        return deadline_ns
+    return min(deadline_ns, now_ns + round(DRAIN_SETTLE_GRACE_S * 1e9))
+
+
 def backoff_s(failures: int) -> float:
     """A closed-loop user's wait after `failures` fast failures in a row (0: none)."""
     if not failures:
@@ -146,6 +192,7 @@ class _Run:
         self.sink = sink
         self.tokenizer = tokenizer
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.running: dict[str, StreamState] = {}  # sent (or queued for a slot), not finished
         self.cancel_fault = "cancelled"
         self.num_records = 0
         self.exhausted = False
@@ -165,6 +212,7 @@ class _Run:
         """Send one request and emit its record; true when it failed fast, before any token."""
         state = self.client.new_state(spec, scheduled_ns)
         request_id = f"{self.plan.id_prefix}-{spec.index}"
+        self.running[request_id] = state
         acquired = False
         try:
             if self.slots is not None:
@@ -180,6 +228,7 @@ class _Run:
             self._emit(state, request_id)
             raise
         finally:
+            self.running.pop(request_id, None)
             if acquired and self.slots is not None:
                 self.slots.release()
         self._emit(state, request_id)
@@ -230,9 +279,21 @@ class _Run:
             await asyncio.wait(users)
 
     async def drain(self) -> None:
+        """Wait for what is in flight until its deadline (`drain_deadline_ns`); cut the rest."""
+        plan = self.plan
+        deadline_ns = time.perf_counter_ns() + round(plan.drain_timeout_s * 1e9)
         pending = set(self.tasks)
-        if pending:
-            _, pending = await asyncio.wait(pending, timeout=self.plan.drain_timeout_s)
+        while pending:
+            now_ns = time.perf_counter_ns()
+            deadline_ns = drain_deadline_ns(
+                plan, deadline_ns, now_ns=now_ns, num_finished=self.num_records,
+                running=self.running.values(),
+            )  # fmt: skip
+            left_s = (deadline_ns - now_ns) * 1e-9
+            if left_s <= 0:
+                break
+            poll_s = left_s if plan.drain_settle_share is None else min(left_s, DRAIN_POLL_S)
+            _, pending = await asyncio.wait(pending, timeout=poll_s)
         if pending:
             await self.cancel_all("run_deadline")
 

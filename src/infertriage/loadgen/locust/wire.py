@@ -67,6 +67,7 @@ def encode_plan(plan: LoadPlan) -> dict[str, Any]:
         "think_time_s": plan.think_time_s,
         "duration_s": plan.duration_s,
         "drain_timeout_s": plan.drain_timeout_s,
+        "drain_settle_share": plan.drain_settle_share,
         "id_prefix": plan.id_prefix,
         "labels": [list(pair) for pair in plan.labels],
     }
@@ -83,6 +84,9 @@ def decode_plan(value: dict[str, Any]) -> LoadPlan:
         think_time_s=float(value["think_time_s"]),
         duration_s=value["duration_s"],
         drain_timeout_s=float(value["drain_timeout_s"]),
+        drain_settle_share=(
+            None if value["drain_settle_share"] is None else float(value["drain_settle_share"])
+        ),
         id_prefix=str(value["id_prefix"]),
         labels=tuple((str(k), str(v)) for k, v in value["labels"]),
     )

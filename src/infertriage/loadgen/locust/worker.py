@@ -9,7 +9,8 @@ Locust users Locust gave this worker, each taking the next request of the share 
 `runner`'s users do; an open loop's first user issues the share on its absolute
 deadlines, one greenlet per request, so a slow answer never delays the next send. Each
 request runs in a greenlet of its own (`stream.GeventClient`), so the run's end
-(`drain_timeout_s`, then `timeout:run_deadline`) and a stop (`client:cancelled`) record
+(`drain_timeout_s`, or less where the plan lets it settle: `runner.drain_deadline_ns`;
+then `timeout:run_deadline`) and a stop (`client:cancelled`) record
 what was in flight. Imported only in a Locust process (gevent), never where asyncio
 runs.
 """
@@ -33,7 +34,14 @@ from locust.env import Environment
 from infertriage.loadgen.client import StreamState
 from infertriage.loadgen.locust.stream import GeventClient
 from infertriage.loadgen.locust.wire import decode_config, decode_plan, encode_report
-from infertriage.loadgen.runner import LoadPlan, WorkerReport, backoff_s, failed_fast
+from infertriage.loadgen.runner import (
+    DRAIN_POLL_S,
+    LoadPlan,
+    WorkerReport,
+    backoff_s,
+    drain_deadline_ns,
+    failed_fast,
+)
 from infertriage.schemas import ErrorKind, UserError
 from infertriage.schemas.redact import Redactor
 from infertriage.workload import LocalTokenizer, RequestSpec, TextRenderer
@@ -86,6 +94,7 @@ class WorkerNode:
         self.ready = gevent.event.Event()
         self.users_done = gevent.event.Event()
         self.requests = gevent.pool.Group()
+        self.running: dict[str, StreamState] = {}  # sent (or queued for a slot), not finished
         self.plan: LoadPlan | None = None
         self.client: GeventClient | None = None
         self.tokenizer: LocalTokenizer | None = None
@@ -214,6 +223,7 @@ class WorkerNode:
         if client.config.keep_text:
             state.texts = []
         request_id = f"{plan.id_prefix}-{spec.index}"
+        self.running[request_id] = state
         acquired = False
         try:
             if self.slots is not None:
@@ -226,6 +236,7 @@ class WorkerNode:
             kind = ErrorKind.TIMEOUT if stop.fault == "run_deadline" else ErrorKind.CLIENT
             state.fail(kind, stop.fault, "the run ended before the request finished")
         finally:
+            self.running.pop(request_id, None)
             if acquired and self.slots is not None:
                 self.slots.release()
         self._emit(state, request_id, plan)
@@ -253,6 +264,24 @@ class WorkerNode:
             gevent.sleep(_LAG_INTERVAL_S)
             self.lag.append(max(0, time.perf_counter_ns() - before - interval_ns) * 1e-9)
 
+    def _drain(self, plan: LoadPlan) -> bool:
+        """Wait for what is in flight until the drain's deadline (`runner.drain_deadline_ns`,
+        as the asyncio runner does); true when every request finished, false: cut the rest."""
+        deadline_ns = time.perf_counter_ns() + round(plan.drain_timeout_s * 1e9)
+        while self.requests:
+            now_ns = time.perf_counter_ns()
+            deadline_ns = drain_deadline_ns(
+                plan, deadline_ns, now_ns=now_ns, num_finished=self.num_records,
+                running=self.running.values(),
+            )  # fmt: skip
+            left_s = (deadline_ns - now_ns) * 1e-9
+            if left_s <= 0:
+                return False
+            poll_s = left_s if plan.drain_settle_share is None else min(left_s, DRAIN_POLL_S)
+            if self.requests.join(timeout=poll_s):
+                return True
+        return True
+
     def _supervise(self) -> None:
         """Wait for the users, drain what is in flight, then report."""
         plan = self.plan
@@ -264,7 +293,7 @@ class WorkerNode:
         if self.issue_until_ns is not None:
             remaining = max(0.0, (self.issue_until_ns - time.perf_counter_ns()) * 1e-9)
         self.users_done.wait(timeout=remaining)
-        if not self.requests.join(timeout=plan.drain_timeout_s):
+        if not self._drain(plan):
             self.requests.kill(exception=_Deadline, block=True)
         self.users_done.wait(timeout=1.0)
         monitor.kill()
