@@ -35,6 +35,7 @@ __all__ = [
     "WorkerReport",
     "backoff_s",
     "drain_deadline_ns",
+    "drain_poll",
     "drain_settled",
     "failed_fast",
     "have_uvloop",
@@ -153,6 +154,19 @@ def drain_deadline_ns(
     if not drain_settled(plan.drain_settle_share, num_finished=num_finished, running=running):
         return deadline_ns
     return min(deadline_ns, now_ns + round(DRAIN_SETTLE_GRACE_S * 1e9))
+
+
+def drain_poll(
+    plan: LoadPlan, deadline_ns: int, *, num_finished: int, running: Collection[StreamState]
+) -> tuple[int, float]:
+    """One look of a drain: (its deadline now, how long to wait before the next look; 0 or
+    less: the deadline has passed, cut what runs). Both runners' drains loop on this."""
+    now_ns = time.perf_counter_ns()
+    deadline_ns = drain_deadline_ns(
+        plan, deadline_ns, now_ns=now_ns, num_finished=num_finished, running=running
+    )
+    left_s = (deadline_ns - now_ns) * 1e-9
+    return deadline_ns, left_s if plan.drain_settle_share is None else min(left_s, DRAIN_POLL_S)
 
 
 def backoff_s(failures: int) -> float:
@@ -284,15 +298,11 @@ class _Run:
         deadline_ns = time.perf_counter_ns() + round(plan.drain_timeout_s * 1e9)
         pending = set(self.tasks)
         while pending:
-            now_ns = time.perf_counter_ns()
-            deadline_ns = drain_deadline_ns(
-                plan, deadline_ns, now_ns=now_ns, num_finished=self.num_records,
-                running=self.running.values(),
-            )  # fmt: skip
-            left_s = (deadline_ns - now_ns) * 1e-9
-            if left_s <= 0:
+            deadline_ns, poll_s = drain_poll(
+                plan, deadline_ns, num_finished=self.num_records, running=self.running.values()
+            )
+            if poll_s <= 0:
                 break
-            poll_s = left_s if plan.drain_settle_share is None else min(left_s, DRAIN_POLL_S)
             _, pending = await asyncio.wait(pending, timeout=poll_s)
         if pending:
             await self.cancel_all("run_deadline")

@@ -35,11 +35,10 @@ from infertriage.loadgen.client import StreamState
 from infertriage.loadgen.locust.stream import GeventClient
 from infertriage.loadgen.locust.wire import decode_config, decode_plan, encode_report
 from infertriage.loadgen.runner import (
-    DRAIN_POLL_S,
     LoadPlan,
     WorkerReport,
     backoff_s,
-    drain_deadline_ns,
+    drain_poll,
     failed_fast,
 )
 from infertriage.schemas import ErrorKind, UserError
@@ -265,19 +264,15 @@ class WorkerNode:
             self.lag.append(max(0, time.perf_counter_ns() - before - interval_ns) * 1e-9)
 
     def _drain(self, plan: LoadPlan) -> bool:
-        """Wait for what is in flight until the drain's deadline (`runner.drain_deadline_ns`,
+        """Wait for what is in flight until the drain's deadline (`runner.drain_poll`,
         as the asyncio runner does); true when every request finished, false: cut the rest."""
         deadline_ns = time.perf_counter_ns() + round(plan.drain_timeout_s * 1e9)
         while self.requests:
-            now_ns = time.perf_counter_ns()
-            deadline_ns = drain_deadline_ns(
-                plan, deadline_ns, now_ns=now_ns, num_finished=self.num_records,
-                running=self.running.values(),
-            )  # fmt: skip
-            left_s = (deadline_ns - now_ns) * 1e-9
-            if left_s <= 0:
+            deadline_ns, poll_s = drain_poll(
+                plan, deadline_ns, num_finished=self.num_records, running=self.running.values()
+            )
+            if poll_s <= 0:
                 return False
-            poll_s = left_s if plan.drain_settle_share is None else min(left_s, DRAIN_POLL_S)
             if self.requests.join(timeout=poll_s):
                 return True
         return True
