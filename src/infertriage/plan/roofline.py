@@ -231,6 +231,12 @@ def peak_flops_per_s(gpu: GpuSpec, dtype: str) -> float:
     return gpu.bf16_flops_per_s
 
 
+def _attention_peak(gpu: GpuSpec, dtype: str) -> float:
+    """Attention computes in 16 bits whatever the weights (an FP8 cache is dequantised);
+    an FP32 model's in FP32."""
+    return peak_flops_per_s(gpu, "fp32" if normalize_dtype(dtype) == "fp32" else "bf16")
+
+
 def _link_kind(gpu: GpuSpec, interconnect: str) -> str:
     """The link an all-reduce runs over: PCIe when asked or when the GPU has nothing else."""
     kind = interconnect.strip().lower()
@@ -285,7 +291,7 @@ def step_cost(work: StepWork, gpu: GpuSpec, dtype: str, p: RooflineParams) -> St
     decode_ramp = 1.0 + p.attention_half_rows / work.query_group
     attention_compute = (
         work.prefill_attention_flops + work.decode_attention_flops * decode_ramp
-    ) / (gpu.bf16_flops_per_s * p.compute_efficiency)
+    ) / (_attention_peak(gpu, dtype) * p.compute_efficiency)
     attention_memory = work.kv_bytes / (gpu.mem_bw_bytes_per_s * p.kv_mem_efficiency)
     gemm_s = max(gemm_compute, gemm_memory)
     attention_s = max(attention_compute, attention_memory)
