@@ -55,9 +55,8 @@ class RooflineParams:
     mem_efficiency: float = 0.8  # GEMMs streaming weights, of the HBM datasheet bandwidth
     compute_efficiency: float = 0.6
     kv_mem_efficiency: float = 0.6  # attention kernels reading the paged KV cache, of HBM
-    attention_half_rows: float = (
-        64.0  # decode attention at η_c · g / (g + g½), g query heads per KV head
-    )
+    # decode attention runs at η_c · g / (g + g½), g query heads per KV head
+    attention_half_rows: float = 64.0
     expert_efficiency: float = 1.0  # routed experts' grouped GEMMs, relative to dense ones
     compute_half_tokens: float = 0.0  # η_c(n) = η_c · n / (n + n½)
     step_overhead_s: float = 5e-4  # scheduling, sampling, launch or graph replay, per step

@@ -50,7 +50,8 @@ def _spread(plan: CapacityPlan) -> tuple[float, str]:
     spread = cal.spread(plan.roofline.batch_size) if cal.covered else _UNCOVERED_ERROR
     text = cal.statement()
     if plan.inputs.model.is_moe:
-        spread = max(spread, cal.moe[0] if cal.moe_points else _UNCOVERED_ERROR)
+        # The worst MoE point, not the median: real traffic's routing is modelled, not measured.
+        spread = max(spread, cal.moe[1] if cal.moe_points else _UNCOVERED_ERROR)
         text += f"; {cal.moe_statement()}"
     if plan.inputs.roofline is not None:
         text = "custom roofline constants: error unknown"
