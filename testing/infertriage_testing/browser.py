@@ -175,7 +175,8 @@ def open_page(path: Path, *, selectors: Sequence[str] = (), timeout_s: float = 6
         raise RuntimeError("chromium is not installed")
     load = PageLoad(url=path.resolve().as_uri())
     deadline = time.monotonic() + timeout_s
-    with tempfile.TemporaryDirectory(prefix="infertriage-chromium-") as profile:
+    profile = tempfile.mkdtemp(prefix="infertriage-chromium-")
+    try:
         command = [binary, *_FLAGS, f"--user-data-dir={profile}", "about:blank"]
         process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
@@ -191,4 +192,21 @@ def open_page(path: Path, *, selectors: Sequence[str] = (), timeout_s: float = 6
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
+    finally:
+        _remove_profile(Path(profile))
     return load
+
+
+def _remove_profile(profile: Path) -> None:
+    """Chromium's helper processes (crashpad, the zygote) outlive the browser by a moment
+    and may still write into the profile ("Directory not empty"): retry, then let go."""
+    for _ in range(20):
+        try:
+            shutil.rmtree(profile)
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+        else:
+            return
+    shutil.rmtree(profile, ignore_errors=True)
