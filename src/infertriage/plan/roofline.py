@@ -60,6 +60,7 @@ __all__ = [
     "moe_experts_touched",
     "peak_flops_per_s",
     "prefill_time",
+    "step_allreduce_s",
     "step_cost",
     "step_work",
     "ttft_itl",
@@ -259,7 +260,7 @@ def allreduce_s(
     return link.latency_s(tp) + 2 * (tp - 1) / tp * message_bytes / busbw
 
 
-def _allreduce_s(
+def step_allreduce_s(
     spec: ModelSpec,
     *,
     gpu: GpuSpec,
@@ -268,7 +269,8 @@ def _allreduce_s(
     params: RooflineParams,
     interconnect: str,
 ) -> float:
-    """Two all-reduces of the hidden state per layer (after attention and after the MLP)."""
+    """A step's all-reduces: two of the hidden state per layer (after attention and after
+    the MLP), each carrying `num_tokens` tokens."""
     message_bytes = num_tokens * spec.hidden_size * params.activation_bytes
     return 2 * spec.num_layers * allreduce_s(gpu, tp, message_bytes, params, interconnect)
 
@@ -393,7 +395,7 @@ def prefill_time(
         spec, context_before, kv_dtype, tp
     )
     kv_read = kv_bytes_for_context(spec, context_before, kv_dtype, tp)
-    comm_s = _allreduce_s(
+    comm_s = step_allreduce_s(
         spec, gpu=gpu, tp=tp, num_tokens=total_tokens, params=p, interconnect=interconnect
     )
     attention = num_seqs * _attention_flops(spec, first, last, absorbed=False) / tp
@@ -431,7 +433,7 @@ def decode_step_time(
     kv_moved = kv_bytes_for_context(spec, context_len, kv_dtype, tp) + kv_bytes_per_token(
         spec, kv_dtype, tp
     )
-    comm_s = _allreduce_s(
+    comm_s = step_allreduce_s(
         spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=p, interconnect=interconnect
     )
     work = step_work(

@@ -48,6 +48,7 @@ from infertriage.plan import (
     decode_step_time,
     params_for,
     prefill_time,
+    step_allreduce_s,
     step_cost,
     step_work,
 )
@@ -169,7 +170,6 @@ class CostModel:
             per_layer * spec.num_layers + _KERNELS_PER_MOE_LAYER * spec.num_moe_layers
         ) + _KERNELS_FIXED
         self._heads_per_gpu = max(1, spec.num_attention_heads // hardware.tensor_parallel)
-        self._comms: dict[int, float] = {}
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
 
@@ -187,13 +187,6 @@ class CostModel:
             hw.spec, hw.gpu, hw.dtype, num_tokens, tp=hw.tensor_parallel, kv_dtype=hw.kv_dtype,
             params=self.params, context_before=context, interconnect=hw.interconnect,
         )  # fmt: skip
-
-    def _comm_s(self, num_tokens: int) -> float:
-        """The all-reduces of a step of `num_tokens` tokens, in seconds."""
-        hit = self._comms.get(num_tokens)
-        if hit is None:
-            hit = self._comms[num_tokens] = self._decode_call(num_tokens, 0).comm_s
-        return hit
 
     def _decode_at(self, batch: int, context: int) -> tuple[float, float]:
         """(attention FLOPs, KV bytes) of `batch` decode sequences at `context`, per GPU."""
@@ -234,7 +227,10 @@ class CostModel:
             num_logit_tokens=num_logits, num_seqs=num_logits,
             prefill_attention_flops=prefill_flops,
             decode_attention_flops=decode_flops, kv_bytes=kv_bytes,
-            comm_s=self._comm_s(num_tokens),
+            comm_s=step_allreduce_s(
+                hw.spec, gpu=hw.gpu, tp=hw.tensor_parallel, num_tokens=num_tokens,
+                params=self.params, interconnect=hw.interconnect,
+            ),
         )  # fmt: skip
 
     def _cost(self, work: StepWork) -> StepCost:
