@@ -248,7 +248,10 @@ class CostModel:
         f0, b0 = self._decode_at(batch, low)
         f1, b1 = self._decode_at(batch, low + _CONTEXT_GRID)
         flops, kv_bytes = f0 + weight * (f1 - f0), b0 + weight * (b1 - b0)
-        plain = self._cost(self._work(batch, batch, decode_flops=flops, kv_bytes=kv_bytes))
+        plain_s = 0.0  # a plain decode step's forward, only what the proposer's cost needs
+        if shape.max_draft_tokens:
+            plain = self._cost(self._work(batch, batch, decode_flops=flops, kv_bytes=kv_bytes))
+            plain_s = plain.gemm_s + plain.attention_s
         extra = shape.num_decode_tokens - batch  # draft tokens verified
         flops *= shape.num_decode_tokens / batch
         kv_bytes += extra * self.hw.kv_bytes_per_token
@@ -256,7 +259,7 @@ class CostModel:
             kv_bytes += self._naive_bytes(
                 shape.num_decode_tokens * (mean + 1), shape.decode_context_sum
             )
-        return flops, kv_bytes, plain.gemm_s + plain.attention_s
+        return flops, kv_bytes, plain_s
 
     def _naive_bytes(self, num_pairs: float, context_tokens: float) -> float:
         """Materialised scores for `num_pairs` query-key pairs, and the KV gathered twice more."""
