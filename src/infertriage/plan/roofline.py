@@ -284,13 +284,16 @@ def step_cost(work: StepWork, gpu: GpuSpec, dtype: str, p: RooflineParams) -> St
     tiles and `η_c · g / (g + g½)` for a decode's, `g` query heads per KV head.
     """
     peak = peak_flops_per_s(gpu, dtype) * p.compute_efficiency
-    gemm_compute = work.gemm_flops * _ramp(work.num_tokens, p) / peak
-    gemm_compute += work.expert_flops * _ramp(work.expert_tokens, p) / (peak * p.expert_efficiency)
+    half = p.compute_half_tokens
+    gemm_compute = work.gemm_flops * _ramp(work.num_tokens, half) / peak
+    gemm_compute += (
+        work.expert_flops * _ramp(work.expert_tokens, half) / (peak * p.expert_efficiency)
+    )
     gemm_memory = work.weight_bytes / (gpu.mem_bw_bytes_per_s * p.mem_efficiency)
     # Attention computes in 16 bits (an FP8 KV cache is dequantised on the fly): a prefill's
     # tiles run at the GEMMs' efficiency; a decode's matmuls have as many rows as query heads
     # share a KV head (1 for MHA, 4-8 for GQA, all for MLA) and ramp over them.
-    decode_ramp = 1.0 + p.attention_half_rows / work.query_group
+    decode_ramp = _ramp(work.query_group, p.attention_half_rows)
     attention_compute = (
         work.prefill_attention_flops + work.decode_attention_flops * decode_ramp
     ) / (_attention_peak(gpu, dtype) * p.compute_efficiency)
@@ -319,9 +322,9 @@ def step_cost(work: StepWork, gpu: GpuSpec, dtype: str, p: RooflineParams) -> St
     )
 
 
-def _ramp(rows: float, p: RooflineParams) -> float:
-    """1 / (n / (n + n½)): GEMMs of few rows leave tensor cores idle."""
-    return 1.0 + p.compute_half_tokens / max(1.0, rows)
+def _ramp(rows: float, half: float) -> float:
+    """1 / (n / (n + n½)): matmuls of few rows leave tensor cores idle."""
+    return 1.0 + half / max(1.0, rows)
 
 
 def _query_group(spec: ModelSpec, tp: int) -> float:
