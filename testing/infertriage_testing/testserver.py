@@ -159,6 +159,9 @@ class ServerConfig:
     # is the usage count times `tokenize_scale` (≠ 1: a server whose counts disagree).
     tokenize: str = "vllm"
     tokenize_scale: float = 1.0
+    # The first /tokenize is answered after this long (a cold tokenizer and chat template,
+    # as a freshly started engine's on a busy host); later ones at once.
+    tokenize_first_delay_s: float = 0.0
     # How the server counts a prompt (usage, /tokenize and the context check): each word
     # as `prompt_token_scale` tokens, and a chat request's template as
     # `template_tokens` + `template_tokens_per_message` per message.
@@ -214,6 +217,7 @@ class PathServer:
         self.rejected: list[str] = []  # the 400 messages of over-long requests
         self._jobs: list[_Job] = []
         self._ticker: asyncio.Task[None] | None = None
+        self._tokenize_warm = False
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
@@ -252,6 +256,9 @@ class PathServer:
     async def _tokenize(self, request: web.Request) -> web.StreamResponse:
         """Words, as usage counts them; llama.cpp's form has neither a template nor a model."""
         body = orjson.loads(await request.read())
+        if not self._tokenize_warm:
+            self._tokenize_warm = True
+            await asyncio.sleep(self.config.tokenize_first_delay_s)
         form = self.config.tokenize
         if form == "llama.cpp" and "content" in body:
             count = math.ceil(len(str(body["content"]).split()) * self.config.prompt_token_scale)

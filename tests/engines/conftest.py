@@ -69,11 +69,12 @@ def vllm_tokenizer(vllm: ModuleType) -> Path:
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
-    """`infertriage ARGS --json`: its exit code and its JSON document."""
+    """`infertriage ARGS --json`: its exit code and its JSON document (or, when it printed
+    none, what it wrote on stderr, so a failed assertion says why the command stopped)."""
     capsys.readouterr()
     code = main([*args, "--json"])
-    out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip() else None
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else captured.err
 
 
 @pytest.fixture

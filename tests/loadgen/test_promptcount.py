@@ -15,8 +15,11 @@ import pytest
 
 from infertriage.api.bench import run_bench
 from infertriage.api.specs import BenchSpec, ClientSpec
+from infertriage.loadgen import promptcount
+from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.promptcount import pick_sample
 from infertriage.loadgen.results import BenchResult
+from infertriage.schemas import UserError
 from infertriage.workload import make_specs, parse_workload, words_text
 from infertriage_testing.testserver import Behavior, PathServer, ServerConfig, serve_in_thread
 
@@ -141,3 +144,49 @@ def test_the_sample_covers_every_message_count_longest_first() -> None:
     assert len({s.turns for s in sample}) == 6
     longest = max(specs, key=lambda s: s.prompt_tokens + s.max_tokens)
     assert longest in sample[:2]
+
+
+def _run_fine_tokenizer(tmp_path: Path, *, first_delay_s: float) -> tuple[BenchResult, PathServer]:
+    """The default workload at a 2,048-token context on a server whose tokenizer splits our
+    words into 1.6 tokens each (past the 15 % an unknown tokenizer is allowed) and whose
+    first /tokenize takes `first_delay_s` (a cold tokenizer, as a fresh vLLM's on a busy host)."""
+    config = ServerConfig(
+        behavior=_FAST, max_model_len=2048, reject_over_context=True, prompt_token_scale=1.6,
+        template_tokens=20, template_tokens_per_message=5, tokenize_first_delay_s=first_delay_s,
+    )  # fmt: skip
+    with serve_in_thread(config) as (url, server):
+        result = run_bench(
+            BenchSpec(
+                url=url, concurrencies=[16], num_requests=120, out=tmp_path / "run",
+                check_tokens=False,
+            )
+        )  # fmt: skip
+    return result, server
+
+
+def test_a_slow_first_tokenize_is_waited_for_and_nothing_is_rejected(tmp_path: Path) -> None:
+    # 3 s: longer than the sample's whole budget, which once counted the first ask too: the
+    # fit then assumed 1.15 tokens a word, and this server rejected requests as over-long (a
+    # fresh vLLM CPU install in CI: 2 of the first 4, and diagnose stopped with exit 2).
+    result, server = _run_fine_tokenizer(tmp_path, first_delay_s=3.0)
+    _assert_nothing_rejected(result, server)
+    fit = result.workload_fit
+    assert fit is not None and fit.count_source == "/tokenize" and not fit.estimated
+    assert fit.rescale == pytest.approx(1.6, abs=0.02)
+
+
+def test_a_tokenize_that_never_answers_is_said_and_its_rejections_blame_the_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(promptcount, "FIRST_TIMEOUT_S", 0.5)
+    result, server = _run_fine_tokenizer(tmp_path, first_delay_s=5.0)
+    fit = result.workload_fit
+    assert fit is not None and fit.estimated
+    assert fit.count_source == "assumed (/tokenize did not answer within 0.5 s)"
+    estimated = [w for w in result.warnings if "prompt lengths were estimated" in w]
+    assert estimated and estimated[0].startswith("/tokenize did not answer within 0.5 s and no")
+    # the assumed 1.15 tokens a word is short of this tokenizer's 1.6: vLLM rejects some, and
+    # the stop names the estimate, not the workload's outputs, as what to fix
+    assert server.rejected
+    with pytest.raises(UserError, match=r"fix it with --tokenizer .*lengths were estimated"):
+        stop_if_rejected(result)

@@ -11,8 +11,9 @@ invalid or refused for load (429). `stop_if_rejected` ends `diagnose` and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from infertriage.analyze.stats.outcomes import check_rejections
+from infertriage.analyze.stats.outcomes import Rejections, check_rejections
 from infertriage.loadgen.results import BenchResult, LevelResult
 from infertriage.schemas import RequestRecord, UserError
 
@@ -45,10 +46,27 @@ def stop_if_rejected(result: BenchResult) -> list[str]:
     The lines name, for each level with some rejected, how many, the server's
     message and the flag that fixes it.
     """
-    lines = [check_rejections(level.name, level.summary.rejections) for level in result.levels]
+    fit = result.workload_fit
+    guessed = fit is not None and fit.estimated and fit.count_source.startswith("assumed")
+    lines = [
+        check_rejections(level.name, _blame_estimate(level.summary.rejections, guessed))
+        for level in result.levels
+    ]
     return [
         f"{level.name}: {line}" for level, line in zip(result.levels, lines, strict=True) if line
     ]
+
+
+def _blame_estimate(rejections: Rejections, guessed: bool) -> Rejections:
+    """Too long for the context while the prompts' lengths were guessed: the guess is the
+    likely cause (a tokenizer that splits words finer than the estimate allows)."""
+    if not (guessed and rejections.about_length):
+        return rejections
+    fix = (
+        "--tokenizer (the served model's tokenizer.json): the prompts' lengths were estimated, "
+        "not counted by the server's /tokenize"
+    )
+    return replace(rejections, fix=fix)
 
 
 def level_warnings(level: LevelResult, *, exact_asked: bool) -> list[str]:

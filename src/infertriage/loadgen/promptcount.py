@@ -8,15 +8,20 @@ the longest of each message count first, then the longest others — is counted
 with the server's `/tokenize` (`tokencheck.ServerTokenizer`): each message's
 text alone (the server's tokens per intended token) and the whole request as
 the endpoint builds it (the chat template's tokens, by subtraction; on
-llama.cpp through `/apply-template`). Bounded: at most `BUDGET_S` seconds and
-`MAX_REQUESTS` asks. A server without `/tokenize` gives the assumed model,
-with `estimated` set. Errors never raise.
+llama.cpp through `/apply-template`). Bounded: the first prompt may take up to
+`FIRST_TIMEOUT_S` (a server's first `/tokenize` loads its tokenizer and chat
+template: seconds on a busy host, measured on a fresh vLLM CPU install), the rest
+at most `BUDGET_S` seconds and `MAX_REQUESTS` asks. A server without `/tokenize`,
+or one that did not answer it in time, gives the assumed model, with
+`estimated` set and its source saying which. Errors never raise.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+
+import aiohttp
 
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.tokencheck import ServerTokenizer
@@ -31,9 +36,10 @@ from infertriage.workload import (
     learn_prompt_model_from,
 )
 
-__all__ = ["BUDGET_S", "MAX_REQUESTS", "learn_prompt_model", "pick_sample"]
+__all__ = ["BUDGET_S", "FIRST_TIMEOUT_S", "MAX_REQUESTS", "learn_prompt_model", "pick_sample"]
 
 BUDGET_S = 2.0
+FIRST_TIMEOUT_S = 20.0
 MAX_REQUESTS = 64
 MAX_SPECS = 16
 _TIMEOUT_S = 2.0
@@ -99,25 +105,30 @@ async def learn_prompt_model(
     measured: list[CountedPrompt] = []
     cache: dict[str | SynthText, int] = {}
     all_headers = {**headers, "Content-Type": "application/json"}
-    async with open_session(timeout_s=_TIMEOUT_S, headers=all_headers) as session:
+    sample = pick_sample(specs)
+    chat = endpoint is Endpoint.CHAT
+    async with open_session(timeout_s=FIRST_TIMEOUT_S, headers=all_headers) as session:
         tokenizer = ServerTokenizer(session, root_url(base_url), model)
+        for spec in sample[:1]:  # the first waits for a cold tokenizer, outside the budget
+            first = await _measure(tokenizer, spec, renderer, count_text, cache, chat=chat)
+            measured += [first] if first is not None else []
+        tokenizer.timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
         try:
             async with asyncio.timeout(BUDGET_S):
-                for spec in pick_sample(specs):
+                for spec in sample[1:] if measured else ():
                     if tokenizer.num_requests + len(spec.turns) + 1 > MAX_REQUESTS:
                         break
-                    found = await _measure(
-                        tokenizer, spec, renderer, count_text, cache,
-                        chat=endpoint is Endpoint.CHAT,
-                    )  # fmt: skip
+                    found = await _measure(tokenizer, spec, renderer, count_text, cache, chat=chat)
                     if found is None:
                         break
                     measured.append(found)
         except TimeoutError:
             pass  # what was counted in time is the sample
+    unanswered = not measured and tokenizer.unanswered
     return learn_prompt_model_from(
         measured,
         form=tokenizer.form,
         exact_text=have_tokenizer,
         num_counted=tokenizer.num_requests,
+        why_assumed=f"/tokenize did not answer within {FIRST_TIMEOUT_S:g} s" if unanswered else "",
     )

@@ -120,7 +120,7 @@ class Knee:
 class TokenCheck:
     """A sample of prompts counted by the server's `/tokenize` (`loadgen.tokencheck`)."""
 
-    form: str  # "vllm" | "llama.cpp" (the /tokenize that answered) | "none"
+    form: str  # "vllm" | "llama.cpp" (the /tokenize that answered) | "none" | "" (no answer)
     num_prompts: int
     intended_tokens: int  # the workload's prompt lengths, summed
     server_tokens: int | None  # /tokenize of the prompts' text (no template, no special tokens)

@@ -41,7 +41,12 @@ _TIMEOUT_S = 5.0
 
 
 class ServerTokenizer:
-    """One server's `/tokenize`, in whichever form it answers; `num_requests` counts the asks."""
+    """One server's `/tokenize`, in whichever form it answers; `num_requests` counts the asks.
+
+    An ask that got no answer (a timeout, a cut connection) says nothing of the form:
+    `unanswered` is set and the form stays unknown, so a slow server is not taken for one
+    without `/tokenize`. `timeout` bounds each ask (the session's, unless changed).
+    """
 
     def __init__(self, session: aiohttp.ClientSession, root: str, model: str) -> None:
         self.session = session
@@ -50,15 +55,22 @@ class ServerTokenizer:
         self.model = model
         self.form = ""  # "vllm" | "llama.cpp" once known; "none" when neither answers
         self.num_requests = 0
+        self.unanswered = False
+        self.timeout: aiohttp.ClientTimeout = session.timeout
 
     async def _post(self, payload: Mapping[str, object], url: str = "") -> object:
         self.num_requests += 1
         try:
-            async with self.session.post(url or self.url, data=orjson.dumps(payload)) as resp:
+            async with self.session.post(
+                url or self.url, data=orjson.dumps(payload), timeout=self.timeout
+            ) as resp:
                 if resp.status != 200:
                     return None
                 return orjson.loads(await resp.read())
-        except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError):
+        except orjson.JSONDecodeError:
+            return None
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            self.unanswered = True
             return None
 
     async def _vllm(self, fields: Mapping[str, object]) -> int | None:
@@ -75,6 +87,8 @@ class ServerTokenizer:
             if count is not None or self.form == "vllm":
                 self.form = "vllm"
                 return count
+            if self.unanswered:
+                return None  # no answer is not "no /tokenize": the form stays unknown
         if self.form in ("", "llama.cpp"):
             count = await self._llama(text, special=False)
             self.form = "llama.cpp" if count is not None else "none"
@@ -128,7 +142,8 @@ async def check_tokens(
             texts = [text for _, text in renderer.messages(spec.turns)]
             counted = _sum([await tokenize.text(text) for text in texts])
             if counted is None:
-                return TokenCheck(tokenize.form or "none", 0, 0, None, None, None)
+                form = tokenize.form or ("" if tokenize.unanswered else "none")
+                return TokenCheck(form, 0, 0, None, None, None)
             text_total += counted
             whole = await tokenize.request(prompt_fields(renderer, spec, chat=chat))
             if whole is not None and usage is not None:

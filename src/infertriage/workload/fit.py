@@ -165,11 +165,22 @@ def _overhead(counted: Sequence[CountedPrompt]) -> tuple[dict[int, int], float]:
 
 
 def learn_prompt_model_from(
-    counted: Sequence[CountedPrompt], *, form: str, exact_text: bool, num_counted: int
+    counted: Sequence[CountedPrompt],
+    *,
+    form: str,
+    exact_text: bool,
+    num_counted: int,
+    why_assumed: str = "",
 ) -> PromptModel:
-    """The model a server's counts support; what they cannot say stays assumed."""
+    """The model a server's counts support; what they cannot say stays assumed.
+
+    `why_assumed` says why nothing was counted where that is not "no /tokenize" (it did
+    not answer in time); the model's source carries it, and the fit's warning says it.
+    """
     assumed = PromptModel.assumed(exact_text=exact_text)
     if not counted:
+        if why_assumed:
+            return replace(assumed, source=f"{assumed.source} ({why_assumed})")
         return assumed
     synth = [(i, c) for p in counted for i, c, s in p.parts if s and i > 0]
     text = [(i, c) for p in counted for i, c, s in p.parts if not s and i > 0]
@@ -272,10 +283,11 @@ class FitReport:
 
 
 def _estimated_sentence(count_source: str) -> str:
-    if count_source == "assumed":
+    if count_source.startswith("assumed"):
+        why = count_source.removeprefix("assumed").strip(" ()") or "the server has no /tokenize"
         return (
-            "the server has no /tokenize and no --tokenizer was given: prompt lengths were "
-            "estimated with room to spare, so the fit errs long; give --tokenizer for exact ones."
+            f"{why} and no --tokenizer was given: prompt lengths were estimated with room to "
+            "spare for common tokenizers, so the fit errs long; give --tokenizer for exact ones."
         )
     return f"the chat template's tokens were assumed ({count_source}): the fit errs long."
 

@@ -51,14 +51,13 @@ _QUOTED_MESSAGE = re.compile(r'"(?:message|msg|error)"\s*:\s*"((?:[^"\\]|\\.)*)'
 _NUMBER = re.compile(r"\d+")
 
 # The flag that fixes a rejection, by what the server said (first match wins).
+_OUTPUT_FIX = "a --workload with shorter outputs (bench: --no-ignore-eos)"
+_CONTEXT_FIX = "--max-model-len / a shorter --workload"
 _FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(r"min_tokens|ignore_eos"),
-        "a --workload with shorter outputs (bench: --no-ignore-eos)",
-    ),
+    (re.compile(r"min_tokens|ignore_eos"), _OUTPUT_FIX),
     (
         re.compile(r"context|max_model_len|n_ctx|max_new_tokens|too long|maximum.*length|exceed"),
-        "--max-model-len / a shorter --workload",
+        _CONTEXT_FIX,
     ),
     (re.compile(r"model"), "--model (one that /v1/models lists)"),
 )
@@ -153,6 +152,11 @@ class Rejections:
     @property
     def share(self) -> float:
         return self.num_rejected / self.num_requests if self.num_requests else 0.0
+
+    @property
+    def about_length(self) -> bool:
+        """The most common cause is a request longer than the context (prompt or output)."""
+        return self.fix in (_OUTPUT_FIX, _CONTEXT_FIX)
 
     @property
     def all_unauthorized(self) -> bool:
