@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import zlib
 
 import pytest
 
+from infertriage.loadgen.promptcount import MIN_SPECS, pick_sample
 from infertriage.workload import (
+    DEFAULT_WORKLOAD,
     ContextLimit,
     CountedPrompt,
     PromptModel,
@@ -19,6 +22,7 @@ from infertriage.workload import (
     make_specs,
     parse_workload,
 )
+from infertriage.workload import fit as fit_module
 from infertriage.workload.fit import (
     ESTIMATED_OVERHEAD,
     ESTIMATED_SYNTH_RATIO,
@@ -156,3 +160,58 @@ def test_report_over_the_sent_requests_and_its_sentences() -> None:
     assert "--max-model-len" in text and "give --tokenizer" in text
     assert report.of_sent([(None, 10)]).warnings() == []
     assert report.merge(sent).num_requests == 12_804
+
+
+def _split_words(text: str) -> int:
+    """A small vocabulary's count: each word 1-4 tokens by its hash (mean 2.5, sd 1.1)."""
+    return sum(1 + zlib.crc32(word.encode()) % 4 for word in text.split())
+
+
+def _counted(spec: RequestSpec) -> int:
+    """That server's count of a chat request: its messages, plus 20 + 5 a message."""
+    texts = [text for _, text in TextRenderer().messages(spec.turns)]
+    return sum(_split_words(t) for t in texts) + 20 + 5 * len(spec.turns)
+
+
+def _learnt_from(specs: tuple[RequestSpec, ...], num_sampled: int) -> PromptModel:
+    counted = [
+        CountedPrompt(
+            spec.turns,
+            tuple(
+                (t.content.num_tokens, _split_words(TextRenderer().text(t.content)), True)
+                for t in spec.turns
+                if isinstance(t.content, SynthText)
+            ),
+            _counted(spec),
+        )
+        for spec in pick_sample(specs)[:num_sampled]
+    ]
+    return learn_prompt_model_from(counted, form="vllm", exact_text=False, num_counted=1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_tokenizer_that_counts_each_text_differently_is_fitted_with_its_spread(
+    seed: int,
+) -> None:
+    # 1-4 tokens a word: a text's count strays from ratio x words by ~1.1 per sqrt(word). With
+    # a real vLLM's tiny Llama (2.7 tokens a word, sd 1.1) the fit without a spread term sent
+    # 1-8 of 300 default-mix requests past a 2,048-token context (make test-engines).
+    specs = make_specs(parse_workload(DEFAULT_WORKLOAD), 300, seed=seed, max_model_len=2048)
+    model = _learnt_from(specs, MIN_SPECS)  # the least a sample holds
+    assert model.synth_ratio == pytest.approx(2.5, abs=0.2) and model.synth_spread > 0.5
+    fitted, _ = fit_specs(specs, ContextLimit(2048, "test"), model)
+    over = [s.index for s in fitted if _counted(s) + s.max_tokens > 2048]
+    assert over == []
+
+
+def test_without_the_spread_bound_that_tokenizer_overflows_the_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the contrast that shows the test above can fail: no spread term, some requests over
+    monkeypatch.setattr(fit_module, "SPREAD_Z", 0.0)
+    over = 0
+    for seed in range(5):
+        specs = make_specs(parse_workload(DEFAULT_WORKLOAD), 300, seed=seed, max_model_len=2048)
+        fitted, _ = fit_specs(specs, ContextLimit(2048, "test"), _learnt_from(specs, MIN_SPECS))
+        over += sum(_counted(s) + s.max_tokens > 2048 for s in fitted)
+    assert over > 0

@@ -8,12 +8,13 @@ the longest of each message count first, then the longest others — is counted
 with the server's `/tokenize` (`tokencheck.ServerTokenizer`): each message's
 text alone (the server's tokens per intended token) and the whole request as
 the endpoint builds it (the chat template's tokens, by subtraction; on
-llama.cpp through `/apply-template`). Bounded: the first prompt may take up to
-`FIRST_TIMEOUT_S` (a server's first `/tokenize` loads its tokenizer and chat
-template: seconds on a busy host, measured on a fresh vLLM CPU install), the rest
-at most `BUDGET_S` seconds and `MAX_REQUESTS` asks. A server without `/tokenize`,
-or one that did not answer it in time, gives the assumed model, with
-`estimated` set and its source saying which. Errors never raise.
+llama.cpp through `/apply-template`). Bounded: the first `MIN_SPECS` prompts are
+always counted — the fit's spread of counts needs more than one text, and a
+server's first `/tokenize` may be slow (up to `FIRST_TIMEOUT_S` for the first
+ask) — then more within `BUDGET_S` seconds, at most `MAX_REQUESTS` asks. A
+server without `/tokenize`, or one that did not answer it in time, gives the
+assumed model, with `estimated` set and its source saying which. Errors never
+raise.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = ["BUDGET_S", "FIRST_TIMEOUT_S", "MAX_REQUESTS", "learn_prompt_model", 
 BUDGET_S = 2.0
 FIRST_TIMEOUT_S = 20.0
 MAX_REQUESTS = 64
+MIN_SPECS = 4
 MAX_SPECS = 16
 _TIMEOUT_S = 2.0
 
@@ -90,6 +92,36 @@ async def _measure(
     return CountedPrompt(spec.turns, tuple(parts), whole)
 
 
+async def _count_sample(
+    tokenizer: ServerTokenizer,
+    sample: Sequence[RequestSpec],
+    renderer: TextRenderer,
+    count_text: Callable[[str], int],
+    *,
+    chat: bool,
+) -> list[CountedPrompt]:
+    """The first `MIN_SPECS` prompts whatever they take (the first up to `FIRST_TIMEOUT_S`,
+    the rest `_TIMEOUT_S` each), then more until `BUDGET_S` is spent."""
+    measured: list[CountedPrompt] = []
+    cache: dict[str | SynthText, int] = {}
+    deadline: float | None = None
+    for spec in sample:
+        if tokenizer.num_requests + len(spec.turns) + 1 > MAX_REQUESTS:
+            break
+        if len(measured) == MIN_SPECS and deadline is None:
+            deadline = asyncio.get_running_loop().time() + BUDGET_S
+        try:
+            async with asyncio.timeout_at(deadline):
+                found = await _measure(tokenizer, spec, renderer, count_text, cache, chat=chat)
+        except TimeoutError:
+            break  # what was counted in time is the sample
+        if found is None:
+            break
+        measured.append(found)
+        tokenizer.timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)  # warm now
+    return measured
+
+
 async def learn_prompt_model(
     *,
     base_url: str,
@@ -102,28 +134,12 @@ async def learn_prompt_model(
     have_tokenizer: bool,
 ) -> PromptModel:
     """Count a sample of `specs` with the server's `/tokenize`; see the module docstring."""
-    measured: list[CountedPrompt] = []
-    cache: dict[str | SynthText, int] = {}
     all_headers = {**headers, "Content-Type": "application/json"}
-    sample = pick_sample(specs)
-    chat = endpoint is Endpoint.CHAT
     async with open_session(timeout_s=FIRST_TIMEOUT_S, headers=all_headers) as session:
         tokenizer = ServerTokenizer(session, root_url(base_url), model)
-        for spec in sample[:1]:  # the first waits for a cold tokenizer, outside the budget
-            first = await _measure(tokenizer, spec, renderer, count_text, cache, chat=chat)
-            measured += [first] if first is not None else []
-        tokenizer.timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
-        try:
-            async with asyncio.timeout(BUDGET_S):
-                for spec in sample[1:] if measured else ():
-                    if tokenizer.num_requests + len(spec.turns) + 1 > MAX_REQUESTS:
-                        break
-                    found = await _measure(tokenizer, spec, renderer, count_text, cache, chat=chat)
-                    if found is None:
-                        break
-                    measured.append(found)
-        except TimeoutError:
-            pass  # what was counted in time is the sample
+        measured = await _count_sample(
+            tokenizer, pick_sample(specs), renderer, count_text, chat=endpoint is Endpoint.CHAT
+        )
     unanswered = not measured and tokenizer.unanswered
     return learn_prompt_model_from(
         measured,

@@ -5,7 +5,11 @@ that server counts a request's prompt, learnt from its `/tokenize` or a local
 tokenizer, or assumed); gives the specs fitted and a `FitReport` saying what
 changed. A prompt as the server counts it is its text, times the server's
 tokens per token of the text (`ratio`), plus the chat template's tokens; the
-model keeps upper bounds for both, so the prediction errs long. Fitting:
+model keeps upper bounds for both, so the prediction errs long. A tokenizer that
+splits our words into a varying number of tokens (a small vocabulary: 2.7 a word
+in `make test-engines`' tiny Llama) counts each text differently: the bound for
+a synthetic turn of `w` words is also at least `w·ratio + Z·σ·√w`, σ the per-word
+spread the sample measured (`SPREAD_Z` deviations; with none measured, none added). Fitting:
 
 1. **Rescale.** When the server counts the synthetic text as more (or fewer)
    tokens than intended (by more than `RESCALE_TOLERANCE`), the text is
@@ -58,6 +62,9 @@ MIN_FIT_OUTPUT = 16
 MARGIN_TOKENS = 8
 MARGIN_SHARE = 0.01
 RESCALE_TOLERANCE = 0.02
+# A synthetic turn's bound: its mean count plus this many of its standard deviations (4:
+# about 1 turn in 30,000 over, were per-word counts normal).
+SPREAD_Z = 4.0
 # Ratios of turns shorter than this are noise (one split word is 3 % of 32); the margin
 # covers them.
 MIN_RATIO_TOKENS = 32
@@ -90,8 +97,10 @@ class PromptModel:
 
     `synth_ratio` is the server's tokens per rendered synthetic token (central, for
     rescaling); `synth_ratio_max` and `text_ratio_max` (per estimated token of literal
-    text) are upper bounds for the fit. `overhead` maps a message count to the most
-    template tokens measured with it; `overhead_per_message` bounds counts not measured.
+    text) are upper bounds for the fit; `synth_spread` is the standard deviation of the
+    server's count per √word of synthetic text (0: every text counted alike). `overhead`
+    maps a message count to the most template tokens measured with it;
+    `overhead_per_message` bounds counts not measured.
     `exact` holds prompts the server counted, template included.
     """
 
@@ -100,6 +109,7 @@ class PromptModel:
     synth_ratio: float = 1.0
     synth_ratio_max: float = 1.0
     text_ratio_max: float = 1.0
+    synth_spread: float = 0.0
     overhead: Mapping[int, int] = field(default_factory=dict)
     overhead_base: int = 0
     overhead_per_message: float = 0.0
@@ -125,6 +135,12 @@ class PromptModel:
             return measured
         return math.ceil(self.overhead_base + self.overhead_per_message * num_messages)
 
+    def synth_tokens(self, words: int) -> int:
+        """A synthetic text of `words` words as the server counts it, at most (see the
+        module docstring)."""
+        spread = self.synth_ratio * words + SPREAD_Z * self.synth_spread * math.sqrt(words)
+        return math.ceil(max(words * self.synth_ratio_max, spread))
+
     @property
     def rescale(self) -> float | None:
         """The ratio to regenerate synthetic text by, or None when it is close enough to 1."""
@@ -149,6 +165,19 @@ class CountedPrompt:
 def _ratio_max(pairs: Sequence[tuple[int, int]], central: float) -> float:
     long_enough = [c / i for i, c in pairs if i >= MIN_RATIO_TOKENS]
     return max([central, *long_enough])
+
+
+def _spread(pairs: Sequence[tuple[int, int]], central: float) -> float:
+    """The count's standard deviation per √word, over turns long enough that a split word
+    at their ends is noise: a count c of i words has variance σ²·i about central·i, so
+    Σ(c − central·i)² has expectation σ²·(Σi − Σi²/Σi) (central is fitted on the same
+    turns; with one turn the spread is unknown, 0)."""
+    long_enough = [(i, c) for i, c in pairs if i >= MIN_RATIO_TOKENS]
+    words = sum(i for i, _ in long_enough)
+    freedom = words - sum(i * i for i, _ in long_enough) / words if words else 0.0
+    if freedom < 1.0:
+        return 0.0
+    return math.sqrt(sum((c - central * i) ** 2 for i, c in long_enough) / freedom)
 
 
 def _overhead(counted: Sequence[CountedPrompt]) -> tuple[dict[int, int], float]:
@@ -195,6 +224,7 @@ def learn_prompt_model_from(
         synth_ratio=central,
         synth_ratio_max=_ratio_max(synth, central) if synth else assumed.synth_ratio_max,
         text_ratio_max=_ratio_max(text, text_central) if text else assumed.text_ratio_max,
+        synth_spread=_spread(synth, central),
         overhead=overhead,
         overhead_base=0 if whole else ESTIMATED_OVERHEAD[0],
         overhead_per_message=per_message if whole else ESTIMATED_OVERHEAD[1],
@@ -311,7 +341,7 @@ class _Fitter:
     def turn_tokens(self, content: str | SynthText) -> int:
         """The turn's text as the server counts it, at most."""
         if isinstance(content, SynthText):
-            return math.ceil(content.num_tokens * self.model.synth_ratio_max)
+            return self.model.synth_tokens(content.num_tokens)
         counted = self._text_counts.get(content)
         if counted is None:
             counted = self.count_text(content)
