@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,7 @@ from infertriage.workload import (
     learn_prompt_model_from,
     make_specs,
     parse_workload,
+    words_text,
 )
 from infertriage.workload import fit as fit_module
 from infertriage.workload.fit import (
@@ -215,3 +218,31 @@ def test_without_the_spread_bound_that_tokenizer_overflows_the_context(
         fitted, _ = fit_specs(specs, ContextLimit(2048, "test"), _learnt_from(specs, MIN_SPECS))
         over += sum(_counted(s) + s.max_tokens > 2048 for s in fitted)
     assert over > 0
+
+
+def test_literal_text_counted_differently_is_fitted_with_its_spread(tmp_path: Path) -> None:
+    # A dataset's own text, counted by that tokenizer; the fit's text counter says one token
+    # a word, so the server's ratio (2.5) and spread are learnt from the sampled turns.
+    lengths = [300, 500, 650, 700, 760, 800, 850, 900] * 40
+    rows = [
+        json.dumps({"prompt": words_text(n, i), "max_tokens": 600}) for i, n in enumerate(lengths)
+    ]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows))
+    specs = make_specs(parse_workload(f"jsonl:{tmp_path / 'prompts.jsonl'}"), 320, seed=0)
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    counted = [
+        CountedPrompt(
+            spec.turns,
+            tuple((words(str(t.content)), _split_words(str(t.content)), False) for t in spec.turns),
+            _counted(spec),
+        )
+        for spec in pick_sample(specs)[:MIN_SPECS]
+    ]
+    model = learn_prompt_model_from(counted, form="vllm", exact_text=False, num_counted=1)
+    assert model.text_ratio == pytest.approx(2.5, abs=0.2) and model.text_spread > 0.5
+    fitted, report = fit_specs(specs, ContextLimit(2048, "test"), model, count_text=words)
+    assert report.num_capped > 0  # near the context, where a short bound is rejected
+    assert [s.index for s in fitted if _counted(s) + s.max_tokens > 2048] == []

@@ -9,7 +9,8 @@ model keeps upper bounds for both, so the prediction errs long. A tokenizer that
 splits our words into a varying number of tokens (a small vocabulary: 2.7 a word
 in `make test-engines`' tiny Llama) counts each text differently: the bound for
 a synthetic turn of `w` words is also at least `w·ratio + Z·σ·√w`, σ the per-word
-spread the sample measured (`SPREAD_Z` deviations; with none measured, none added). Fitting:
+spread the sample measured (`SPREAD_Z` deviations; with none measured, none added),
+and literal text's likewise per token of the text counter's estimate. Fitting:
 
 1. **Rescale.** When the server counts the synthetic text as more (or fewer)
    tokens than intended (by more than `RESCALE_TOLERANCE`), the text is
@@ -110,6 +111,8 @@ class PromptModel:
     synth_ratio_max: float = 1.0
     text_ratio_max: float = 1.0
     synth_spread: float = 0.0
+    text_ratio: float = 1.0  # central, per estimated token of literal text
+    text_spread: float = 0.0
     overhead: Mapping[int, int] = field(default_factory=dict)
     overhead_base: int = 0
     overhead_per_message: float = 0.0
@@ -138,14 +141,24 @@ class PromptModel:
     def synth_tokens(self, words: int) -> int:
         """A synthetic text of `words` words as the server counts it, at most (see the
         module docstring)."""
-        spread = self.synth_ratio * words + SPREAD_Z * self.synth_spread * math.sqrt(words)
-        return math.ceil(max(words * self.synth_ratio_max, spread))
+        return _bound(words, self.synth_ratio, self.synth_ratio_max, self.synth_spread)
+
+    def text_tokens(self, estimated: int) -> int:
+        """Literal text of `estimated` tokens (the text counter's) as the server counts it,
+        at most: the same bound, over the literal turns sampled."""
+        return _bound(estimated, self.text_ratio, self.text_ratio_max, self.text_spread)
 
     @property
     def rescale(self) -> float | None:
         """The ratio to regenerate synthetic text by, or None when it is close enough to 1."""
         off = abs(self.synth_ratio - 1.0) > RESCALE_TOLERANCE
         return self.synth_ratio if off and self.synth_ratio > 0 else None
+
+
+def _bound(n: int, central: float, ratio_max: float, spread: float) -> int:
+    """n tokens as the server counts them, at most: the highest ratio sampled, and at least
+    `SPREAD_Z` standard deviations above the central count."""
+    return math.ceil(max(n * ratio_max, n * central + SPREAD_Z * spread * math.sqrt(n)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +238,8 @@ def learn_prompt_model_from(
         synth_ratio_max=_ratio_max(synth, central) if synth else assumed.synth_ratio_max,
         text_ratio_max=_ratio_max(text, text_central) if text else assumed.text_ratio_max,
         synth_spread=_spread(synth, central),
+        text_ratio=text_central if text else assumed.text_ratio,
+        text_spread=_spread(text, text_central) if text else 0.0,
         overhead=overhead,
         overhead_base=0 if whole else ESTIMATED_OVERHEAD[0],
         overhead_per_message=per_message if whole else ESTIMATED_OVERHEAD[1],
@@ -347,7 +362,7 @@ class _Fitter:
             counted = self.count_text(content)
             if len(self._text_counts) < 100_000:
                 self._text_counts[content] = counted
-        return math.ceil(counted * self.model.text_ratio_max)
+        return self.model.text_tokens(counted)
 
     def prompt_tokens(self, turns: tuple[Turn, ...]) -> int:
         """The request's prompt as the server counts it, template included, at most."""
