@@ -25,6 +25,7 @@ from infertriage.engines import (
     knob_flag,
     limit_from_card,
     read_model_list,
+    vllm,
 )
 
 Fixture = Callable[[str], Path]
@@ -172,3 +173,16 @@ def test_log_formats_read_their_engines_lines() -> None:
     assert stats is not None and (stats.running, stats.waiting, stats.kv_usage) == (233, 317, 0.82)
     assert SGLANG.log.read_stamp(sg, 1999) == "2026-12-02 16:31:45"
     assert SGLANG.log.read_stats(v1) is None and VLLM.log.read_stats(sg) is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "count"),
+    [({"count": 12}, 12), ({"count": 0}, 0), ({"count": -5}, None), ({"count": True}, None),
+     ({"count": "12"}, None), ([12], None), (None, None)],
+)  # fmt: skip
+def test_a_tokenize_count_is_a_whole_number_not_below_zero(
+    answer: object, count: int | None
+) -> None:
+    # a negative count (a hostile or broken server) would make the fit's ratio negative and
+    # every prompt "fit": it is no answer, as a missing one is
+    assert vllm.token_count(answer) == count

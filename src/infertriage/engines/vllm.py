@@ -138,9 +138,10 @@ def tokenize_body(model: str | None, fields: Mapping[str, object]) -> dict[str, 
 
 
 def token_count(document: Any) -> int | None:
-    """The `count` of a `/tokenize` answer."""
+    """The `count` of a `/tokenize` answer (a negative one is no answer)."""
     count = document.get("count") if isinstance(document, dict) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    valid = isinstance(count, int) and not isinstance(count, bool) and count >= 0
+    return count if valid else None
 
 
 def limit_from_tokenize(document: Any) -> SaidLimit | None:
