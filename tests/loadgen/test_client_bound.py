@@ -88,7 +88,9 @@ def test_short_outputs_do_not_look_like_a_lagging_reader(tmp_path: Path) -> None
                 workload="synthetic:input=8,output=1",
             )
         )
-    # Counted, it would give 2.5 (role | token, finish, usage, [DONE]); a busy host may
-    # still join the role chunk and the token now and then.
+    # Counted, that last read gives at least 2.5 events a read (role | token, finish, usage,
+    # [DONE]: 5 in 2 reads; joined further, more). Not counted, at most 2.0: a busy host may
+    # join the role chunk and the token into one read (1.77 seen on a clean-clone make test),
+    # never the rest, which is the last read.
     per_read = result.levels[0].client.events_per_read
-    assert per_read is not None and 1.0 <= per_read < 1.7
+    assert per_read is not None and 1.0 <= per_read <= 2.0
