@@ -19,12 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import json
 import sys
-import urllib.request
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from infertriage.loadgen import promptcount
 from infertriage.loadgen.client import Endpoint, prompt_fields
@@ -53,15 +50,6 @@ def _engine() -> ModuleType:
     module.install()
     module.make_model()
     return module
-
-
-def _tokenize(url: str, model: str, fields: dict[str, Any]) -> int:
-    body = json.dumps({"model": model, **fields}).encode()
-    asked = urllib.request.Request(
-        url + "/tokenize", data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(asked, timeout=60) as answer:
-        return int(json.loads(answer.read())["count"])
 
 
 def _learn(url: str, model: str, specs: tuple[RequestSpec, ...], budget_s: float) -> PromptModel:
@@ -101,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                     slack = [
                         args.context
                         - s.max_tokens
-                        - _tokenize(server.url, server.model, prompt_fields(renderer, s, chat=True))
+                        - vllm.count_tokens(server, prompt_fields(renderer, s, chat=True))
                         for s in fitted
                     ]
                     over = sum(x < 0 for x in slack)

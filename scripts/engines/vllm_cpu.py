@@ -13,8 +13,9 @@ It takes a cache folder and gives an installed engine, a model folder and a runn
         # prints one JSON line: {"url", "pid", "ready_s", "log", "model"}
     python scripts/engines/vllm_cpu.py stop --pid-file FILE   # or --pid P
 
-From Python: `install() -> Path`, `make_model() -> Path`, and `with serve(port=0, **flags)
-as server:` yielding a `Server(url, pid, ready_s, log_path, model)`; the server is always
+From Python: `install() -> Path`, `make_model() -> Path`, `count_tokens(server, fields)`
+(its `/tokenize`), and `with serve(port=0, **flags) as server:` yielding a
+`Server(url, pid, ready_s, log_path, model)`; the server is always
 stopped on exit, and a failed start raises RuntimeError with the log's last 40 lines.
 
 Cache: $INFERTRIAGE_ENGINE_CACHE, else ~/.cache/infertriage/engines, holding
@@ -54,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -372,6 +374,16 @@ def serve(port: int = 0, **flags: object) -> Iterator[Server]:
         yield server
     finally:
         stop_server(server.pid)
+
+
+def count_tokens(server: Server, fields: dict[str, object]) -> int:
+    """The server's `/tokenize` count of a request's prompt fields (`messages` or `prompt`)."""
+    body = json.dumps({"model": server.model, **fields}).encode()
+    asked = urllib.request.Request(
+        server.url + "/tokenize", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(asked, timeout=60) as answer:
+        return int(json.loads(answer.read())["count"])
 
 
 def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -96,15 +95,6 @@ def test_llama_cpp_small_context_default_workload_has_no_4xx(
     assert "application.error_rate" not in ids, ids
 
 
-def _tokenize(url: str, model: str, fields: dict[str, Any]) -> int:
-    body = json.dumps({"model": model, **fields}).encode()
-    asked = urllib.request.Request(
-        url + "/tokenize", data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(asked, timeout=60) as answer:
-        return int(json.loads(answer.read())["count"])
-
-
 def test_vllm_counts_every_fitted_request_within_its_context(
     vllm: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,9 +119,7 @@ def test_vllm_counts_every_fitted_request_within_its_context(
             assert model.source == "/tokenize" and model.synth_spread > 0
             fitted, _ = fit_specs(specs, ContextLimit(2048, "test"), model)
             for spec in fitted:
-                prompt = _tokenize(
-                    server.url, server.model, prompt_fields(renderer, spec, chat=True)
-                )
+                prompt = vllm.count_tokens(server, prompt_fields(renderer, spec, chat=True))
                 if prompt + spec.max_tokens > 2048:
                     over.append((seed, spec.index, prompt, spec.max_tokens))
     assert over == []
