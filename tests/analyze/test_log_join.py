@@ -37,7 +37,7 @@ def test_lines_that_name_the_request_are_joined_by_id() -> None:
         f"INFO {_stamp(2)} [logger.py:39] Received request chatcmpl-run-a-8: params: …",
         f"INFO {_stamp(9)} [async_llm.py:270] Aborted request chatcmpl-run-a-7.",
     ])  # fmt: skip
-    logs = read_records(text, 2026)
+    logs = read_records(text, ANCHOR)
     records = [_record("run-a-7", 1.0, 9.0), _record("run-a-8", 2.0, 3.0)]
     joined = join_slowest(records, logs, ANCHOR)
     assert [j.id for j in joined] == ["run-a-7", "run-a-8"]  # the slowest first
@@ -55,7 +55,7 @@ def test_without_ids_in_the_log_the_stats_lines_of_the_requests_time() -> None:
         "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
         "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%",
     ])  # fmt: skip
-    joined = join_slowest([_record("run-b-1", 1.0, 6.0)], read_records(text, 2026), ANCHOR)
+    joined = join_slowest([_record("run-b-1", 1.0, 6.0)], read_records(text, ANCHOR), ANCHOR)
     assert joined[0].joined_by == "time"
     assert len(joined[0].lines) == 1 and "Waiting: 9 reqs" in joined[0].lines[0]
 

@@ -78,34 +78,57 @@ def _unix(text: str) -> float:
     return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
 
 
+def _in(year: int) -> float:
+    """A moment in `year` (1 July, local time): what dates the stamps that carry none."""
+    return time.mktime((year, 7, 1, 0, 0, 0, 0, 0, -1))
+
+
+def test_a_stamp_without_a_year_takes_the_year_nearest_the_log() -> None:
+    """vLLM's stamps carry no year: a New Year's Eve log read after midnight is last
+    year's, a log of 1 January read on New Year's Eve is next year's, and 29 February
+    is only read in a leap year."""
+    eve = V1.format(m=59, s=50, p=1.0, g=1.0, r=1, w=0, kv=1.0).replace("12-02 14:", "12-31 23:")
+    just_after = time.mktime((2027, 1, 1, 0, 20, 0, 0, 0, -1))
+    (late,) = read_records(eve, just_after)
+    assert late.at == _unix("2026-12-31 23:59:50")
+    new_year = eve.replace("12-31 23:", "01-01 00:")
+    (early,) = read_records(new_year, time.mktime((2026, 12, 31, 23, 0, 0, 0, 0, -1)))
+    assert early.at == _unix("2027-01-01 00:59:50")
+    leap = eve.replace("12-31 23:", "02-29 23:")
+    (day,) = read_records(leap, time.mktime((2028, 9, 15, 9, 0, 0, 0, 0, -1)))
+    assert day.at == _unix("2028-02-29 23:59:50")
+    (iso,) = read_records(SGL_036.format(s=1), just_after)  # carries its own year
+    assert iso.at == _unix("2024-11-20 10:00:01")
+
+
 def test_each_format_reads_its_figures() -> None:
-    (v1,) = read_records(V1.format(m=0, s=10, p=812.3, g=95.0, r=16, w=7, kv=81.5), 2026)
+    (v1,) = read_records(V1.format(m=0, s=10, p=812.3, g=95.0, r=16, w=7, kv=81.5), _in(2026))
     assert v1.at == _unix("2026-12-02 14:00:10") and v1.stats is not None
     s = v1.stats
     assert (s.engine, s.running, s.waiting) == ("vllm", 16.0, 7.0)
     assert (s.kv_usage, s.prompt_tok_s, s.gen_tok_s, s.prefix_hit_rate) == pytest.approx(
         (0.815, 812.3, 95.0, 0.40)
     )
-    (old,) = read_records(V1_07, 2025)
+    (old,) = read_records(V1_07, _in(2025))
     assert old.stats is not None and old.stats.kv_usage is None and old.stats.waiting == 1
-    (v0,) = read_records(V0.format(s=1), 2024)
+    (v0,) = read_records(V0.format(s=1), _in(2024))
     assert v0.stats is not None and (v0.stats.engine, v0.stats.waiting) == ("vllm-v0", 12.0)
-    (sgl,) = read_records(SGL_036.format(s=1), 2024)
+    (sgl,) = read_records(SGL_036.format(s=1), _in(2024))
     assert sgl.stats is not None and sgl.stats.cuda_graph is None
     assert (sgl.stats.running, sgl.stats.waiting, sgl.stats.kv_usage) == (12.0, 7.0, 0.42)
     assert sgl.stats.gen_tok_s == pytest.approx(455.1)
-    (new,) = read_records(SGL_046.format(s=1), 2025)
+    (new,) = read_records(SGL_046.format(s=1), _in(2025))
     assert new.stats is not None and new.stats.cuda_graph is True
     assert new.spec is not None and new.spec.mean_acceptance_length == pytest.approx(2.31)
 
 
 def test_spec_decoding_lines_of_both_vllm_versions() -> None:
-    (new,) = read_records(SPEC_010, 2026)
+    (new,) = read_records(SPEC_010, _in(2026))
     assert new.spec is not None
     assert (new.spec.accepted_tokens, new.spec.drafted_tokens) == (1600, 3000)
     assert new.spec.per_position == (0.8, 0.5, 0.3)
     assert new.spec.mean_acceptance_length == pytest.approx(2.6)
-    (old,) = read_records(SPEC_085, 2025)
+    (old,) = read_records(SPEC_085, _in(2025))
     assert old.spec is not None and old.spec.acceptance_rate == pytest.approx(0.25)
     assert old.spec.per_position == () and old.spec.drafted_tokens == 1000
 
@@ -123,7 +146,7 @@ def test_messy_lines_colour_glued_records_and_prefixes() -> None:
     )
     lines = clean_lines(text)
     assert lines == [first, second, "vllm-1  |", sgl]
-    records = read_records(text, 2026)
+    records = read_records(text, _in(2026))
     assert [r.stats.running for r in records if r.stats] == [3.0, 4.0, 12.0]
 
 
@@ -147,7 +170,7 @@ def test_timeline_intervals_and_the_kv_cache_while_requests_waited() -> None:
         _v1(0, 50, 985.0, 64, 25, 71.0),
         SPEC_010,
     ]
-    tl = make_timeline(read_records("\n".join(lines), 2026), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(lines), _in(2026)), (None, None), 10.0)
     assert tl is not None and tl.engine == "vllm"
     assert [row.waiting for row in tl.intervals] == [0.0, 0.0, 5.0, 15.0, 25.0]
     assert tl.intervals[0].spec_acceptance == pytest.approx(1600 / 3000)
@@ -176,7 +199,7 @@ def test_v0_preemptions_count_by_their_running_total_and_oom_once_per_traceback(
         "Traceback (most recent call last):",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",  # undated
     ]
-    tl = make_timeline(read_records("\n".join(lines), 2024), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(lines), _in(2024)), (None, None), 10.0)
     assert tl is not None and tl.engine == "vllm-v0"
     assert tl.preemptions == 51 and tl.oom_errors == 1
     assert [(r.preemptions, r.oom_errors) for r in tl.intervals] == [(51, 0), (0, 1)]
@@ -191,7 +214,7 @@ def test_a_stall_lasts_until_work_shows_or_the_log_ends() -> None:
         _v1(0, 20, 0.0, 12, 2, 20.0, p=0.0),  # nothing generated; then vLLM goes quiet
         *(access.format(m=m) for m in (1, 2, 3)),
     ]
-    tl = make_timeline(read_records("\n".join(ended), 2026), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(ended), _in(2026)), (None, None), 10.0)
     assert tl is not None and len(tl.stalls) == 1
     assert tl.stalls[0].duration_s == pytest.approx(160.0) and tl.stalls[0].running == 12.0
     assert [row.stalled for row in tl.intervals] == [False, True]
@@ -201,16 +224,16 @@ def test_a_stall_lasts_until_work_shows_or_the_log_ends() -> None:
         _v1(0, 30, 400.0, 12, 0, 20.0),
         _v1(0, 40, 0.0, 0, 0, 0.0, p=0.0),  # idle with nothing running: no stall
     ]
-    tl = make_timeline(read_records("\n".join(resumed), 2026), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(resumed), _in(2026)), (None, None), 10.0)
     assert tl is not None and [s.duration_s for s in tl.stalls] == [20.0]
     prefilling = [_v1(0, 10, 0.0, 12, 0, 20.0, p=8000.0), _v1(0, 20, 0.0, 12, 0, 20.0, p=9000.0)]
-    tl = make_timeline(read_records("\n".join(prefilling), 2026), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(prefilling), _in(2026)), (None, None), 10.0)
     assert tl is not None and tl.stalls == ()  # long prompts, no decode yet: not stuck
 
 
 def test_the_window_keeps_its_lines_and_the_interval_widens_to_fit() -> None:
     lines = [_v1(m, 0, 500.0, 4, 0, 10.0) for m in range(10)]
-    records = read_records("\n".join(lines), 2026)
+    records = read_records("\n".join(lines), _in(2026))
     window = (_unix("2026-12-02 14:03:00"), _unix("2026-12-02 14:05:00"))
     tl = make_timeline(records, window, 60.0)
     assert tl is not None and len(tl.intervals) == 3
@@ -231,9 +254,9 @@ def test_data_parallel_engines_are_summed_and_stall_on_their_own() -> None:
         dp(1, 40, 0.0, 0, 0, 0.0),  # and is restarted empty
         dp(0, 40, 800.0, 30, 4, 60.0),
     ]
-    (first,) = read_records(lines[3], 2026)
+    (first,) = read_records(lines[3], _in(2026))
     assert first.stats is not None and first.stats.engine_index == 1
-    tl = make_timeline(read_records("\n".join(lines), 2026), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(lines), _in(2026)), (None, None), 10.0)
     assert tl is not None
     row = tl.intervals[0]
     assert (row.running, row.waiting, row.kv_usage, row.gen_tok_s) == pytest.approx(
@@ -253,7 +276,7 @@ def test_sglang_watchdog_is_a_stall_of_its_timeout() -> None:
         "[2025-05-01 10:05:10 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
         "self.soft=False)",
     ]
-    tl = make_timeline(read_records("\n".join(lines), 2025), (None, None), 10.0)
+    tl = make_timeline(read_records("\n".join(lines), _in(2025)), (None, None), 10.0)
     assert tl is not None
     assert [(s.start, s.duration_s, s.running) for s in tl.stalls] == [
         (_unix("2025-05-01 10:00:10"), 300.0, 48.0)

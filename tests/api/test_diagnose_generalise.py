@@ -2,12 +2,14 @@
 
 `benchmarks/diagnose_generalise.py` draws deployments over ten models and nine
 GPUs, SLOs relative to each deployment, faults at graded severities, pairs and
-healthy cases. Here the seed is the date (UTC, printed and in every assertion
-message: rerun a failure with `--seed`, or the test with INFERTRIAGE_SEED), so each
-day's runs of the suite meet configurations no one tuned on: one moderate-or-severe
-faulty case and one healthy one, each a real `diagnose` run against the real-time
-twin. A fast test checks that the generator's draws are valid and cover every
-family, severity, model and GPU.
+healthy cases. Here the draws come from a fixed set of seeds, chosen once (printed and
+in every assertion message), so a run of the suite is the same on every day of the
+year: a fast test checks that the generator's draws are valid and cover every family,
+severity, model and GPU for each seed; a slow one runs one moderate-or-severe faulty
+case and one healthy case of the first seed, each a real `diagnose` against the
+real-time twin. A fresh draw every day is the benchmark's job
+(`benchmarks/diagnose_generalise.py` without `--seed`); `INFERTRIAGE_SEED=S` runs these
+tests on seed S instead, to explore or to rerun a benchmark's failure.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import importlib.util
 import os
 import random
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -27,9 +28,12 @@ from infertriage.schemas import UserError
 from infertriage.twin.scenario import scenario_from_mapping
 
 _SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnose_generalise.py"
-# The date's seed: every worker of a run draws the same sample, each day draws a new one;
-# INFERTRIAGE_SEED reruns a printed one.
-_SEED = int(os.environ.get("INFERTRIAGE_SEED") or datetime.now(UTC).strftime("%Y%m%d"))
+# Chosen once (2026-12-04) and never drawn again: every run of the suite, on any day and on
+# every xdist worker, draws the same samples. INFERTRIAGE_SEED=S opts into another seed.
+_FIXED_SEEDS = (20261201, 20261204, 20261207, 20261211, 20261219)
+_SEEDS = (
+    (int(os.environ["INFERTRIAGE_SEED"]),) if os.environ.get("INFERTRIAGE_SEED") else _FIXED_SEEDS
+)
 
 
 def _load() -> ModuleType:
@@ -44,20 +48,22 @@ def _load() -> ModuleType:
 gen = _load()
 
 
-def test_the_plan_covers_every_family_severity_and_pair() -> None:
-    plan = gen.plan_cases(160, seed=_SEED)
+@pytest.mark.parametrize("seed", _SEEDS)
+def test_the_plan_covers_every_family_severity_and_pair(seed: int) -> None:
+    plan = gen.plan_cases(160, seed=seed)
     singles = {(f[0], s) for f, s in plan if len(f) == 1}
-    assert singles == {(f, s) for f in gen.FAMILIES for s in gen.SEVERITIES}, _SEED
-    assert sum(1 for f, s in plan if s == "pair" and len(f) == 2) == 32, _SEED
-    assert sum(1 for f, s in plan if s == "healthy" and not f) == 32, _SEED
+    assert singles == {(f, s) for f in gen.FAMILIES for s in gen.SEVERITIES}, seed
+    assert sum(1 for f, s in plan if s == "pair" and len(f) == 2) == 32, seed
+    assert sum(1 for f, s in plan if s == "healthy" and not f) == 32, seed
 
 
-def test_draws_are_valid_and_cover_every_family_severity_model_and_gpu() -> None:
+@pytest.mark.parametrize("seed", _SEEDS)
+def test_draws_are_valid_and_cover_every_family_severity_model_and_gpu(seed: int) -> None:
     """Every model on some GPU and every GPU with some model make a healthy deployment the
     twin starts; every family at every severity injects into one the twin still starts.
     (The symptom grading, which simulates, is left to the slow test and the benchmark.)"""
-    print(f"seed {_SEED}")
-    rng = random.Random(_SEED)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
     bases = []
     for model, gpu in [*((m, None) for m in gen.MODELS), *((None, g) for g in gen.GPUS)]:
         for _ in range(200):
@@ -68,13 +74,13 @@ def test_draws_are_valid_and_cover_every_family_severity_model_and_gpu() -> None
             except UserError:  # does not fit: redrawn, as the benchmark does
                 continue
         else:
-            pytest.fail(f"seed {_SEED}: no healthy deployment of {model or gpu}")
+            pytest.fail(f"seed {seed}: no healthy deployment of {model or gpu}")
         scenario_from_mapping(s)
         bases.append(s)
-    assert {s["model"] for s in bases} == set(gen.MODELS), _SEED
-    assert {s["gpu"] for s in bases} >= set(gen.GPUS), _SEED
-    assert {s["interconnect"] for s in bases} == {"nvlink", "pcie"}, _SEED
-    assert {s["tensor_parallel"] for s in bases} > {1}, _SEED
+    assert {s["model"] for s in bases} == set(gen.MODELS), seed
+    assert {s["gpu"] for s in bases} >= set(gen.GPUS), seed
+    assert {s["interconnect"] for s in bases} == {"nvlink", "pcie"}, seed
+    assert any(s["tensor_parallel"] > 1 for s in bases), seed  # some deployment is sharded
     for family in gen.FAMILIES:
         for severity in gen.SEVERITIES:
             for base in rng.sample(bases, len(bases)):
@@ -82,16 +88,16 @@ def test_draws_are_valid_and_cover_every_family_severity_model_and_gpu() -> None
                 if made is not None:
                     break
             else:
-                pytest.fail(f"seed {_SEED}: {family} {severity} fits no base")
+                pytest.fail(f"seed {seed}: {family} {severity} fits no base")
             scenario_from_mapping(made[0])  # the twin starts with it
-            assert made[0] != base, (_SEED, family, severity)
+            assert made[0] != base, (seed, family, severity)
 
 
 @functools.cache
-def _picked() -> list[object]:
+def _picked(seed: int) -> list[object]:
     """One moderate-or-severe single fault of a random family, and one healthy case. A
     draw no base can reach (the generator says so) moves on to another family."""
-    rng = random.Random(_SEED)
+    rng = random.Random(seed)
     faulty = None
     for family in rng.sample(gen.FAMILIES, 3):
         severity = rng.choice(("moderate", "severe"))
@@ -100,8 +106,8 @@ def _picked() -> list[object]:
             faulty = gen._draw(rng, 0, (family,), severity, model, gpu, 6.0)
             break
         except RuntimeError as err:
-            print(f"seed {_SEED}: {err}")
-    assert faulty is not None, f"seed {_SEED}: three families drew no case"
+            print(f"seed {seed}: {err}")
+    assert faulty is not None, f"seed {seed}: three families drew no case"
     healthy = gen._draw(rng, 1, (), "healthy", rng.choice(gen.MODELS), rng.choice(gen.GPUS), 6.0)
     return [faulty, healthy]
 
@@ -109,11 +115,12 @@ def _picked() -> list[object]:
 @pytest.mark.slow
 @pytest.mark.parametrize("which", [0, 1], ids=["faulty", "healthy"])
 def test_a_fresh_configuration_gets_its_primary_layer(which: int, tmp_path: Path) -> None:
-    case = _picked()[which]
-    print(f"seed {_SEED}: {case.families or 'healthy'} {case.severity} {case.knobs}")
+    seed = _SEEDS[0]
+    case = _picked(seed)[which]
+    print(f"seed {seed}: {case.families or 'healthy'} {case.severity} {case.knobs}")
     result = gen.run_case(case, str(tmp_path))
     context = (
-        f"seed {_SEED} (rerun: benchmarks/diagnose_generalise.py --seed {_SEED}); "
+        f"seed {seed} (rerun: benchmarks/diagnose_generalise.py --seed {seed}); "
         f"{case.families} {case.severity}: {case.knobs}; ratio {case.ratio}; slo {case.slo}; "
         f"{gen._brief(case.scenario)}; found {result.primary} ({result.finding}); "
         f"bottlenecks {result.bottlenecks}; measured {result.slo}; contended {result.contended!r}"

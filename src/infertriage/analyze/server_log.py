@@ -26,7 +26,6 @@ glued records split).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,11 +60,10 @@ class ServerLog:
 def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list[str]:
     if window is None:
         return list(lines)
-    year = time.localtime(window[0]).tm_year
     start, end = window[0] - _SLACK_S, window[1] + _SLACK_S
     kept = []
     for line in lines:
-        at = stamp_of(line, year)
+        at = stamp_of(line, window[0])
         if at is None or start <= at <= end:
             kept.append(line)
     return kept

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,8 +372,7 @@ def _slowest_in_logs(logs: Sequence[str], view: RunView) -> tuple[LoggedRequest,
     if not view.records:
         return ()
     anchor = view.info.wall_anchor_s
-    year = time.localtime(anchor).tm_year
-    records = [record for text in logs for record in read_records(text, year)]
+    records = [record for text in logs for record in read_records(text, anchor)]
     if not records:  # no --log given (its folder is made either way), or nothing read in it
         return ()
     return tuple(join_slowest(view.records, records, anchor))

@@ -61,8 +61,8 @@ def _read_file(path: Path, formats: Sequence[LogFormat]) -> tuple[list[LogRecord
     note = None if cut is None else f"{path} is a gzip cut short ({cut}): read up to the cut"
     if not text.strip():
         raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
-    year = time.localtime(path.stat().st_mtime).tm_year  # vLLM's stamps carry no year
-    records = read_records(text, year, formats)
+    # vLLM's stamps carry no year: the file was last written near its last line
+    records = read_records(text, path.stat().st_mtime, formats)
     stamped = any(r.at is not None for r in records)
     # an out-of-memory crash before the first stats line is an incident too, if it is dated
     if not any(

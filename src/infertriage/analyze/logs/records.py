@@ -1,6 +1,7 @@
 """analyze, level 1: a server's log as records — cleaned, split, stamped and read.
 
-Takes the text of a log (and the year its stamps lack); gives `LogRecord`s:
+Takes the text of a log (and a moment near it, which dates the stamps that carry no
+year); gives `LogRecord`s:
 one per record, each with its time (Unix seconds from the line's local-time
 stamp, None when it has none) and what the engines' adapters read from it — a
 stats line, a speculative-decoding line, a preemption warning — and whether
@@ -37,6 +38,7 @@ FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not No
 OOM = re.compile(r"(CUDA out of memory|OutOfMemoryError|out of memory on device)", re.IGNORECASE)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _STARTS = tuple(f.record_start for f in FORMATS if f.record_start is not None)
+_HALF_YEAR_S = 183 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +72,23 @@ def clean_lines(text: str) -> list[str]:
     return out
 
 
-def stamp_of(line: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> float | None:
-    """The line's local time as Unix seconds, or None when it has no stamp we know."""
-    text = next((t for f in formats if (t := f.read_stamp(line, year)) is not None), None)
-    return None if text is None else _unix(text)
+def stamp_of(line: str, near_unix_s: float, formats: Sequence[LogFormat] = FORMATS) -> float | None:
+    """The line's local time as Unix seconds, or None when it has no stamp we know.
+
+    A stamp without a year (vLLM's `MM-DD HH:MM:SS`) takes the year that puts it nearest
+    `near_unix_s`: a log of New Year's Eve read just after midnight is last year's, and
+    29 February only exists in a leap year."""
+    year = time.localtime(near_unix_s).tm_year
+    found = next(((f, t) for f in formats if (t := f.read_stamp(line, year)) is not None), None)
+    if found is None:
+        return None
+    form, text = found
+    at = _unix(text)
+    if at is not None and abs(at - near_unix_s) <= _HALF_YEAR_S:
+        return at
+    others = (form.read_stamp(line, y) for y in (year - 1, year + 1))
+    dated = [a for a in (at, *(_unix(t) for t in others if t is not None)) if a is not None]
+    return min(dated, key=lambda a: abs(a - near_unix_s), default=None)
 
 
 @functools.lru_cache(maxsize=4096)  # a log repeats each second over many lines
@@ -107,6 +122,11 @@ def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecor
     return LogRecord(at, line, stats, spec, preempted, cumulative, oom, stuck)
 
 
-def read_records(text: str, year: int, formats: Sequence[LogFormat] = FORMATS) -> list[LogRecord]:
-    """Every record of one log, in the log's order; `year` dates stamps that carry none."""
-    return [_read(line, stamp_of(line, year, formats), formats) for line in clean_lines(text)]
+def read_records(
+    text: str, near_unix_s: float, formats: Sequence[LogFormat] = FORMATS
+) -> list[LogRecord]:
+    """Every record of one log, in the log's order; `near_unix_s` (a moment the log is
+    near: its file's modification time, a run's start) dates stamps that carry no year."""
+    return [
+        _read(line, stamp_of(line, near_unix_s, formats), formats) for line in clean_lines(text)
+    ]
