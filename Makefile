@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCENARIO ?= kv-pressure
 DURATION ?= 30
 
-.PHONY: demo test test-engines lint typecheck contracts unit clean
+.PHONY: demo test test-engines test-lowest lint typecheck contracts unit clean
 
 $(STAMP): pyproject.toml testing/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,5 +42,18 @@ test-engines: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,tokenizers]'
 	INFERTRIAGE_ENGINES=1 $(BIN)/python -m pytest -p no:xdist -q -ra --durations=10 tests/engines
 
+# The declared floors: every direct dependency (and the `distributed` extra's) at the lowest
+# release pyproject.toml allows, pinned by scripts/floors.py, in an environment of its own;
+# then the suite without its slow real-time runs (the tools of `dev` float: they are not
+# what a user installs).
+LOWEST := .venv-lowest
+test-lowest: $(STAMP)
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(BIN)/python scripts/floors.py distributed > $(LOWEST)/floors.txt
+	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/floors.txt -e '.[dev,distributed]' -e ./testing
+	$(LOWEST)/bin/python -m pip list --format=freeze | grep -iE '^(aiohttp|pydantic|typer|rich|numpy|locust|gevent)=='
+	$(LOWEST)/bin/python -m pytest -n 2 --dist worksteal -q -m "not slow"
+
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info testing/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) build dist src/*.egg-info testing/*.egg-info .pytest_cache .mypy_cache .ruff_cache

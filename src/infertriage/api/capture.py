@@ -6,7 +6,9 @@ S` seconds or at the level's end), as vLLM serves them when started with
 `VLLM_TORCH_PROFILER_DIR`. The server writes the trace on its own disk:
 `take_profiles` copies the ones written since the start from `--profile-dir`
 (when that folder is on this host) into the run's raw/traces/, waiting for
-the writes to finish. `keep_logs` copies the server's log files into
+the writes to finish. "Since the start" is what changed against a listing of the
+folder taken at `start()`, never a file time against this host's clock: the
+server's disk, or its clock, may disagree with ours. `keep_logs` copies the server's log files into
 raw/logs/ once the load is over, so the lines written during the run are in
 them; `read_log` reads one (plain or gzip) for the analysis.
 """
@@ -24,12 +26,14 @@ from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 
 __all__ = [
+    "Listing",
     "ProfileWindow",
     "check_files",
     "keep_logs",
     "read_log",
     "read_log_upto_cut",
     "take_profiles",
+    "trace_listing",
 ]
 
 _STOP_TIMEOUT_S = 120.0  # the server may write a large trace before it answers
@@ -44,19 +48,36 @@ def _post(url: str, timeout_s: float) -> str | None:
     return None if answer.ok else answer.error
 
 
+Listing = dict[Path, tuple[int, int]]  # trace file -> (mtime in ns, size)
+
+
+def trace_listing(profile_dir: Path | None) -> Listing:
+    """The traces under `profile_dir` now; empty when there is no such folder."""
+    if profile_dir is None or not profile_dir.is_dir():
+        return {}
+    listing: Listing = {}
+    for path in profile_dir.rglob(_TRACE_GLOB):
+        try:
+            stat = path.stat()
+        except OSError:  # removed while we listed
+            continue
+        listing[path] = (stat.st_mtime_ns, stat.st_size)
+    return listing
+
+
 class ProfileWindow:
     """`start()` before the measured level, `stop()` after it; stops early after `seconds`."""
 
-    def __init__(self, url: str, seconds: float | None) -> None:
-        self.url, self.seconds = url.rstrip("/"), seconds
-        self.started_unix: float | None = None
+    def __init__(self, url: str, seconds: float | None, profile_dir: Path | None = None) -> None:
+        self.url, self.seconds, self.profile_dir = url.rstrip("/"), seconds, profile_dir
+        self.before: Listing = {}
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._running = False
         self._timer: threading.Timer | None = None
 
     def start(self) -> bool:
-        self.started_unix = time.time()
+        self.before = trace_listing(self.profile_dir)
         refused = _post(f"{self.url}/start_profile", timeout_s=10.0)
         if refused is not None:
             self.notes.append(
@@ -89,14 +110,13 @@ def _settled(paths: Sequence[Path]) -> bool:
     return before == [p.stat().st_size for p in paths]
 
 
-def take_profiles(profile_dir: Path, since_unix: float, run: RunDir) -> list[Path]:
-    """Copy the traces written under `profile_dir` since `since_unix` into raw/traces/."""
+def take_profiles(profile_dir: Path, before: Listing, run: RunDir) -> list[Path]:
+    """Copy the traces under `profile_dir` that are new or changed against `before`."""
     deadline = time.monotonic() + _WRITE_WAIT_S
     found: list[Path] = []
     while time.monotonic() < deadline:
-        found = sorted(
-            p for p in profile_dir.rglob(_TRACE_GLOB) if p.stat().st_mtime >= since_unix - 1.0
-        )
+        now = trace_listing(profile_dir)
+        found = sorted(p for p, seen in now.items() if before.get(p) != seen)
         if found and _settled(found):
             break
         time.sleep(_POLL_S)

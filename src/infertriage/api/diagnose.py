@@ -35,7 +35,14 @@ from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.signals.scaling import scaling_signals
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.bench import SharedRun, reach, run_bench
-from infertriage.api.capture import ProfileWindow, check_files, keep_logs, read_log, take_profiles
+from infertriage.api.capture import (
+    Listing,
+    ProfileWindow,
+    check_files,
+    keep_logs,
+    read_log,
+    take_profiles,
+)
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
 from infertriage.api.interrupt import Interrupt, interruptible
@@ -204,7 +211,11 @@ def _run_loads(target: Target, sweep: _Sweep, capture: Capture, interrupt: Inter
     loads.rejected += stop_if_rejected(loads.warm)  # a load refused as invalid measures nothing
     if interrupt.requested:
         return loads
-    loads.window = ProfileWindow(target.url, capture.profile_s) if target.profile else None
+    loads.window = (
+        ProfileWindow(target.url, capture.profile_s, capture.profile_dir)
+        if target.profile
+        else None
+    )
     loads.profiling = loads.window is not None and loads.window.start()
     try:
         loads.main = sweep.load(
@@ -253,7 +264,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
     window = loads.window
     notes = (list(window.notes) if window is not None else []) + loads.rejected
     if loads.profiling and window is not None:
-        notes += _take_profiles(run, capture, window.started_unix or 0.0)
+        notes += _take_profiles(run, capture, window.before)
     keep_logs(run, capture.logs)
     records = _records(run)
     main_name = _measured_level(records, loads, interrupted=interrupt.requested)
@@ -311,7 +322,7 @@ def _measured_level(
     return next((name for name in reversed(swept) if name in done), None)
 
 
-def _take_profiles(run: RunDir, capture: Capture, since_unix: float) -> list[str]:
+def _take_profiles(run: RunDir, capture: Capture, before: Listing) -> list[str]:
     """Copy the profile the server wrote into the run; notes on what could not be."""
     if capture.profiles_in_run:
         return []
@@ -320,7 +331,7 @@ def _take_profiles(run: RunDir, capture: Capture, since_unix: float) -> list[str
             "the server wrote its trace where VLLM_TORCH_PROFILER_DIR points: pass "
             "--profile-dir DIR when that is on this host, or the file to --trace later."
         ]
-    if not take_profiles(capture.profile_dir, since_unix, run):
+    if not take_profiles(capture.profile_dir, before, run):
         return [f"no trace appeared under {capture.profile_dir} after /stop_profile."]
     return []
 

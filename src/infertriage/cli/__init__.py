@@ -2,7 +2,9 @@
 
 `main()` is the console script: a `UserError` becomes one sentence on stderr
 and exit code 2, never a traceback. The app is imported inside `main`, so a
-Ctrl-C while the commands load is one line and exit 130 too.
+Ctrl-C while the commands load is one line and exit 130 too, and `--version` and
+the top-level `--help` answer without importing it (the load, twin and analysis
+code): they need only the version and the table of commands (`cli.commands`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,25 @@ __all__ = ["main"]  # the typer app is `infertriage.cli.app.app`
 _EXIT_INTERRUPTED = 130  # schemas.EXIT_INTERRUPTED, not imported: nothing heavy loads first
 
 
+def _quick(args: Sequence[str]) -> str | None:
+    """What `infertriage --version` or `infertriage --help` prints; None for anything else."""
+    if list(args) == ["--version"]:
+        from infertriage import __version__  # noqa: PLC0415  # see the docstring
+
+        return f"infertriage {__version__}"
+    if list(args) in (["--help"], ["-h"]):
+        from infertriage.cli.commands import top_help  # noqa: PLC0415
+
+        return top_help()
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
+    quick = _quick(sys.argv[1:] if argv is None else argv)
+    if quick is not None:
+        print(quick)
+        return 0
     try:
         from infertriage.cli.app import main as run  # noqa: PLC0415  # see the docstring
     except KeyboardInterrupt:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import typer
-from typer._click.exceptions import ClickException
 
 from infertriage import __version__
 from infertriage.cli import bench as bench_cmd
@@ -22,56 +22,39 @@ from infertriage.cli import topology as topology_cmd
 from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.cli import validate as validate_cmd
-from infertriage.cli.usage import PROG, usage_sentence
+from infertriage.cli.commands import APP_HELP, COMMANDS
+from infertriage.cli.usage import PROG, ClickException, usage_sentence
 from infertriage.schemas import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
 from infertriage.schemas.text import show_controls
 
 app = typer.Typer(
     name="infertriage",
-    help="Find why an LLM inference service is slow: a seven-layer bottleneck map.",
+    help=APP_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("diagnose", help="The whole pipeline: the seven-layer bottleneck map.")(
-    diagnose_cmd.diagnose
-)
-app.command("plan", help="Capacity and roofline plan: KV cache, headroom, step times.")(
-    plan_cmd.plan
-)
-app.command("bench", help="Load test an OpenAI-compatible server.")(bench_cmd.bench)
-app.command("trace", help="Kernel, launch and communication analysis of profiler traces.")(
-    trace_cmd.trace
-)
-app.command("logs", help="Offline incident triage from server logs: timeline and the map.")(
-    logs_cmd.logs
-)
-app.command("metrics", help="Detect the engine and show the normalised view of its metrics.")(
-    metrics_cmd.metrics
-)
-app.command("simulate", help="The twin's engine on a virtual clock: latency, KV, throughput.")(
-    simulate_cmd.simulate
-)
-app.command("twin", help="Serve the twin: a simulated vLLM-like server on 127.0.0.1.")(
-    twin_cmd.twin
-)
-app.command(
-    "validate", help="Go-live checklist: functional, performance, stability; exit 1 if not ready."
-)(validate_cmd.validate)
-app.command("report", help="One self-contained HTML file of a run: map, SLOs, charts, A/B.")(
-    report_cmd.report
-)
-app.command("topology", help="Measured interconnect (nvidia-smi topo, nccl-tests) vs TP degrees.")(
-    topology_cmd.topology
-)
-app.add_typer(compare_cmd.baseline_app, name="baseline")
-app.command(
-    "monitor-config",
-    help="Prometheus recording and alert rules, an Alertmanager route and a Grafana dashboard.",
-)(monitor_cmd.monitor_config)
-app.command("compare", help="Compare a run with a baseline, or A/B two servers, with statistics.")(
-    compare_cmd.compare
-)
+_CALLBACKS: dict[str, Callable[..., Any]] = {
+    "diagnose": diagnose_cmd.diagnose,
+    "plan": plan_cmd.plan,
+    "bench": bench_cmd.bench,
+    "trace": trace_cmd.trace,
+    "logs": logs_cmd.logs,
+    "metrics": metrics_cmd.metrics,
+    "simulate": simulate_cmd.simulate,
+    "twin": twin_cmd.twin,
+    "validate": validate_cmd.validate,
+    "report": report_cmd.report,
+    "topology": topology_cmd.topology,
+    "monitor-config": monitor_cmd.monitor_config,
+    "compare": compare_cmd.compare,
+}
+for _name, _help in COMMANDS:
+    if _name == "baseline":
+        app.add_typer(compare_cmd.baseline_app, name="baseline", help=_help)
+    else:
+        app.command(_name, help=_help)(_CALLBACKS[_name])
 
 
 def _version(value: bool) -> None:
@@ -112,13 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _exit(code, argv)
 
 
-def _usage_error(err: ClickException, argv: Sequence[str] | None) -> int:
+def _usage_error(err: Exception, argv: Sequence[str] | None) -> int:
     sentence = usage_sentence(err, sys.argv[1:] if argv is None else argv)
-    if sentence is None:
-        err.show()  # a bare group (`infertriage baseline`): its help
-    else:
+    show = getattr(err, "show", None)
+    if sentence is None and callable(show):
+        show()  # a bare group (`infertriage baseline`): its help
+    elif sentence is not None:
         print(f"infertriage: error: {show_controls(sentence)}", file=sys.stderr)
-    return err.exit_code
+    return int(getattr(err, "exit_code", EXIT_USER_ERROR))
 
 
 def _exit(code: int, argv: Sequence[str] | None) -> int:

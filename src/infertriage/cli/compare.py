@@ -24,6 +24,7 @@ from infertriage.api.compare import (
     save_baseline,
 )
 from infertriage.api.specs import ClientSpec, CompareABSpec, CompareRunsSpec, parse_endpoint
+from infertriage.cli.commands import HELP
 from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import (
     http_url,
@@ -43,9 +44,7 @@ from infertriage.schemas import Interrupted, UserError, default_store_root
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.schemas.text import show_controls
 
-baseline_app = typer.Typer(
-    help="Save runs as named baselines, list and delete them.", no_args_is_help=True
-)
+baseline_app = typer.Typer(help=HELP["baseline"], no_args_is_help=True)
 _STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
 EXIT_REGRESSION = 1
 _FAIL_HELP = (
