@@ -30,13 +30,14 @@ from infertriage.analyze.logs import (
 from infertriage.api.capture import read_log_upto_cut
 from infertriage.api.specs import LogsSpec
 from infertriage.diagnose import Evidence, diagnose_evidence
-from infertriage.engines import LogFormat
+from infertriage.engines import ENGINES, LogFormat
 from infertriage.report.logs import LogTriage
 from infertriage.schemas import UserError, load_thresholds
 
 __all__ = ["triage_logs"]
 
-_ENGINES = ("vllm", "sglang")
+# every engine whose adapter reads its log (`EngineAdapter.log`)
+_ENGINES = tuple(e.name for e in ENGINES if e.log is not None)
 _DEFAULT_INTERVAL_S = 10.0  # an engine that does not log on a clock (SGLang): rows of 10 s
 _MAX_ROWS = 60
 _CLOCK = re.compile(r"(\d{1,2}):(\d\d)(?::(\d\d))?")
@@ -44,7 +45,7 @@ _CLOCK = re.compile(r"(\d{1,2}):(\d\d)(?::(\d\d))?")
 
 def _formats(engine: str | None) -> tuple[LogFormat, ...]:
     if engine is not None and engine not in _ENGINES:
-        raise UserError(f"--engine must be vllm or sglang, not {engine!r}.")
+        raise UserError(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}.")
     return formats_of(engine)
 
 

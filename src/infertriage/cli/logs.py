@@ -19,7 +19,7 @@ def logs(
         ..., help="One server's logs (.log, .gz; rotated parts in any order)."
     ),
     engine: str | None = typer.Option(
-        None, "--engine", help="vllm or sglang (default: detected from the lines)."
+        None, "--engine", help="The engine whose log it is (default: detected from the lines)."
     ),
     since: str | None = typer.Option(
         None, "--since", help="From HH:MM[:SS] (the log's first day) or an ISO date and time."
