@@ -51,7 +51,8 @@ def test_kv_full_queue_then_oom_is_memory(capsys: pytest.CaptureFixture[str]) ->
     # the glued record (14:02:00) and the coloured one (14:00:50) are both read
     assert {row["start"][-8:] for row in timeline} >= {"14:00:50", "14:02:00"}
     assert _primary(doc) == "memory.out_of_memory"
-    assert _findings(doc)["memory.kv_pressure"] == "warning"  # no latency: the queue warns
+    # no latency measured: the queue persisting in the log is the symptom it explains
+    assert _findings(doc)["memory.kv_pressure"] == "bottleneck"
     spec = doc["spec"]
     assert isinstance(spec, dict) and spec["per_position"] == [0.781, 0.532, 0.329]
 
@@ -92,7 +93,8 @@ def test_window_interval_and_several_files(
     assert [row["start"][-8:] for row in doc["timeline"]] == [  # type: ignore[attr-defined]
         "14:01:30", "14:01:40", "14:01:50", "14:02:00"
     ]  # fmt: skip
-    assert _primary(doc) is None  # the OOM lies after the window
+    # the OOM lies after the window; the full cache with dozens waiting is within it
+    assert _primary(doc) == "memory.kv_pressure"
     doc = _json(capsys, str(INCIDENT), "--interval", "1m")
     assert doc["interval_s"] == 60.0 and len(doc["timeline"]) == 4  # type: ignore[arg-type]
     # two rotated parts, given newest first: one stream in time order

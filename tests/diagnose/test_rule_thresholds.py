@@ -17,6 +17,7 @@ from infertriage.schemas import Status, Thresholds
 from .evidence_helpers import make_evidence
 
 SLOW_ITL = {"client__itl_p95_s": 0.12}
+_NO_TTFT: dict[str, float | None] = {"client__ttft_p95_s": None, "server__ttft_p95_s": None}
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,31 @@ CASES: dict[str, At] = {
         "scheduling.engine_stuck", _ev()("log__engine_stuck_s"), shown="log.engine_stuck_s"
     ),
     "engine_stuck_full_s": At("scheduling.engine_stuck", _ev()("log__engine_stuck_s"), kind="full"),
+    "cache_miss_share": At(
+        "memory.prompt_reprocessed",
+        _ev(log__cache_misses=5)("log__cache_miss_share"),
+        kind="bottleneck",
+        shown="log.cache_miss_share",
+    ),
+    "kv_transfer_share": At(
+        "parallelism.kv_transfer",
+        lambda v: make_evidence(pd__kv_transfer_p95_s=v * 0.2),  # the TTFT SLO: 200 ms
+    ),
+    # no TTFT measured: the queue in the evidence is the symptom (every seat taken here)
+    "queue_symptom_depth": At(
+        "scheduling.queue_dominates_ttft",
+        _ev(**_NO_TTFT, queue__running_max=8, config__max_num_seqs=8, queue__waiting_share=1.0)(
+            "queue__waiting_max"
+        ),
+        kind="bottleneck",
+    ),
+    "queue_symptom_share": At(
+        "scheduling.queue_dominates_ttft",
+        _ev(**_NO_TTFT, queue__running_max=8, config__max_num_seqs=8, queue__waiting_max=12)(
+            "queue__waiting_share"
+        ),
+        kind="bottleneck",
+    ),
 }
 
 
@@ -273,6 +299,10 @@ PINNED: dict[str, float] = {
     "prefix_hit_share": 0.5,
     "queue_share": 0.5,
     "queued_for_minutes": 1000.0,
+    "queue_symptom_depth": 4.0,
+    "cache_miss_share": 0.25,
+    "kv_transfer_share": 0.5,
+    "queue_symptom_share": 0.5,
     "rank_skew": 0.1,
     "recompilations": 1.0,
     "recompilations_full": 8.0,

@@ -195,6 +195,26 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         "scaling.efficiency",
     ),
     "memory.out_of_memory": ({"log__oom_errors": 2}, {"log__oom_errors": 0}, "log.oom_errors"),
+    "memory.prompt_reprocessed": (
+        {"log__cache_misses": 9, "log__cache_miss_share": 0.9},
+        {"log__cache_misses": 0},
+        "log.cache_misses",
+    ),
+    "memory.context_shift": (
+        {"log__context_shifts": 3},
+        {"log__context_shifts": 0},
+        "log.context_shifts",
+    ),
+    "parallelism.collective_timeout": (
+        {"log__collective_timeouts": 1},
+        {"log__collective_timeouts": 0},
+        "log.collective_timeouts",
+    ),
+    "parallelism.kv_transfer": (
+        {"pd__kv_transfer_p95_s": 0.4},
+        {"pd__kv_transfer_p95_s": 0.02},
+        "pd.kv_transfer_p95_s",
+    ),
     "scheduling.engine_stuck": (
         {"log__engine_stuck_s": 240},
         {"log__engine_stuck_s": 30},

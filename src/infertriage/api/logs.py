@@ -11,8 +11,10 @@ format, is one clear sentence (exit 2).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -24,13 +26,14 @@ from infertriage.analyze.logs import (
     make_timeline,
     pick_interval,
     read_records,
+    seat_stats,
     timeline_signals,
     with_times,
 )
 from infertriage.api.capture import read_log_upto_cut
 from infertriage.api.specs import LogsSpec
 from infertriage.diagnose import Evidence, diagnose_evidence
-from infertriage.engines import ENGINES, LogFormat
+from infertriage.engines import ENGINES, LogFormat, engine_of
 from infertriage.report.logs import LogTriage
 from infertriage.schemas import UserError, load_thresholds
 
@@ -53,27 +56,48 @@ def _expected(formats: Sequence[LogFormat]) -> str:
     return " or ".join(f.expected for f in formats if f.expected)
 
 
-def _read_file(path: Path, formats: Sequence[LogFormat]) -> tuple[list[LogRecord], str | None]:
+def _read_file(
+    path: Path, formats: Sequence[LogFormat], engine: str | None
+) -> tuple[list[LogRecord], list[str]]:
+    """The file's records and what to say of them: a cut, lines not recognised.
+
+    One recognised line is enough; a last line without its newline (a copy taken
+    mid-write) is left out when other lines are there, since its figures may be cut."""
     if not path.exists():
         raise UserError(f"{path} does not exist.")
     if not path.is_file():
         raise UserError(f"{path} is not a file.")
     text, cut = read_log_upto_cut(path)
-    note = None if cut is None else f"{path} is a gzip cut short ({cut}): read up to the cut"
+    notes = [] if cut is None else [f"{path} is a gzip cut short ({cut}): read up to the cut"]
     if not text.strip():
         raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
+    body = text.rstrip("\r\n\t ")
+    if not text.endswith("\n") and "\n" in body:
+        text = body[: body.rindex("\n") + 1]
+        notes.append(f"{path}: its last line has no newline and may be cut: it was left out")
     # vLLM's stamps carry no year: the file was last written near its last line
     records = read_records(text, path.stat().st_mtime, formats)
-    stamped = any(r.at is not None for r in records)
-    # an out-of-memory crash before the first stats line is an incident too, if it is dated
-    if not any(
-        r.stats or r.spec or r.preempted or r.stuck_s or (r.oom and stamped) for r in records
-    ):
+    known = sum(1 for r in records if r.recognised)
+    # an engine named: some line must be its own (torch's OOM words are every engine's)
+    if not known or (engine is not None and not any(r.engine == engine for r in records)):
         raise UserError(f"{path} has no line infertriage reads: it expects {_expected(formats)}.")
-    if not stamped:
-        raise UserError(f"{path} has no timestamped line (vLLM `INFO MM-DD HH:MM:SS`, SGLang "
-                        "`[YYYY-MM-DD HH:MM:SS]`), so it has no timeline.")  # fmt: skip
-    return records, note
+    if known < len(records):
+        notes.append(f"{path}: {len(records) - known} of {len(records)} lines not recognised")
+    return records, notes
+
+
+def _engine_read(records: Sequence[LogRecord]) -> tuple[str | None, str | None]:
+    """The engine the lines are from, and a note saying so when no stats line named it."""
+    stats = next((r.stats.engine for r in records if r.stats is not None), None)
+    if stats is not None:
+        return _adapter_name(stats), None
+    named = Counter(r.engine for r in records if r.engine is not None)
+    if not named:
+        return None, None
+    engine, lines = named.most_common(1)[0]
+    adapter = engine_of(engine)
+    title = adapter.title if adapter is not None else engine
+    return engine, f"engine read as {title} from {lines} of its lines"
 
 
 def _moment(text: str, flag: str, day: time.struct_time) -> float:
@@ -117,21 +141,32 @@ def triage_logs(spec: LogsSpec) -> LogTriage:
     records: list[LogRecord] = []
     notes: list[str] = []
     for path in spec.files:
-        found, note = _read_file(path, formats)
-        records += with_times(found)  # a traceback's lines take their own file's time
-        notes += [note] if note else []
+        found, said = _read_file(path, formats, spec.engine)
+        # a traceback's lines take their own file's time; a file without stamps, time 0
+        records += with_times(found) or [dataclasses.replace(r, at=0.0) for r in found]
+        notes += said
+    dated = any(r.at for r in records)
+    if not dated:
+        if spec.since is not None or spec.until is not None:
+            raise UserError("--since and --until need timestamps, and no line of the logs has one.")
+        notes.append(
+            "no line has a timestamp: read as a snapshot (state and events), not a timeline"
+        )
+    engine, said_engine = _engine_read(records)
+    notes += [said_engine] if said_engine else []
+    if engine is not None:
+        records = seat_stats(records, engine)
     stamps = [r.at for r in records if r.at is not None]
-    window = _window(spec, min(stamps), max(stamps))
-    engine = next((r.stats.engine for r in records if r.stats is not None), None)
+    window = _window(spec, min(stamps), max(stamps)) if dated else (None, None)
     base = spec.interval_s or _engine_interval(engine)
-    timeline = make_timeline(records, window, base)
+    timeline = make_timeline(records, window, base, dated=dated)
     if timeline is None:
         raise UserError("no line of the logs lies between --since and --until.")
     if spec.interval_s is None:  # a long log: rows widened so that it fits one screen
         wider = pick_interval(timeline.end - timeline.start, base, _MAX_ROWS)
         if wider != base:
-            timeline = make_timeline(records, window, wider) or timeline
-    evidence = Evidence.of(timeline_signals(timeline), engine=_adapter_name(timeline.engine))
+            timeline = make_timeline(records, window, wider, dated=dated) or timeline
+    evidence = Evidence.of(timeline_signals(timeline), engine=engine)
     return LogTriage(
         files=tuple(str(p) for p in spec.files),
         timeline=timeline,

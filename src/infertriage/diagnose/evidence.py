@@ -106,6 +106,20 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         # the server's own log
         "log.oom_errors": SignalDef("1", _LOG),
         "log.engine_stuck_s": SignalDef("s", _LOG + " or `infertriage logs FILE`"),
+        "log.requests": SignalDef("requests", _LOG),  # requests the engine timed in its log
+        "log.cache_misses": SignalDef("1", _LOG),  # prompts processed again from scratch
+        "log.cache_miss_share": SignalDef("fraction", _LOG),  # of the requests started
+        "log.cache_miss_tokens": SignalDef("tokens", _LOG),
+        "log.context_shifts": SignalDef("1", _LOG),
+        "log.collective_timeouts": SignalDef("1", _LOG),
+        "log.engine_deaths": SignalDef("1", _LOG),
+        "log.rejected": SignalDef("1", _LOG),
+        "log.deferred": SignalDef("1", _LOG),
+        "queue.waiting_share": SignalDef("fraction", _LOG + " or `infertriage logs FILE`"),
+        # prefill/decode disaggregation: the KV cache moved between instances
+        "pd.kv_transfer_mean_s": SignalDef("s", _LOG),
+        "pd.kv_transfer_p95_s": SignalDef("s", _LOG),
+        "pd.kv_transfer_failures": SignalDef("1", _LOG),
         # a fleet of replicas behind one URL (Prometheus)
         "fleet.replicas": SignalDef("1", _FLEET),
         "fleet.imbalance": SignalDef("1", _FLEET),
@@ -118,6 +132,9 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "config.max_num_batched_tokens": SignalDef("tokens", _CONFIG),
         "config.cuda_graphs": SignalDef("bool", _CONFIG),
         "config.tensor_parallel": SignalDef("1", _PLAN),
+        "config.data_parallel": SignalDef("1", _CONFIG),
+        "config.pipeline_parallel": SignalDef("1", _CONFIG),
+        "config.kv_cache_tokens": SignalDef("tokens", _CONFIG),
         "config.interconnect_pcie": SignalDef("bool", _PLAN),
         # GPU counters (DCGM)
         "gpu.util_mean": SignalDef("fraction", _DCGM),

@@ -26,6 +26,7 @@ __all__ = [
     "itl_missed",
     "itl_near",
     "misses",
+    "queued",
     "slo_missed",
     "slo_results",
     "ttft_missed",
@@ -49,8 +50,29 @@ def itl_p95(evidence: Evidence) -> float | None:
 
 
 def ttft_missed(evidence: Evidence, t: Thresholds) -> bool:
+    """TTFT p95 above its SLO; with no TTFT measured at all, a queue that persists in the
+    evidence itself (`queued`): every waiting request's TTFT grows by its wait."""
     value = ttft_p95(evidence)
-    return value is not None and value > t.ttft_p95_s and t.profile is SloProfile.INTERACTIVE
+    if value is None:
+        return queued(evidence, t) is not None and t.profile is SloProfile.INTERACTIVE
+    return value > t.ttft_p95_s and t.profile is SloProfile.INTERACTIVE
+
+
+def queued(evidence: Evidence, t: Thresholds) -> str | None:
+    """The evidence's own symptom when no client measured TTFT: requests kept waiting.
+
+    At least `queue_symptom_depth` requests waited, in at least `queue_symptom_share` of
+    the stats lines (or in a single scrape), or the queue grew without bound. Gives the
+    sentence that says so, or None."""
+    waiting = evidence.get("queue.waiting_max")
+    if waiting is None or waiting < t.queue_symptom_depth:
+        return None
+    share = evidence.get("queue.waiting_share")
+    slope = evidence.get("queue.waiting_slope") or 0.0
+    if share is None or share >= t.queue_symptom_share or slope >= t.unbounded_slope:
+        where = "" if share is None else f" in {share:.0%} of the stats lines"
+        return f"up to {waiting:.0f} requests waiting{where} (TTFT not measured)"
+    return None
 
 
 def itl_missed(evidence: Evidence, t: Thresholds) -> bool:
@@ -139,7 +161,10 @@ class Miss:
 def misses(evidence: Evidence, t: Thresholds) -> list[Miss]:
     """The SLOs missed, by the same tests the rules use (`slo_missed`)."""
     out: list[Miss] = []
-    if ttft_missed(evidence, t):
+    queue = queued(evidence, t) if ttft_p95(evidence) is None else None
+    if ttft_missed(evidence, t) and queue is not None:
+        out.append(Miss(queue, "no request waits"))
+    elif ttft_missed(evidence, t):
         out.append(Miss(f"TTFT p95 {_seconds(ttft_p95(evidence) or 0.0)}", _seconds(t.ttft_p95_s)))
     if itl_missed(evidence, t):
         out.append(Miss(f"ITL p95 {_seconds(itl_p95(evidence) or 0.0)}", _seconds(t.itl_p95_s)))

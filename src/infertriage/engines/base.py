@@ -25,6 +25,8 @@ __all__ = [
     "EngineAdapter",
     "Knob",
     "LimitReader",
+    "EventKind",
+    "LogEvent",
     "LogFormat",
     "SaidLimit",
     "SpecLine",
@@ -83,6 +85,52 @@ class SpecLine:
     acceptance_rate: float | None = None  # as the engine states it, when it does
 
 
+class EventKind(StrEnum):
+    """What one log line says happened, beyond a periodic stats line.
+
+    Each kind documents the `LogEvent.values` keys its readers may give (all optional,
+    plain floats; seconds in `_s`, fractions as 0–1). A reader gives only what its line says.
+    """
+
+    # one request finished, with the engine's own timings: queue_s, ttft_s, prefill_s,
+    # decode_s, e2e_s, tpot_s (per output token), prompt_tokens, output_tokens,
+    # cached_tokens, prefill_tok_s, decode_tok_s
+    REQUEST = "request"
+    SEAT_TAKEN = "seat_taken"  # a slot / batch seat begins a request; seat: its index
+    SEAT_FREED = "seat_freed"  # seat: its index
+    DEFERRED = "deferred"  # a request waits: no seat free (llama.cpp `defer task`)
+    # the prompt is processed again from scratch although its prefix was cached (SWA or
+    # hybrid memory, a cache reuse refused): prompt_tokens
+    CACHE_MISS = "cache_miss"
+    CONTEXT_SHIFT = "context_shift"  # the context was full: tokens dropped (discarded)
+    PREEMPTED = "preempted"  # a running request was preempted / retracted: count
+    # a collective (NCCL, Gloo) timed out or a rank's watchdog fired: timeout_s
+    COLLECTIVE_TIMEOUT = "collective_timeout"
+    ENGINE_DEAD = "engine_dead"  # the engine process died / EngineDeadError
+    # startup configuration: max_num_seqs, max_model_len, max_num_batched_tokens,
+    # num_gpu_blocks, block_size, gpu_memory_utilization, tensor_parallel,
+    # data_parallel, pipeline_parallel, kv_cache_tokens, cuda_graphs (1/0)
+    CONFIG = "config"
+    # a prefill/decode KV transfer (disaggregation): transfer_s, bytes, tokens, failed (1)
+    KV_TRANSFER = "kv_transfer"
+    # one engine step / iteration (TensorRT-LLM iteration stats): step_s, running,
+    # waiting, kv_usage, tokens
+    STEP = "step"
+    REJECTED = "rejected"  # a request refused (too long, queue full, 429/503)
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One thing a log line says happened: its kind and the figures the line gives."""
+
+    kind: EventKind
+    values: Mapping[str, float] = field(default_factory=dict)
+    rank: int | None = None  # the data-parallel rank / engine / replica the line is from
+
+    def get(self, key: str) -> float | None:
+        return self.values.get(key)
+
+
 ConfigReader = Callable[[Any, dict[str, Any]], None]  # (document, found so far) → fills found
 LimitReader = Callable[[Mapping[str, Any]], SaidLimit | None]
 
@@ -110,6 +158,11 @@ class LogFormat:
     interval_s: float | None = None  # how often it logs its stats; None: not on a clock
     expected: str = ""  # the lines it recognises, for an error that names them
     stuck: re.Pattern[str] | None = None  # its watchdog gave up; group 1: seconds without progress
+    # every event a line says (requests, seats, cache misses, config, collectives…); () if none
+    read_events: Callable[[str], tuple[LogEvent, ...]] | None = None
+    # whether a line is this engine's at all (recognised though it says nothing we count):
+    # names the engine of a log without a stats line
+    recognises: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,14 @@ class Thresholds:
     # the full figure as stuck as it gets (vLLM's and SGLang's watchdogs give up near it)
     engine_stuck_s: float = 60.0
     engine_stuck_full_s: float = 300.0
+    # no TTFT measured (a log, one scrape): requests waiting is itself the symptom when at
+    # least this many wait, in at least this share of the stats lines (one scrape: that one)
+    queue_symptom_depth: float = 4.0
+    queue_symptom_share: float = 0.5
+    # prompts processed again from scratch for this share of the requests started
+    cache_miss_share: float = 0.25
+    # a P/D KV transfer at p95 taking this share of the TTFT SLO
+    kv_transfer_share: float = 0.5
 
     def replace(self, **changes: object) -> Thresholds:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

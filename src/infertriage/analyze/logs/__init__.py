@@ -7,6 +7,7 @@ acceptance, preemptions, out-of-memory errors, and the stalls), and the
 signals the diagnose rules read (`signals`).
 """
 
+from infertriage.analyze.logs.events import EventSummary, RequestTimes, seat_stats, summarise_events
 from infertriage.analyze.logs.records import (
     FORMATS,
     OOM,
@@ -30,9 +31,11 @@ from infertriage.analyze.logs.timeline import (
 __all__ = [
     "FORMATS",
     "OOM",
+    "EventSummary",
     "Interval",
     "LogRecord",
     "LogTimeline",
+    "RequestTimes",
     "SpecSummary",
     "Stall",
     "clean_lines",
@@ -40,7 +43,9 @@ __all__ = [
     "make_timeline",
     "pick_interval",
     "read_records",
+    "seat_stats",
     "stamp_of",
+    "summarise_events",
     "timeline_signals",
     "with_times",
 ]

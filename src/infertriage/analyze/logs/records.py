@@ -21,13 +21,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infertriage.engines import ENGINES, LogFormat, SpecLine, StatsLine, engine_of
+from infertriage.engines import (
+    ENGINES,
+    EventKind,
+    LogEvent,
+    LogFormat,
+    SpecLine,
+    StatsLine,
+    engine_of,
+)
 
 __all__ = [
     "FORMATS",
     "OOM",
     "LogRecord",
     "clean_lines",
+    "engine_of_format",
     "formats_of",
     "read_records",
     "stamp_of",
@@ -36,6 +45,20 @@ __all__ = [
 FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
 # torch's and the CUDA caching allocator's words, whatever the engine
 OOM = re.compile(r"(CUDA out of memory|OutOfMemoryError|out of memory on device)", re.IGNORECASE)
+# torch's distributed watchdog, whatever the engine: "Watchdog caught collective operation
+# timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, … Timeout(ms)=600000) ran for 600005 milliseconds
+# before timing out" (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), and NCCL's own errors
+_COLLECTIVE = re.compile(
+    r"Watchdog caught collective operation timeout|NCCL (?:communicator was aborted|error)|"
+    r"ncclSystemError|ncclInternalError|ncclUnhandledCudaError|collective operation timeout"
+)
+_COLLECTIVE_MS = re.compile(r"Timeout\(ms\)=(\d+)")
+# an engine process gone: vLLM V1 `EngineDeadError`, "Engine core proc … died unexpectedly",
+# SGLang "Scheduler hit an exception" / a child killed, TGI "Shard … failed"
+_DEAD = re.compile(
+    r"EngineDeadError|EngineCore encountered an issue|died unexpectedly|"
+    r"Scheduler hit an exception|Shard \d+ (?:failed|terminated)|Child process .* died"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _STARTS = tuple(f.record_start for f in FORMATS if f.record_start is not None)
 _HALF_YEAR_S = 183 * 86400.0
@@ -51,6 +74,20 @@ class LogRecord:
     cumulative_preemptions: int | None = None  # the running count a V0 warning carries
     oom: bool = False
     stuck_s: float | None = None  # an engine's watchdog: this long without progress
+    events: tuple[LogEvent, ...] = ()  # what else the line says happened (`EventKind`)
+    engine: str | None = None  # the adapter whose format recognised the line, if one did
+
+    @property
+    def recognised(self) -> bool:
+        """Whether any reader knew the line (an engine's format, or torch's words)."""
+        return self.engine is not None or bool(
+            self.stats or self.spec or self.preempted or self.oom or self.stuck_s or self.events
+        )
+
+
+def engine_of_format(form: LogFormat) -> str:
+    """The name of the engine whose adapter holds `form`."""
+    return next(e.name for e in ENGINES if e.log is form)
 
 
 def formats_of(engine: str | None) -> tuple[LogFormat, ...]:
@@ -119,7 +156,43 @@ def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecor
         (float(m.group(1)) for f in formats if f.stuck is not None and (m := f.stuck.search(line))),
         None,
     )
-    return LogRecord(at, line, stats, spec, preempted, cumulative, oom, stuck)
+    said = [(f, f.read_events(line)) for f in formats if f.read_events is not None]
+    events = tuple(e for _, found in said for e in found) + _generic_events(line)
+    engine = _engine_of_line(line, stats, spec, [f for f, found in said if found], formats)
+    return LogRecord(at, line, stats, spec, preempted, cumulative, oom, stuck, events, engine)
+
+
+def _generic_events(line: str) -> tuple[LogEvent, ...]:
+    """What torch and the process manager say in any engine's log: collectives, deaths."""
+    out: list[LogEvent] = []
+    if ("NCCL" in line or "ollective" in line or "nccl" in line) and _COLLECTIVE.search(line):
+        ms = _COLLECTIVE_MS.search(line)
+        values = {} if ms is None else {"timeout_s": int(ms.group(1)) / 1000.0}
+        out.append(LogEvent(EventKind.COLLECTIVE_TIMEOUT, values))
+    if ("ead" in line or "ied" in line or "xception" in line or "hard" in line) and _DEAD.search(
+        line
+    ):
+        out.append(LogEvent(EventKind.ENGINE_DEAD))
+    return tuple(out)
+
+
+def _engine_of_line(
+    line: str,
+    stats: StatsLine | None,
+    spec: SpecLine | None,
+    eventful: Sequence[LogFormat],
+    formats: Sequence[LogFormat],
+) -> str | None:
+    """The engine whose format knows the line: its stats line's, else the first that does."""
+    if stats is not None:
+        return "vllm" if stats.engine == "vllm-v0" else stats.engine
+    if eventful:
+        return engine_of_format(eventful[0])
+    for form in formats:
+        known = spec is not None and form.read_spec is not None and form.read_spec(line) is not None
+        if known or (form.recognises is not None and form.recognises.search(line)):
+            return engine_of_format(form)
+    return None
 
 
 def read_records(

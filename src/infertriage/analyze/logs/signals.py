@@ -11,9 +11,11 @@ cache's hit rate and the speculative-decoding figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from infertriage.analyze.logs.events import EventSummary
 from infertriage.analyze.logs.timeline import LogTimeline
+from infertriage.analyze.stats.distribution import describe
 from infertriage.schemas import Signal
 
 __all__ = ["timeline_signals"]
@@ -48,6 +50,55 @@ def _kv_when_waiting(rows: Sequence[_Row]) -> float | None:
     return max(queued) if queued else max(every) if every else None
 
 
+_Make = Callable[[str, float | None, str], list[Signal]]
+
+
+def _request_signals(events: EventSummary, signal: _Make) -> list[Signal]:
+    """The engine's own request timings (TGI's router, llama.cpp's print_timing) as server.*"""
+    out: list[Signal] = []
+    times = events.requests
+    for name, samples in (("ttft", times.ttft_s), ("itl", times.tpot_s)):
+        dist = describe(samples)
+        if dist is not None:
+            out += signal(f"server.{name}_mean_s", dist.mean, "s")
+            out += signal(f"server.{name}_p50_s", dist.p50, "s")
+            out += signal(f"server.{name}_p95_s", dist.p95, "s")
+    for name, samples in (("queue_time", times.queue_s), ("prefill_time", times.prefill_s)):
+        dist = describe(samples)
+        out += signal(f"server.{name}_mean_s", None if dist is None else dist.mean, "s")
+    if times.count:
+        out += signal("log.requests", times.count, "requests")
+    return out
+
+
+def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
+    """Counts of what the lines said happened; the configuration they stated."""
+    started = max(events.seats_taken, events.requests.count)
+    share = events.cache_misses / started if started else None
+    transfer = describe(events.kv_transfer_s)
+    counts = (
+        ("log.cache_misses", events.cache_misses),
+        ("log.context_shifts", events.context_shifts),
+        ("log.collective_timeouts", events.collective_timeouts),
+        ("log.engine_deaths", events.engine_deaths),
+        ("log.rejected", events.rejected),
+        ("log.deferred", events.deferred),
+        ("pd.kv_transfer_failures", events.kv_transfer_failures),
+    )
+    out = [s for name, n in counts if n for s in signal(name, n, "1")]
+    if events.cache_misses:
+        out += signal(
+            "log.cache_miss_share", None if share is None else min(1.0, share), "fraction"
+        )
+        out += signal("log.cache_miss_tokens", events.cache_miss_tokens or None, "tokens")
+    if transfer is not None:
+        out += signal("pd.kv_transfer_mean_s", transfer.mean, "s")
+        out += signal("pd.kv_transfer_p95_s", transfer.p95, "s")
+    for key, value in sorted(events.config.items()):
+        out += signal(f"config.{key}", value, "1")
+    return out + _request_signals(events, signal)
+
+
 def timeline_signals(timeline: LogTimeline) -> list[Signal]:
     window = (0.0, timeline.end - timeline.start)
 
@@ -62,15 +113,18 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
                 "requests"),
         *signal("queue.waiting_max", max((r[2] for r in rows if r[2] is not None), default=None),
                 "requests"),
-        *signal("queue.waiting_slope", _build_up(rows), "requests/s"),
+        *signal("queue.waiting_slope", _build_up(rows) if timeline.dated else None,
+                "requests/s"),
+        *signal("queue.waiting_share", timeline.waiting_share, "fraction"),
         *signal("kv.usage_max", _kv_when_waiting(rows), "fraction"),
         *signal("kv.usage_mean", sum(kv) / len(kv) if kv else None, "fraction"),
         *signal("preemptions.total", timeline.preemptions, "1"),
         *signal("prefix_cache.hit_rate", timeline.prefix_hit_rate, "fraction"),
     ]  # fmt: skip
-    if timeline.throughput_known or timeline.stalls:
+    if (timeline.throughput_known and timeline.dated) or timeline.stalls:
         longest = max((s.duration_s for s in timeline.stalls), default=0.0)
         out += signal("log.engine_stuck_s", longest, "s")
+    out += _event_signals(timeline.events, signal)
     if timeline.recompilations:  # TORCH_LOGS=recompiles may be off: no line is no zero
         out += signal("trace.recompilations", timeline.recompilations, "1")
     spec = timeline.spec

@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from infertriage.analyze.logs.events import EventSummary, summarise_events
 from infertriage.analyze.logs.records import LogRecord
 from infertriage.analyze.trace.compiled import parse_recompile_log
 from infertriage.engines import StatsLine
@@ -103,6 +104,9 @@ class LogTimeline:
     stats: tuple[_Moment, ...]  # each second with a stats line: at, running, waiting, KV
     prefix_hit_rate: float | None
     throughput_known: bool  # some stats line said its generation throughput
+    events: EventSummary = dataclasses.field(default_factory=EventSummary)
+    dated: bool = True  # False: no line had a stamp — a snapshot of state, not a timeline
+    waiting_share: float | None = None  # of the stats moments (lines, undated), those with a queue
 
 
 def with_times(records: Sequence[LogRecord]) -> list[LogRecord]:
@@ -296,12 +300,30 @@ def _moments(stats: Sequence[LogRecord]) -> tuple[_Moment, ...]:
     return tuple(moments)
 
 
+def _waiting_share(
+    stats: Sequence[LogRecord], moments: Sequence[_Moment], dated: bool
+) -> float | None:
+    """The share of the stats moments (undated: of the stats lines) with requests waiting."""
+    waits = (
+        [m[2] for m in moments]
+        if dated
+        else [r.stats.waiting for r in stats if r.stats is not None]
+    )
+    known = [w for w in waits if w is not None]
+    return sum(1 for w in known if w > 0) / len(known) if known else None
+
+
 def make_timeline(
     records: Sequence[LogRecord],
     window: tuple[float | None, float | None],
     interval_s: float,
+    *,
+    dated: bool = True,
 ) -> LogTimeline | None:
-    """The timeline of the dated records within `window` (Unix seconds, either end open)."""
+    """The timeline of the dated records within `window` (Unix seconds, either end open).
+
+    `dated` False: the records had no stamp and were all given one moment — the log is a
+    snapshot (its most running, waiting and KV use; its events), not a timeline."""
     low, high = window
     kept = [
         r
@@ -316,7 +338,14 @@ def make_timeline(
     origin = math.floor(start / interval_s) * interval_s
     buckets: dict[int, list[int]] = defaultdict(list)
     for index, record in enumerate(kept):
-        if record.stats or record.spec or record.stuck_s or index in preempted or index in ooms:
+        if (
+            record.stats
+            or record.spec
+            or record.stuck_s
+            or record.events
+            or index in preempted
+            or index in ooms
+        ):
             buckets[int(((record.at or 0.0) - origin) // interval_s)].append(index)
     intervals = tuple(
         _interval(
@@ -329,6 +358,9 @@ def make_timeline(
         for key, members in sorted(buckets.items())
     )
     stats = [r for r in kept if r.stats is not None]
+    moments = _moments(stats)
+    summary = summarise_events(kept)
+    stated = sum(preempted.values()) + summary.preempted
     engines = {r.stats.engine for r in stats if r.stats is not None}
     engine = "vllm-v0" if "vllm-v0" in engines else next(iter(sorted(engines)), None)
     return LogTimeline(
@@ -339,11 +371,14 @@ def make_timeline(
         num_records=len(kept),
         intervals=intervals,
         stalls=tuple(stalls),
-        preemptions=sum(preempted.values()) if engine == "vllm-v0" or preempted else None,
+        preemptions=stated if engine == "vllm-v0" or stated else None,
         oom_errors=len(ooms),
         recompilations=parse_recompile_log("\n".join(r.text for r in kept)).recompilations,
         spec=_spec_summary(kept),
-        stats=_moments(stats),
+        stats=moments,
         prefix_hit_rate=_mean(r.stats.prefix_hit_rate for r in stats if r.stats is not None),
         throughput_known=any(r.stats.gen_tok_s is not None for r in stats if r.stats is not None),
+        events=summary,
+        dated=dated,
+        waiting_share=_waiting_share(stats, moments, dated),
     )
