@@ -154,7 +154,7 @@ def test_engine_restricts_the_formats() -> None:
     text = "\n".join([V1.format(m=0, s=10, p=1, g=2, r=3, w=0, kv=5.0), SGL_036.format(s=1)])
     engines = [r.stats.engine for r in read_records(text, 2026, formats_of("sglang")) if r.stats]
     assert engines == ["sglang"]
-    assert formats_of("tgi") == ()  # no log format: nothing is read
+    assert formats_of("nope") == ()  # no such engine: nothing is read
 
 
 def _v1(m: int, s: int, g: float, r: int, w: int, kv: float, p: float = 300.0) -> str:

@@ -138,7 +138,7 @@ def test_bad_input_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "SGLang `Decode batch`" in line
     line = _error(capsys, str(INCIDENT), "--engine", "sglang")
     assert "SGLang" in line and "vLLM" not in line.split("expects")[1]
-    assert "--engine must be one of vllm, sglang" in _error(
+    assert "--engine must be one of vllm, llamacpp, sglang" in _error(
         capsys, str(INCIDENT), "--engine", "nope"
     )
     assert "is not a time" in _error(capsys, str(INCIDENT), "--since", "yesterday")

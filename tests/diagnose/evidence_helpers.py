@@ -9,7 +9,7 @@ from __future__ import annotations
 from infertriage.diagnose import SIGNALS, Evidence
 from infertriage.schemas import Signal
 
-HEALTHY: dict[str, float] = {
+HEALTHY: dict[str, float | None] = {
     "scaling.gpu_ratio": 2.0,
     "scaling.efficiency": 0.9,
     "scaling.plan_efficiency": 0.95,
@@ -25,6 +25,9 @@ HEALTHY: dict[str, float] = {
     "log.engine_deaths": 0.0,
     "log.rejected": 0.0,
     "log.deferred": 0.0,
+    "log.prompts_over_limit": 0.0,
+    "log.prompt_limit_tokens": 8192.0,
+    "log.kv_cache_short": 0.0,
     "queue.waiting_share": 0.0,
     "pd.kv_transfer_mean_s": 0.005,
     "pd.kv_transfer_p95_s": 0.01,
@@ -62,6 +65,9 @@ HEALTHY: dict[str, float] = {
     "queue.waiting_max": 0.0,
     "queue.waiting_slope": 0.0,
     "queue.running_max": 64.0,
+    # a run without an overload step: the maxima above are the measured level's own
+    "queue.measured_waiting_max": None,
+    "queue.measured_running_max": None,
     "kv.usage_max": 0.4,
     "kv.usage_mean": 0.2,
     "kv.usage_after_drain": 0.0,

@@ -12,7 +12,7 @@ from .evidence_helpers import HEALTHY, make_evidence
 SLOW = {"client__ttft_p95_s": 0.9, "client__itl_p95_s": 0.12}
 
 # rule id → (overrides that make it fire, overrides that keep it quiet, a needed signal)
-CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
+CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] = {
     "hardware.busy_not_computing": (
         {"gpu__util_mean": 0.97, "gpu__sm_active_mean": 0.2},
         {"gpu__util_mean": 0.97, "gpu__sm_active_mean": 0.85},
@@ -199,6 +199,21 @@ CASES: dict[str, tuple[dict[str, float], dict[str, float], str]] = {
         {"log__cache_misses": 9, "log__cache_miss_share": 0.9},
         {"log__cache_misses": 0},
         "log.cache_misses",
+    ),
+    "memory.preempted": (
+        {"preemptions__total": 40, "kv__usage_max": None},
+        {"preemptions__total": 0},
+        "preemptions.total",
+    ),
+    "memory.kv_below_context": (
+        {"config__kv_cache_tokens": 3984, "config__max_model_len": 30000},
+        {"config__kv_cache_tokens": 300000, "config__max_model_len": 30000},
+        "config.max_model_len",
+    ),
+    "scheduling.prompt_over_limit": (
+        {"log__prompts_over_limit": 3, "log__prompt_limit_tokens": 2048},
+        {"log__prompts_over_limit": 0},
+        "log.prompts_over_limit",
     ),
     "memory.context_shift": (
         {"log__context_shifts": 3},

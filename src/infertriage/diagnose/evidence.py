@@ -84,6 +84,9 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "queue.waiting_max": SignalDef("requests", _METRICS),
         "queue.waiting_slope": SignalDef("requests/s", _METRICS),
         "queue.running_max": SignalDef("requests", _METRICS),
+        # the measured level alone (the maxima above include the overload step)
+        "queue.measured_waiting_max": SignalDef("requests", _METRICS),
+        "queue.measured_running_max": SignalDef("requests", _METRICS),
         "kv.usage_max": SignalDef("fraction", _METRICS),
         "kv.usage_mean": SignalDef("fraction", _METRICS),
         "kv.usage_after_drain": SignalDef("fraction", _METRICS),
@@ -115,6 +118,9 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "log.engine_deaths": SignalDef("1", _LOG),
         "log.rejected": SignalDef("1", _LOG),
         "log.deferred": SignalDef("1", _LOG),
+        "log.prompts_over_limit": SignalDef("1", _LOG),  # refused over the scheduler's limit
+        "log.prompt_limit_tokens": SignalDef("tokens", _LOG),
+        "log.kv_cache_short": SignalDef("1", _LOG),  # the engine: one request does not fit
         "queue.waiting_share": SignalDef("fraction", _LOG + " or `infertriage logs FILE`"),
         # prefill/decode disaggregation: the KV cache moved between instances
         "pd.kv_transfer_mean_s": SignalDef("s", _LOG),

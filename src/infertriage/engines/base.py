@@ -109,14 +109,17 @@ class EventKind(StrEnum):
     ENGINE_DEAD = "engine_dead"  # the engine process died / EngineDeadError
     # startup configuration: max_num_seqs, max_model_len, max_num_batched_tokens,
     # num_gpu_blocks, block_size, gpu_memory_utilization, tensor_parallel,
-    # data_parallel, pipeline_parallel, kv_cache_tokens, cuda_graphs (1/0)
+    # data_parallel, pipeline_parallel, kv_cache_tokens, cuda_graphs (1/0); kv_cache_short (1):
+    # the engine said its KV cache cannot hold one request of max_model_len
     CONFIG = "config"
     # a prefill/decode KV transfer (disaggregation): transfer_s, bytes, tokens, failed (1)
     KV_TRANSFER = "kv_transfer"
     # one engine step / iteration (TensorRT-LLM iteration stats): step_s, running,
     # waiting, kv_usage, tokens
     STEP = "step"
-    REJECTED = "rejected"  # a request refused (too long, queue full, 429/503)
+    # a request refused (too long, queue full, 429/503); prompt_tokens, and limit when the
+    # prompt was over the scheduler's own limit (a token budget, a context length)
+    REJECTED = "rejected"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,9 @@ from typing import Any
 from infertriage.engines.base import (
     Endpoint,
     EngineAdapter,
+    EventKind,
     Knob,
+    LogEvent,
     LogFormat,
     SaidLimit,
     SpecLine,
@@ -113,6 +115,7 @@ _FIELD = re.compile(
     r": (?P<value>[\d.]+)"
 )
 _GRAPH = re.compile(r"cuda graph: (True|False)")
+_DP_RANK = re.compile(r"^\[[^\]]*\bDP(\d+)\b")
 _ISO_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
 _RECORD = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
@@ -128,6 +131,7 @@ def _read_stats(line: str) -> StatsLine | None:
     if fields is None:
         return None
     graph = _GRAPH.search(line)
+    rank = _DP_RANK.match(line)  # DP attention: each data-parallel rank logs its own batch
     return StatsLine(
         "sglang",
         fields.get("token usage"),
@@ -135,6 +139,7 @@ def _read_stats(line: str) -> StatsLine | None:
         fields.get("#queue-req"),
         gen_tok_s=fields.get("gen throughput (token/s)"),
         cuda_graph=None if graph is None else graph.group(1) == "True",
+        engine_index=None if rank is None else int(rank.group(1)),
     )
 
 
@@ -148,6 +153,50 @@ def _read_spec(line: str) -> SpecLine | None:
         drafted_tokens=None,
         acceptance_rate=fields.get("accept rate"),
     )
+
+
+# scheduler.py: "KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio:
+# 0.7000 -> 1.0000" (0.4+; "Decode out of memory happened. #retracted_reqs: …" before): running
+# requests preempted back to the queue. The scheduler's start-up line (0.3–0.5):
+# "max_total_num_tokens=1234567, chunked_prefill_size=8192, max_prefill_tokens=16384,
+# max_running_requests=4096, context_len=32768"; `server_args=ServerArgs(… tp_size=8, dp_size=1,
+# mem_fraction_static=0.88, … disable_cuda_graph=False …)`.
+_RETRACTED = re.compile(r"#retracted_reqs: (?P<n>\d+)")
+_SGL_CONFIG = re.compile(
+    r"\b(?P<k>max_total_num_tokens|chunked_prefill_size|max_running_requests|context_len|"
+    r"tp_size|dp_size|pp_size|mem_fraction_static|disable_cuda_graph)=(?P<v>[\w.]+)"
+)
+_SGL_KEYS = {
+    "max_total_num_tokens": "kv_cache_tokens",
+    "chunked_prefill_size": "max_num_batched_tokens",
+    "max_running_requests": "max_num_seqs",
+    "context_len": "max_model_len",
+    "tp_size": "tensor_parallel",
+    "dp_size": "data_parallel",
+    "pp_size": "pipeline_parallel",
+    "mem_fraction_static": "gpu_memory_utilization",
+}
+
+
+def _config(line: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for found in _SGL_CONFIG.finditer(line):
+        key, text = found.group("k"), found.group("v")
+        if key == "disable_cuda_graph" and text in ("True", "False"):
+            values["cuda_graphs"] = 0.0 if text == "True" else 1.0
+        elif key in _SGL_KEYS and re.fullmatch(r"\d+(?:\.\d+)?", text):
+            values[_SGL_KEYS[key]] = float(text)
+    return values
+
+
+def _read_events(line: str) -> tuple[LogEvent, ...]:
+    """Retractions (preemptions) and the start-up configuration."""
+    if "#retracted_reqs" in line and (found := _RETRACTED.search(line)):
+        return (LogEvent(EventKind.PREEMPTED, {"count": float(found.group("n"))}),)
+    if "max_total_num_tokens=" in line or "ServerArgs(" in line:
+        values = _config(line)
+        return (LogEvent(EventKind.CONFIG, values),) if values else ()
+    return ()
 
 
 def read_iso_stamp(line: str, year: int) -> str | None:
@@ -167,6 +216,9 @@ SGLANG = EngineAdapter(
         read_stamp=read_iso_stamp,
         read_spec=_read_spec,
         record_start=_RECORD,
+        read_events=_read_events,
+        # its loggers' prefix: "[2025-06-01 10:00:02 TP0]", "[… DP1 TP3]", "[… PP0 TP0 EP0]"
+        recognises=re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: (?:DP|PP|TP|EP)\d+)*\]"),
         # its scheduler's watchdog: no forward step for --watchdog-timeout seconds (300) with a
         # batch running; it then dumps the stacks and quits
         stuck=re.compile(r"Scheduler watchdog timeout \(self\.watchdog_timeout=([\d.]+)"),

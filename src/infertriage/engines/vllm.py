@@ -21,7 +21,9 @@ from typing import Any
 from infertriage.engines.base import (
     Endpoint,
     EngineAdapter,
+    EventKind,
     Knob,
+    LogEvent,
     LogFormat,
     SaidLimit,
     SpecLine,
@@ -224,6 +226,99 @@ def _read_spec(line: str) -> SpecLine | None:
     )
 
 
+# Start-up lines that state the configuration: V1 `core.py` / `kv_cache_utils.py` (0.8–0.11)
+# "GPU KV cache size: 1,234,560 tokens", "Maximum concurrency for 4,096 tokens per request:
+# 12.34x"; V0 `executor_base.py` "# GPU blocks: 7466, # CPU blocks: 2048" (0.4–0.6, "# cuda
+# blocks" later); `llm_engine.py` "Initializing a V1 LLM engine (v0.9.1) with config: model=…,
+# max_seq_len=4096, … tensor_parallel_size=2, pipeline_parallel_size=1, … enforce_eager=False";
+# `arg_utils`/`api_server.py` 0.10+ "non-default args: {'max_num_seqs': 8, …}".
+_KV_TOKENS = re.compile(r"GPU KV cache size: (?P<v>[\d,]+) tokens")
+_GPU_BLOCKS = re.compile(r"# (?:GPU|cuda|CUDA) blocks: (?P<v>\d+)")
+_CONFIG_FIELD = re.compile(
+    r"\b(?P<k>max_seq_len|max_model_len|tensor_parallel_size|pipeline_parallel_size|"
+    r"data_parallel_size|max_num_seqs|max_num_batched_tokens|gpu_memory_utilization|"
+    r"block_size|enforce_eager)['\"]?\s*[=:]\s*(?P<v>[\w.]+)"
+)
+_CONFIG_KEYS = {
+    "max_seq_len": "max_model_len",
+    "max_model_len": "max_model_len",
+    "tensor_parallel_size": "tensor_parallel",
+    "pipeline_parallel_size": "pipeline_parallel",
+    "data_parallel_size": "data_parallel",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "block_size": "block_size",
+}
+
+
+def _config_values(line: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for found in _CONFIG_FIELD.finditer(line):
+        key, text = found.group("k"), found.group("v")
+        if key == "enforce_eager" and text in ("True", "False"):
+            values["cuda_graphs"] = 0.0 if text == "True" else 1.0
+        elif key in _CONFIG_KEYS and re.fullmatch(r"\d+(?:\.\d+)?", text):
+            values[_CONFIG_KEYS[key]] = float(text)
+    return values
+
+
+# V0 `scheduler.py` (0.4–0.7): "Input prompt (2501 tokens) is too long and exceeds limit of
+# 2048" — the request is ignored; its limit is min(max_model_len, max_num_batched_tokens).
+# `kv_cache_utils.py` / `worker.py` at start-up: "The model's max seq len (30000) is larger than
+# the maximum number of tokens that can be stored in KV cache (3984). Try increasing
+# `gpu_memory_utilization` …" — the engine does not start (the figure may wrap to the next line);
+# V1 "Maximum concurrency for 32,768 tokens per request: 0.45x".
+_OVER_LIMIT = re.compile(
+    r"Input prompt \((?P<n>\d+) tokens\) is too long and exceeds limit of (?P<l>\d+)"
+)
+_KV_SHORT = re.compile(
+    r"max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens that can be "
+    r"stored in KV cache(?: \((?P<kv>\d+)\))?"
+)
+_CONCURRENCY = re.compile(
+    r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x"
+)
+
+
+def _count(text: str) -> float:
+    """ "1,234,560" → 1234560.0"""
+    return float(text.replace(",", ""))
+
+
+def _limits(line: str) -> tuple[LogEvent, ...]:
+    """A prompt refused over the scheduler's limit; a KV cache smaller than one request."""
+    if "is too long and exceeds limit" in line and (over := _OVER_LIMIT.search(line)):
+        values = {"prompt_tokens": _count(over.group("n")), "limit": _count(over.group("l"))}
+        return (LogEvent(EventKind.REJECTED, values),)
+    if "stored in KV cache" in line and (short := _KV_SHORT.search(line)):
+        said = {"max_model_len": _count(short.group("len")), "kv_cache_short": 1.0}
+        if short.group("kv"):
+            said["kv_cache_tokens"] = _count(short.group("kv"))
+        return (LogEvent(EventKind.CONFIG, said),)
+    if "Maximum concurrency for" in line and (most := _CONCURRENCY.search(line)):
+        length = _count(most.group("len"))
+        kv = {"max_model_len": length, "kv_cache_tokens": round(length * float(most.group("x")))}
+        return (LogEvent(EventKind.CONFIG, kv),)
+    return ()
+
+
+def _read_events(line: str) -> tuple[LogEvent, ...]:
+    """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
+    if "exceeds limit" in line or "KV cache" in line or "Maximum concurrency" in line:
+        limits = _limits(line)
+        if limits:
+            return limits
+    if "KV cache size: " in line and (kv := _KV_TOKENS.search(line)):
+        return (LogEvent(EventKind.CONFIG, {"kv_cache_tokens": _count(kv.group("v"))}),)
+    if " blocks: " in line and (blocks := _GPU_BLOCKS.search(line)):
+        return (LogEvent(EventKind.CONFIG, {"num_gpu_blocks": float(blocks.group("v"))}),)
+    if "with config: " in line or "non-default args: " in line:
+        values = _config_values(line)
+        return (LogEvent(EventKind.CONFIG, values),) if values else ()
+    return ()
+
+
 def _read_stamp(line: str, year: int) -> str | None:
     found = _TIME.match(line)
     if not found:
@@ -244,6 +339,11 @@ VLLM = EngineAdapter(
         cumulative_preemptions=re.compile(r"total_num_cumulative_preemption=(\d+)"),
         read_spec=_read_spec,
         record_start=_RECORD,
+        read_events=_read_events,
+        # any record of vLLM's logger: "INFO 12-02 16:31:45 [loggers.py:123]" / "… llm_engine.py:…"
+        recognises=re.compile(
+            r"(?:INFO|WARNING|ERROR|DEBUG)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?\w+\.py"
+        ),
         interval_s=10.0,  # VLLM_LOG_STATS_INTERVAL's default
         expected=(
             "vLLM stats lines (`Avg prompt throughput: …, Running: N reqs, Waiting: M reqs, "

@@ -40,6 +40,7 @@ _CONFIG_KEYS = (
     "pipeline_parallel",
     "kv_cache_tokens",
     "cuda_graphs",
+    "kv_cache_short",
 )
 
 
@@ -73,6 +74,8 @@ class EventSummary:
     collective_timeouts: int = 0
     engine_deaths: int = 0
     rejected: int = 0
+    over_limit: int = 0  # of them, prompts over the scheduler's own limit
+    prompt_limit: float | None = None  # that limit, in tokens (the least stated)
     preempted: int = 0  # preemptions the lines state as a count (SGLang's retractions, …)
     kv_transfers: int = 0
     kv_transfer_failures: int = 0
@@ -126,6 +129,7 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         config.update({k: v for k, v in event.values.items() if k in _CONFIG_KEYS})
     transfers = of(EventKind.KV_TRANSFER)
     misses = of(EventKind.CACHE_MISS)
+    limits = [limit for e in of(EventKind.REJECTED) if (limit := e.get("limit")) is not None]
     return EventSummary(
         requests=_request_times(of(EventKind.REQUEST)),
         seats_taken=count(EventKind.SEAT_TAKEN),
@@ -136,6 +140,8 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         collective_timeouts=count(EventKind.COLLECTIVE_TIMEOUT),
         engine_deaths=count(EventKind.ENGINE_DEAD),
         rejected=count(EventKind.REJECTED),
+        over_limit=len(limits),
+        prompt_limit=min(limits, default=None),
         preempted=int(sum(e.get("count") or 1.0 for e in of(EventKind.PREEMPTED))),
         kv_transfers=len(transfers),
         kv_transfer_failures=sum(1 for e in transfers if (e.get("failed") or 0) > 0),

@@ -44,7 +44,14 @@ __all__ = [
 
 FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
 # torch's and the CUDA caching allocator's words, whatever the engine
-OOM = re.compile(r"(CUDA out of memory|OutOfMemoryError|out of memory on device)", re.IGNORECASE)
+# and ggml's (llama.cpp: "cudaMalloc failed: out of memory", Vulkan "ErrorOutOfDeviceMemory",
+# "Device memory allocation of size N failed"; ggml-org/llama.cpp#20431, #15256)
+OOM = re.compile(
+    r"(CUDA out of memory|OutOfMemoryError|out of memory on device|cudaMalloc failed: out of "
+    r"memory|CUDA error: out of memory|ErrorOutOfDeviceMemory|Device memory allocation of size "
+    r"\d+ failed)",
+    re.IGNORECASE,
+)
 # torch's distributed watchdog, whatever the engine: "Watchdog caught collective operation
 # timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, … Timeout(ms)=600000) ran for 600005 milliseconds
 # before timing out" (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), and NCCL's own errors

@@ -82,6 +82,7 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         ("log.collective_timeouts", events.collective_timeouts),
         ("log.engine_deaths", events.engine_deaths),
         ("log.rejected", events.rejected),
+        ("log.prompts_over_limit", events.over_limit),
         ("log.deferred", events.deferred),
         ("pd.kv_transfer_failures", events.kv_transfer_failures),
     )
@@ -94,7 +95,11 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
     if transfer is not None:
         out += signal("pd.kv_transfer_mean_s", transfer.mean, "s")
         out += signal("pd.kv_transfer_p95_s", transfer.p95, "s")
-    for key, value in sorted(events.config.items()):
+    out += signal("log.prompt_limit_tokens", events.prompt_limit, "tokens")
+    config = dict(events.config)
+    if config.pop("kv_cache_short", 0.0):
+        out += signal("log.kv_cache_short", 1.0, "1")
+    for key, value in sorted(config.items()):
         out += signal(f"config.{key}", value, "1")
     return out + _request_signals(events, signal)
 

@@ -151,6 +151,21 @@ def _server(series: _Series, phases: Phases) -> list[Signal]:
     for name in ("server.queue_time", "server.prefill_time"):
         out += _histogram(series, name, start, min(hist_end, end), closing=True)
     out += _step_tokens_max(series, start, hist_end)
+    # The measured level's own queue: what its TTFT waited behind (the overload step after
+    # it fills the seats by design, and must not explain the measured level's latency).
+    measured = (start, end)
+    out += _signal(
+        "queue.measured_waiting_max",
+        max((v for _, v in series.within("queue.waiting", *measured)), default=None),
+        "requests",
+        measured,
+    )
+    out += _signal(
+        "queue.measured_running_max",
+        max((v for _, v in series.within("queue.running", *measured)), default=None),
+        "requests",
+        measured,
+    )
     # Memory and queues are read up to the end of the overload step, their peak.
     end = max(end, phases.overload_end_ts or end)
     span = (start, end)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
+from infertriage.diagnose.rules.memory import kv_pressure
+from infertriage.diagnose.symptom import current, flag
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 
@@ -170,5 +173,105 @@ def kv_transfer(ev: Evidence, t: Thresholds) -> Finding | None:
             "transports it chose; `UCX_TLS`), and the link's bandwidth with `ib_write_bw`",
             "keep short prompts on the decode instance (a prefill-length threshold) so only "
             "long prompts pay the transfer",
+        ),
+    )
+
+
+@rule("memory.preempted", Layer.MEMORY, ("preemptions.total",))
+def preempted(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Requests preempted (vLLM) or retracted (SGLang) for KV space, with no usage figure to
+    show the full cache (a log excerpt of warnings, a scrape): the preemptions say it."""
+    count = ev.get("preemptions.total") or 0.0
+    if count < 1 or kv_pressure(ev, t) is not None:
+        return None
+    return make_finding(
+        "memory.preempted",
+        Layer.MEMORY,
+        bottleneck=True,  # a preempted request is computed twice, whatever the SLOs say
+        severity=min(1.0, 0.5 + count / 200.0),
+        explains=0.8,
+        title=f"{count:.0f} running request(s) preempted for lack of KV cache space",
+        evidence=ev,
+        used=(("preemptions.total", 0.0), ("kv.usage_max", t.kv_full)),
+        explanation=(
+            "The KV cache could not hold every running sequence's next tokens: the engine "
+            "evicted some and recomputes them later, wasting their prefill and decode so far."
+        ),
+        next_steps=(
+            f"raise `{flag(ev, Knob.MEMORY_FRACTION)}`"
+            + current(ev, "config.gpu_memory_utilization")
+            + ", or store the KV cache in FP8 (`--kv-cache-dtype fp8`)",
+            f"lower `{flag(ev, Knob.MAX_SEATS)}`"
+            + current(ev, "config.max_num_seqs")
+            + " so requests queue instead of being preempted",
+            "add GPUs (tensor parallelism) for more KV memory; size it with `infertriage plan`",
+        ),
+    )
+
+
+@rule("memory.kv_below_context", Layer.MEMORY, ("config.max_model_len",))
+def kv_below_context(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The KV cache holds less than one request of the longest context the server allows."""
+    length = ev.get("config.max_model_len") or 0.0
+    tokens = ev.get("config.kv_cache_tokens")
+    said = (ev.get("log.kv_cache_short") or 0.0) >= 1
+    if not said and (tokens is None or length <= 0 or tokens >= length):
+        return None
+    held = f"{tokens:,.0f} tokens" if tokens is not None else "fewer tokens"
+    return make_finding(
+        "memory.kv_below_context",
+        Layer.MEMORY,
+        bottleneck=True,
+        severity=1.0 if said else 0.8,
+        explains=0.9,
+        title=f"the KV cache holds {held} — less than one request of max_model_len {length:,.0f}",
+        evidence=ev,
+        used=(
+            ("config.kv_cache_tokens", length),
+            ("config.max_model_len", None),
+            ("log.kv_cache_short", 0.0),
+        ),
+        explanation=(
+            "After the weights and the activation reserve, the memory left for the KV cache "
+            "cannot hold one request as long as the server accepts: the engine refuses to start, "
+            "or such a request waits and preempts forever."
+        ),
+        next_steps=(
+            f"lower `{flag(ev, Knob.MAX_CONTEXT)}`"
+            + current(ev, "config.max_model_len", "{:,.0f}"),
+            f"raise `{flag(ev, Knob.MEMORY_FRACTION)}`"
+            + current(ev, "config.gpu_memory_utilization")
+            + "; with vLLM, chunked prefill shrinks the activation reserve",
+            "quantise the KV cache (`--kv-cache-dtype fp8`) or add GPUs (tensor parallelism)",
+        ),
+    )
+
+
+@rule("scheduling.prompt_over_limit", Layer.SCHEDULING, ("log.prompts_over_limit",))
+def prompt_over_limit(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Prompts refused by the scheduler: longer than the tokens one step may schedule."""
+    count = ev.get("log.prompts_over_limit") or 0.0
+    if count < 1:
+        return None
+    limit = ev.get("log.prompt_limit_tokens")
+    at = "" if limit is None else f" of {limit:,.0f} tokens"
+    return make_finding(
+        "scheduling.prompt_over_limit",
+        Layer.SCHEDULING,
+        bottleneck=True,
+        severity=1.0,
+        explains=0.9,
+        title=f"{count:.0f} prompt(s) refused by the scheduler over its limit{at}",
+        evidence=ev,
+        used=(("log.prompts_over_limit", 0.0), ("log.prompt_limit_tokens", None)),
+        explanation=(
+            "Without chunked prefill a prompt must fit in one step's token budget: the "
+            "scheduler's limit is the lesser of the context length and "
+            "`max_num_batched_tokens`, and longer prompts are dropped, not queued."
+        ),
+        next_steps=(
+            f"raise `{flag(ev, Knob.TOKEN_BUDGET)}` to at least the longest prompt"
+            + current(ev, "config.max_num_batched_tokens", "{:,.0f}"),
+            "enable chunked prefill (`--enable-chunked-prefill`) so long prompts are split",
         ),
     )

@@ -31,7 +31,15 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     seats = ev.get("config.max_num_seqs")
     queue = ev.get("server.queue_time_mean_s")
     share = queue / ttft if queue is not None and ttft > 0 else 0.0
-    seats_full = seats is not None and running >= seats and waiting > 0
+    # the seats the measured level's requests met, when known: an overload step after it
+    # fills them by design, and a queue there explains nothing of the measured TTFT
+    m_waiting, m_running = (
+        ev.get("queue.measured_waiting_max"),
+        ev.get("queue.measured_running_max"),
+    )
+    met_waiting = waiting if m_waiting is None else m_waiting
+    met_running = running if m_running is None else m_running
+    seats_full = seats is not None and met_running >= seats and met_waiting > 0
     # Seats left empty: the queue waits for the token budget, i.e. the GPU's prefill time
     # (an L4 prefilling 2k-token prompts), not for a cap a scheduling knob would lift.
     seats_free = seats is not None and running < seats
