@@ -245,6 +245,12 @@ CASES: dict[str, At] = {
         kind="bottleneck",
         shown="log.cache_miss_share",
     ),
+    "prefill_only_share": At(
+        "scheduling.prefill_blocks_decode",
+        _ev()("log__prefill_only_share"),
+        shown="log.prefill_only_share",
+    ),
+    "client_aborts": At("application.client_aborts", _ev()("log__aborted"), shown="log.aborted"),
     "kv_transfer_share": At(
         "parallelism.kv_transfer",
         lambda v: make_evidence(pd__kv_transfer_p95_s=v * 0.2),  # the TTFT SLO: 200 ms
@@ -302,6 +308,8 @@ PINNED: dict[str, float] = {
     "queue_symptom_depth": 4.0,
     "cache_miss_share": 0.25,
     "kv_transfer_share": 0.5,
+    "prefill_only_share": 0.3,
+    "client_aborts": 3.0,
     "queue_symptom_share": 0.5,
     "rank_skew": 0.1,
     "recompilations": 1.0,

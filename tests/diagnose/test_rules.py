@@ -206,15 +206,21 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         "preemptions.total",
     ),
     "memory.kv_below_context": (
-        {"config__kv_cache_tokens": 3984, "config__max_model_len": 30000},
-        {"config__kv_cache_tokens": 300000, "config__max_model_len": 30000},
-        "config.max_model_len",
+        {"log__kv_cache_short": 1, "config__kv_cache_tokens": 3984, "config__max_model_len": 30000},
+        {"log__kv_cache_short": 0},
+        "log.kv_cache_short",
     ),
     "scheduling.prompt_over_limit": (
         {"log__prompts_over_limit": 3, "log__prompt_limit_tokens": 2048},
         {"log__prompts_over_limit": 0},
         "log.prompts_over_limit",
     ),
+    "scheduling.prefill_blocks_decode": (
+        {"log__prefill_only_share": 0.6},
+        {"log__prefill_only_share": 0.1},
+        "log.prefill_only_share",
+    ),
+    "application.client_aborts": ({"log__aborted": 9}, {"log__aborted": 1}, "log.aborted"),
     "memory.context_shift": (
         {"log__context_shifts": 3},
         {"log__context_shifts": 0},

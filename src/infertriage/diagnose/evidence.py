@@ -118,6 +118,8 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "log.engine_deaths": SignalDef("1", _LOG),
         "log.rejected": SignalDef("1", _LOG),
         "log.deferred": SignalDef("1", _LOG),
+        "log.aborted": SignalDef("1", _LOG),  # requests the client left unfinished
+        "log.prefill_only_share": SignalDef("fraction", _LOG),  # decodes paused for prefill
         "log.prompts_over_limit": SignalDef("1", _LOG),  # refused over the scheduler's limit
         "log.prompt_limit_tokens": SignalDef("tokens", _LOG),
         "log.kv_cache_short": SignalDef("1", _LOG),  # the engine: one request does not fit

@@ -23,9 +23,9 @@ __all__ = [
     "ConfigReader",
     "Endpoint",
     "EngineAdapter",
+    "EventKind",
     "Knob",
     "LimitReader",
-    "EventKind",
     "LogEvent",
     "LogFormat",
     "SaidLimit",
@@ -120,6 +120,9 @@ class EventKind(StrEnum):
     # a request refused (too long, queue full, 429/503); prompt_tokens, and limit when the
     # prompt was over the scheduler's own limit (a token budget, a context length)
     REJECTED = "rejected"
+    # the client went away before its request finished (vLLM "Aborted request …"): a client
+    # time-out or a user who gave up
+    ABORTED = "aborted"
 
 
 @dataclass(frozen=True, slots=True)

@@ -378,10 +378,21 @@ _READERS: tuple[tuple[str, Callable[[str], LogEvent | None]], ...] = (
 )
 
 
+# "stop processing: n_past = 71, truncated = 1": the request did not fit its slot's context
+_TRUNCATED = re.compile(r"\btruncated\"?\s*[=:]\s*(?:1|true)\b")
+
+
 def _read_events(line: str) -> tuple[LogEvent, ...]:
-    """What one llama-server line says happened (`_READERS`); () for most lines."""
+    """What one llama-server line says happened (`_READERS`); () for most lines. A slot freed
+    with `truncated = 1` also says its request outgrew the slot's context (a context shift)."""
     for words, read in _READERS:
         if words in line and (event := read(line)) is not None:
+            if (
+                event.kind is EventKind.SEAT_FREED
+                and "truncated" in line
+                and _TRUNCATED.search(line)
+            ):
+                return (event, LogEvent(EventKind.CONTEXT_SHIFT))
             return (event,)
     return ()
 

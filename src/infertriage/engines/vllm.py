@@ -291,6 +291,8 @@ def _limits(line: str) -> tuple[LogEvent, ...]:
     if "is too long and exceeds limit" in line and (over := _OVER_LIMIT.search(line)):
         values = {"prompt_tokens": _count(over.group("n")), "limit": _count(over.group("l"))}
         return (LogEvent(EventKind.REJECTED, values),)
+    if "No available memory for the cache blocks" in line:  # V1 start-up: no KV cache at all
+        return (LogEvent(EventKind.CONFIG, {"kv_cache_short": 1.0}),)
     if "stored in KV cache" in line and (short := _KV_SHORT.search(line)):
         said = {"max_model_len": _count(short.group("len")), "kv_cache_short": 1.0}
         if short.group("kv"):
@@ -305,7 +307,14 @@ def _limits(line: str) -> tuple[LogEvent, ...]:
 
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
-    if "exceeds limit" in line or "KV cache" in line or "Maximum concurrency" in line:
+    if "Aborted request" in line:  # the client closed the stream before the end
+        return (LogEvent(EventKind.ABORTED),)
+    if (
+        "exceeds limit" in line
+        or "KV cache" in line
+        or "Maximum concurrency" in line
+        or "cache blocks" in line
+    ):
         limits = _limits(line)
         if limits:
             return limits

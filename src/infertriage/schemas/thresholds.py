@@ -170,6 +170,10 @@ class Thresholds:
     queue_symptom_share: float = 0.5
     # prompts processed again from scratch for this share of the requests started
     cache_miss_share: float = 0.25
+    # stats lines (with requests running) that read prompts and generated nothing
+    prefill_only_share: float = 0.3
+    # requests the client left unfinished (a client time-out below the server's latency)
+    client_aborts: float = 3.0
     # a P/D KV transfer at p95 taking this share of the TTFT SLO
     kv_transfer_share: float = 0.5
 

@@ -74,6 +74,7 @@ class EventSummary:
     collective_timeouts: int = 0
     engine_deaths: int = 0
     rejected: int = 0
+    aborted: int = 0  # requests the client left before they finished
     over_limit: int = 0  # of them, prompts over the scheduler's own limit
     prompt_limit: float | None = None  # that limit, in tokens (the least stated)
     preempted: int = 0  # preemptions the lines state as a count (SGLang's retractions, …)
@@ -140,6 +141,7 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         collective_timeouts=count(EventKind.COLLECTIVE_TIMEOUT),
         engine_deaths=count(EventKind.ENGINE_DEAD),
         rejected=count(EventKind.REJECTED),
+        aborted=count(EventKind.ABORTED),
         over_limit=len(limits),
         prompt_limit=min(limits, default=None),
         preempted=int(sum(e.get("count") or 1.0 for e in of(EventKind.PREEMPTED))),

@@ -82,6 +82,7 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         ("log.collective_timeouts", events.collective_timeouts),
         ("log.engine_deaths", events.engine_deaths),
         ("log.rejected", events.rejected),
+        ("log.aborted", events.aborted),
         ("log.prompts_over_limit", events.over_limit),
         ("log.deferred", events.deferred),
         ("pd.kv_transfer_failures", events.kv_transfer_failures),
@@ -97,7 +98,9 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         out += signal("pd.kv_transfer_p95_s", transfer.p95, "s")
     out += signal("log.prompt_limit_tokens", events.prompt_limit, "tokens")
     config = dict(events.config)
-    if config.pop("kv_cache_short", 0.0):
+    kv, length = config.get("kv_cache_tokens"), config.get("max_model_len")
+    below = kv is not None and length is not None and kv < length  # "concurrency 0.45x"
+    if config.pop("kv_cache_short", 0.0) or below:
         out += signal("log.kv_cache_short", 1.0, "1")
     for key, value in sorted(config.items()):
         out += signal(f"config.{key}", value, "1")
@@ -121,6 +124,7 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
         *signal("queue.waiting_slope", _build_up(rows) if timeline.dated else None,
                 "requests/s"),
         *signal("queue.waiting_share", timeline.waiting_share, "fraction"),
+        *signal("log.prefill_only_share", timeline.prefill_only_share, "fraction"),
         *signal("kv.usage_max", _kv_when_waiting(rows), "fraction"),
         *signal("kv.usage_mean", sum(kv) / len(kv) if kv else None, "fraction"),
         *signal("preemptions.total", timeline.preemptions, "1"),

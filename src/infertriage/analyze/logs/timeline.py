@@ -107,6 +107,9 @@ class LogTimeline:
     events: EventSummary = dataclasses.field(default_factory=EventSummary)
     dated: bool = True  # False: no line had a stamp — a snapshot of state, not a timeline
     waiting_share: float | None = None  # of the stats moments (lines, undated), those with a queue
+    # of the stats lines with requests running and both rates said, those that read prompts
+    # and generated nothing: decodes paused while prefills ran (vLLM V0 without chunked prefill)
+    prefill_only_share: float | None = None
 
 
 def with_times(records: Sequence[LogRecord]) -> list[LogRecord]:
@@ -313,6 +316,22 @@ def _waiting_share(
     return sum(1 for w in known if w > 0) / len(known) if known else None
 
 
+def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
+    lines = [
+        r.stats
+        for r in stats
+        if r.stats is not None
+        and (r.stats.running or 0) > 0
+        and r.stats.gen_tok_s is not None
+        and r.stats.prompt_tok_s is not None
+        and (r.stats.gen_tok_s > 0 or r.stats.prompt_tok_s > 0)
+    ]
+    if not lines:
+        return None
+    paused = sum(1 for s in lines if s.gen_tok_s == 0 and (s.prompt_tok_s or 0) > 0)
+    return paused / len(lines)
+
+
 def make_timeline(
     records: Sequence[LogRecord],
     window: tuple[float | None, float | None],
@@ -381,4 +400,5 @@ def make_timeline(
         events=summary,
         dated=dated,
         waiting_share=_waiting_share(stats, moments, dated),
+        prefill_only_share=_prefill_only_share(stats),
     )

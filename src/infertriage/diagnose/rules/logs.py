@@ -209,27 +209,31 @@ def preempted(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("memory.kv_below_context", Layer.MEMORY, ("config.max_model_len",))
+@rule("memory.kv_below_context", Layer.MEMORY, ("log.kv_cache_short",))
 def kv_below_context(ev: Evidence, t: Thresholds) -> Finding | None:
-    """The KV cache holds less than one request of the longest context the server allows."""
-    length = ev.get("config.max_model_len") or 0.0
-    tokens = ev.get("config.kv_cache_tokens")
-    said = (ev.get("log.kv_cache_short") or 0.0) >= 1
-    if not said and (tokens is None or length <= 0 or tokens >= length):
+    """The KV cache holds less than one request of the longest context the server allows
+    (the engine said so at start-up, or its stated sizes show it)."""
+    if (ev.get("log.kv_cache_short") or 0.0) < 1:
         return None
-    held = f"{tokens:,.0f} tokens" if tokens is not None else "fewer tokens"
+    length, tokens = ev.get("config.max_model_len"), ev.get("config.kv_cache_tokens")
+    held = (
+        "no KV cache at all"
+        if tokens is None and length is None
+        else (f"{tokens:,.0f} tokens" if tokens is not None else "fewer tokens")
+    )
+    than = "" if length is None else f" — less than one request of max_model_len {length:,.0f}"
     return make_finding(
         "memory.kv_below_context",
         Layer.MEMORY,
         bottleneck=True,
-        severity=1.0 if said else 0.8,
+        severity=1.0,
         explains=0.9,
-        title=f"the KV cache holds {held} — less than one request of max_model_len {length:,.0f}",
+        title=f"the KV cache holds {held}{than}",
         evidence=ev,
         used=(
+            ("log.kv_cache_short", 0.0),
             ("config.kv_cache_tokens", length),
             ("config.max_model_len", None),
-            ("log.kv_cache_short", 0.0),
         ),
         explanation=(
             "After the weights and the activation reserve, the memory left for the KV cache "
@@ -241,7 +245,8 @@ def kv_below_context(ev: Evidence, t: Thresholds) -> Finding | None:
             + current(ev, "config.max_model_len", "{:,.0f}"),
             f"raise `{flag(ev, Knob.MEMORY_FRACTION)}`"
             + current(ev, "config.gpu_memory_utilization")
-            + "; with vLLM, chunked prefill shrinks the activation reserve",
+            + "; check no other process holds the GPU's memory (`nvidia-smi`); with vLLM, "
+            "chunked prefill shrinks the activation reserve",
             "quantise the KV cache (`--kv-cache-dtype fp8`) or add GPUs (tensor parallelism)",
         ),
     )
@@ -273,5 +278,64 @@ def prompt_over_limit(ev: Evidence, t: Thresholds) -> Finding | None:
             f"raise `{flag(ev, Knob.TOKEN_BUDGET)}` to at least the longest prompt"
             + current(ev, "config.max_num_batched_tokens", "{:,.0f}"),
             "enable chunked prefill (`--enable-chunked-prefill`) so long prompts are split",
+        ),
+    )
+
+
+@rule("scheduling.prefill_blocks_decode", Layer.SCHEDULING, ("log.prefill_only_share",))
+def prefill_blocks_decode(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Steps that only prefill while requests run: every running decode pauses meanwhile."""
+    share = ev.get("log.prefill_only_share") or 0.0
+    if share < t.prefill_only_share:
+        return None
+    return make_finding(
+        "scheduling.prefill_blocks_decode",
+        Layer.SCHEDULING,
+        bottleneck=True,
+        severity=severity_above(share, t.prefill_only_share, 0.8),
+        explains=0.8,
+        title=f"in {share:.0%} of the stats lines with requests running, the engine read "
+        "prompts and generated no token",
+        evidence=ev,
+        used=(("log.prefill_only_share", t.prefill_only_share), ("queue.waiting_max", None)),
+        explanation=(
+            "The scheduler runs prefill-only steps while new prompts wait (vLLM V0's default "
+            "scheduler never mixes prefill and decode): the running requests' decode stops "
+            "each time, so their inter-token latency spikes whenever prompts arrive."
+        ),
+        next_steps=(
+            "enable chunked prefill (`--enable-chunked-prefill`; the default in vLLM V1) so "
+            "decodes run first and prompts fill the rest of each step",
+            f"cap a step's prefill: `{flag(ev, Knob.TOKEN_BUDGET)}`"
+            + current(ev, "config.max_num_batched_tokens", "{:,.0f}"),
+        ),
+    )
+
+
+@rule("application.client_aborts", Layer.APPLICATION, ("log.aborted",))
+def client_aborts(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Clients that left before their request finished: their time-out is below the latency."""
+    aborted = ev.get("log.aborted") or 0.0
+    if aborted < t.client_aborts:
+        return None
+    return make_finding(
+        "application.client_aborts",
+        Layer.APPLICATION,
+        bottleneck=True,
+        severity=severity_above(aborted, t.client_aborts, 10 * t.client_aborts),
+        explains=0.6,
+        title=f"{aborted:.0f} requests aborted: the client closed them before they finished",
+        evidence=ev,
+        used=(("log.aborted", t.client_aborts),),
+        explanation=(
+            "The server logs an abort when the client closes the stream early: a client or "
+            "gateway time-out shorter than the requests take under this load, or users who "
+            "gave up. The work done for them is wasted and the client sees failures."
+        ),
+        next_steps=(
+            "raise the client's / gateway's request time-out above the end-to-end latency at "
+            "this load (the longest outputs set it)",
+            "measure the latency the clients see: `infertriage bench --url URL` at the same "
+            "concurrency",
         ),
     )
