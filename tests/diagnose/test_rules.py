@@ -234,7 +234,7 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
     "parallelism.kv_transfer": (
         {"pd__kv_transfer_p95_s": 0.4},
         {"pd__kv_transfer_p95_s": 0.02},
-        "pd.kv_transfer_p95_s",
+        "pd.kv_transfer_failures",
     ),
     "scheduling.engine_stuck": (
         {"log__engine_stuck_s": 240},

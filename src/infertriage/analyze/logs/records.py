@@ -43,13 +43,14 @@ __all__ = [
 ]
 
 FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
-# torch's and the CUDA caching allocator's words, whatever the engine
+# torch's and the CUDA caching allocator's words, whatever the engine (and SGLang's KV pool:
+# "RuntimeError: Decode out of memory. Try to lower your batch size.")
 # and ggml's (llama.cpp: "cudaMalloc failed: out of memory", Vulkan "ErrorOutOfDeviceMemory",
 # "Device memory allocation of size N failed"; ggml-org/llama.cpp#20431, #15256)
 OOM = re.compile(
     r"(CUDA out of memory|OutOfMemoryError|out of memory on device|cudaMalloc failed: out of "
     r"memory|CUDA error: out of memory|ErrorOutOfDeviceMemory|Device memory allocation of size "
-    r"\d+ failed)",
+    r"\d+ failed|(?:Decode|Prefill) out of memory)",
     re.IGNORECASE,
 )
 # torch's distributed watchdog, whatever the engine: "Watchdog caught collective operation
@@ -65,6 +66,13 @@ _COLLECTIVE_MS = re.compile(r"Timeout\(ms\)=(\d+)")
 _DEAD = re.compile(
     r"EngineDeadError|EngineCore encountered an issue|died unexpectedly|"
     r"Scheduler hit an exception|Shard \d+ (?:failed|terminated)|Child process .* died"
+)
+# a KV transfer between prefill and decode instances that failed or timed out, whatever the
+# connector (SGLang/Mooncake "Failed to send kv chunk", "Sync batch data transfer timeout";
+# NIXL / vLLM's KV connectors "KV transfer failed")
+_KV_TRANSFER_FAILED = re.compile(
+    r"(?i)(?:kv ?(?:cache )?transfer (?:failed|timed? ?out)|failed to (?:send|get|receive|"
+    r"transfer) kv|batch data transfer timeout|(?:prefill|decode) transfer failed)"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _STARTS = tuple(f.record_start for f in FORMATS if f.record_start is not None)
@@ -170,8 +178,11 @@ def _read(line: str, at: float | None, formats: Sequence[LogFormat]) -> LogRecor
 
 
 def _generic_events(line: str) -> tuple[LogEvent, ...]:
-    """What torch and the process manager say in any engine's log: collectives, deaths."""
+    """What torch, the process manager and the KV connectors say in any engine's log:
+    collectives, deaths, KV transfers that failed."""
     out: list[LogEvent] = []
+    if ("ransfer" in line or "kv" in line) and _KV_TRANSFER_FAILED.search(line):
+        out.append(LogEvent(EventKind.KV_TRANSFER, {"failed": 1.0}))
     if ("NCCL" in line or "ollective" in line or "nccl" in line) and _COLLECTIVE.search(line):
         ms = _COLLECTIVE_MS.search(line)
         values = {} if ms is None else {"timeout_s": int(ms.group(1)) / 1000.0}

@@ -85,9 +85,10 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         ("log.aborted", events.aborted),
         ("log.prompts_over_limit", events.over_limit),
         ("log.deferred", events.deferred),
-        ("pd.kv_transfer_failures", events.kv_transfer_failures),
     )
     out = [s for name, n in counts if n for s in signal(name, n, "1")]
+    if events.kv_transfers:  # a transfer seen: its failures are counted, zero included
+        out += signal("pd.kv_transfer_failures", events.kv_transfer_failures, "1")
     if events.cache_misses:
         out += signal(
             "log.cache_miss_share", None if share is None else min(1.0, share), "fraction"

@@ -146,9 +146,10 @@ def collective_timeout(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("parallelism.kv_transfer", Layer.PARALLELISM, ("pd.kv_transfer_p95_s",))
+@rule("parallelism.kv_transfer", Layer.PARALLELISM, ("pd.kv_transfer_failures",))
 def kv_transfer(ev: Evidence, t: Thresholds) -> Finding | None:
-    """Prefill/decode disaggregation: moving a request's KV cache takes much of the TTFT."""
+    """Prefill/decode disaggregation: moving a request's KV cache fails, or takes much of the
+    TTFT (its time is known where the connector logs it)."""
     p95 = ev.get("pd.kv_transfer_p95_s") or 0.0
     failed = ev.get("pd.kv_transfer_failures") or 0.0
     budget = t.kv_transfer_share * t.ttft_p95_s
@@ -161,7 +162,11 @@ def kv_transfer(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=True,
         severity=max(severity_above(p95, budget, 4 * budget), 0.8 if failed else 0.0),
         explains=0.8,
-        title=f"KV transfers between prefill and decode take {p95 * 1e3:.0f} ms at p95{failures}",
+        title=(
+            f"KV transfers between prefill and decode take {p95 * 1e3:.0f} ms at p95{failures}"
+            if ev.has("pd.kv_transfer_p95_s")
+            else f"{failed:.0f} KV transfer(s) between prefill and decode failed"
+        ),
         evidence=ev,
         used=(("pd.kv_transfer_p95_s", budget), ("pd.kv_transfer_failures", 0.0)),
         explanation=(

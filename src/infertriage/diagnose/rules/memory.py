@@ -200,7 +200,7 @@ def out_of_memory(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=True,
         severity=1.0,
         explains=1.0,
-        title=f"the server's log shows {errors:.0f} CUDA out-of-memory error(s)",
+        title=f"the server's log shows {errors:.0f} out-of-memory error(s)",
         evidence=ev,
         used=(("log.oom_errors", 0.0),),
         explanation=(
