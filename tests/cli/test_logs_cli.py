@@ -183,3 +183,59 @@ def test_until_past_midnight(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     log.write_text("\n".join(line.format(d=d, t=t) for d, t in stamps) + "\n")
     doc = _json(capsys, str(log), "--since", "23:59", "--until", "00:01")
     assert [row["start"][-8:] for row in doc["timeline"]] == ["23:59:00", "00:00:30"]  # type: ignore[attr-defined]
+
+
+# --- partial input, as operators paste it (lines in vLLM 0.10.1 V1 and SGLang 0.4.6 formats,
+# figures chosen here) ---
+
+_V1_LINE = (
+    "INFO 12-02 14:01:30 [loggers.py:123] Engine 000: Avg prompt throughput: 812.3 tokens/s, "
+    "Avg generation throughput: 95.0 tokens/s, Running: 64 reqs, Waiting: {w} reqs, "
+    "GPU KV cache usage: 99.1%, Prefix cache hit rate: 12.5%"
+)
+_SGL_UNSTAMPED = (
+    "Decode batch. #running-req: 64, #token: 90000, token usage: 0.98, cuda graph: True, "
+    "gen throughput (token/s): 455.10, #queue-req: {w}"
+)
+
+
+def test_one_pasted_line_is_a_reading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = tmp_path / "one.log"
+    one.write_text(_V1_LINE.format(w=41))  # no newline: a single line is read as it is
+    doc = _json(capsys, str(one))
+    assert doc["engine"] == "vllm"
+    # no client measured TTFT: 41 requests waiting on a full cache is itself the symptom
+    assert _primary(doc) == "memory.kv_pressure"
+
+
+def test_lines_without_stamps_are_a_snapshot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "sglang.txt"
+    log.write_text("".join(_SGL_UNSTAMPED.format(w=w) + "\n" for w in (30, 35, 41)))
+    doc = _json(capsys, str(log))
+    assert doc["engine"] == "sglang"
+    assert any("read as a snapshot" in note for note in doc["notes"])  # type: ignore[union-attr]
+    assert _primary(doc) == "memory.kv_pressure"
+
+
+def test_a_cut_last_line_and_foreign_lines_are_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "cut.log"
+    lines = [_V1_LINE.format(w=0), "some other program's line", _V1_LINE.format(w=2)[:150]]
+    log.write_text("\n".join(lines))  # the last line has no newline: cut mid-write
+    doc = _json(capsys, str(log))
+    notes = " ".join(doc["notes"])  # type: ignore[arg-type]
+    assert "its last line has no newline and may be cut: it was left out" in notes
+    assert "1 of 2 lines not recognised" in notes
+    assert doc["timeline"][0]["waiting"] == 0  # type: ignore[index]
+
+
+def test_a_healthy_snapshot_has_no_bottleneck(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "calm.txt"
+    calm = _SGL_UNSTAMPED.replace("token usage: 0.98", "token usage: 0.30")
+    log.write_text("".join(calm.format(w=w) + "\n" for w in (0, 1, 0, 0)))
+    assert _primary(_json(capsys, str(log))) is None

@@ -110,6 +110,9 @@ class LogTimeline:
     # of the stats lines with requests running and both rates said, those that read prompts
     # and generated nothing: decodes paused while prefills ran (vLLM V0 without chunked prefill)
     prefill_only_share: float | None = None
+    # records repeated word for word at the same time (a logger with two handlers): a logging
+    # artefact, never two engines or two events
+    duplicated: int = 0
 
 
 def with_times(records: Sequence[LogRecord]) -> list[LogRecord]:
@@ -332,6 +335,22 @@ def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
     return paused / len(lines)
 
 
+def _duplicated(records: Sequence[LogRecord]) -> int:
+    """Recognised records seen before with the same time and text (undated: the one before)."""
+    seen: set[tuple[float | None, str]] = set()
+    count, previous = 0, ""
+    for record in records:
+        if not record.recognised or len(record.text) < 24:
+            previous = record.text
+            continue
+        key = (record.at, record.text)
+        twice = key in seen if record.at else record.text == previous
+        count += twice
+        seen.add(key)
+        previous = record.text
+    return count
+
+
 def make_timeline(
     records: Sequence[LogRecord],
     window: tuple[float | None, float | None],
@@ -401,4 +420,5 @@ def make_timeline(
         dated=dated,
         waiting_share=_waiting_share(stats, moments, dated),
         prefill_only_share=_prefill_only_share(stats),
+        duplicated=_duplicated(kept),
     )

@@ -53,19 +53,27 @@ def prompt_reprocessed(ev: Evidence, t: Thresholds) -> Finding | None:
 
     llama.cpp with a sliding-window or hybrid model keeps no checkpoint to resume from
     ("forcing full prompt re-processing due to lack of cache data"); every turn of a chat
-    then pays its whole prompt again. A bottleneck when it is most requests' fate."""
+    then pays its whole prompt again. A bottleneck when it is many requests' fate, or when
+    the excerpt holds no request start to compare with (with less confidence)."""
     misses = ev.get("log.cache_misses") or 0.0
     if misses < 1:
         return None
     share = ev.get("log.cache_miss_share")
     tokens = ev.get("log.cache_miss_tokens")
-    of = "" if share is None else f" ({share:.0%} of the requests started)"
+    # an excerpt without the requests around it: the misses are all it shows, said with less
+    # confidence
+    of = (
+        " (no request start in the excerpt to compare with)"
+        if share is None
+        else f" ({share:.0%} of the requests started)"
+    )
+    often = share is None or share >= t.cache_miss_share
     return make_finding(
         "memory.prompt_reprocessed",
         Layer.MEMORY,
-        bottleneck=share is not None and share >= t.cache_miss_share,
-        severity=max(0.3, share or 0.0),
-        explains=0.8 if share is not None and share >= t.cache_miss_share else 0.4,
+        bottleneck=often,
+        severity=max(0.3, share or 0.5),
+        explains=0.5 if share is None else 0.8 if often else 0.4,
         title=f"{misses:.0f} prompt(s) processed again from scratch{of}"
         + (f", {tokens:,.0f} tokens recomputed" if tokens else ""),
         evidence=ev,
