@@ -72,7 +72,9 @@ _DEAD = re.compile(
 # NIXL / vLLM's KV connectors "KV transfer failed")
 _KV_TRANSFER_FAILED = re.compile(
     r"(?i)(?:kv ?(?:cache )?transfer (?:failed|timed? ?out)|failed to (?:send|get|receive|"
-    r"transfer) kv|batch data transfer timeout|(?:prefill|decode) transfer failed)"
+    r"transfer) kv|batch data transfer timeout|(?:prefill|decode) transfer failed|"
+    # Mooncake's transfer engine: "Session::writeBody failed", "Failed to complete transfers"
+    r"Session::\w+ failed|failed to complete transfers)"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _STARTS = tuple(f.record_start for f in FORMATS if f.record_start is not None)
@@ -181,7 +183,9 @@ def _generic_events(line: str) -> tuple[LogEvent, ...]:
     """What torch, the process manager and the KV connectors say in any engine's log:
     collectives, deaths, KV transfers that failed."""
     out: list[LogEvent] = []
-    if ("ransfer" in line or "kv" in line) and _KV_TRANSFER_FAILED.search(line):
+    if ("ransfer" in line or "kv" in line or "Session::" in line) and _KV_TRANSFER_FAILED.search(
+        line
+    ):
         out.append(LogEvent(EventKind.KV_TRANSFER, {"failed": 1.0}))
     if ("NCCL" in line or "ollective" in line or "nccl" in line) and _COLLECTIVE.search(line):
         ms = _COLLECTIVE_MS.search(line)
