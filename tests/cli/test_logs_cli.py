@@ -239,3 +239,71 @@ def test_a_healthy_snapshot_has_no_bottleneck(
     calm = _SGL_UNSTAMPED.replace("token usage: 0.98", "token usage: 0.30")
     log.write_text("".join(calm.format(w=w) + "\n" for w in (0, 1, 0, 0)))
     assert _primary(_json(capsys, str(log))) is None
+
+
+def test_data_parallel_engines_are_kept_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM V1 with --data-parallel-size 2 (0.10 `loggers.py`, one line per engine): engine
+    0 queues while engine 1 idles — summed, the server would look merely busy."""
+    busy = _V1_LINE.replace("GPU KV cache usage: 99.1%", "GPU KV cache usage: 60.0%")
+    idle = (
+        "INFO 12-02 14:01:{s} [loggers.py:123] Engine 001: Avg prompt throughput: 0.0 tokens/s, "
+        "Avg generation throughput: 40.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, "
+        "GPU KV cache usage: 3.0%, Prefix cache hit rate: 0.0%"
+    )
+    lines = [
+        line
+        for s in (30, 40, 50)
+        for line in (busy.replace("14:01:30", f"14:01:{s}").format(w=20), idle.format(s=s))
+    ]
+    log = tmp_path / "dp.log"
+    log.write_text("\n".join(lines) + "\n")
+    doc = _json(capsys, str(log))
+    assert _findings(doc).get("parallelism.dp_rank_imbalance") == "bottleneck"
+    assert _primary(doc) == "parallelism.dp_rank_imbalance"
+
+
+def test_a_kv_use_above_100_percent_is_the_log_being_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "over.txt"
+    over = _SGL_UNSTAMPED.replace("token usage: 0.98", "token usage: 1.37")
+    log.write_text("".join(over.format(w=0) + "\n" for _ in range(3)))
+    doc = _json(capsys, str(log))
+    assert _primary(doc) is None  # never a full cache: the figure cannot be true
+    assert _findings(doc)["evidence.metric_artefact"] == "warning"
+
+
+def test_records_written_twice_are_the_logger_not_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM 0.2.1's logger wrote every record twice (vllm-project/vllm#1494, fixed by #1524);
+    two TP workers' identical lines under their own process prefixes are not duplicates."""
+    log = tmp_path / "twice.log"
+    line = "INFO 10-31 15:40:52 llm_engine.py:207] # GPU blocks: 127960, # CPU blocks: 7281"
+    log.write_text(f"{line}\n{line}\n")
+    doc = _json(capsys, str(log))
+    assert _primary(doc) is None and "evidence.metric_artefact" in _findings(doc)
+    workers = tmp_path / "workers.log"
+    lmcache = (
+        "[2025-07-21 22:01:18,147] LMCache INFO: Retrieved 84 out of 84 out of total 15444 tokens"
+    )
+    workers.write_text(
+        f"(VllmWorker rank=1 pid=3832931) {lmcache}\n(VllmWorker rank=0 pid=3832930) {lmcache}\n"
+    )
+    assert "evidence.metric_artefact" not in _findings(_json(capsys, str(workers)))
+
+
+def test_the_servers_own_metric_errors_are_artefacts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prometheus_client refusing a negative increment (vllm-project/vllm#10430's traceback)."""
+    log = tmp_path / "negative.log"
+    log.write_text(
+        "ERROR 11-15 03:59:17 engine.py:165] ValueError('Error in model execution: Counters can "
+        "only be incremented by non-negative amounts.')\n"
+    )
+    doc = _json(capsys, str(log))
+    assert _primary(doc) is None
+    assert _findings(doc)["evidence.metric_artefact"] == "warning"

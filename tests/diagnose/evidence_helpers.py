@@ -1,7 +1,10 @@
 """`make_evidence(**overrides)`: a healthy run's signals, with some changed or removed.
 
 A keyword is a signal name with `__` for `.` (`kv__usage_max=0.99`); `None`
-removes the signal, so a rule's "evidence missing" case is one keyword.
+removes the signal, so a rule's "evidence missing" case is one keyword. Names no
+rule needs (an artefact's `artefact.negative_gauge:queue.waiting`, a rank's
+`dp.running_by_rank.0`) go in as `**{name: value}`, with unit "1" unless given in
+`UNITS`.
 """
 
 from __future__ import annotations
@@ -67,6 +70,18 @@ HEALTHY: dict[str, float | None] = {
     "queue.waiting_max": 0.0,
     "queue.waiting_slope": 0.0,
     "queue.running_max": 64.0,
+    # one engine: no data-parallel ranks to compare (DP_EVEN has two, evenly loaded)
+    "dp.ranks": 1.0,
+    "dp.imbalance": None,
+    "dp.rank_running_max": None,
+    "dp.busiest_rank": None,
+    "dp.busiest_running": None,
+    "dp.busiest_waiting": None,
+    "dp.busiest_kv_usage": None,
+    "dp.idlest_rank": None,
+    "dp.idlest_running": None,
+    "dp.idlest_waiting": None,
+    "dp.idlest_kv_usage": None,
     # a run without an overload step: the maxima above are the measured level's own
     "queue.measured_waiting_max": None,
     "queue.measured_running_max": None,
@@ -133,12 +148,34 @@ HEALTHY: dict[str, float | None] = {
 }
 
 
+# two data-parallel ranks of 32 running each, nothing waiting: the overrides of a DP server
+DP_EVEN: dict[str, float] = {
+    "dp__ranks": 2.0,
+    "dp__imbalance": 1.0,
+    "dp__rank_running_max": 32.0,
+    "dp__busiest_rank": 0.0,
+    "dp__busiest_running": 32.0,
+    "dp__busiest_waiting": 0.0,
+    "dp__busiest_kv_usage": 0.4,
+    "dp__idlest_rank": 1.0,
+    "dp__idlest_running": 32.0,
+    "dp__idlest_waiting": 0.0,
+    "dp__idlest_kv_usage": 0.4,
+}
+
+UNITS = {"artefact.fraction_above_one:kv.usage": "fraction"}
+
+
+def _unit(name: str) -> str:
+    return SIGNALS[name].unit if name in SIGNALS else UNITS.get(name, "1")
+
+
 def make_evidence(**overrides: float | None) -> Evidence:
     values: dict[str, float | None] = dict(HEALTHY)
     for key, value in overrides.items():
         values[key.replace("__", ".")] = value
     signals = [
-        Signal(name=name, value=value, unit=SIGNALS[name].unit, source="test")
+        Signal(name=name, value=value, unit=_unit(name), source="test")
         for name, value in values.items()
         if value is not None
     ]

@@ -14,7 +14,7 @@ import pytest
 from infertriage.diagnose import RULES, Evidence
 from infertriage.schemas import Status, Thresholds
 
-from .evidence_helpers import make_evidence
+from .evidence_helpers import DP_EVEN, make_evidence
 
 SLOW_ITL = {"client__itl_p95_s": 0.12}
 _NO_TTFT: dict[str, float | None] = {"client__ttft_p95_s": None, "server__ttft_p95_s": None}
@@ -172,6 +172,17 @@ CASES: dict[str, At] = {
         _ev()("trace__rank_skew_fraction"),
         shown="trace.rank_skew_fraction",
     ),
+    "dp_imbalance": At(
+        "parallelism.dp_rank_imbalance",
+        _ev(**{**DP_EVEN, "dp__busiest_running": 40, "dp__idlest_running": 10})("dp__imbalance"),
+        shown="dp.imbalance",
+    ),
+    "dp_busy_batch": At(
+        "parallelism.dp_rank_imbalance",
+        _ev(**{**DP_EVEN, "dp__imbalance": 2.0, "dp__idlest_running": 0})("dp__busiest_running"),
+        kind="bottleneck",
+        shown="dp.busiest_running",
+    ),
     "scaling_of_plan": At(
         "parallelism.scaling_below_plan",
         lambda v: make_evidence(scaling__efficiency=v * 0.9, scaling__plan_efficiency=0.9),
@@ -312,6 +323,8 @@ PINNED: dict[str, float] = {
     "client_aborts": 3.0,
     "queue_symptom_share": 0.5,
     "rank_skew": 0.1,
+    "dp_imbalance": 1.5,
+    "dp_busy_batch": 8.0,
     "recompilations": 1.0,
     "recompilations_full": 8.0,
     "replica_imbalance": 1.5,

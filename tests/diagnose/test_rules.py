@@ -7,7 +7,7 @@ import pytest
 from infertriage.diagnose import RULES, SIGNALS, diagnose_evidence
 from infertriage.schemas import Layer, Status, Thresholds
 
-from .evidence_helpers import HEALTHY, make_evidence
+from .evidence_helpers import DP_EVEN, HEALTHY, make_evidence
 
 SLOW = {"client__ttft_p95_s": 0.9, "client__itl_p95_s": 0.12}
 
@@ -241,6 +241,18 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         {"log__engine_stuck_s": 30},
         "log.engine_stuck_s",
     ),
+    "parallelism.dp_rank_imbalance": (
+        {
+            **DP_EVEN,
+            "dp__imbalance": 1.9,
+            "dp__busiest_running": 64,
+            "dp__busiest_waiting": 30,
+            "dp__idlest_running": 2,
+            "dp__idlest_kv_usage": 0.05,
+        },
+        {**DP_EVEN, "dp__imbalance": 1.2},
+        "dp.ranks",
+    ),
     "application.replica_imbalance": (
         {"fleet__replicas": 4, "fleet__imbalance": 2.5},
         {"fleet__replicas": 4, "fleet__imbalance": 1.2},
@@ -259,11 +271,47 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
 }
 
 
+# rules on the evidence itself (`evidence.*`): they need no signal, run on every evidence, put
+# their finding in the layer of what they judge, and explain nothing of the symptom
+# rule id → (overrides that make it fire, the layer its finding then lands in)
+EVIDENCE_CASES: dict[str, tuple[dict[str, float], Layer]] = {
+    "evidence.metric_artefact": (
+        {"artefact.fraction_above_one:kv.usage": 97.0},
+        Layer.MEMORY,
+    ),
+}
+
+
 def test_every_rule_has_a_case_and_ids_are_unique() -> None:
-    assert set(CASES) == set(RULES)
+    assert set(CASES) | set(EVIDENCE_CASES) == set(RULES)
+    assert not set(CASES) & set(EVIDENCE_CASES)
     for registered in RULES.values():
-        assert registered.id.startswith(registered.layer.value + ".")
+        prefix = "evidence." if registered.id in EVIDENCE_CASES else registered.layer.value + "."
+        assert registered.id.startswith(prefix)
         assert all(name in SIGNALS for name in registered.needs)
+
+
+@pytest.mark.parametrize("rule_id", sorted(EVIDENCE_CASES))
+def test_an_evidence_rule_fires_in_its_layer_and_explains_nothing(rule_id: str) -> None:
+    fire, layer = EVIDENCE_CASES[rule_id]
+    assert RULES[rule_id].needs == ()
+    finding = RULES[rule_id].fn(make_evidence(**fire), Thresholds())
+    assert finding is not None and finding.id == rule_id and finding.layer is layer
+    assert finding.status is Status.WARNING and finding.explains == 0 and finding.score == 0
+    assert finding.next_steps and finding.evidence
+    assert RULES[rule_id].fn(make_evidence(), Thresholds()) is None
+    # ranked in, it is a warning of its layer and never the primary
+    diagnosis = diagnose_evidence(make_evidence(**fire), Thresholds())
+    assert diagnosis.layer(layer).status is Status.WARNING
+    assert diagnosis.primary is None or diagnosis.primary.finding != rule_id
+
+
+def test_a_rule_that_needs_nothing_does_not_make_a_layer_ok() -> None:
+    """Silent, a rule that needs no signal judged nothing: a layer whose other rules all lack
+    their evidence stays unknown."""
+    names = {name for r in RULES.values() if r.layer is Layer.SCHEDULING for name in r.needs}
+    diagnosis = diagnose_evidence(make_evidence(**dict.fromkeys(names)), Thresholds())
+    assert diagnosis.layer(Layer.SCHEDULING).status is Status.UNKNOWN
 
 
 def test_healthy_evidence_covers_every_signal() -> None:

@@ -456,7 +456,11 @@ def _diagnose_run(
 
 
 def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
-    """One scrape: gauges only, at one instant; rules that need load or rates say `unknown`."""
+    """One scrape: gauges only, at one instant; rules that need load or rates say `unknown`.
+
+    The notes say what of the file was not read as given: a cut end left out, copies of one
+    series read once, values that cannot be true set aside (the map's artefact finding).
+    """
     exposition = parse_metrics_text(read_metrics_file(path), str(path))
     detection = detect(exposition)
     adapted = adapt_scrape(exposition, detection)
@@ -464,7 +468,8 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
     signals = metric_signals(samples, Phases(load_start_ts=0.0, load_end_ts=0.0))
     engine = detection.engine.engine if detection.engine else None
     diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
-    return DiagnoseResult(None, diagnosis, str(path))
+    notes = (*exposition.notes, *(note for one in adapted for note in one.scrape_notes))
+    return DiagnoseResult(None, diagnosis, str(path), notes=notes)
 
 
 def diagnose(spec: DiagnoseSpec, *, observer: RunObserver | None = None) -> DiagnoseResult:

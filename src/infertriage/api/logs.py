@@ -172,6 +172,7 @@ def triage_logs(spec: LogsSpec) -> LogTriage:
         timeline=timeline,
         diagnosis=diagnose_evidence(evidence, thresholds),
         notes=tuple(notes),
+        engine=engine,
     )
 
 

@@ -2,9 +2,14 @@
 
 Takes the text of one `/metrics` response (or file) and gives an
 `Exposition`: every sample with its labels, indexed by sample name, and the
-declared type of each family. Text that is not Prometheus exposition (HTML, JSON,
-garbage), empty, or visibly truncated (a histogram cut before its `+Inf`
-bucket or its `_count`) is a `UserError` of one sentence.
+declared type of each family. A dump pasted from an incident is read for what
+it holds: a byte-order mark, indentation and Windows line ends are accepted,
+lines of `...` (what the operator left out) are skipped; a last line cut
+mid-way, and the series of a histogram at the very end cut before its `+Inf`
+bucket or its `_count`, are left out with a note. Text that
+is not Prometheus exposition (HTML, JSON, garbage), empty, or holds a
+histogram cut short before other families (a malformed file, not a cut
+paste) is a `UserError` of one sentence.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from infertriage.schemas import UserError
@@ -76,17 +82,123 @@ def _short(message: str) -> str:
     return message if len(message) <= 80 else message[:77] + "..."
 
 
+_PARSE_ERRORS = (ValueError, TypeError, IndexError, KeyError)
+
+
+def _missing_part(family: str, index: Mapping[str, list[RawSample]]) -> str | None:
+    """What a histogram family lacks that its end holds (None: complete)."""
+    buckets = index.get(f"{family}_bucket")
+    if not buckets:
+        return None
+    if not any(s.label("le") == "+Inf" for s in buckets):
+        return "no +Inf bucket"
+    if f"{family}_count" not in index:
+        return "no _count"
+    return None
+
+
 def _check_histograms(
     source: str, index: Mapping[str, list[RawSample]], types: Mapping[str, str]
 ) -> None:
     for family, kind in types.items():
-        buckets = index.get(f"{family}_bucket")
-        if kind != "histogram" or not buckets:
-            continue
-        if not any(s.label("le") == "+Inf" for s in buckets):
-            raise UserError(f"{source} looks truncated: histogram {family} has no +Inf bucket.")
-        if f"{family}_count" not in index:
-            raise UserError(f"{source} looks truncated: histogram {family} has no _count.")
+        missing = _missing_part(family, index) if kind == "histogram" else None
+        if missing is not None:
+            raise UserError(f"{source} looks truncated: histogram {family} has {missing}.")
+
+
+def _series_key(sample: RawSample) -> Labels:
+    return tuple((k, v) for k, v in sample.labels if k != "le")
+
+
+def _cut_series(family: str, samples: list[RawSample]) -> set[Labels]:
+    """The label sets of a histogram family whose `+Inf` bucket or `_count` is missing."""
+    mine = [s for s in samples if s.name in (f"{family}_bucket", f"{family}_count")]
+    buckets = {_series_key(s) for s in mine if s.name.endswith("_bucket")}
+    closed = {_series_key(s) for s in mine if s.label("le") == "+Inf"}
+    counted = {s.labels for s in mine if s.name.endswith("_count")}
+    return {key for key in buckets if key not in closed or key not in counted}
+
+
+def _drop_cut_histogram(
+    source: str, samples: list[RawSample], types: dict[str, str], trailing: str | None
+) -> tuple[list[RawSample], tuple[str, ...]]:
+    """Leave out the series of the text's last family that a cut left without their end.
+
+    A paste cut at its end stops inside the last family; a histogram there lacks its
+    `+Inf` bucket or `_count` (or one rank's series does). Elsewhere that is malformed.
+    """
+    if trailing is None or types.get(trailing) != "histogram":
+        return samples, ()
+    cut = _cut_series(trailing, samples)
+    if not cut:
+        return samples, ()
+    parts = {f"{trailing}_{part}" for part in ("bucket", "count", "sum", "created")}
+    kept = [s for s in samples if s.name not in parts or _series_key(s) not in cut]
+    if not any(s.name in parts for s in kept):
+        types.pop(trailing)
+        return kept, (
+            f"{source} ends inside histogram {trailing}, cut before its +Inf bucket or "
+            "_count: it was left out.",
+        )
+    return kept, (
+        f"{source} ends inside histogram {trailing}: {len(cut)} of its series were cut before "
+        "their end (no +Inf bucket or _count) and were left out.",
+    )
+
+
+def _last_line(text: str) -> tuple[str, str]:
+    """The text up to its last non-blank line, and that line."""
+    body = text.rstrip()
+    cut = body.rfind("\n")
+    return body[: cut + 1], body[cut + 1 :].strip()
+
+
+_ELISIONS = frozenset({"...", "…", "[...]", "[…]"})  # lines a paste leaves out, marked
+
+
+def _without_elisions(text: str, source: str) -> tuple[str, tuple[str, ...]]:
+    """The text without the lines an operator wrote for what they left out (`...`)."""
+    lines = text.splitlines(keepends=True)
+    kept = [line for line in lines if line.strip() not in _ELISIONS]
+    if len(kept) == len(lines):
+        return text, ()
+    skipped = len(lines) - len(kept)
+    return "".join(kept), (
+        f"{source}: {skipped} line(s) reading '...' (left out when it was pasted) were skipped.",
+    )
+
+
+def _read_families(text: str, source: str) -> tuple[list[Metric], tuple[str, ...]]:
+    """The text's families; a last line that cannot be read (a paste cut mid-line) is
+    left out with a note, so only text with nothing readable before it is refused."""
+    try:
+        return list(text_string_to_metric_families(text)), ()
+    except _PARSE_ERRORS as err:
+        refused = UserError(f"{source} is not valid Prometheus metrics text ({_short(str(err))}).")
+        first: Exception = err
+    head, last = _last_line(text)
+    try:
+        families = list(text_string_to_metric_families(head)) if head.strip() else []
+    except _PARSE_ERRORS:
+        families = []
+    if not any(family.samples for family in families):
+        raise refused from first
+    note = (
+        f"{source} was cut at its end: its last line (`{_short(last)}`) cannot be read and "
+        "was left out."
+    )
+    return families, (note,)
+
+
+def _flatten(families: list[Metric]) -> tuple[list[RawSample], dict[str, str]]:
+    samples: list[RawSample] = []
+    types: dict[str, str] = {}
+    for family in families:
+        types[str(family.name)] = str(family.type)
+        for parsed in family.samples:
+            labels = tuple(sorted((str(k), str(v)) for k, v in parsed.labels.items()))
+            samples.append(RawSample(str(parsed.name), labels, float(parsed.value)))
+    return samples, types
 
 
 def _alias_counters(index: dict[str, list[RawSample]], types: Mapping[str, str]) -> None:
@@ -98,9 +210,13 @@ def _alias_counters(index: dict[str, list[RawSample]], types: Mapping[str, str])
 
 
 def read_metrics_file(path: Path) -> str:
-    """A saved scrape's text; a `UserError` when it cannot be read as text (binary, a folder)."""
+    """A saved scrape's text; a `UserError` when it cannot be read as text (binary, a folder).
+
+    UTF-8, or UTF-16 with its byte-order mark (what Windows PowerShell's `>` writes)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            wide = file.read(2) in (b"\xff\xfe", b"\xfe\xff")
+        return path.read_text(encoding="utf-16" if wide else "utf-8")
     except UnicodeDecodeError as err:
         raise UserError(f"{path} is not a text file of Prometheus metrics.") from err
     except OSError as err:
@@ -108,25 +224,18 @@ def read_metrics_file(path: Path) -> str:
 
 
 def parse_metrics_text(text: str, source: str) -> Exposition:
-    """Parse exposition text; `source` (a URL or a path) names it in errors."""
+    """Parse exposition text; `source` (a URL or a path) names it in errors and notes."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark: a dump saved on Windows
     if not text.strip():
         raise UserError(f"{source} returned no metrics (the text is empty).")
     kind = _what_it_is(text)
     if kind is not None:
         raise UserError(f"{source} returned {kind}.")
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError, KeyError) as err:
-        raise UserError(
-            f"{source} is not valid Prometheus metrics text ({_short(str(err))})."
-        ) from err
-    samples: list[RawSample] = []
-    types: dict[str, str] = {}
-    for family in families:
-        types[str(family.name)] = str(family.type)
-        for parsed in family.samples:
-            labels = tuple(sorted((str(k), str(v)) for k, v in parsed.labels.items()))
-            samples.append(RawSample(str(parsed.name), labels, float(parsed.value)))
+    text, elided = _without_elisions(text, source)
+    families, cut = _read_families(text, source)
+    samples, types = _flatten(families)
+    trailing = next((str(f.name) for f in reversed(families) if f.samples), None)
+    samples, dropped = _drop_cut_histogram(source, samples, types, trailing)
     if not samples:
         raise UserError(f"{source} returned no metrics (only comments).")
     index: dict[str, list[RawSample]] = {}
@@ -134,9 +243,9 @@ def parse_metrics_text(text: str, source: str) -> Exposition:
         index.setdefault(sample.name, []).append(sample)
     _check_histograms(source, index, types)
     _alias_counters(index, types)
-    notes: tuple[str, ...] = ()
-    if not text.endswith("\n"):
-        notes = (f"{source} does not end with a newline, as the format requires: it may be cut.",)
+    notes = (*elided, *cut, *dropped)
+    if not text.endswith(("\n", "\r")) and not (cut or dropped):
+        notes += (f"{source} does not end with a newline, as the format requires: it may be cut.",)
     return Exposition(
         source=source,
         samples=tuple(samples),

@@ -12,7 +12,9 @@ large scrape never delays the load generator sharing the event loop.
 
 In metrics.jsonl a histogram is one sample per bucket (label `le`) plus
 `stat=sum` and `stat=count`; an event is a sample of `server.restart` or
-`server.unreachable` with value 1 and labels `target` and `reason`.
+`server.unreachable` with value 1 and labels `target` and `reason`; a value
+set aside as impossible is a sample of `metric.artefact` holding it, with
+labels `kind`, `metric`, `raw` and `said` (`schemas.artefacts`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from infertriage.collect.http import fetch
 from infertriage.collect.parse import Exposition, Labels, parse_metrics_text
 from infertriage.collect.view import Scrape, ServerEvent
 from infertriage.schemas import VOCABULARY, JsonlWriter, MetricKind, RunClock, Sample, UserError
+from infertriage.schemas.artefacts import ARTEFACT_SAMPLE
 
 __all__ = ["ScrapeTarget", "Scraper", "samples_of"]
 
@@ -76,6 +79,11 @@ def samples_of(t: float, adapted: Sequence[Adapted]) -> list[Sample]:
                 if math.isfinite(value):
                     labels = _label_dict(histogram.labels, stat=stat)
                     out.append(Sample(t, histogram.name, value, labels))
+        for artefact in one.artefacts:
+            labels = {"kind": artefact.kind, "metric": artefact.metric, "raw": artefact.raw}
+            out.append(
+                Sample(t, ARTEFACT_SAMPLE, artefact.value, {**labels, "said": artefact.said})
+            )
     return [s for s in out if math.isfinite(s.value)]
 
 

@@ -327,7 +327,7 @@ def build_view(
     notes: list[str] = [note for s in scrapes[:1] for note in s.notes]
     for adapted in latest.values():
         entries += _entries(flat, adapted, windowed)
-        notes += [n for n in adapted.notes if n not in notes]
+        notes += [n for n in (*adapted.notes, *adapted.scrape_notes) if n not in notes]
     engine = next((a for a in latest.values() if a.engine != "dcgm"), None)
     if not latest:
         notes.append(

@@ -46,6 +46,7 @@ _AT_FINISH = (
     "finished: a longer `--duration` or shorter outputs"
 )
 _CONFIG = "a server that reports its config (vLLM `vllm:cache_config_info`, `/v1/models`)"
+_ONE_RANK = "the server runs one engine: its metrics name no data-parallel ranks"
 
 SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
     {
@@ -84,6 +85,18 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "queue.waiting_max": SignalDef("requests", _METRICS),
         "queue.waiting_slope": SignalDef("requests/s", _METRICS),
         "queue.running_max": SignalDef("requests", _METRICS),
+        # data-parallel ranks, each an engine of its own (vLLM V1 `engine`, SGLang `dp_rank`)
+        "dp.ranks": SignalDef("1", _METRICS),
+        "dp.imbalance": SignalDef("1", _METRICS, _ONE_RANK),
+        "dp.rank_running_max": SignalDef("requests", _METRICS, _ONE_RANK),
+        "dp.busiest_rank": SignalDef("1", _METRICS, _ONE_RANK),
+        "dp.busiest_running": SignalDef("requests", _METRICS, _ONE_RANK),
+        "dp.busiest_waiting": SignalDef("requests", _METRICS, _ONE_RANK),
+        "dp.busiest_kv_usage": SignalDef("fraction", _METRICS, _ONE_RANK),
+        "dp.idlest_rank": SignalDef("1", _METRICS, _ONE_RANK),
+        "dp.idlest_running": SignalDef("requests", _METRICS, _ONE_RANK),
+        "dp.idlest_waiting": SignalDef("requests", _METRICS, _ONE_RANK),
+        "dp.idlest_kv_usage": SignalDef("fraction", _METRICS, _ONE_RANK),
         # the measured level alone (the maxima above include the overload step)
         "queue.measured_waiting_max": SignalDef("requests", _METRICS),
         "queue.measured_running_max": SignalDef("requests", _METRICS),

@@ -26,6 +26,7 @@ from infertriage.schemas import (
     Thresholds,
     Unexplained,
 )
+from infertriage.schemas.artefacts import split_artefact
 
 __all__ = ["CAUSES", "diagnose_evidence", "run_rules", "trace_findings"]
 
@@ -96,9 +97,20 @@ def _not_applicable(layer: Layer, evidence: Evidence) -> bool:
         return drafts == 0 or (drafts is None and not evidence.has("spec.acceptance_rate"))
     if layer is Layer.PARALLELISM:
         tp = evidence.get("config.tensor_parallel")
-        multi_rank = evidence.has("trace.rank_skew_fraction")
+        multi_rank = (
+            evidence.has("trace.rank_skew_fraction") or (evidence.get("dp.ranks") or 0) >= 2
+        )
         return (tp is None or tp <= 1) and not multi_rank
     return False
+
+
+def _set_aside(name: str, evidence: Evidence) -> str | None:
+    """Why a signal is missing when its metric's value could not be true (an artefact)."""
+    for found, signal in evidence.signals.items():
+        metric = (split_artefact(found) or ("", ""))[1]
+        if metric and (name == metric or name.startswith(metric + "_")):
+            return f"the value read ({signal.source}) cannot be true and was set aside"
+    return None
 
 
 def _missing(skipped: Iterable[Rule], evidence: Evidence) -> tuple[str, ...]:
@@ -106,7 +118,8 @@ def _missing(skipped: Iterable[Rule], evidence: Evidence) -> tuple[str, ...]:
     scraped = evidence.has("server.ttft_mean_s") or evidence.has("kv.usage_max")
     for registered in skipped:
         for name in registered.missing(evidence):
-            lines[f"{name}: {SIGNALS[name].hint(scraped)}"] = None
+            hint = _set_aside(name, evidence) or SIGNALS[name].hint(scraped)
+            lines[f"{name}: {hint}"] = None
     return tuple(lines)
 
 
@@ -115,7 +128,8 @@ def _layer_result(
 ) -> LayerResult:
     mine = sorted((f for f in findings if f.layer is layer), key=lambda f: -f.score)
     not_run = [r for r in skipped if r.layer is layer]
-    ran_any = any(r.layer is layer for r in RULES.values() if r not in not_run)
+    # a rule that needs no signal (metric artefacts) ran on nothing of this layer
+    ran_any = any(r.layer is layer and r.needs for r in RULES.values() if r not in not_run)
     if any(f.status is Status.BOTTLENECK for f in mine):
         status = Status.BOTTLENECK
     elif mine:

@@ -12,8 +12,10 @@ take parsed JSON or one log line and give plain values; the HTTP stays in
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -30,9 +32,12 @@ __all__ = [
     "LogFormat",
     "SaidLimit",
     "SpecLine",
+    "StatedValues",
     "StatsLine",
     "as_int",
+    "local_stamp_of_utc",
     "positive",
+    "stated_values",
     "typed_label",
 ]
 
@@ -123,6 +128,10 @@ class EventKind(StrEnum):
     # the client went away before its request finished (vLLM "Aborted request …"): a client
     # time-out or a user who gave up
     ABORTED = "aborted"
+    # the server's own metrics code complaining of a value no state can have: prometheus_client's
+    # "Counters can only be incremented by non-negative amounts" (negative_counter: 1), a
+    # "negative values for kv blocks" warning (negative_gauge: the value)
+    METRIC_ARTEFACT = "metric_artefact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,3 +233,34 @@ def as_int(value: object) -> int | None:
             int(typed) if isinstance(typed, int | float) and not isinstance(typed, bool) else None
         )
     return None
+
+
+# a log reader's table: a pattern and the keys its groups give, in order
+StatedValues = tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]
+
+
+def local_stamp_of_utc(
+    year: int, month: int, day: int, clock: str, offset_s: float = 0.0
+) -> str | None:
+    """A UTC date and `HH:MM:SS` (or one `offset_s` ahead of UTC) as local time,
+    "YYYY-MM-DD HH:MM:SS": the rest of the tool reads stamps as local time."""
+    try:
+        hour, minute, second = (int(part) for part in clock.split(":"))
+        moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+    except ValueError:
+        return None
+    utc_s = (moment - timedelta(seconds=offset_s)).timestamp()
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(utc_s))
+
+
+def stated_values(line: str, table: StatedValues) -> dict[str, float]:
+    """Every key of `table` whose pattern the line has: its groups' numbers, or 1 for a
+    pattern without a group (a line that says a setting is on)."""
+    values: dict[str, float] = {}
+    for pattern, keys in table:
+        found = pattern.search(line)
+        if found is None:
+            continue
+        groups = found.groups() or ("1",)
+        values.update(zip(keys, (float(g) for g in groups), strict=True))
+    return values

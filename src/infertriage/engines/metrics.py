@@ -81,6 +81,12 @@ class MetricTable:
     unsupported: Mapping[str, str] = field(default_factory=dict)  # name → why
     notes: tuple[str, ...] = ()
     products: tuple[Product, ...] = ()
+    # the label that tells data-parallel ranks apart (vLLM V1 `engine`, SGLang `dp_rank`):
+    # each rank's series is its own engine's state, never one rank of a sum
+    rank_label: str = ""
+    # labels that only say which process exported a copy of one value (Prometheus'
+    # multiprocess mode exports a gauge per process with `pid`): equal copies count once
+    copy_labels: tuple[str, ...] = ("pid",)
 
     def __post_init__(self) -> None:
         mapped = {m.name for m in self.mappings}

@@ -79,6 +79,10 @@ SGLANG_METRICS = MetricTable(
         "prefix_cache.queries": "SGLang exports the hit rate (prefix_cache.hit_rate) instead",
     },
     notes=("SGLang's metrics need --enable-metrics on the server.",),
+    # the scheduler's labels: model_name, engine_type, tp_rank, pp_rank, moe_ep_rank and,
+    # with --dp-size, dp_rank; the TP ranks of one DP rank share its scheduler's state
+    rank_label="dp_rank",
+    copy_labels=("pid", "tp_rank", "moe_ep_rank"),
 )
 
 
@@ -116,7 +120,11 @@ _FIELD = re.compile(
 )
 _GRAPH = re.compile(r"cuda graph: (True|False)")
 _DP_RANK = re.compile(r"^\[[^\]]*\bDP(\d+)\b")
-_ISO_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
+# local time, as SGLang's logger writes it; a stamp that names its zone ("…T06:49:51.43Z",
+# "+02:00": TGI, Triton's ISO8601) is another engine's, read by its own adapter
+_ISO_TIME = re.compile(
+    r"^\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?![.,]?\d*(?:Z|[+-]\d\d:?\d\d)\b)"
+)
 _RECORD = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 

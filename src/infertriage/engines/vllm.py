@@ -118,6 +118,8 @@ VLLM_METRICS = MetricTable(
     },
     notes=("vLLM's process_* metrics describe the API-server process, not the engine core.",),
     products=(Product("kv.tokens_total", "kv.blocks_total", "kv.block_size"),),
+    # V1 `PrometheusStatLogger`: labelnames ["model_name", "engine"], one engine per DP rank
+    rank_label="engine",
 )
 
 
@@ -212,7 +214,9 @@ def _read_stats(line: str) -> StatsLine | None:
 
 
 def _read_spec(line: str) -> SpecLine | None:
-    if "SpecDecoding metrics: " not in line:
+    """A `SpecDecoding metrics:` line — or the part of one a paste wrapped onto a line of its
+    own ("…, Avg Draft acceptance rate: 4.4%"): its figures are the line's, whatever its start."""
+    if "SpecDecoding metrics: " not in line and "acceptance rate: " not in line:
         return None
     accepted, drafted = _number(_SPEC_ACCEPTED, line), _number(_SPEC_DRAFTED, line)
     positions = _SPEC_POSITIONS.search(line)
@@ -352,6 +356,8 @@ VLLM = EngineAdapter(
         # any record of vLLM's logger: "INFO 12-02 16:31:45 [loggers.py:123]" / "… llm_engine.py:…"
         recognises=re.compile(
             r"(?:INFO|WARNING|ERROR|DEBUG)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?\w+\.py"
+            # LMCache, its KV offload connector: "[2025-07-21 22:01:18,140] LMCache INFO: …"
+            r"|\] LMCache (?:INFO|DEBUG|WARNING|ERROR):"
         ),
         interval_s=10.0,  # VLLM_LOG_STATS_INTERVAL's default
         expected=(

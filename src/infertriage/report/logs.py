@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.logs import Interval, LogTimeline
+from infertriage.engines import engine_of
 from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
 from infertriage.schemas import Diagnosis, Thresholds
 from infertriage.schemas.text import show_controls
@@ -28,7 +29,15 @@ __all__ = ["LOGS_SCHEMA", "LogTriage", "logs_to_json", "render_logs"]
 
 LOGS_SCHEMA = "infertriage.logs/v1"
 _FULL = Thresholds().kv_full  # a KV cell in red: as full as the memory rule calls full
-_ENGINES = {"vllm": "vLLM (V1)", "vllm-v0": "vLLM (V0)", "sglang": "SGLang"}
+_VERSIONS = {"vllm": "vLLM (V1)", "vllm-v0": "vLLM (V0)"}  # vLLM's two stats-line formats
+
+
+def _engine_title(timeline_engine: str | None, engine: str | None) -> str:
+    """The engine as its adapter titles it (vLLM with its stats lines' version)."""
+    if timeline_engine in _VERSIONS:
+        return _VERSIONS[timeline_engine]
+    adapter = engine_of(engine or timeline_engine)
+    return adapter.title if adapter is not None else "engine not recognised"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,7 @@ class LogTriage:
     timeline: LogTimeline
     diagnosis: Diagnosis
     notes: tuple[str, ...] = ()
+    engine: str | None = None  # the adapter its lines are read by (`engines.ENGINES`)
 
 
 def _clock(unix: float) -> str:
@@ -66,7 +76,7 @@ def logs_to_json(triage: LogTriage) -> dict[str, object]:
     return {
         "schema": LOGS_SCHEMA,
         "files": list(triage.files),
-        "engine": tl.engine,
+        "engine": tl.engine or triage.engine,
         "window": {"start": _clock(tl.start), "end": _clock(tl.end), "start_unix": tl.start,
                    "end_unix": tl.end},
         "interval_s": tl.interval_s,
@@ -137,7 +147,7 @@ def _table(tl: LogTimeline) -> Table:
 def _header(triage: LogTriage) -> Text:
     tl = triage.timeline
     names = ", ".join(triage.files)
-    engine = _ENGINES.get(tl.engine or "", "engine not recognised")
+    engine = _engine_title(tl.engine, triage.engine)
     span = (tl.end - tl.start) / 60
     text = Text()
     text.append(f"Log triage: {show_controls(names)}\n", style="bold")

@@ -133,6 +133,11 @@ class Thresholds:
     min_comm_share: float = 0.10
     # (max − min) / max of the ranks' compute time
     rank_skew: float = 0.10
+    # the busiest data-parallel rank's running + waiting over the mean rank's; a bottleneck
+    # when requests wait there while another rank has room, or when it runs at least
+    # dp_busy_batch requests while another rank runs none (its GPUs idle)
+    dp_imbalance: float = 1.5
+    dp_busy_batch: float = 8.0
     # measured scaling efficiency below this share of the plan's; without a plan, below this
     scaling_of_plan: float = 0.80
     scaling_no_plan: float = 0.70

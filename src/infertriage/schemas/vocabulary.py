@@ -151,6 +151,9 @@ _DEFS: tuple[MetricDef, ...] = (
     # what the collector noticed
     MetricDef("server.restart", "1", _E, _L.APPLICATION, "the server restarted"),
     MetricDef("server.unreachable", "1", _E, _L.APPLICATION, "a scrape failed: refused, timeout"),
+    # a value that cannot be true, set aside (`schemas.artefacts`): the value as read, with
+    # labels `kind`, `metric` (the vocabulary name) and `raw` (the series as exported)
+    MetricDef("metric.artefact", "1", _E, _L.APPLICATION, "an impossible value, set aside"),
 )
 
 VOCABULARY: dict[str, MetricDef] = {definition.name: definition for definition in _DEFS}

@@ -82,6 +82,8 @@ class EventSummary:
     kv_transfer_failures: int = 0
     kv_transfer_s: tuple[float, ...] = ()
     config: dict[str, float] = field(default_factory=dict)
+    # values the server's own metrics code met that no state can have: kind → the worst
+    metric_artefacts: dict[str, float] = field(default_factory=dict)
 
 
 def _merged_requests(events: Iterable[LogEvent]) -> list[dict[str, float]]:
@@ -128,6 +130,10 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
     config: dict[str, float] = {}
     for event in of(EventKind.CONFIG):  # a restart's lines replace the first start's
         config.update({k: v for k, v in event.values.items() if k in _CONFIG_KEYS})
+    artefacts: dict[str, float] = {}
+    for event in of(EventKind.METRIC_ARTEFACT):
+        for key, value in event.values.items():
+            artefacts[key] = min(artefacts.get(key, value), value)  # the most negative
     transfers = of(EventKind.KV_TRANSFER)
     misses = of(EventKind.CACHE_MISS)
     limits = [limit for e in of(EventKind.REJECTED) if (limit := e.get("limit")) is not None]
@@ -149,6 +155,7 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         kv_transfer_failures=sum(1 for e in transfers if (e.get("failed") or 0) > 0),
         kv_transfer_s=tuple(t for e in transfers if (t := e.get("transfer_s")) is not None),
         config=config,
+        metric_artefacts=artefacts,
     )
 
 

@@ -76,6 +76,13 @@ _KV_TRANSFER_FAILED = re.compile(
     # Mooncake's transfer engine: "Session::writeBody failed", "Failed to complete transfers"
     r"Session::\w+ failed|failed to complete transfers)"
 )
+# the server's metrics code meeting a value no state can have (prometheus_client's own error;
+# Dynamo's TensorRT-LLM worker "Received negative values for kv blocks: kv_active_block: -2")
+_NEGATIVE_INC = "Counters can only be incremented by non-negative amounts"
+_NEGATIVE_VALUE = re.compile(r"[Nn]egative values? for [\w ]+?: \w+: (-\d+(?:\.\d+)?)")
+# a process's own prefix before a record ("(VllmWorker rank=1 pid=3832931) [2025-07-21 …]"):
+# part of that record, never a record of its own to split off
+_PROCESS_PREFIX = re.compile(r"\s*\([^()]*\)\s*")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _STARTS = tuple(f.record_start for f in FORMATS if f.record_start is not None)
 _HALF_YEAR_S = 183 * 86400.0
@@ -119,7 +126,14 @@ def clean_lines(text: str) -> list[str]:
     """The log's records: colour dropped, glued records split, blank lines left out."""
     out: list[str] = []
     for line in _ANSI.sub("", text).splitlines():
-        cuts = sorted({m.start() for p in _STARTS for m in p.finditer(line) if m.start() > 0})
+        cuts = sorted(
+            {
+                m.start()
+                for p in _STARTS
+                for m in p.finditer(line)
+                if m.start() > 0 and not _PROCESS_PREFIX.fullmatch(line[: m.start()])
+            }
+        )
         bounds = [0, *cuts, len(line)]
         pieces = (line[a:b].strip() for a, b in itertools.pairwise(bounds))
         out.extend(piece for piece in pieces if piece)
@@ -183,6 +197,12 @@ def _generic_events(line: str) -> tuple[LogEvent, ...]:
     """What torch, the process manager and the KV connectors say in any engine's log:
     collectives, deaths, KV transfers that failed."""
     out: list[LogEvent] = []
+    if _NEGATIVE_INC in line:
+        out.append(LogEvent(EventKind.METRIC_ARTEFACT, {"negative_counter": 1.0}))
+    if "egative value" in line and (negative := _NEGATIVE_VALUE.search(line)):
+        out.append(
+            LogEvent(EventKind.METRIC_ARTEFACT, {"negative_gauge": float(negative.group(1))})
+        )
     if ("ransfer" in line or "kv" in line or "Session::" in line) and _KV_TRANSFER_FAILED.search(
         line
     ):

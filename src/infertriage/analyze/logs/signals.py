@@ -11,12 +11,21 @@ cache's hit rate and the speculative-decoding figures.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from infertriage.analyze.logs.events import EventSummary
 from infertriage.analyze.logs.timeline import LogTimeline
+from infertriage.analyze.signals.ranks import rank_signals
 from infertriage.analyze.stats.distribution import describe
-from infertriage.schemas import Signal
+from infertriage.schemas import Sample, Signal
+from infertriage.schemas.artefacts import (
+    DUPLICATED_LINES,
+    FRACTION_ABOVE_ONE,
+    NEGATIVE_COUNTER,
+    NEGATIVE_GAUGE,
+    artefact_name,
+)
 
 __all__ = ["timeline_signals"]
 
@@ -42,6 +51,44 @@ def _build_up(rows: Sequence[_Row]) -> float | None:
         return None
     peak = max(range(first, len(waiting)), key=lambda i: waiting[i][1])
     return _slope(waiting[max(0, first - 1) : peak + 1])
+
+
+def _impossible_kind(kv: float | None) -> str | None:
+    if kv is None or 0.0 <= kv <= 1.0:
+        return None
+    return FRACTION_ABOVE_ONE if kv > 1.0 else NEGATIVE_GAUGE
+
+
+def _possible(rows: Sequence[_Row]) -> tuple[list[_Row], list[Signal]]:
+    """The rows with a KV use no cache can have (below 0, above 100 %) set aside, and an
+    artefact signal for each kind found (the most impossible value): the log is wrong there."""
+    kept: list[_Row] = []
+    worst: dict[str, float] = {}
+    for at, running, waiting, kv in rows:
+        kind = _impossible_kind(kv)
+        if kind is not None and kv is not None:
+            worst[kind] = max(worst.get(kind, kv), kv, key=abs)
+        kept.append((at, running, waiting, None if kind else kv))
+    return kept, [
+        Signal(artefact_name(kind, "kv.usage"), value, "fraction", "log: a stats line's KV use")
+        for kind, value in sorted(worst.items())
+    ]
+
+
+def _log_artefacts(timeline: LogTimeline) -> list[Signal]:
+    """Records written twice; what the server's own metrics code said could not be."""
+    said = timeline.events.metric_artefacts
+    found = [
+        (DUPLICATED_LINES, float(timeline.duplicated), "1", "log: records repeated verbatim"),
+        (NEGATIVE_COUNTER, said.get("negative_counter"), "1",
+         "log: 'Counters can only be incremented by non-negative amounts'"),
+        (NEGATIVE_GAUGE, said.get("negative_gauge"), "1", "log: a negative value reported"),
+    ]  # fmt: skip
+    return [
+        Signal(artefact_name(kind), value, unit, source)
+        for kind, value, unit, source in found
+        if value  # no duplicate, no complaint: no signal
+    ]
 
 
 def _kv_when_waiting(rows: Sequence[_Row]) -> float | None:
@@ -108,13 +155,27 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
     return out + _request_signals(events, signal)
 
 
+def _rank_signals(timeline: LogTimeline) -> list[Signal]:
+    """The data-parallel engines apart (`dp.*`), by the same figures as a scrape's ranks."""
+    samples = [
+        Sample(at, name, value, {"dp_rank": str(rank)})
+        for at, rank, running, waiting, kv in timeline.rank_stats
+        for name, value in (("queue.running", running), ("queue.waiting", waiting),
+                            ("kv.usage", kv))
+        if value is not None
+    ]  # fmt: skip
+    found = rank_signals(samples, timeline.start, timeline.end) if samples else []
+    window = (0.0, timeline.end - timeline.start)
+    return [dataclasses.replace(s, source="log", window=window) for s in found]
+
+
 def timeline_signals(timeline: LogTimeline) -> list[Signal]:
     window = (0.0, timeline.end - timeline.start)
 
     def signal(name: str, value: float | None, unit: str) -> list[Signal]:
         return [] if value is None else [Signal(name, float(value), unit, "log", window)]
 
-    rows = timeline.stats
+    rows, impossible = _possible(timeline.stats)
     kv = [r[3] for r in rows if r[3] is not None]
     out = [
         *signal("log.oom_errors", timeline.oom_errors, "1"),
@@ -134,7 +195,9 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
     if (timeline.throughput_known and timeline.dated) or timeline.stalls:
         longest = max((s.duration_s for s in timeline.stalls), default=0.0)
         out += signal("log.engine_stuck_s", longest, "s")
+    out += impossible + _log_artefacts(timeline)
     out += _event_signals(timeline.events, signal)
+    out += _rank_signals(timeline)
     if timeline.recompilations:  # TORCH_LOGS=recompiles may be off: no line is no zero
         out += signal("trace.recompilations", timeline.recompilations, "1")
     spec = timeline.spec

@@ -113,6 +113,9 @@ class LogTimeline:
     # records repeated word for word at the same time (a logger with two handlers): a logging
     # artefact, never two engines or two events
     duplicated: int = 0
+    # each data-parallel engine's own lines (vLLM `Engine 001:`, SGLang `DP1`): at, rank,
+    # running, waiting, KV use — the ranks apart, as the summed `stats` cannot show them
+    rank_stats: tuple[tuple[float, int, float | None, float | None, float | None], ...] = ()
 
 
 def with_times(records: Sequence[LogRecord]) -> list[LogRecord]:
@@ -421,4 +424,9 @@ def make_timeline(
         waiting_share=_waiting_share(stats, moments, dated),
         prefill_only_share=_prefill_only_share(stats),
         duplicated=_duplicated(kept),
+        rank_stats=tuple(
+            (r.at or 0.0, r.stats.engine_index, r.stats.running, r.stats.waiting, r.stats.kv_usage)
+            for r in stats
+            if r.stats is not None and r.stats.engine_index is not None
+        ),
     )

@@ -10,6 +10,13 @@ rates, restarts, GPU activity averaged over the load window, the busiest
 front-end and engine threads, and how contended the host's CPU was (busy
 share, runnable threads per core, the server's wait for a CPU, the load
 client's own CPU, whether the server shares the client's host).
+
+A server of several data-parallel ranks exports one series per rank: its queue
+depths are their sum at each scrape (the server's), its counters grow by the
+sum of each series' growth, its KV usage peaks at the fullest rank's, and the
+ranks themselves are read apart (`ranks`). A value set aside as impossible
+(`schemas.artefacts`) becomes its artefact signal, as does a hit or acceptance
+rate above 1, which is then not given.
 """
 
 from __future__ import annotations
@@ -27,11 +34,21 @@ from infertriage.analyze.signals.prom import (
     histogram_increase,
     histogram_quantile,
 )
-from infertriage.schemas import Sample, Signal
+from infertriage.analyze.signals.ranks import rank_signals
+from infertriage.schemas import VOCABULARY, Sample, Signal
+from infertriage.schemas.artefacts import (
+    ARTEFACT_KINDS,
+    ARTEFACT_SAMPLE,
+    FRACTION_ABOVE_ONE,
+    artefact_name,
+    artefact_unit,
+    split_artefact,
+)
 
 __all__ = ["Phases", "metric_signals"]
 
 _Points = list[tuple[float, float]]
+_Key = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +67,8 @@ class _Series:
 
     def __init__(self, samples: Iterable[Sample]) -> None:
         self.points: dict[str, _Points] = defaultdict(list)
+        self.series: dict[str, dict[_Key, _Points]] = defaultdict(lambda: defaultdict(list))
+        self.artefacts: list[Sample] = []
         self.hist: dict[str, dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
         self.per_pos: dict[str, _Points] = defaultdict(list)
         self.threads: dict[tuple[str, str], _Points] = defaultdict(list)
@@ -66,11 +85,25 @@ class _Series:
         elif s.name == "proc.cpu_thread":
             key = f"{labels.get('pid', '')}:{labels.get('tid', '')}"
             self.threads[(_role(labels), key)].append((s.t, s.value))
+        elif s.name == ARTEFACT_SAMPLE:
+            self.artefacts.append(s)
         else:
             self.points[s.name].append((s.t, s.value))
+            self.series[s.name][tuple(sorted(labels.items()))].append((s.t, s.value))
 
     def within(self, name: str, start: float, end: float) -> _Points:
+        """Every series' points of a name in [start, end], together."""
         return [(t, v) for t, v in self.points.get(name, []) if start <= t <= end]
+
+    def total(self, name: str, start: float, end: float) -> _Points:
+        """The sum of a name's series at each time in [start, end]: the server's queue when
+        each data-parallel rank exports its own."""
+        sums: dict[float, float] = defaultdict(float)
+        for points in self.series.get(name, {}).values():
+            for t, v in points:
+                if start <= t <= end:
+                    sums[t] += v
+        return sorted(sums.items())
 
 
 def _signal(name: str, value: float | None, unit: str, window: tuple[float, float]) -> list[Signal]:
@@ -80,8 +113,13 @@ def _signal(name: str, value: float | None, unit: str, window: tuple[float, floa
 
 
 def _increase(series: _Series, name: str, start: float, end: float) -> float | None:
-    found = counter_increase(series.within(name, start - 1e-9, end + 1e-9))
-    return None if found is None else found.increase
+    """The growth of a counter over [start, end], each series (rank, process) on its own."""
+    grown = [
+        counter_increase([(t, v) for t, v in points if start - 1e-9 <= t <= end + 1e-9])
+        for points in series.series.get(name, {}).values()
+    ]
+    found = [g.increase for g in grown if g is not None]
+    return sum(found) if found else None
 
 
 def _window(
@@ -169,18 +207,18 @@ def _server(series: _Series, phases: Phases) -> list[Signal]:
     # Memory and queues are read up to the end of the overload step, their peak.
     end = max(end, phases.overload_end_ts or end)
     span = (start, end)
-    waiting = series.within("queue.waiting", start, end)
-    kv = series.within("kv.usage", start, end)
+    waiting = series.total("queue.waiting", start, end)
+    kv = series.within("kv.usage", start, end)  # the fullest rank's is the peak
     out += _signal(
         "queue.waiting_max", max((v for _, v in waiting), default=None), "requests", span
     )
-    running = series.within("queue.running", start, end)
+    running = series.total("queue.running", start, end)
     out += _signal(
         "queue.running_max", max((v for _, v in running), default=None), "requests", span
     )
     if phases.overload_start_ts is not None and phases.overload_end_ts is not None:
         over = (phases.overload_start_ts, phases.overload_end_ts)
-        overload = series.within("queue.waiting", *over)
+        overload = series.total("queue.waiting", *over)
         out += _signal("queue.waiting_slope", _slope(overload), "requests/s", over)
     out += _signal("kv.usage_max", max((v for _, v in kv), default=None), "fraction", span)
     out += _signal(
@@ -195,7 +233,7 @@ def _drain(series: _Series, phases: Phases) -> list[Signal]:
         return []
     begin = phases.overload_end_ts or phases.load_end_ts
     after = series.within("kv.usage", begin, phases.drain_end_ts)
-    running = series.within("queue.running", begin, phases.drain_end_ts)
+    running = series.total("queue.running", begin, phases.drain_end_ts)
     if not after or (running and running[-1][1] > 0):
         return []  # still busy at the end of the drain: no idle reading
     span = (begin, phases.drain_end_ts)
@@ -209,12 +247,12 @@ def _ratios(series: _Series, phases: Phases) -> list[Signal]:
     queries = _increase(series, "prefix_cache.queries", start, end)
     hits = _increase(series, "prefix_cache.hits", start, end)
     if queries and hits is not None:
-        out += _signal("prefix_cache.hit_rate", hits / queries, "fraction", span)
+        out += _fraction("prefix_cache.hit_rate", hits, queries, span)
     drafted = _increase(series, "spec.draft_tokens", start, end)
     accepted = _increase(series, "spec.accepted_tokens", start, end)
     drafts = _increase(series, "spec.drafts", start, end)
     if drafted and accepted is not None:
-        out += _signal("spec.acceptance_rate", accepted / drafted, "fraction", span)
+        out += _fraction("spec.acceptance_rate", accepted, drafted, span)
     if drafts and accepted is not None:
         out += _signal("spec.mean_accepted_tokens", accepted / drafts, "tokens", span)
     per_pos = {
@@ -226,6 +264,35 @@ def _ratios(series: _Series, phases: Phases) -> list[Signal]:
         out += _signal("spec.acceptance_decay", grown[-1] / grown[0], "fraction", span)
     restarts = series.points.get("server.restart", [])
     out += _signal("server.restarts", float(len(restarts)), "1", span)
+    return out
+
+
+def _fraction(name: str, part: float, whole: float, span: tuple[float, float]) -> list[Signal]:
+    """`part / whole`; above 1 (more hits than lookups) it cannot be true: its artefact."""
+    value = part / whole
+    if value <= 1 + 1e-9:
+        return _signal(name, value, "fraction", span)
+    source = f"{name} reads {part:g} / {whole:g} (counters' growth over the load)"
+    kind = artefact_name(FRACTION_ABOVE_ONE, name)
+    return [Signal(name=kind, value=value, unit="fraction", source=source, window=span)]
+
+
+def _artefacts(series: _Series) -> list[Signal]:
+    """One signal per kind of impossible value and metric: the worst reading, and how many."""
+    groups: dict[str, list[Sample]] = defaultdict(list)
+    for s in series.artefacts:
+        if s.labels.get("kind") in ARTEFACT_KINDS:  # a kind this build knows
+            groups[artefact_name(s.labels["kind"], s.labels.get("metric", ""))].append(s)
+    out = []
+    for name, found in groups.items():
+        worst = max(found, key=lambda s: abs(s.value))
+        more = len({s.labels.get("raw") for s in found}) - 1
+        source = f"{worst.labels.get('raw', '')} reads {worst.labels.get('said', '')}"
+        source += f" (and {more} more series)" if more else ""
+        kind, metric = split_artefact(name) or ("", "")
+        unit = artefact_unit(kind, VOCABULARY[metric].unit if metric in VOCABULARY else "1")
+        times = [s.t for s in found]
+        out.append(Signal(name, worst.value, unit, source, (min(times), max(times))))
     return out
 
 
@@ -323,11 +390,14 @@ def _host(series: _Series, phases: Phases) -> list[Signal]:
 
 def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
     series = _Series(samples)
+    end = max(phases.load_end_ts, phases.overload_end_ts or phases.load_end_ts)
     return [
         *_server(series, phases),
+        *rank_signals(samples, phases.load_start_ts, end),
         *_drain(series, phases),
         *_ratios(series, phases),
         *_gpu(series, phases),
         *_threads(series, phases),
         *_host(series, phases),
+        *_artefacts(series),
     ]

@@ -7,7 +7,9 @@ engine has no such metric. `adapt` applies it to an `Exposition` and gives norma
 scalars and histograms (raw name kept in the `raw` label) and a status for
 every name of the adapter's domain: `present`, `absent` (the engine can
 export it, this scrape does not) or `unsupported` (the engine has no such
-metric).
+metric). What it maps is screened (`screen`): copies of one series read once,
+data-parallel ranks labelled `dp_rank`, and values that cannot be true set
+aside as artefacts, with notes on both.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from infertriage.collect.adapters.screen import Artefact, screen
 from infertriage.collect.parse import Exposition, Labels, RawSample
 from infertriage.engines.metrics import (
     ENGINE_DOMAIN,
@@ -32,6 +35,7 @@ __all__ = [
     "ENGINE_DOMAIN",
     "Adapted",
     "Adapter",
+    "Artefact",
     "Availability",
     "MetricMap",
     "MetricStatus",
@@ -81,7 +85,11 @@ class MetricStatus:
 
 @dataclass(frozen=True)
 class Adapted:
-    """What one adapter made of one scrape."""
+    """What one adapter made of one scrape.
+
+    `notes` are the adapter's own caveats; `scrape_notes` say what this scrape held
+    (copies read once, values set aside), and `artefacts` are the values set aside.
+    """
 
     engine: str
     title: str
@@ -89,6 +97,8 @@ class Adapted:
     histograms: tuple[NormHistogram, ...]
     statuses: tuple[MetricStatus, ...]
     notes: tuple[str, ...]
+    artefacts: tuple[Artefact, ...] = ()
+    scrape_notes: tuple[str, ...] = ()
 
     def status(self, name: str) -> MetricStatus | None:
         return next((s for s in self.statuses if s.name == name), None)
@@ -139,20 +149,20 @@ def _le(text: str | None, scale: float) -> float:
 
 
 def _histograms(exposition: Exposition, name: str, source: Source) -> list[NormHistogram]:
-    groups: dict[Labels, list[tuple[float, float]]] = {}
+    groups: dict[Labels, dict[float, float]] = {}  # a bucket repeated verbatim counts once
     for sample in exposition.get(f"{source.raw}_bucket"):
         if _matches(sample, source.where):
             key = tuple((k, v) for k, v in sample.labels if k != "le")
-            groups.setdefault(key, []).append((_le(sample.label("le"), source.scale), sample.value))
+            groups.setdefault(key, {})[_le(sample.label("le"), source.scale)] = sample.value
     sums = {s.labels: s.value for s in exposition.get(f"{source.raw}_sum")}
     counts = {s.labels: s.value for s in exposition.get(f"{source.raw}_count")}
     out = []
     for key, buckets in groups.items():
-        count = counts.get(key, max(c for _, c in buckets))
+        count = counts.get(key, max(buckets.values()))
         total = sums.get(key, math.nan) * source.scale
         out.append(
             NormHistogram(
-                name, _with_raw(key, source.display), tuple(sorted(buckets)), total, count
+                name, _with_raw(key, source.display), tuple(sorted(buckets.items())), total, count
             )
         )
     return out
@@ -223,7 +233,29 @@ def adapt(exposition: Exposition, adapter: Adapter) -> Adapted:
     for name in sorted(adapter.domain - statuses.keys()):
         why = adapter.unsupported.get(name, f"{adapter.title} exports no such metric")
         statuses[name] = MetricStatus(name, Availability.UNSUPPORTED, adapter.engine, None, why)
+    screened = screen(scalars, histograms, adapter)
+    for artefact in screened.artefacts:
+        _set_aside(statuses, artefact)
     ordered = tuple(statuses[name] for name in VOCABULARY if name in statuses)
     return Adapted(
-        adapter.engine, adapter.title, tuple(scalars), tuple(histograms), ordered, adapter.notes
+        adapter.engine,
+        adapter.title,
+        screened.scalars,
+        screened.histograms,
+        ordered,
+        adapter.notes,
+        screened.artefacts,
+        screened.notes,
+    )
+
+
+def _set_aside(statuses: dict[str, MetricStatus], artefact: Artefact) -> None:
+    """The status of a metric one of whose values was set aside says so."""
+    status = statuses.get(artefact.metric)
+    if status is None:
+        return
+    said = f"{artefact.raw} = {artefact.said} cannot be true: set aside"
+    note = "; ".join(part for part in (status.note, said) if part)
+    statuses[artefact.metric] = MetricStatus(
+        status.name, status.status, status.source, status.raw_name, note
     )

@@ -2,6 +2,7 @@
 
 from infertriage.diagnose.rules import (
     application,
+    artefacts,
     hardware,
     kernel,
     logs,
@@ -13,6 +14,7 @@ from infertriage.diagnose.rules import (
 
 __all__ = [
     "application",
+    "artefacts",
     "hardware",
     "kernel",
     "logs",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
+from infertriage.diagnose.rules.parallelism import engine_running
 from infertriage.diagnose.symptom import flag, itl_missed, itl_near, slo_missed
 from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
@@ -44,7 +45,7 @@ def busy_not_computing(ev: Evidence, t: Thresholds) -> Finding | None:
 def hbm_bandwidth_bound(ev: Evidence, t: Thresholds) -> Finding | None:
     """Decode at the HBM roofline: a bottleneck when ITL misses its SLO, else a warning (the
     bandwidth is the ceiling more load will meet)."""
-    dram, batch = ev.get("gpu.dram_active_mean") or 0.0, ev.get("queue.running_max") or 0.0
+    dram, batch = ev.get("gpu.dram_active_mean") or 0.0, engine_running(ev)  # one engine's
     util = ev.get("gpu.util_mean")
     if util:  # HBM activity while kernels run: idle time between requests is not headroom
         dram = min(1.0, dram / util)

@@ -1,6 +1,9 @@
-"""diagnose, level 3: parallelism-layer rules — communication share, overlap, TP over PCIe, skew."""
+"""diagnose, level 3: parallelism-layer rules — communication share, overlap, TP over PCIe,
+skew, and data-parallel ranks that carry uneven load."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
@@ -143,5 +146,120 @@ def scaling_below_plan(ev: Evidence, t: Thresholds) -> Finding | None:
             "profile both sizes (`--profile 5`) and compare the all-reduce share",
             "when the model fits fewer GPUs, run replicas instead: "
             "`infertriage plan --model … --gpu … --what-if tp=1,2,4`",
+        ),
+    )
+
+
+class _Rank(NamedTuple):
+    """One data-parallel rank's figures over the window: which, running, waiting, KV used."""
+
+    rank: float
+    running: float
+    waiting: float
+    kv_usage: float | None
+
+    def said(self) -> str:
+        kv = "" if self.kv_usage is None else f", KV {self.kv_usage:.0%} used"
+        return f"{self.running:.0f} running, {self.waiting:.0f} waiting{kv}"
+
+
+def _rank(ev: Evidence, which: str) -> _Rank:
+    return _Rank(
+        ev.get(f"dp.{which}_rank") or 0.0,
+        ev.get(f"dp.{which}_running") or 0.0,
+        ev.get(f"dp.{which}_waiting") or 0.0,
+        ev.get(f"dp.{which}_kv_usage"),
+    )
+
+
+def _per_rank(ev: Evidence) -> tuple[str, ...]:
+    """The per-rank signals present (`dp.running_by_rank.0`…), in rank order."""
+    names = [n for n in ev.signals if n.startswith(("dp.running_by_rank.", "dp.waiting_by_rank."))]
+    names += [n for n in ev.signals if n.startswith("dp.kv_usage_by_rank.")]
+    return tuple(sorted(names, key=lambda n: (n.rsplit(".", 1)[1].zfill(6), n)))
+
+
+def _ranks_text(ev: Evidence) -> str:
+    """`rank 0: 64 running, 30 waiting, KV 97 % used; rank 1: …` from the per-rank signals."""
+    found: dict[str, dict[str, float]] = {}
+    for name in _per_rank(ev):
+        figure, rank = name.removeprefix("dp.").split("_by_rank.")
+        found.setdefault(rank, {})[figure] = ev.get(name) or 0.0
+    return "; ".join(
+        f"rank {rank}: "
+        + _Rank(0.0, f.get("running", 0.0), f.get("waiting", 0.0), f.get("kv_usage")).said()
+        for rank, f in found.items()
+    )
+
+
+def engine_running(ev: Evidence) -> float:
+    """The running requests to hold against one engine's seats (`max_num_seqs` is per
+    engine): with data-parallel ranks, the most one rank ran; else the server's."""
+    if (ev.get("dp.ranks") or 1.0) >= 2 and ev.has("dp.rank_running_max"):
+        return ev.get("dp.rank_running_max") or 0.0
+    return ev.get("queue.running_max") or 0.0
+
+
+@rule("parallelism.dp_rank_imbalance", _L, ("dp.ranks",))
+def dp_rank_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
+    """One data-parallel rank carries far more than the mean rank (running + waiting).
+
+    A bottleneck when requests wait on the busiest rank while another has room (fewer
+    running, or its KV cache not full, and nothing waiting), or when the busiest runs a
+    real batch (`dp_busy_batch`) while another rank runs nothing: the server's total
+    looks healthy while one engine queues or carries the load of several. Milder
+    imbalance is a warning.
+    """
+    ranks, ratio = ev.get("dp.ranks") or 1.0, ev.get("dp.imbalance") or 1.0
+    if ranks < 2 or ratio < t.dp_imbalance:
+        return None
+    busy, idle = _rank(ev, "busiest"), _rank(ev, "idlest")
+    kv_room = idle.kv_usage is not None and idle.kv_usage < t.kv_full
+    stranded = busy.waiting >= 1 and idle.waiting < 1 and (idle.running < busy.running or kv_room)
+    idle_gpus = idle.running + idle.waiting <= 0 and busy.running >= t.dp_busy_batch
+    where = f"rank {busy.rank:.0f} ({busy.said()}) against rank {idle.rank:.0f} ({idle.said()})"
+    if stranded:
+        title = (
+            f"{busy.waiting:.0f} requests wait on data-parallel rank {busy.rank:.0f} while "
+            f"rank {idle.rank:.0f} has room: {where}"
+        )
+    elif idle_gpus:
+        title = f"one data-parallel rank does the work while another idles: {where}"
+    else:
+        title = f"data-parallel ranks carry uneven load: {where}"
+    return make_finding(
+        "parallelism.dp_rank_imbalance",
+        _L,
+        bottleneck=stranded or idle_gpus,
+        severity=severity_above(ratio, t.dp_imbalance, ranks),
+        explains=min(1.0, (ratio - 1.0) / (ranks - 1.0)),
+        title=title + f" ({ranks:.0f} ranks, {ratio:.1f}× the mean)",
+        evidence=ev,
+        used=(
+            ("dp.imbalance", t.dp_imbalance),
+            ("dp.ranks", None),
+            ("dp.busiest_waiting", 0.0),
+            ("dp.busiest_running", t.dp_busy_batch),
+            ("dp.idlest_waiting", None),
+            ("dp.idlest_kv_usage", t.kv_full),
+            *((name, None) for name in _per_rank(ev)),
+        ),
+        explanation=(
+            "Each data-parallel rank is a whole engine with its own queue and KV cache; "
+            "requests sent to one rank wait there whatever room the others have, and the "
+            f"server's totals hide it. Per rank: {_ranks_text(ev)}."
+        ),
+        next_steps=(
+            "find what sends the busy rank more: vLLM's own front end picks the engine with "
+            "the least `waiting × 4 + running` per request, so a rank that queues alone is fed "
+            "from outside it (a load balancer per rank with `--data-parallel-external-lb` or "
+            "`--data-parallel-hybrid-lb`, or requests that name their `data_parallel_rank`); "
+            "SGLang routes by `--load-balance-method` (`shortest_queue` rather than "
+            "`round_robin`)",
+            "balance an external router on each rank's queue (`vllm:num_requests_waiting` by "
+            "`engine`, `sglang:num_queue_reqs` by `dp_rank`), not round-robin over "
+            "connections: HTTP keep-alive and session affinity pin clients to one rank",
+            "read the ranks under load: `infertriage diagnose --url URL` keeps each rank's "
+            "queue apart",
         ),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
 from infertriage.diagnose.rules.memory import kv_blocks_short
+from infertriage.diagnose.rules.parallelism import engine_running
 from infertriage.diagnose.symptom import current, engine_flag, flag, slo_missed, ttft_missed
 from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
@@ -27,7 +28,8 @@ def queue_dominates_ttft(ev: Evidence, t: Thresholds) -> Finding | None:
     """
     ttft = ev.get("server.ttft_mean_s") or 0.0
     usage = ev.get("kv.usage_max") or 0.0
-    waiting, running = ev.get("queue.waiting_max") or 0.0, ev.get("queue.running_max") or 0.0
+    # seats are per engine: with data-parallel ranks, the most one rank ran fills them
+    waiting, running = ev.get("queue.waiting_max") or 0.0, engine_running(ev)
     seats = ev.get("config.max_num_seqs")
     queue = ev.get("server.queue_time_mean_s")
     share = queue / ttft if queue is not None and ttft > 0 else 0.0
@@ -128,7 +130,7 @@ def prefill_token_budget(ev: Evidence, t: Thresholds) -> Finding | None:
     prefill_share, steps = prefill / ttft, prompt / budget if budget > 0 else 0.0
     # With seats free the wait to be scheduled is a wait for the budget too (a running
     # prefill's chunks take it); with every seat taken it is the seats' (queue_dominates_ttft).
-    seats, running = ev.get("config.max_num_seqs"), ev.get("queue.running_max") or 0.0
+    seats, running = ev.get("config.max_num_seqs"), engine_running(ev)
     seats_free = seats is not None and running < seats
     starved = prefill_share + (queue_share if seats_free else 0.0)
     if starved < t.prefill_ttft_share or steps < t.prompt_steps:
