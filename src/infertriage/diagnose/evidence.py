@@ -39,6 +39,8 @@ _HOST = "run infertriage on the server's host, or pass `--server-pid PID`"
 _PLAN = "give the deployment: `--model-config C --gpu G --tp N`"
 _SCALING = "compare with a run of the same service at another GPU count: `--compare-run DIR`"
 _LOG = "pass the server's log: `--log FILE`"
+# a log was read and holds no line of this kind: engines log these only when they happen
+_NO_LINE = "no line of the log says it (the engine logs it only when it happens)"
 _FLEET = "read a fleet's replicas from Prometheus: `--prometheus URL --selector SEL`"
 # vLLM observes a request's queue and prefill time when it finishes
 _AT_FINISH = (
@@ -122,25 +124,33 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         # the server's own log
         "log.oom_errors": SignalDef("1", _LOG),
         "log.engine_stuck_s": SignalDef("s", _LOG + " or `infertriage logs FILE`"),
-        "log.requests": SignalDef("requests", _LOG),  # requests the engine timed in its log
-        "log.cache_misses": SignalDef("1", _LOG),  # prompts processed again from scratch
-        "log.cache_miss_share": SignalDef("fraction", _LOG),  # of the requests started
-        "log.cache_miss_tokens": SignalDef("tokens", _LOG),
-        "log.context_shifts": SignalDef("1", _LOG),
-        "log.collective_timeouts": SignalDef("1", _LOG),
-        "log.engine_deaths": SignalDef("1", _LOG),
-        "log.rejected": SignalDef("1", _LOG),
-        "log.deferred": SignalDef("1", _LOG),
-        "log.aborted": SignalDef("1", _LOG),  # requests the client left unfinished
-        "log.prefill_only_share": SignalDef("fraction", _LOG),  # decodes paused for prefill
-        "log.prompts_over_limit": SignalDef("1", _LOG),  # refused over the scheduler's limit
-        "log.prompt_limit_tokens": SignalDef("tokens", _LOG),
-        "log.kv_cache_short": SignalDef("1", _LOG),  # the engine: one request does not fit
+        "log.requests": SignalDef(
+            "requests", _LOG, _NO_LINE
+        ),  # requests the engine timed in its log
+        "log.cache_misses": SignalDef("1", _LOG, _NO_LINE),  # prompts processed again from scratch
+        "log.cache_miss_share": SignalDef("fraction", _LOG, _NO_LINE),  # of the requests started
+        "log.cache_miss_tokens": SignalDef("tokens", _LOG, _NO_LINE),
+        "log.context_shifts": SignalDef("1", _LOG, _NO_LINE),
+        "log.collective_timeouts": SignalDef("1", _LOG, _NO_LINE),
+        "log.engine_deaths": SignalDef("1", _LOG, _NO_LINE),
+        "log.rejected": SignalDef("1", _LOG, _NO_LINE),
+        "log.deferred": SignalDef("1", _LOG, _NO_LINE),
+        "log.aborted": SignalDef("1", _LOG, _NO_LINE),  # requests the client left unfinished
+        "log.prefill_only_share": SignalDef(
+            "fraction", _LOG, _NO_LINE
+        ),  # decodes paused for prefill
+        "log.prompts_over_limit": SignalDef(
+            "1", _LOG, _NO_LINE
+        ),  # refused over the scheduler's limit
+        "log.prompt_limit_tokens": SignalDef("tokens", _LOG, _NO_LINE),
+        "log.kv_cache_short": SignalDef(
+            "1", _LOG, _NO_LINE
+        ),  # the engine: one request does not fit
         "queue.waiting_share": SignalDef("fraction", _LOG + " or `infertriage logs FILE`"),
         # prefill/decode disaggregation: the KV cache moved between instances
-        "pd.kv_transfer_mean_s": SignalDef("s", _LOG),
-        "pd.kv_transfer_p95_s": SignalDef("s", _LOG),
-        "pd.kv_transfer_failures": SignalDef("1", _LOG),
+        "pd.kv_transfer_mean_s": SignalDef("s", _LOG, _NO_LINE),
+        "pd.kv_transfer_p95_s": SignalDef("s", _LOG, _NO_LINE),
+        "pd.kv_transfer_failures": SignalDef("1", _LOG, _NO_LINE),
         # a fleet of replicas behind one URL (Prometheus)
         "fleet.replicas": SignalDef("1", _FLEET),
         "fleet.imbalance": SignalDef("1", _FLEET),

@@ -116,9 +116,11 @@ def _set_aside(name: str, evidence: Evidence) -> str | None:
 def _missing(skipped: Iterable[Rule], evidence: Evidence) -> tuple[str, ...]:
     lines: dict[str, None] = {}
     scraped = evidence.has("server.ttft_mean_s") or evidence.has("kv.usage_max")
+    logged = any(signal.source == "log" for signal in evidence.signals.values())
     for registered in skipped:
         for name in registered.missing(evidence):
-            hint = _set_aside(name, evidence) or SIGNALS[name].hint(scraped)
+            read = logged if name.startswith(("log.", "pd.")) else scraped
+            hint = _set_aside(name, evidence) or SIGNALS[name].hint(read)
             lines[f"{name}: {hint}"] = None
     return tuple(lines)
 

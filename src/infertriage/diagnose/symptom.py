@@ -147,15 +147,15 @@ class Miss:
     """One SLO the run missed, as the chain's end and as a sentence."""
 
     figure: str  # "TTFT p95 4.7 s"
-    target: str  # "200 ms"
+    target: str  # "200 ms"; "" for the evidence's own symptom (a queue), which has no SLO
 
     @property
     def symptom(self) -> str:
-        return f"{self.figure} (SLO {self.target})"
+        return f"{self.figure} (SLO {self.target})" if self.target else self.figure
 
     @property
     def sentence(self) -> str:
-        return f"{self.figure} misses {self.target}"
+        return f"{self.figure} misses {self.target}" if self.target else self.figure
 
 
 def misses(evidence: Evidence, t: Thresholds) -> list[Miss]:
@@ -163,7 +163,7 @@ def misses(evidence: Evidence, t: Thresholds) -> list[Miss]:
     out: list[Miss] = []
     queue = queued(evidence, t) if ttft_p95(evidence) is None else None
     if ttft_missed(evidence, t) and queue is not None:
-        out.append(Miss(queue, "no request waits"))
+        out.append(Miss(queue, ""))
     elif ttft_missed(evidence, t):
         out.append(Miss(f"TTFT p95 {_seconds(ttft_p95(evidence) or 0.0)}", _seconds(t.ttft_p95_s)))
     if itl_missed(evidence, t):
