@@ -109,6 +109,17 @@ def test_vllm_spec_line_wrapped_by_a_paste() -> None:
     assert abs(spec.acceptance_rate - 0.044) < 1e-12
 
 
+def test_vllm_v0_speculative_metrics_state_a_fraction() -> None:
+    # vllm/spec_decode/metrics.py (V0, 0.4–0.6) "Speculative metrics: Draft acceptance rate:
+    # {:.3f}, System efficiency: {:.3f}, …" (figures filled in here)
+    assert VLLM.log is not None and VLLM.log.read_spec is not None
+    spec = VLLM.log.read_spec(
+        "INFO 06-01 10:00:00 metrics.py:341] Speculative metrics: Draft acceptance rate: 0.651, "
+        "System efficiency: 0.412, Number of speculative tokens: 5"
+    )
+    assert spec is not None and spec.acceptance_rate == 0.651
+
+
 def test_sglang_retraction_and_startup() -> None:
     # python/sglang/srt/managers/scheduler.py (0.4+) "KV cache pool is full. Retract requests.
     # #retracted_reqs: {}, #new_token_ratio: {:.4f} -> {:.4f}"

@@ -223,13 +223,17 @@ def test_a_cut_last_line_and_foreign_lines_are_noted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = tmp_path / "cut.log"
-    lines = [_V1_LINE.format(w=0), "some other program's line", _V1_LINE.format(w=2)[:150]]
-    log.write_text("\n".join(lines))  # the last line has no newline: cut mid-write
+    # the last line has no newline: cut mid-write, in the middle of its KV figure ("9" of 99.1 %)
+    lines = [_V1_LINE.format(w=0), "some other program's line", _V1_LINE.format(w=2)[:186]]
+    log.write_text("\n".join(lines))
     doc = _json(capsys, str(log))
     notes = " ".join(doc["notes"])  # type: ignore[arg-type]
-    assert "its last line has no newline and may be cut: it was left out" in notes
-    assert "1 of 2 lines not recognised" in notes
-    assert doc["timeline"][0]["waiting"] == 0  # type: ignore[index]
+    assert "its last line has no newline and may be cut: its figures were left out" in notes
+    assert "1 of 3 lines not recognised" in notes
+    assert [row["waiting"] for row in doc["timeline"]] == [0]  # type: ignore[attr-defined]
+    oom = tmp_path / "oom.log"  # what a cut line says happened stands: here, an OOM
+    oom.write_text(_V1_LINE.format(w=0) + "\ntorch.OutOfMemoryError: CUDA out of memory.")
+    assert _primary(_json(capsys, str(oom))) == "memory.out_of_memory"
 
 
 def test_a_healthy_snapshot_has_no_bottleneck(
@@ -307,3 +311,83 @@ def test_the_servers_own_metric_errors_are_artefacts(
     doc = _json(capsys, str(log))
     assert _primary(doc) is None
     assert _findings(doc)["evidence.metric_artefact"] == "warning"
+
+
+# --- healthy logs stay healthy: what a review found read as bottlenecks (formats: vLLM 0.10
+# V1 loggers.py, V0 metrics.py, SGLang 0.3 scheduler.py, llama-server 2025; figures chosen) ---
+
+_CALM = (
+    "INFO 06-01 10:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 800.0 "
+    "tokens/s, Avg generation throughput: 600.0 tokens/s, Running: 20 reqs, Waiting: {w} reqs, "
+    "GPU KV cache usage: 40.0%, Prefix cache hit rate: 30.0%"
+)
+
+
+def _calm(waiting: dict[int, int] | None = None) -> list[str]:
+    """Five minutes of a calm vLLM V1 server, a line every 10 s (`waiting`: line → queue)."""
+    return [_CALM.format(m=i // 6, s=10 * (i % 6), w=(waiting or {}).get(i, 0)) for i in range(30)]
+
+
+HEALTHY_LOGS = {
+    # users pressing stop now and then: three aborts a minute apart
+    "spread_aborts": _calm()
+    + [
+        f"INFO 06-01 10:0{m}:05 [async_llm.py:400] Aborted request chatcmpl-{m}." for m in (1, 2, 3)
+    ],
+    # configuration that names timeouts and error handling, not a failure
+    "innocent_words": [
+        "INFO 06-01 09:59:00 [nixl_connector.py:400] Setting KV transfer timeout to 120 s",
+        "INFO 06-01 09:59:01 [config.py:100] NCCL error handling enabled",
+        *_calm(),
+    ],
+    # one stats line of five waiting in five minutes
+    "one_burst": _calm({12: 5}),
+    # SGLang 0.3's retraction is an INFO line: requests put back, not an OOM
+    "sglang_retraction": [
+        f"[2024-08-01 10:00:0{s} TP0] Decode batch. #running-req: 30, #token: 9000, token usage: "
+        f"0.90, gen throughput (token/s): 1500.00, #queue-req: 0"
+        for s in range(0, 10, 2)
+    ]
+    + [
+        "[2024-08-01 10:00:09 TP0] Decode out of memory happened. #retracted_reqs: 1, "
+        "#new_token_ratio: 0.4000 -> 0.5000"
+    ],
+    # V1 with one long prompt: prompt-only lines alternate with generating ones by nature
+    "v1_long_prompt": [
+        _CALM.format(m=0, s=10 * i, w=0)
+        .replace("Running: 20", "Running: 1")
+        .replace("600.0 tokens/s, Running", f"{0.0 if i % 2 == 0 else 30.0} tokens/s, Running")
+        for i in range(6)
+    ],
+    # a health checker polling llama-server: the same access line, again and again
+    "llama_health_checks": [
+        "srv  update_slots: all slots are idle",
+        *["srv  log_server_r: request: GET /health 127.0.0.1 200"] * 5,
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY_LOGS))
+def test_a_healthy_log_has_no_bottleneck_and_no_artefact(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / f"{name}.log"
+    log.write_text("\n".join(HEALTHY_LOGS[name]) + "\n")
+    doc = _json(capsys, str(log))
+    assert _primary(doc) is None, _findings(doc)
+    assert "evidence.metric_artefact" not in _findings(doc)
+    assert all(status != "bottleneck" for status in _findings(doc).values()), _findings(doc)
+
+
+def test_a_log_with_and_one_without_stamps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file without stamps has no place on the other's timeline: it is left out, noted."""
+    (tmp_path / "dated.log").write_text("\n".join(_calm()) + "\n")
+    (tmp_path / "pasted.txt").write_text(
+        "Decode batch. #running-req: 3, #token: 900, token usage: 0.10, gen throughput "
+        "(token/s): 0.00, #queue-req: 0\n"
+    )
+    doc = _json(capsys, str(tmp_path / "pasted.txt"), str(tmp_path / "dated.log"))
+    assert _primary(doc) is None
+    assert "1 lines of files without a timestamp were left out" in doc["notes"]  # type: ignore[operator]

@@ -29,6 +29,7 @@ HEALTHY: dict[str, float | None] = {
     "log.rejected": 0.0,
     "log.deferred": 0.0,
     "log.aborted": 0.0,
+    "log.aborted_burst": 0.0,
     "log.prefill_only_share": 0.0,
     "log.prompts_over_limit": 0.0,
     "log.prompt_limit_tokens": 8192.0,

@@ -17,7 +17,11 @@ from infertriage.schemas import Status, Thresholds
 from .evidence_helpers import DP_EVEN, make_evidence
 
 SLOW_ITL = {"client__itl_p95_s": 0.12}
-_NO_TTFT: dict[str, float | None] = {"client__ttft_p95_s": None, "server__ttft_p95_s": None}
+_NO_TTFT: dict[str, float | None] = {
+    "client__ttft_p95_s": None,
+    "server__ttft_p95_s": None,
+    "client__num_requests": None,
+}
 
 
 @dataclass(frozen=True)

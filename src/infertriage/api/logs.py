@@ -71,12 +71,16 @@ def _read_file(
     notes = [] if cut is None else [f"{path} is a gzip cut short ({cut}): read up to the cut"]
     if not text.strip():
         raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
-    body = text.rstrip("\r\n\t ")
-    if not text.endswith("\n") and "\n" in body:
-        text = body[: body.rindex("\n") + 1]
-        notes.append(f"{path}: its last line has no newline and may be cut: it was left out")
     # vLLM's stamps carry no year: the file was last written near its last line
     records = read_records(text, path.stat().st_mtime, formats)
+    cut_last = not text.endswith("\n") and "\n" in text.rstrip("\r\n\t ")
+    if cut_last and records and (records[-1].stats or records[-1].spec):
+        # a copy taken mid-write: its figures may be cut ("Waiting: 1" of "Waiting: 12"); what
+        # it says happened (an OOM, an abort) stands
+        records[-1] = dataclasses.replace(records[-1], stats=None, spec=None)
+        notes.append(
+            f"{path}: its last line has no newline and may be cut: its figures were left out"
+        )
     known = sum(1 for r in records if r.recognised)
     # an engine named: some line must be its own (torch's OOM words are every engine's)
     if not known or (engine is not None and not any(r.engine == engine for r in records)):
@@ -140,11 +144,16 @@ def triage_logs(spec: LogsSpec) -> LogTriage:
     formats = _formats(spec.engine)
     records: list[LogRecord] = []
     notes: list[str] = []
+    undated: list[LogRecord] = []
     for path in spec.files:
         found, said = _read_file(path, formats, spec.engine)
-        # a traceback's lines take their own file's time; a file without stamps, time 0
-        records += with_times(found) or [dataclasses.replace(r, at=0.0) for r in found]
+        dated_part = with_times(found)  # a traceback's lines take their own file's time
+        records += dated_part
+        undated += [] if dated_part else [dataclasses.replace(r, at=0.0) for r in found]
         notes += said
+    if records and undated:  # a file without stamps has no place on the others' timeline
+        notes.append(f"{len(undated)} lines of files without a timestamp were left out")
+    records = records or undated
     dated = any(r.at for r in records)
     if not dated:
         if spec.since is not None or spec.until is not None:

@@ -136,6 +136,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "log.rejected": SignalDef("1", _LOG, _NO_LINE),
         "log.deferred": SignalDef("1", _LOG, _NO_LINE),
         "log.aborted": SignalDef("1", _LOG, _NO_LINE),  # requests the client left unfinished
+        "log.aborted_burst": SignalDef("1", _LOG, _NO_LINE),  # the most in one second
         "log.prefill_only_share": SignalDef(
             "fraction", _LOG, _NO_LINE
         ),  # decodes paused for prefill

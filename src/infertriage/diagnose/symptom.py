@@ -58,21 +58,27 @@ def ttft_missed(evidence: Evidence, t: Thresholds) -> bool:
     return value > t.ttft_p95_s and t.profile is SloProfile.INTERACTIVE
 
 
+# one scrape shows a moment: a queue this many times the depth is a symptom even so
+_ONE_SCRAPE_DEPTH = 4.0
+
+
 def queued(evidence: Evidence, t: Thresholds) -> str | None:
-    """The evidence's own symptom when no client measured TTFT: requests kept waiting.
+    """The evidence's own symptom when no client ran: requests kept waiting.
 
     At least `queue_symptom_depth` requests waited, in at least `queue_symptom_share` of
-    the stats lines (or in a single scrape), or the queue grew without bound. Gives the
-    sentence that says so, or None."""
+    the stats lines; a single scrape (no share) only with four times that depth waiting.
+    Gives the sentence that says so, or None."""
     waiting = evidence.get("queue.waiting_max")
-    if waiting is None or waiting < t.queue_symptom_depth:
-        return None
+    if evidence.has("client.num_requests") or waiting is None:
+        return None  # a client ran: its own figures are the symptom (or it measured none)
     share = evidence.get("queue.waiting_share")
-    slope = evidence.get("queue.waiting_slope") or 0.0
-    if share is None or share >= t.queue_symptom_share or slope >= t.unbounded_slope:
-        where = "" if share is None else f" in {share:.0%} of the stats lines"
-        return f"up to {waiting:.0f} requests waiting{where} (TTFT not measured)"
-    return None
+    if share is None:  # one scrape: a moment, not a persisting queue — only a deep one counts
+        deep = waiting >= _ONE_SCRAPE_DEPTH * t.queue_symptom_depth
+        return f"{waiting:.0f} requests waiting (one scrape; TTFT not measured)" if deep else None
+    if waiting < t.queue_symptom_depth or share < t.queue_symptom_share:
+        return None
+    where = f"in {share:.0%} of the stats lines"
+    return f"up to {waiting:.0f} requests waiting {where} (TTFT not measured)"
 
 
 def itl_missed(evidence: Evidence, t: Thresholds) -> bool:

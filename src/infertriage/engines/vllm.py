@@ -183,6 +183,9 @@ _SPEC_LENGTH = re.compile(r"Mean acceptance length: (?P<v>[\d.]+)")
 _SPEC_ACCEPTED = re.compile(r"\bAccepted: (?P<v>\d+) tokens")
 _SPEC_DRAFTED = re.compile(r"\bDrafted: (?P<v>\d+) tokens")
 _SPEC_RATE = re.compile(r"Draft acceptance rate: (?P<v>[\d.]+)%")
+# V0 `spec_decode/metrics.py`: "Speculative metrics: Draft acceptance rate: 0.651, System
+# efficiency: 0.412, Number of speculative tokens: 5, Number of accepted tokens: 1234, …"
+_SPEC_V0_RATE = re.compile(r"Speculative metrics: Draft acceptance rate: (?P<v>[\d.]+)(?![\d.]*%)")
 _SPEC_POSITIONS = re.compile(r"Per-position acceptance rate: (?P<v>[\d.]+(?:, [\d.]+)*)")
 
 
@@ -220,13 +223,18 @@ def _read_spec(line: str) -> SpecLine | None:
         return None
     accepted, drafted = _number(_SPEC_ACCEPTED, line), _number(_SPEC_DRAFTED, line)
     positions = _SPEC_POSITIONS.search(line)
-    rate = _number(_SPEC_RATE, line)
+    percent = _number(_SPEC_RATE, line)
+    fraction = _number(_SPEC_V0_RATE, line)  # V0 states a fraction, not a percentage
+    rate = percent / 100.0 if percent is not None else fraction
+    length = _number(_SPEC_LENGTH, line)
+    if rate is None and length is None and accepted is None and not positions:
+        return None  # a line that only names the rate (no figure we read)
     return SpecLine(
-        mean_acceptance_length=_number(_SPEC_LENGTH, line),
+        mean_acceptance_length=length,
         accepted_tokens=None if accepted is None else int(accepted),
         drafted_tokens=None if drafted is None else int(drafted),
         per_position=tuple(float(v) for v in positions.group("v").split(", ")) if positions else (),
-        acceptance_rate=None if rate is None else rate / 100.0,
+        acceptance_rate=rate,
     )
 
 

@@ -20,6 +20,7 @@ Choices the figures rest on:
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -75,6 +76,7 @@ class EventSummary:
     engine_deaths: int = 0
     rejected: int = 0
     aborted: int = 0  # requests the client left before they finished
+    aborted_burst: int = 0  # the most of them in one second (a time-out aborts many at once)
     over_limit: int = 0  # of them, prompts over the scheduler's own limit
     prompt_limit: float | None = None  # that limit, in tokens (the least stated)
     preempted: int = 0  # preemptions the lines state as a count (SGLang's retractions, …)
@@ -148,6 +150,12 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         engine_deaths=count(EventKind.ENGINE_DEAD),
         rejected=count(EventKind.REJECTED),
         aborted=count(EventKind.ABORTED),
+        aborted_burst=max(
+            Counter(
+                r.at for r in records for e in r.events if e.kind is EventKind.ABORTED
+            ).values(),
+            default=0,
+        ),
         over_limit=len(limits),
         prompt_limit=min(limits, default=None),
         preempted=int(sum(e.get("count") or 1.0 for e in of(EventKind.PREEMPTED))),

@@ -44,21 +44,22 @@ __all__ = [
 
 FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
 # torch's and the CUDA caching allocator's words, whatever the engine (and SGLang's KV pool:
-# "RuntimeError: Decode out of memory. Try to lower your batch size.")
+# "RuntimeError: Decode out of memory. Try to lower your batch size."; not its retraction,
+# "Decode out of memory happened. #retracted_reqs: 1": an INFO line, requests put back)
 # and ggml's (llama.cpp: "cudaMalloc failed: out of memory", Vulkan "ErrorOutOfDeviceMemory",
 # "Device memory allocation of size N failed"; ggml-org/llama.cpp#20431, #15256)
 OOM = re.compile(
     r"(CUDA out of memory|OutOfMemoryError|out of memory on device|cudaMalloc failed: out of "
     r"memory|CUDA error: out of memory|ErrorOutOfDeviceMemory|Device memory allocation of size "
-    r"\d+ failed|(?:Decode|Prefill) out of memory)",
+    r"\d+ failed|(?:Decode|Prefill) out of memory(?! happened))",
     re.IGNORECASE,
 )
 # torch's distributed watchdog, whatever the engine: "Watchdog caught collective operation
 # timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, … Timeout(ms)=600000) ran for 600005 milliseconds
 # before timing out" (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), and NCCL's own errors
 _COLLECTIVE = re.compile(
-    r"Watchdog caught collective operation timeout|NCCL (?:communicator was aborted|error)|"
-    r"ncclSystemError|ncclInternalError|ncclUnhandledCudaError|collective operation timeout"
+    r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
+    r"NCCL error in:|ncclSystemError|ncclInternalError|ncclUnhandledCudaError"
 )
 _COLLECTIVE_MS = re.compile(r"Timeout\(ms\)=(\d+)")
 # an engine process gone: vLLM V1 `EngineDeadError`, "Engine core proc … died unexpectedly",
@@ -71,7 +72,7 @@ _DEAD = re.compile(
 # connector (SGLang/Mooncake "Failed to send kv chunk", "Sync batch data transfer timeout";
 # NIXL / vLLM's KV connectors "KV transfer failed")
 _KV_TRANSFER_FAILED = re.compile(
-    r"(?i)(?:kv ?(?:cache )?transfer (?:failed|timed? ?out)|failed to (?:send|get|receive|"
+    r"(?i)(?:kv ?(?:cache )?transfer (?:failed|timed out)|failed to (?:send|get|receive|"
     r"transfer) kv|batch data transfer timeout|(?:prefill|decode) transfer failed|"
     # Mooncake's transfer engine: "Session::writeBody failed", "Failed to complete transfers"
     r"Session::\w+ failed|failed to complete transfers)"

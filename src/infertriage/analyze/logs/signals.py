@@ -130,6 +130,7 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         ("log.engine_deaths", events.engine_deaths),
         ("log.rejected", events.rejected),
         ("log.aborted", events.aborted),
+        ("log.aborted_burst", events.aborted_burst),
         ("log.prompts_over_limit", events.over_limit),
         ("log.deferred", events.deferred),
     )

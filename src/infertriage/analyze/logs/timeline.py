@@ -107,8 +107,8 @@ class LogTimeline:
     events: EventSummary = dataclasses.field(default_factory=EventSummary)
     dated: bool = True  # False: no line had a stamp — a snapshot of state, not a timeline
     waiting_share: float | None = None  # of the stats moments (lines, undated), those with a queue
-    # of the stats lines with requests running and both rates said, those that read prompts
-    # and generated nothing: decodes paused while prefills ran (vLLM V0 without chunked prefill)
+    # of vLLM V0's stats lines with two or more requests running, those that read prompts
+    # and generated nothing: decodes paused while prefills ran (V0 without chunked prefill)
     prefill_only_share: float | None = None
     # records repeated word for word at the same time (a logger with two handlers): a logging
     # artefact, never two engines or two events
@@ -327,7 +327,8 @@ def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
         r.stats
         for r in stats
         if r.stats is not None
-        and (r.stats.running or 0) > 0
+        and r.stats.engine == "vllm-v0"  # V1 mixes prefill and decode in one step
+        and (r.stats.running or 0) >= 2  # one request: no other decode to pause
         and r.stats.gen_tok_s is not None
         and r.stats.prompt_tok_s is not None
         and (r.stats.gen_tok_s > 0 or r.stats.prompt_tok_s > 0)
@@ -338,20 +339,28 @@ def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
     return paused / len(lines)
 
 
-def _duplicated(records: Sequence[LogRecord]) -> int:
-    """Recognised records seen before with the same time and text (undated: the one before)."""
+def _duplicates(records: Sequence[LogRecord]) -> set[int]:
+    """Indices of records that repeat one before them word for word: a logger writing twice.
+
+    Only records that say something (stats, events, spec, preemptions) count — an access log
+    repeats its `GET /health` lines by nature. Dated, the same text at the same second; undated
+    (a snapshot), the same event line right after itself — a stats line may repeat there
+    when nothing changed between two of them."""
     seen: set[tuple[float | None, str]] = set()
-    count, previous = 0, ""
-    for record in records:
-        if not record.recognised or len(record.text) < 24:
-            previous = record.text
+    out: set[int] = set()
+    previous = ""
+    for index, record in enumerate(records):
+        said = record.events or record.spec or record.preempted or record.stats
+        if not said or len(record.text) < 24:
             continue
-        key = (record.at, record.text)
-        twice = key in seen if record.at else record.text == previous
-        count += twice
-        seen.add(key)
+        if record.at:
+            if (record.at, record.text) in seen:
+                out.add(index)
+            seen.add((record.at, record.text))
+        elif record.stats is None and record.text == previous:
+            out.add(index)
         previous = record.text
-    return count
+    return out
 
 
 def make_timeline(
@@ -374,6 +383,8 @@ def make_timeline(
     if not kept:
         return None
     kept.sort(key=lambda r: r.at or 0.0)  # several files: one stream in time order
+    twice = _duplicates(kept)  # counted once: a record written twice is one event
+    kept = [r for i, r in enumerate(kept) if i not in twice]
     start, end = kept[0].at or 0.0, kept[-1].at or 0.0
     preempted, ooms, stalls = _preemptions(kept), _ooms(kept), _stalls(kept, end)
     origin = math.floor(start / interval_s) * interval_s
@@ -423,7 +434,7 @@ def make_timeline(
         dated=dated,
         waiting_share=_waiting_share(stats, moments, dated),
         prefill_only_share=_prefill_only_share(stats),
-        duplicated=_duplicated(kept),
+        duplicated=len(twice),
         rank_stats=tuple(
             (r.at or 0.0, r.stats.engine_index, r.stats.running, r.stats.waiting, r.stats.kv_usage)
             for r in stats

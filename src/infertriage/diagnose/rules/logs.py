@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
-from infertriage.diagnose.rules.memory import kv_pressure
-from infertriage.diagnose.symptom import current, flag
+from infertriage.diagnose.symptom import current, flag, slo_missed
 from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
@@ -195,7 +194,8 @@ def preempted(ev: Evidence, t: Thresholds) -> Finding | None:
     """Requests preempted (vLLM) or retracted (SGLang) for KV space, with no usage figure to
     show the full cache (a log excerpt of warnings, a scrape): the preemptions say it."""
     count = ev.get("preemptions.total") or 0.0
-    if count < 1 or kv_pressure(ev, t) is not None:
+    # with the KV use known, `memory.kv_pressure` judges it (a full cache, or not)
+    if count < 1 or ev.has("kv.usage_max"):
         return None
     return make_finding(
         "memory.preempted",
@@ -327,19 +327,25 @@ def prefill_blocks_decode(ev: Evidence, t: Thresholds) -> Finding | None:
 
 @rule("application.client_aborts", Layer.APPLICATION, ("log.aborted",))
 def client_aborts(ev: Evidence, t: Thresholds) -> Finding | None:
-    """Clients that left before their request finished: their time-out is below the latency."""
+    """Clients that left before their request finished: their time-out is below the latency.
+
+    Users who press stop abort a request now and then; a time-out aborts many at once (the
+    same deadline reached by a batch of requests): a bottleneck when `client_aborts` or more
+    end in the same second, or an SLO is missed; a warning otherwise."""
     aborted = ev.get("log.aborted") or 0.0
+    burst = ev.get("log.aborted_burst") or 0.0
     if aborted < t.client_aborts:
         return None
     return make_finding(
         "application.client_aborts",
         Layer.APPLICATION,
-        bottleneck=True,
+        bottleneck=burst >= t.client_aborts or slo_missed(ev, t),
         severity=severity_above(aborted, t.client_aborts, 10 * t.client_aborts),
         explains=0.6,
-        title=f"{aborted:.0f} requests aborted: the client closed them before they finished",
+        title=f"{aborted:.0f} requests aborted: the client closed them before they finished"
+        + (f", {burst:.0f} in one second" if burst > 1 else ""),
         evidence=ev,
-        used=(("log.aborted", t.client_aborts),),
+        used=(("log.aborted", t.client_aborts), ("log.aborted_burst", t.client_aborts)),
         explanation=(
             "The server logs an abort when the client closes the stream early: a client or "
             "gateway time-out shorter than the requests take under this load, or users who "
