@@ -35,6 +35,7 @@ __all__ = [
     "StatedValues",
     "StatsLine",
     "as_int",
+    "config_fields",
     "local_stamp_of_utc",
     "positive",
     "stated_values",
@@ -263,4 +264,23 @@ def stated_values(line: str, table: StatedValues) -> dict[str, float]:
             continue
         groups = found.groups() or ("1",)
         values.update(zip(keys, (float(g) for g in groups), strict=True))
+    return values
+
+
+def config_fields(
+    line: str, pattern: re.Pattern[str], keys: Mapping[str, str], graphs_off: str
+) -> dict[str, float]:
+    """A start-up line's `name=value` settings under the `CONFIG` event's keys.
+
+    `pattern` finds each setting (groups `k` and `v`); `keys` maps an engine's name to the
+    event's key; `graphs_off` is the engine's flag that turns CUDA graphs off (vLLM
+    `enforce_eager`, SGLang `disable_cuda_graph`), read as `cuda_graphs` 0 or 1. Values that
+    are not numbers (`None`, `auto`) are left out."""
+    values: dict[str, float] = {}
+    for found in pattern.finditer(line):
+        key, text = found.group("k"), found.group("v")
+        if key == graphs_off and text in ("True", "False"):
+            values["cuda_graphs"] = 0.0 if text == "True" else 1.0
+        elif key in keys and re.fullmatch(r"\d+(?:\.\d+)?", text):
+            values[keys[key]] = float(text)
     return values

@@ -30,6 +30,7 @@ from infertriage.engines.base import (
     SpecLine,
     StatsLine,
     as_int,
+    config_fields,
     positive,
 )
 from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Source, metric
@@ -186,23 +187,12 @@ _SGL_KEYS = {
 }
 
 
-def _config(line: str) -> dict[str, float]:
-    values: dict[str, float] = {}
-    for found in _SGL_CONFIG.finditer(line):
-        key, text = found.group("k"), found.group("v")
-        if key == "disable_cuda_graph" and text in ("True", "False"):
-            values["cuda_graphs"] = 0.0 if text == "True" else 1.0
-        elif key in _SGL_KEYS and re.fullmatch(r"\d+(?:\.\d+)?", text):
-            values[_SGL_KEYS[key]] = float(text)
-    return values
-
-
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Retractions (preemptions) and the start-up configuration."""
     if "#retracted_reqs" in line and (found := _RETRACTED.search(line)):
         return (LogEvent(EventKind.PREEMPTED, {"count": float(found.group("n"))}),)
     if "max_total_num_tokens=" in line or "ServerArgs(" in line:
-        values = _config(line)
+        values = config_fields(line, _SGL_CONFIG, _SGL_KEYS, "disable_cuda_graph")
         return (LogEvent(EventKind.CONFIG, values),) if values else ()
     return ()
 

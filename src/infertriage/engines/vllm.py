@@ -28,6 +28,7 @@ from infertriage.engines.base import (
     SaidLimit,
     SpecLine,
     StatsLine,
+    config_fields,
     positive,
 )
 from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
@@ -264,17 +265,6 @@ _CONFIG_KEYS = {
 }
 
 
-def _config_values(line: str) -> dict[str, float]:
-    values: dict[str, float] = {}
-    for found in _CONFIG_FIELD.finditer(line):
-        key, text = found.group("k"), found.group("v")
-        if key == "enforce_eager" and text in ("True", "False"):
-            values["cuda_graphs"] = 0.0 if text == "True" else 1.0
-        elif key in _CONFIG_KEYS and re.fullmatch(r"\d+(?:\.\d+)?", text):
-            values[_CONFIG_KEYS[key]] = float(text)
-    return values
-
-
 # V0 `scheduler.py` (0.4–0.7): "Input prompt (2501 tokens) is too long and exceeds limit of
 # 2048" — the request is ignored; its limit is min(max_model_len, max_num_batched_tokens).
 # `kv_cache_utils.py` / `worker.py` at start-up: "The model's max seq len (30000) is larger than
@@ -335,7 +325,7 @@ def _read_events(line: str) -> tuple[LogEvent, ...]:
     if " blocks: " in line and (blocks := _GPU_BLOCKS.search(line)):
         return (LogEvent(EventKind.CONFIG, {"num_gpu_blocks": float(blocks.group("v"))}),)
     if "with config: " in line or "non-default args: " in line:
-        values = _config_values(line)
+        values = config_fields(line, _CONFIG_FIELD, _CONFIG_KEYS, "enforce_eager")
         return (LogEvent(EventKind.CONFIG, values),) if values else ()
     return ()
 
