@@ -391,3 +391,12 @@ def test_a_log_with_and_one_without_stamps(
     doc = _json(capsys, str(tmp_path / "pasted.txt"), str(tmp_path / "dated.log"))
     assert _primary(doc) is None
     assert "1 lines of files without a timestamp were left out" in doc["notes"]  # type: ignore[operator]
+
+
+def test_a_window_on_a_log_without_stamps_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "snapshot.txt"
+    log.write_text(_SGL_UNSTAMPED.format(w=3) + "\n")
+    line = _error(capsys, str(log), "--since", "14:00")
+    assert "--since and --until need timestamps" in line
