@@ -7,6 +7,7 @@ numbers and frozen dataclasses, with every random step seeded. Modules:
   window and a load level's `LatencySummary`.
 - `outcomes`: which requests failed, were cut, rejected (4xx) or refused (429).
 - `distribution`: `describe`, one metric's `Distribution` (mean, percentiles).
+- `sketch`: `QuantileSketch`, quantiles of a stream within 0.5 % in bounded memory.
 - `bootstrap`: the seeded percentile bootstrap (one sample, a difference, groups).
 - `significance`: Mann–Whitney, Fisher, KS, trends, quantile functions, proportions.
 - `binomial`: exact intervals of an error rate and the requests that would settle it.
