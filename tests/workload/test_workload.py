@@ -88,6 +88,31 @@ def test_prefix_groups_share_their_own_prefix() -> None:
     assert len({next(iter(p)) for p in by_group.values()}) == 3
 
 
+def test_a_prompt_set_is_g_times_p_fixed_requests_shuffled_once_then_cycled() -> None:
+    # inference-perf's shared_prefix: groups x prompts pre-built, shuffled, sent in turn.
+    ws = parse_workload("prefix:groups=3,prompts=4,prefix=100,input=uniform(10,40),output=8")
+    specs = make_specs(ws, 30, seed=2)
+    cycle = [(s.turns, s.max_tokens) for s in specs[:12]]
+    assert len(set(cycle)) == 12  # every prompt once in the first cycle
+    assert [(s.turns, s.max_tokens) for s in specs[12:24]] == cycle  # then again, in order
+    assert [(s.turns, s.max_tokens) for s in specs[24:]] == cycle[:6]
+    assert [s.index for s in specs] == list(range(30))
+    groups = [dict(s.labels)["group"] for s in specs[:12]]
+    assert sorted(groups) == sorted(["0", "1", "2"] * 4)
+    assert groups != sorted(groups)  # shuffled, not group by group
+    prefixes = {g: {s.turns[0].content for s in specs if dict(s.labels)["group"] == g}
+                for g in "012"}  # fmt: skip
+    assert all(len(p) == 1 for p in prefixes.values())
+    assert all(s.turns[0].content.num_tokens == 100 for s in specs)  # type: ignore[union-attr]
+    assert make_specs(ws, 30, seed=2) == specs
+    assert make_specs(ws, 30, seed=3) != specs
+
+
+def test_without_prompts_a_prefix_workload_draws_every_question_afresh() -> None:
+    specs = make_specs(parse_workload("prefix:groups=2,prefix=50,input=20,output=4"), 40)
+    assert len({s.turns[1].content for s in specs}) == 40
+
+
 def test_multiturn_carries_history_in_order() -> None:
     specs = make_specs(parse_workload("multiturn:turns=3,input=10,output=5,parallel=2"), 12)
     labels = [(dict(s.labels)["conversation"], dict(s.labels)["turn"]) for s in specs]

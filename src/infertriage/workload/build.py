@@ -14,7 +14,16 @@ shares. Specs are `KIND[:ARG][,key=value…]`:
   a `prefix` (shared by `prefix_share` of requests, all by default) is added
   before the input.
 - `prefix:groups=G,prefix=N,input=DIST,output=DIST` — G groups, each with its
-  own N-token prefix, for prefix-cache diagnosis.
+  own N-token prefix, for prefix-cache diagnosis: each request draws its group
+  and its own question (`input` tokens after the prefix).
+- `prefix:groups=G,prompts=P,prefix=N,input=DIST,output=DIST` — a cycled
+  prompt set: exactly G×P fixed requests (each group's own N-token prefix and,
+  per prompt, a fixed question of `input` tokens and a fixed `output`),
+  shuffled once with the seed; request i sends prompt i mod (G×P), so after the
+  first cycle a server's prefix cache holds whole prompts. This is what
+  kubernetes-sigs/inference-perf's `shared_prefix` data generator
+  (`num_groups`, `num_prompts_per_group`, `system_prompt_len`, `question_len`,
+  `output_len`) and SGLang's `generated-shared-prefix` dataset send.
 - `multiturn:turns=T,input=DIST,output=DIST[,parallel=P,system=N]` —
   conversations carrying their history (earlier user turns and replies of the
   lengths asked); P conversations interleave, so turn k+1 of a conversation is
@@ -88,7 +97,7 @@ _FILE_KINDS = {WorkloadKind.SHAREGPT, WorkloadKind.JSONL, WorkloadKind.TRACE}
 _KEYS: dict[WorkloadKind, set[str]] = {
     WorkloadKind.CHAT_MIX: {"prefix", "prefix_share", "output", "ignore_eos"},
     WorkloadKind.SYNTHETIC: {"input", "output", "prefix", "prefix_share", "ignore_eos"},
-    WorkloadKind.PREFIX: {"groups", "prefix", "input", "output", "ignore_eos"},
+    WorkloadKind.PREFIX: {"groups", "prompts", "prefix", "input", "output", "ignore_eos"},
     WorkloadKind.MULTITURN: {"turns", "input", "output", "parallel", "system", "ignore_eos"},
     WorkloadKind.SHAREGPT: {"output", "max_output", "ignore_eos"},
     WorkloadKind.JSONL: {"ignore_eos", "replay"},
@@ -239,9 +248,30 @@ def _plain_synthetic(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
     return _synthetic_specs(ctx, prompts, outputs, shared, prefix_len, inside=False)
 
 
+def _prompt_set(ws: WorkloadSpec, ctx: _Ctx, num_groups: int, prefix_len: int) -> list[RequestSpec]:
+    """G×P fixed prompts, shuffled once, sent in turn (inference-perf's `shared_prefix`)."""
+    per_group = max(1, round(ws.number("prompts", 1)))
+    size = num_groups * per_group
+    questions = ws.length("input", "256").sample(ctx.rng, size).tolist()
+    outputs = ws.length("output", "128").sample(ctx.rng, size, cap=ctx.max_model_len).tolist()
+    order = ctx.rng.permutation(size).tolist()
+    specs = []
+    for i in range(ctx.count):
+        prompt = order[i % size]
+        group = prompt // per_group
+        body = SynthText(int(questions[prompt]), _BODY_KEY + prompt)
+        turns = (Turn("system", SynthText(prefix_len, _PREFIX_KEY + group)), Turn("user", body))
+        labels = (("group", str(group)), ("prompt", str(prompt)))
+        total = prefix_len + body.num_tokens
+        specs.append(RequestSpec(i, turns, total, int(outputs[prompt]), ctx.ignore_eos, labels))
+    return specs
+
+
 def _prefix_groups(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
     num_groups = max(1, round(ws.number("groups", 8)))
     prefix_len = max(1, round(ws.number("prefix", 1024)))
+    if "prompts" in dict(ws.options):
+        return _prompt_set(ws, ctx, num_groups, prefix_len)
     suffixes = ws.length("input", "256").sample(ctx.rng, ctx.count)
     outputs = ws.length("output", "128").sample(ctx.rng, ctx.count, cap=ctx.max_model_len)
     groups = ctx.rng.integers(0, num_groups, ctx.count)
