@@ -1,198 +1,259 @@
 """twin, level 2: the engine core on a virtual clock (`infertriage simulate`).
 
-Takes a `Scenario`, a rate, a request count and optional fixed lengths; gives a
-`SimulationResult`. Event-driven: the clock jumps from one engine step's end to
-the next, and over idle time straight to the next arrival; stretches of plain
-decode steps between two events (an arrival, a finish) are taken at once with
-`EngineCore.step_decode_run`, so 1,000 requests take a few seconds. The front end
-is a `VirtualFrontend`: a request reaches the engine once its prompt is tokenized,
-and each step's output reaches the client once its chunk is detokenized and
-serialized, all on one first-come-first-served worker, plus the real-time twin's
-measured HTTP hand-off on the way in and out (`twin.virtual_frontend`).
+Takes a `Scenario` and what a load test sends: a workload (any `bench --workload`
+spec, or fixed lengths), one rate and a request count or back-to-back `Stage`s, the
+arrival process, an optional client time-out and a seed; gives a
+`SimulationResult` with a summary per stage. Event-driven: the clock jumps from one
+engine step's end to the next, and over idle time straight to the next arrival;
+stretches of plain decode steps between two events (an arrival, a finish, a
+time-out) are taken at once with `EngineCore.step_decode_run`, so 1,000 requests
+take a few seconds. The front end is a `VirtualFrontend`: a request reaches the
+engine once its prompt is tokenized, and each step's output reaches the client
+once its chunk is detokenized and serialized, all on one first-come-first-served
+worker, plus the real-time twin's measured HTTP hand-off on the way in and out
+(`twin.virtual_frontend`).
+
+A client time-out (`timeout_s`) is a client that disconnects: at the first step
+boundary at or after `sent + timeout_s` the engine aborts the request
+(`EngineCore.abort_requests`: its KV blocks return, its seat frees), and a request
+whose last chunk reaches the client after that moment counts as timed out too; a
+timed-out request is a failure and is left out of every latency, as an aiohttp
+client's total time-out leaves it out of inference-perf's.
+
+Memory does not grow with the number of requests: a request's prompt is built
+when it reaches the front end, its chunk times are kept only while it runs, and
+when it finishes they are folded into its stage's sketches (`twin.tally`) and
+dropped.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
+from array import array
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from infertriage.twin.costmodel import StepBreakdown
-from infertriage.twin.engine import DecodeRun, EngineCore, StepResult, VirtualClock
-from infertriage.twin.request import FinishReason, RequestTimings, SamplingParams
-from infertriage.twin.results import SimulationResult, percentiles
+from infertriage.twin.engine import (
+    DecodeRun,
+    EngineCore,
+    RequestRejectedError,
+    StepResult,
+    VirtualClock,
+)
+from infertriage.twin.request import FinishReason, SamplingParams
+from infertriage.twin.results import SimulationResult, StageSummary, sketch_percentiles
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.scheduler import RequestOutput
-from infertriage.twin.traffic import ArrivalProcess, TrafficRequest, make_traffic
+from infertriage.twin.tally import ClientLatency, EngineTally, StageTally, StepTotals
+from infertriage.twin.traffic import (
+    ArrivalProcess,
+    Stage,
+    Traffic,
+    TrafficRequest,
+    plan_traffic,
+    resolve_workload,
+)
 from infertriage.twin.virtual_frontend import FrontendCosts, VirtualFrontend
 
-__all__ = ["simulate"]
+__all__ = ["Stage", "simulate"]
 
 
 class _Client:
-    """What the load client sees of one request."""
+    """What the load client holds of one request in flight."""
 
-    __slots__ = ("arrival_ts", "chunk_ts", "engine_arrival_ts", "error", "finish_ts")
+    __slots__ = ("arrival_ts", "chunk_ts", "in_engine", "multi", "stage")
 
-    def __init__(self, arrival_ts: float) -> None:
+    def __init__(self, arrival_ts: float, stage: int) -> None:
         self.arrival_ts = arrival_ts
-        self.engine_arrival_ts = arrival_ts
-        self.chunk_ts: list[float] = []
-        self.finish_ts = 0.0
-        self.error = False
+        self.stage = stage
+        self.chunk_ts = array("d")  # delivery time of each chunk
+        self.multi: list[tuple[int, int]] = []  # (chunk, tokens) of chunks of more than one
+        self.in_engine = False
 
+    def add_chunk(self, ts: float, num_tokens: int) -> None:
+        if num_tokens != 1:
+            self.multi.append((len(self.chunk_ts), num_tokens))
+        self.chunk_ts.append(ts)
 
-class _StepTotals:
-    """Step-time weighted sums over the run."""
-
-    __slots__ = (
-        "comm_s",
-        "cpu_s",
-        "decode_memory_s",
-        "decode_s",
-        "gap_s",
-        "kv_max",
-        "kv_weighted",
-        "running_weighted",
-        "step_s",
-    )
-
-    def __init__(self) -> None:
-        self.step_s = self.comm_s = self.cpu_s = self.gap_s = 0.0
-        self.decode_s = self.decode_memory_s = 0.0
-        self.kv_weighted = self.kv_max = self.running_weighted = 0.0
-
-    def _add_time(self, cost: StepBreakdown, kv_usage: float, num_seqs: int) -> float:
-        duration = cost.total_s
-        self.step_s += duration
-        self.comm_s += cost.comm_s
-        self.cpu_s += cost.cpu_s
-        self.gap_s += cost.launch_gap_s
-        self.kv_weighted += kv_usage * duration
-        self.kv_max = max(self.kv_max, kv_usage)
-        self.running_weighted += num_seqs * duration
-        return duration
-
-    def add(self, cost: StepBreakdown, kv_usage: float, num_seqs: int, has_prefill: bool) -> None:
-        duration = self._add_time(cost, kv_usage, num_seqs)
-        if not has_prefill:
-            self.decode_s += duration
-            if cost.bound == "memory":
-                self.decode_memory_s += duration
-
-    def add_run(
-        self, cost: StepBreakdown, memory_bound_s: float, kv_usage: float, num_seqs: int
-    ) -> None:
-        """Several decode-only steps summed in `cost`."""
-        self.decode_s += self._add_time(cost, kv_usage, num_seqs)
-        self.decode_memory_s += memory_bound_s
-
-    def share(self, part: float) -> float:
-        return part / self.step_s if self.step_s > 0 else 0.0
+    def chunk_tokens(self) -> np.ndarray:
+        tokens = np.ones(len(self.chunk_ts), dtype=np.int64)
+        for index, count in self.multi:
+            tokens[index] = count
+        return tokens
 
 
 class _Run:
-    def __init__(self, engine: EngineCore, clock: VirtualClock, traffic: list[TrafficRequest]):
+    def __init__(self, engine: EngineCore, clock: VirtualClock, traffic: Traffic):
         self.engine = engine
         self.clock = clock
         self.traffic = traffic
         self.frontend = VirtualFrontend(FrontendCosts.from_settings(engine.scenario.frontend))
         self.clients: dict[str, _Client] = {}
         self.pending: deque[tuple[float, TrafficRequest]] = deque()  # tokenized, not yet in
+        self.deadlines: deque[tuple[float, str]] = deque()  # in arrival order
+        self.timeout_s: float | None = None
         self.next_index = 0
         self.num_done = 0
-        self.timings: list[RequestTimings] = []
         self.free_blocks: list[tuple[float, int]] = []
-        self.totals = _StepTotals()
+        self.totals = StepTotals()
+        self.stages = [StageTally() for _ in traffic.stages]
+        self.server = EngineTally()
+        self.frontend_wait_s = 0.0
+        self.last_ts = 0.0
 
+    # ------------------------------------------------------------------ arrivals
     def _tokenize_next(self) -> None:
-        item = self.traffic[self.next_index]
+        index = self.next_index
         self.next_index += 1
-        client = _Client(item.arrival_ts)
-        client.engine_arrival_ts = self.frontend.tokenize(
-            item.arrival_ts, len(item.prompt_token_ids)
-        )
+        item = self.traffic.request(index)
+        client = _Client(item.arrival_ts, int(self.traffic.stage_of[index]))
+        ready_ts = self.frontend.tokenize(item.arrival_ts, len(item.prompt_token_ids))
+        self.frontend_wait_s += ready_ts - item.arrival_ts
         self.clients[item.request_id] = client
-        self.pending.append((client.engine_arrival_ts, item))
+        self.pending.append((ready_ts, item))
+        if self.timeout_s is not None:
+            self.deadlines.append((item.arrival_ts + self.timeout_s, item.request_id))
 
     def _tokenize_until(self, ts: float) -> None:
-        while self.next_index < len(self.traffic) and self.traffic[self.next_index].arrival_ts < ts:
+        arrivals, total = self.traffic.arrival_ts, len(self.traffic)
+        while self.next_index < total and arrivals[self.next_index] < ts:
             self._tokenize_next()
 
     def _admit(self, now_ts: float) -> None:
         while self.pending and self.pending[0][0] <= now_ts:
             ready_ts, item = self.pending.popleft()
-            self.engine.add_request(
-                item.request_id,
-                item.prompt_token_ids,
-                SamplingParams(max_tokens=item.max_tokens, ignore_eos=True),
-                arrival_ts=ready_ts,
-            )
+            client = self.clients.get(item.request_id)
+            if client is None:  # the client gave up while its prompt was tokenized
+                continue
+            try:
+                self.engine.add_request(
+                    item.request_id,
+                    item.prompt_token_ids,
+                    SamplingParams(max_tokens=item.max_tokens, ignore_eos=True),
+                    arrival_ts=ready_ts,
+                )
+            except RequestRejectedError:
+                self.stages[client.stage].num_rejected += 1
+                self._drop(item.request_id, ready_ts)
+                continue
+            client.in_engine = True
+
+    # ------------------------------------------------------------------ time-outs
+    def _next_deadline(self) -> float:
+        deadlines = self.deadlines
+        while deadlines and deadlines[0][1] not in self.clients:
+            deadlines.popleft()
+        return deadlines[0][0] if deadlines else float("inf")
+
+    def _expire(self, now_ts: float) -> None:
+        """Clients whose time-out has passed disconnect; the engine aborts their requests."""
+        aborted: list[str] = []
+        while self._next_deadline() <= now_ts:
+            deadline_ts, request_id = self.deadlines.popleft()
+            client = self.clients[request_id]
+            if client.in_engine:
+                aborted.append(request_id)
+            self.stages[client.stage].num_timed_out += 1
+            self._drop(request_id, deadline_ts)
+        if aborted:
+            self.engine.abort_requests(aborted)
+            self.free_blocks.append((now_ts, self.engine.get_stats().num_free_blocks))
+
+    def _drop(self, request_id: str, end_ts: float) -> None:
+        del self.clients[request_id]
+        self.num_done += 1
+        self.last_ts = max(self.last_ts, end_ts)
+
+    # ------------------------------------------------------------------ outputs
+    def _stage_at(self, ts: float) -> StageTally:
+        """The stage whose time `ts` falls in (the last one after the load ends)."""
+        return self.stages[max(0, bisect.bisect_right(self.traffic.stage_start_ts, ts) - 1)]
 
     def _on_step(self, result: StepResult) -> None:
         shape = result.shape
         self.totals.add(result.cost, result.kv_usage, shape.num_seqs, bool(shape.prefill_chunks))
+        self._stage_at(result.start_ts).add_steps(result.duration_s, shape.num_seqs)
         for output in result.outputs:
             client = self.clients[output.request_id]
             delivered_ts = self.frontend.deliver(result.end_ts, len(output.new_token_ids))
             if output.new_token_ids:
-                client.chunk_ts.append(delivered_ts)
+                client.add_chunk(delivered_ts, len(output.new_token_ids))
             if output.timings is not None:
-                self._on_finish(client, output, result.end_ts, result.stats.num_free_blocks)
-                client.finish_ts = delivered_ts
+                self._on_finish(output, delivered_ts, result.end_ts, result.stats.num_free_blocks)
 
     def _on_finish(
-        self, client: _Client, output: RequestOutput, end_ts: float, num_free_blocks: int
+        self, output: RequestOutput, finish_ts: float, end_ts: float, num_free_blocks: int
     ) -> None:
-        client.error = output.finish_reason is FinishReason.ERROR
-        if output.timings is not None:
-            self.timings.append(output.timings)
+        """A request the engine finished (or failed), its last chunk delivered at `finish_ts`."""
+        client = self.clients[output.request_id]
+        tally = self.stages[client.stage]
         self.free_blocks.append((end_ts, num_free_blocks))
-        self.num_done += 1
+        if output.finish_reason is FinishReason.ERROR:
+            tally.num_errors += 1
+        else:
+            assert output.timings is not None
+            self.server.add(output.timings)
+            timeout = self.timeout_s
+            if timeout is not None and finish_ts > client.arrival_ts + timeout:
+                tally.num_timed_out += 1  # its last chunk came after the client left
+                finish_ts = client.arrival_ts + timeout
+            elif len(client.chunk_ts):
+                chunks = np.frombuffer(client.chunk_ts, dtype=np.float64)
+                tally.add_completed(client.arrival_ts, chunks, client.chunk_tokens())
+        self._drop(output.request_id, finish_ts)
 
     def _on_run(self, run: DecodeRun) -> None:
         batch = len(run.request_ids)
         self.totals.add_run(run.cost, run.memory_bound_s, run.kv_usage, batch)
+        self._stage_at(run.start_ts).add_steps(run.cost.total_s, batch)
         starts = []
         for end_ts in run.step_end_ts:
             self._tokenize_until(end_ts)  # arrivals reach the front end before these chunks
             starts.append(self.frontend.deliver_batch(end_ts, batch))
         chunk_s = self.frontend.costs.chunk_s(1)
         offsets = np.arange(1, batch + 1)[:, None] * chunk_s
-        delivered = (offsets + np.asarray(starts)[None, :]).tolist()
+        delivered = offsets + np.asarray(starts)[None, :]
         clients = self.clients
-        for request_id, times in zip(run.request_ids, delivered, strict=True):
-            clients[request_id].chunk_ts.extend(times)
+        for request_id, row in zip(run.request_ids, delivered, strict=True):
+            clients[request_id].chunk_ts.frombytes(row.tobytes())
         for output in run.finished:
-            client = self.clients[output.request_id]
-            self._on_finish(client, output, run.end_ts, run.stats.num_free_blocks)
-            client.finish_ts = client.chunk_ts[-1]
+            last_ts = clients[output.request_id].chunk_ts[-1]
+            self._on_finish(output, last_ts, run.end_ts, run.stats.num_free_blocks)
 
+    # ------------------------------------------------------------------ the loop
     def _horizon(self) -> float:
-        """The next moment something reaches the front end or the engine."""
-        horizon = float("inf")
+        """The next moment something reaches the front end or the engine, or a client leaves."""
+        horizon = self._next_deadline()
         if self.next_index < len(self.traffic):
-            horizon = self.traffic[self.next_index].arrival_ts
+            horizon = min(horizon, float(self.traffic.arrival_ts[self.next_index]))
         if self.pending:
             horizon = min(horizon, self.pending[0][0])
         return horizon
 
-    def loop(self) -> None:
+    def _step_engine(self) -> None:
         engine, clock = self.engine, self.clock
+        run = engine.step_decode_run(self._horizon())
+        if run is not None:
+            clock.advance_to(run.end_ts)
+            self._on_run(run)
+            return
+        result = engine.step()
+        clock.advance_to(result.end_ts)
+        self._tokenize_until(result.end_ts)  # they reached the front end first
+        self._on_step(result)
+
+    def loop(self) -> None:
+        clock = self.clock
         total = len(self.traffic)
         while self.num_done < total:
+            self._expire(clock.now())
             self._admit(clock.now())
-            if engine.has_unfinished_requests():
-                run = engine.step_decode_run(self._horizon())
-                if run is not None:
-                    clock.advance_to(run.end_ts)
-                    self._on_run(run)
-                    continue
-                result = engine.step()
-                clock.advance_to(result.end_ts)
-                self._tokenize_until(result.end_ts)  # they reached the front end first
-                self._on_step(result)
+            if self.engine.has_unfinished_requests():
+                self._step_engine()
             elif self.pending:
                 clock.advance_to(self.pending[0][0])
             elif self.next_index < total:
@@ -204,96 +265,108 @@ class _Run:
 def simulate(
     scenario: Scenario,
     *,
-    rate: float,
-    num_requests: int,
+    rate: float | None = None,
+    num_requests: int | None = None,
+    stages: Sequence[Stage] | None = None,
+    workload: str | None = None,
     input_len: int | None = None,
     output_len: int | None = None,
     arrivals: ArrivalProcess = "poisson",
+    timeout_s: float | None = None,
     seed: int | None = None,
 ) -> SimulationResult:
-    """Run `num_requests` requests at `rate` req/s through the scenario's engine."""
+    """Run the load through the scenario's engine on a virtual clock: `num_requests` at
+    `rate` req/s, or back-to-back `stages`, or a trace's own times (`workload`)."""
     wall_start = time.perf_counter()
+    if timeout_s is not None and not timeout_s > 0:
+        raise ValueError(f"timeout_s must be positive, not {timeout_s}")
+    ws = resolve_workload(workload, input_len, output_len)
     clock = VirtualClock()
     engine = EngineCore(scenario, clock)
-    traffic = make_traffic(
-        rate=rate,
-        num_requests=num_requests,
-        max_model_len=engine.max_model_len,
-        vocab_size=engine.vocab_size,
-        input_len=input_len,
-        output_len=output_len,
-        arrivals=arrivals,
+    traffic = plan_traffic(
+        ws, max_model_len=engine.max_model_len, vocab_size=engine.vocab_size, rate=rate,
+        num_requests=num_requests, stages=stages, arrivals=arrivals,
         seed=scenario.seed if seed is None else seed,
-    )
+    )  # fmt: skip
     run = _Run(engine, clock, traffic)
+    run.timeout_s = timeout_s
     run.loop()
-    wall_s = time.perf_counter() - wall_start
-    return _result(run, scenario, rate, input_len, output_len, arrivals, wall_s)
+    asked = _Asked(scenario.source, ws.text, input_len, output_len, arrivals, timeout_s)
+    return _result(run, asked, time.perf_counter() - wall_start)
 
 
-def _client_latencies(run: _Run) -> tuple[list[float], list[float], list[float]]:
-    ttft, e2e = [], []
-    gaps: list[np.ndarray] = []
-    for client in run.clients.values():
-        if client.error or not client.chunk_ts:
-            continue
-        ttft.append(client.chunk_ts[0] - client.arrival_ts)
-        e2e.append(client.finish_ts - client.arrival_ts)
-        gaps.append(np.diff(client.chunk_ts))
-    itl = np.concatenate(gaps).tolist() if gaps else []
-    return ttft, itl, e2e
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What the run was asked, as the result repeats it."""
+
+    scenario: str
+    workload: str
+    input_len: int | None
+    output_len: int | None
+    arrivals: str
+    timeout_s: float | None
 
 
-def _result(  # noqa: PLR0917 — the run and the parameters it was given
-    run: _Run,
-    scenario: Scenario,
-    rate: float,
-    input_len: int | None,
-    output_len: int | None,
-    arrivals: str,
-    wall_s: float,
-) -> SimulationResult:
+def _stage_summaries(run: _Run) -> list[StageSummary]:
+    traffic = run.traffic
+    return [
+        tally.summary(
+            k, stage, traffic.stage_start_ts[k], traffic.arrival_ts[traffic.stage_of == k]
+        )
+        for k, (tally, stage) in enumerate(zip(run.stages, traffic.stages, strict=True))
+    ]
+
+
+def _mean_rate(stages: Sequence[Stage]) -> float:
+    total_s = sum(stage.duration_s for stage in stages)
+    if total_s <= 0:
+        return stages[0].rate
+    return sum(stage.rate * stage.duration_s for stage in stages) / total_s
+
+
+def _result(run: _Run, asked: _Asked, wall_s: float) -> SimulationResult:
     engine = run.engine
     stats = engine.get_stats()
     gpu = engine.get_gpu_counters()
     totals = run.totals
-    duration = max((c.finish_ts for c in run.clients.values()), default=0.0)
+    duration = run.last_ts
     per_s = 1.0 / duration if duration > 0 else 0.0
-    ttft, itl, e2e = _client_latencies(run)
-    ok = [t for t in run.timings if t.finish_reason is not FinishReason.ERROR]
-    queue = [q for t in ok if (q := t.queue_s) is not None]
-    server_ttft = [x for t in ok if (x := t.ttft_s) is not None]
-    event_gaps = [np.diff(t.output_event_ts) for t in ok if len(t.output_event_ts) > 1]
-    server_itl = np.concatenate(event_gaps).tolist() if event_gaps else []
-    ttft_summary = percentiles(ttft)
-    queue_summary = percentiles(queue)
+    client = ClientLatency()
+    for tally in run.stages:
+        client.merge(tally.latency)
+    server_ttft, server_itl, queue = run.server.summaries()
+    ttft = sketch_percentiles(client.ttft)
+    num_completed = sum(t.num_completed for t in run.stages)
     spec = stats.spec_decode
-    waits = [c.engine_arrival_ts - c.arrival_ts for c in run.clients.values()]
+    num_requests = len(run.traffic)
     return SimulationResult(
-        scenario=scenario.source,
-        rate_rps=rate,
-        num_requests=len(run.traffic),
-        input_len=input_len,
-        output_len=output_len,
-        arrivals=arrivals,
+        scenario=asked.scenario,
+        rate_rps=_mean_rate(run.traffic.stages),
+        num_requests=num_requests,
+        input_len=asked.input_len,
+        output_len=asked.output_len,
+        arrivals=asked.arrivals,
+        workload=asked.workload,
+        timeout_s=asked.timeout_s,
         duration_s=duration,
         wall_s=wall_s,
         speedup=duration / wall_s if wall_s > 0 else 0.0,
-        num_completed=len(ok),
-        num_errors=len(run.timings) - len(ok),
-        ttft=ttft_summary,
-        itl=percentiles(itl),
-        e2e=percentiles(e2e),
-        server_ttft=percentiles(server_ttft),
-        server_itl=percentiles(server_itl),
-        queue_time=queue_summary,
-        output_throughput_tok_s=sum(t.num_output_tokens for t in ok) * per_s,
-        request_throughput_rps=len(ok) * per_s,
-        mean_queue_s=queue_summary.mean_s,
-        queue_share_of_ttft=(
-            queue_summary.mean_s / ttft_summary.mean_s if ttft_summary.mean_s > 0 else 0.0
-        ),
-        mean_frontend_wait_s=sum(waits) / len(waits) if waits else 0.0,
+        num_completed=num_completed,
+        num_errors=sum(t.num_errors for t in run.stages),
+        num_timed_out=sum(t.num_timed_out for t in run.stages),
+        num_rejected=sum(t.num_rejected for t in run.stages),
+        ttft=ttft,
+        itl=sketch_percentiles(client.itl),
+        tpot=sketch_percentiles(client.tpot),
+        e2e=sketch_percentiles(client.e2e),
+        server_ttft=server_ttft,
+        server_itl=server_itl,
+        queue_time=queue,
+        output_throughput_tok_s=sum(t.output_tokens for t in run.stages) * per_s,
+        request_throughput_rps=num_completed * per_s,
+        mean_queue_s=queue.mean_s,
+        queue_share_of_ttft=queue.mean_s / ttft.mean_s if ttft.mean_s > 0 else 0.0,
+        mean_frontend_wait_s=run.frontend_wait_s / max(1, run.next_index),
         num_preemptions=stats.num_preemptions,
         num_gpu_blocks=stats.num_gpu_blocks,
         kv_usage_mean=totals.share(totals.kv_weighted),
@@ -324,4 +397,5 @@ def _result(  # noqa: PLR0917 — the run and the parameters it was given
         tensor_active=min(1.0, gpu.tensor_active_s * per_s),
         dram_active=min(1.0, gpu.dram_active_s * per_s),
         frontend_busy=min(1.0, run.frontend.busy_s * per_s),
+        stages=_stage_summaries(run),
     )

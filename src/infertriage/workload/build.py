@@ -254,17 +254,17 @@ def _prompt_set(ws: WorkloadSpec, ctx: _Ctx, num_groups: int, prefix_len: int) -
     size = num_groups * per_group
     questions = ws.length("input", "256").sample(ctx.rng, size).tolist()
     outputs = ws.length("output", "128").sample(ctx.rng, size, cap=ctx.max_model_len).tolist()
-    order = ctx.rng.permutation(size).tolist()
-    specs = []
-    for i in range(ctx.count):
-        prompt = order[i % size]
+    prompts = []
+    for prompt in ctx.rng.permutation(size).tolist():
         group = prompt // per_group
         body = SynthText(int(questions[prompt]), _BODY_KEY + prompt)
         turns = (Turn("system", SynthText(prefix_len, _PREFIX_KEY + group)), Turn("user", body))
         labels = (("group", str(group)), ("prompt", str(prompt)))
-        total = prefix_len + body.num_tokens
-        specs.append(RequestSpec(i, turns, total, int(outputs[prompt]), ctx.ignore_eos, labels))
-    return specs
+        prompts.append((turns, prefix_len + body.num_tokens, int(outputs[prompt]), labels))
+    return [  # the G×P prompts' messages are shared, not copied per request
+        RequestSpec(i, turns, total, out, ctx.ignore_eos, labels)
+        for i, (turns, total, out, labels) in ((i, prompts[i % size]) for i in range(ctx.count))
+    ]
 
 
 def _prefix_groups(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
