@@ -39,6 +39,7 @@ from infertriage.api.specs import (
     parse_endpoint,
 )
 from infertriage.schemas import RunDir, RunInfo, Thresholds, UserError
+from infertriage.twin.traffic import Stage
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 _MAX_PARAMETERS = 4  # the spec, and at most an observer, a shared run or a clock
@@ -133,6 +134,13 @@ SPECS: list[BaseModel] = [
         model="llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, concurrency=4, what_if=("tp=1,2",)
     ),
     SimulateSpec(scenario="healthy", rate=4.0, num_requests=10, seed=3),
+    SimulateSpec(
+        scenario="kv-pressure",
+        stages=(Stage(8.0, 600.0), Stage(20.0, 60.0)),
+        workload="prefix:groups=4,prompts=8,prefix=1024,input=128,output=64",
+        arrivals="gamma:0.5",
+        timeout_s=30.0,
+    ),
     TwinSpec(scenario="healthy", port=0, load_time_s=0.0, profile_dir=Path("p")),
     FleetSpec(prometheus_url="http://p:9090", selector='job="vllm"', window_s=60.0),
     MonitorConfigSpec(

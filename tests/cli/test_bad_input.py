@@ -53,6 +53,7 @@ _NUMERIC: list[tuple[list[str], str, tuple[str, ...]]] = [
     (["simulate"], "--rate", _AMOUNT),
     *[(["simulate"], flag, _COUNT) for flag in ("--num-requests", "--input-len", "--output-len")],
     (["simulate"], "--seed", ("-1", "nan")),
+    (["simulate"], "--timeout", _TIME),
     *[
         (PLAN, flag, _COUNT)
         for flag in (
@@ -149,6 +150,16 @@ CASES = [
     pytest.param([*DIAGNOSE, "--scenario", "nope"], "unknown scenario", id="diagnose scenario"),
     pytest.param([*VALIDATE, "--scenario", "nope"], "unknown scenario", id="validate scenario"),
     pytest.param(["simulate", "--arrivals", "bursty"], "--arrivals", id="simulate arrivals"),
+    pytest.param(["simulate", "--arrival", "ramp:1"], "--arrivals must be", id="simulate ramp"),
+    pytest.param(["simulate", "--stage", "8"], "--stage '8' is not RATE:DURATION", id="stage"),
+    pytest.param(["simulate", "--stage", "8:0"], "not a positive duration", id="stage 0 s"),
+    pytest.param(["simulate", "--stage", "x:60"], "the rate 'x'", id="stage rate"),
+    pytest.param(["simulate", "--stage", "8:60", "--rate", "4"], "not both", id="stage + rate"),
+    pytest.param(
+        ["simulate", "--workload", "chat-mix", "--input-len", "64"], "not both", id="sim lengths"
+    ),
+    pytest.param(["simulate", "--workload", "nosuch"], "unknown workload", id="sim workload"),
+    pytest.param(["simulate", "--workload", "trace:{missing}"], "does not exist", id="sim trace"),
     pytest.param([*BENCH, "--arrival", "bursty"], "unknown arrival", id="bench arrival"),
     pytest.param([*BENCH, "--arrival", "gamma:nan"], "burstiness", id="bench gamma nan"),
     pytest.param([*BENCH, "--endpoint", "embeddings"], "--endpoint", id="bench endpoint"),

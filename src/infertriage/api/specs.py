@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infertriage.loadgen.client import Endpoint
 from infertriage.schemas import Thresholds, UserError
+from infertriage.twin.traffic import Stage
 from infertriage.workload import DEFAULT_WORKLOAD
 
 __all__ = [
@@ -237,14 +238,19 @@ class PlanSpec(_Spec):
 
 
 class SimulateSpec(_Spec):
-    """`simulate`: a twin scenario's engine on a virtual clock at one rate."""
+    """`simulate`: a twin scenario's engine on a virtual clock under what a load test sends —
+    one rate and a count (default 4 req/s, 1,000 requests), back-to-back `stages`, or a
+    trace's own times; `workload` is any `bench --workload` spec (None: the lengths pick)."""
 
     scenario: str
-    rate: float
-    num_requests: int
+    rate: float | None = None
+    num_requests: int | None = None
+    stages: tuple[Stage, ...] = ()
+    workload: str | None = None
     input_len: int | None = None
     output_len: int | None = None
-    arrivals: str = "poisson"
+    arrivals: str = "poisson"  # poisson, constant or gamma:SHAPE
+    timeout_s: float | None = None  # the client's time-out per request
     seed: int | None = None
 
 

@@ -184,8 +184,11 @@ def nonempty_files(param: typer.CallbackParam, value: list[Path]) -> list[Path]:
     return value
 
 
-def workload_spec(value: str) -> str:
-    """`--workload`: a known kind with its options; a file it names is there, text, not empty."""
+def workload_spec(value: str | None) -> str | None:
+    """`--workload`: a known kind with its options; a file it names is there, text, not empty
+    (None where the option is optional and not given)."""
+    if value is None:
+        return None
     spec = parse_workload(value)
     if spec.path is not None:
         _check_text_file(spec.path, "--workload")
