@@ -1,16 +1,22 @@
-"""benchmark: how much faster than real time `simulate` runs 1,000 requests (goal: >= 100x).
+"""benchmark: how much faster than real time `simulate` runs 1,000 requests (goal: >= 100x),
+and its peak memory at 1,000 and 10,000 requests (goal: 10,000 within 1.3x of 1,000).
 
 Run `python benchmarks/simulate_speed.py` (add `--signatures` to print every packaged
-scenario's signature figures at the loads tests/twin/test_twin_signatures.py pins).
-Prints one line per run, then the best of three by wall clock and by CPU time (the
-simulation's own CPU-seconds, which other work on a busy machine barely moves); exits 1
-when the CPU-time speed-up is under 100x.
+scenario's signature figures at the loads tests/twin/test_twin_signatures.py pins,
+`--no-memory` to skip the memory runs). Prints one line per run, then the best of three
+by wall clock and by CPU time (the simulation's own CPU-seconds, which other work on a
+busy machine barely moves); then the peak resident memory (`ru_maxrss`) of the healthy
+scenario's chat mix at 4 req/s, 1,000 and 10,000 requests side by side, each in a fresh
+process. Exits 1 when the CPU-time speed-up is under 100x or the 10,000-request peak is
+over 1.3x the 1,000-request one.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import resource
+import subprocess
 import sys
 import time
 
@@ -18,6 +24,8 @@ from infertriage.twin.scenario import load_scenario
 from infertriage.twin.simulate import simulate
 
 GOAL = 100.0
+MEMORY_GOAL = 1.3  # the 10,000-request peak over the 1,000-request one
+MEMORY_SIZES = (1_000, 10_000)
 
 SIGNATURE_LOADS: dict[str, dict[str, object]] = {
     "healthy": {"rate": 4, "num_requests": 300},
@@ -74,14 +82,44 @@ def signatures() -> None:
         )
 
 
+def peak_rss_mib(num_requests: int) -> float:
+    """This process's peak resident memory after simulating `num_requests` (run it fresh)."""
+    simulate(load_scenario("healthy"), rate=4, num_requests=num_requests)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def memory() -> float:
+    """Peak RSS at each of MEMORY_SIZES, each in a fresh process; gives the largest's ratio."""
+    peaks = []
+    for num_requests in MEMORY_SIZES:
+        out = subprocess.run(
+            [sys.executable, __file__, "--rss", str(num_requests)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        peaks.append(float(out.strip()))
+    pairs = zip(MEMORY_SIZES, peaks, strict=True)
+    sizes = "  ".join(f"{n:,} requests {mib:,.0f} MiB" for n, mib in pairs)
+    ratio = peaks[-1] / peaks[0]
+    print(f"peak RSS (healthy, chat mix, 4 req/s): {sizes}  ({ratio:.2f}x)")
+    return ratio
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--signatures", action="store_true", help="also print the signatures")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory runs")
+    parser.add_argument("--rss", type=int, help=argparse.SUPPRESS)  # one memory run
     args = parser.parse_args()
+    if args.rss:
+        print(f"{peak_rss_mib(args.rss):.1f}")
+        return 0
     if args.signatures:
         signatures()
     ratio = speed()
-    return 0 if ratio >= GOAL else 1
+    grown = 1.0 if args.no_memory else memory()
+    return 0 if ratio >= GOAL and grown <= MEMORY_GOAL else 1
 
 
 if __name__ == "__main__":
