@@ -19,7 +19,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("trace", "Kernel, launch and communication analysis of profiler traces."),
     ("logs", "Offline incident triage from server logs: timeline and the map."),
     ("metrics", "Detect the engine and show the normalised view of its metrics."),
-    ("simulate", "The twin's engine on a virtual clock: latency, KV, throughput."),
+    ("simulate", "A load test (workload, stages, time-out) on the twin, on a virtual clock."),
     ("twin", "Serve the twin: a simulated vLLM-like server on 127.0.0.1."),
     ("validate", "Go-live checklist: functional, performance, stability; exit 1 if not ready."),
     ("report", "One self-contained HTML file of a run: map, SLOs, charts, A/B."),

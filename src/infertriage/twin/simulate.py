@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from infertriage.twin.engine import (
     DecodeRun,
@@ -79,7 +80,7 @@ class _Client:
             self.multi.append((len(self.chunk_ts), num_tokens))
         self.chunk_ts.append(ts)
 
-    def chunk_tokens(self) -> np.ndarray:
+    def chunk_tokens(self) -> npt.NDArray[np.int64]:
         tokens = np.ones(len(self.chunk_ts), dtype=np.int64)
         for index, count in self.multi:
             tokens[index] = count
@@ -87,7 +88,9 @@ class _Client:
 
 
 class _Run:
-    def __init__(self, engine: EngineCore, clock: VirtualClock, traffic: Traffic):
+    def __init__(
+        self, engine: EngineCore, clock: VirtualClock, traffic: Traffic, timeout_s: float | None
+    ) -> None:
         self.engine = engine
         self.clock = clock
         self.traffic = traffic
@@ -95,7 +98,7 @@ class _Run:
         self.clients: dict[str, _Client] = {}
         self.pending: deque[tuple[float, TrafficRequest]] = deque()  # tokenized, not yet in
         self.deadlines: deque[tuple[float, str]] = deque()  # in arrival order
-        self.timeout_s: float | None = None
+        self.timeout_s = timeout_s
         self.next_index = 0
         self.num_done = 0
         self.free_blocks: list[tuple[float, int]] = []
@@ -288,8 +291,7 @@ def simulate(
         num_requests=num_requests, stages=stages, arrivals=arrivals,
         seed=scenario.seed if seed is None else seed,
     )  # fmt: skip
-    run = _Run(engine, clock, traffic)
-    run.timeout_s = timeout_s
+    run = _Run(engine, clock, traffic, timeout_s)
     run.loop()
     asked = _Asked(scenario.source, ws.text, input_len, output_len, arrivals, timeout_s)
     return _result(run, asked, time.perf_counter() - wall_start)
