@@ -47,6 +47,7 @@ from infertriage.plan import (
     peak_flops_per_s,
     ttft_itl,
 )
+from infertriage_testing.vllm_runs import load_stages
 
 _ROOT = Path(__file__).resolve().parents[1]
 _TABLE = _ROOT / "src/infertriage/plan/data/costmodel.json"
@@ -132,6 +133,8 @@ class Point:
     output_len: int
     metric: str  # "TTFT" or "ITL"
     measured_s: float
+    execution: Execution = _EXECUTION
+    weight: float = 1.0  # of this point's squared relative error in the fit
 
 
 def _fixtures() -> Path:
@@ -176,11 +179,46 @@ def load_points(path: Path | None = None) -> list[Point]:
     return points
 
 
+# The real vLLM stages together weigh this share of a generation's fit (they are 19 points
+# against the static table's hundreds, and the regime `plan` and the twin are used in).
+VLLM_SHARE = 0.7
+FREE_LINK = os.environ.get("FREE_LINK") == "1"
+
+
+def load_vllm_points() -> list[Point]:
+    """One decode point per real vLLM stage that held (no client lost a request).
+
+    Little's law gives the batch (achieved rate × mean E2E) and the measured per-token
+    interval `(E2E − TTFT) / (output − 1)` is one decode step of that batch at the mean
+    context of decoding; the prompts were cycled, so after the first cycle their prefill is
+    a prefix-cache hit and the steps are decode steps. Real weights: MoE routing uniform.
+    """
+    stages = [s for s in load_stages() if not s.overloaded]
+    gpu = get_gpu("H100-SXM")
+    points = []
+    for s in stages:
+        label = f"vLLM {s.label:<40}"[:58]
+        points.append(
+            Point(label, gpu, load_model(s.model), "bf16", s.tensor_parallel,
+                  max(1, round(s.concurrency)), round(s.prompt_len), s.output_len, "ITL",
+                  s.token_interval_s, Execution())
+        )  # fmt: skip
+    return points
+
+
+def weighted(real: Sequence[Point], num_static: int) -> list[Point]:
+    """`real` with weights that give them `VLLM_SHARE` of a fit beside `num_static` points."""
+    if not real:
+        return []
+    weight = VLLM_SHARE / (1 - VLLM_SHARE) * num_static / len(real)
+    return [replace(p, weight=weight) for p in real]
+
+
 def predict(point: Point, params: RooflineParams) -> float:
     kv_dtype = "fp8" if point.dtype == "fp8" else "fp16"
     est = ttft_itl(
         point.spec, point.gpu, point.dtype, point.tp, point.input_len, point.output_len,
-        kv_dtype=kv_dtype, params=params, batch_size=point.batch, execution=_EXECUTION,
+        kv_dtype=kv_dtype, params=params, batch_size=point.batch, execution=point.execution,
     )  # fmt: skip
     return est.ttft_s if point.metric == "TTFT" else est.itl_s
 
@@ -223,6 +261,7 @@ class Work:
     doublings: np.ndarray  # log₂(tp) − 1 where tp > 1
     comm_bw: np.ndarray  # s of all-reduce bandwidth at η_link = 1
     measured: np.ndarray
+    weight: np.ndarray  # of each point's squared relative error
 
 
 def make_work(points: Sequence[Point]) -> Work:
@@ -231,7 +270,7 @@ def make_work(points: Sequence[Point]) -> Work:
         kv_dtype = "fp8" if point.dtype == "fp8" else "fp16"
         est = ttft_itl(
             point.spec, point.gpu, point.dtype, point.tp, point.input_len, point.output_len,
-            kv_dtype=kv_dtype, params=_UNIT, batch_size=point.batch, execution=_EXECUTION,
+            kv_dtype=kv_dtype, params=_UNIT, batch_size=point.batch, execution=point.execution,
         )  # fmt: skip
         step = est.prefill if point.metric == "TTFT" else est.decode
         work = step.work
@@ -254,6 +293,7 @@ def make_work(points: Sequence[Point]) -> Work:
         cols["doublings"].append(math.log2(point.tp) - 1 if multi else 0)
         cols["comm_bw"].append(work.comm_s)
         cols["measured"].append(point.measured_s)
+        cols["weight"].append(point.weight)
     return Work(**{k: np.array(v, dtype=float) for k, v in cols.items()})
 
 
@@ -291,7 +331,7 @@ def _design(work: Work, eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _solve_linear(work: Work, eff: np.ndarray, fixed: dict[str, float]) -> np.ndarray:
     """Non-negative weighted least squares for the linear terms, `fixed` ones held."""
     roof, matrix = _design(work, eff)
-    weight = 1 / work.measured
+    weight = np.sqrt(work.weight) / work.measured
     target = work.measured - roof
     free = [i for i, name in enumerate(_LINEAR) if name not in fixed]
     held = np.array([fixed.get(name, 0.0) for name in _LINEAR])
@@ -367,7 +407,7 @@ def fit_generation(work: Work, fixed: dict[str, float]) -> tuple[np.ndarray, np.
     def loss(x: np.ndarray) -> float:
         eff = _bounded(np.append(x, 1.0))
         errors = _relative_errors(work, eff, _solve_linear(work, eff, fixed))
-        return float(np.mean(errors**2))
+        return float(np.average(errors**2, weights=work.weight))
 
     start = np.array([0.8, 0.6, 50.0, 0.6, 64.0])
     best = _bounded(np.append(nelder_mead(loss, start, step=0.2), 1.0))
@@ -379,7 +419,7 @@ def fit_experts(work: Work, eff: np.ndarray, coef: np.ndarray) -> float:
 
     def loss(value: float) -> float:
         errors = _relative_errors(work, _bounded(np.append(eff[:5], value)), coef)
-        return float(np.mean(errors**2))
+        return float(np.average(errors**2, weights=work.weight))
 
     low, high = 0.05, 1.0
     ratio = (math.sqrt(5) - 1) / 2
@@ -551,17 +591,28 @@ def _apart_note(errors: Sequence[float]) -> str:
     )
 
 
+def _real_note(errors: Sequence[float]) -> str:
+    if not errors:
+        return ""
+    median, worst = _median_max(errors)
+    return (
+        f"; with {len(errors)} real vLLM decode steps under continuous batching (inference-perf "
+        f"stages, batch by Little's law: ±{median:.0%} median, worst {worst:.0%})"
+    )
+
+
 def _median_max(errors: Sequence[float]) -> list[float]:
     mags = [abs(e) for e in errors]
     return [round(statistics.median(mags), 4), round(max(mags), 4)]
 
 
-def _write(
+def _write(  # noqa: PLR0917 — the fit and each error set it reports
     params: dict[str, RooflineParams],
     errors: dict[str, list[float]],
     points: Sequence[Point],
     moe_errors: dict[str, list[float]],
     apart_errors: dict[str, list[float]],
+    real_errors: dict[str, list[float]],
 ) -> None:
     generations = {}
     for generation, p in params.items():
@@ -586,14 +637,17 @@ def _write(
             "saturation": _median_max([errors[generation][i] for i in regimes["saturation"]]),
             "moe_points": len(moe_errors.get(generation, [])),
             "moe": _median_max(moe_errors[generation]) if generation in moe_errors else [0, 0],
-            "source": _SOURCE + _apart_note(apart_errors.get(generation, [])),
+            "source": _SOURCE
+            + _real_note(real_errors.get(generation, []))
+            + _apart_note(apart_errors.get(generation, [])),
         }
     hopper, ada = params["hopper"], params["ada"]
     table = {
         "_note": (
             "Written by benchmarks/fit_costmodel.py --write from TensorRT-LLM 0.9 static-batch "
-            "TTFT/ITL (NVIDIA DLI sizing data, fake weights: MoE routing collapsed) and "
-            "Vidur's 8xH100 all-reduce times; "
+            "TTFT/ITL (NVIDIA DLI sizing data, fake weights: MoE routing collapsed), real vLLM "
+            "on H100 under load (inference-perf stages that held, weighing half of Hopper's "
+            "fit) and Vidur's 8xH100 all-reduce times; "
             "nvlink fitted on Hopper (cross-checked against Vidur), pcie on L40S. "
             "Do not edit by hand."
         ),
@@ -623,13 +677,15 @@ def _fit_one(points: Sequence[Point], generation: str, held: dict[str, float]) -
     return _params(eff, coef)
 
 
-def fit(points: Sequence[Point]) -> dict[str, RooflineParams]:
-    """Hopper first (it fixes NVLink), then Ampere with that link, then Ada (PCIe only)."""
+def fit(points: Sequence[Point], real: Sequence[Point] = ()) -> dict[str, RooflineParams]:
+    """Hopper's static table first (it fixes NVLink: TP 1-8 there, 2-4 only in the real
+    runs), then Hopper again with the `real` vLLM points and that link, then Ampere with
+    that link, then Ada (PCIe only)."""
     points = [p for p in points if not without_gqa_kernel(p)]
-    params = {"hopper": _fit_one(points, "hopper", {})}
-    nvlink = params["hopper"].nvlink
+    nvlink = _fit_one(points, "hopper", {}).nvlink
     held = {"alpha0": nvlink.alpha_s, "alpha1": nvlink.alpha_per_doubling_s,
             "inv_link_eff": 1 / nvlink.bw_efficiency}  # fmt: skip
+    params = {"hopper": _fit_one([*points, *real], "hopper", held if not FREE_LINK else {})}
     params["ampere"] = _fit_one(points, "ampere", held)
     ada = _fit_one(points, "ada", {})
     params["ada"] = replace(ada, nvlink=nvlink)
@@ -670,13 +726,20 @@ def main() -> None:
     dense = [p for p in points if not p.spec.is_moe and not without_gqa_kernel(p)]
     moe = [p for p in points if p.spec.is_moe]
     apart = [p for p in points if without_gqa_kernel(p)]
+    real = load_vllm_points()
+    hopper = [p for p in dense if p.gpu.generation == "hopper"]
+    real_dense = weighted([p for p in real if not p.spec.is_moe], len(hopper))
+    hopper_moe = [p for p in moe if p.gpu.generation == "hopper"]
+    real_moe = weighted([p for p in real if p.spec.is_moe], len(hopper_moe))
     if args.check:
         from infertriage.plan import params_for  # noqa: PLC0415
 
         params = {g: params_for(p.gpu) for p in points for g in [p.gpu.generation]}
     else:
-        params = fit(points)
+        params = fit(points, [*real_dense, *real_moe])
     _print_params(params)
+    print("\nreal vLLM on H100 under load (continuous batching, Little's-law batch):")
+    real_errors = report([*real_dense, *real_moe], params, rows=True)
     errors = report(dense, params, rows=not args.no_rows)
     print("\nMoE (Mixtral-8x7B; fits η_expert only):")
     moe_errors = report(moe, params, rows=not args.no_rows)
@@ -685,7 +748,7 @@ def main() -> None:
     held_out(params["hopper"])
     vidur_gemms(params["hopper"])
     if args.write:
-        _write(params, errors, dense, moe_errors, apart_errors)
+        _write(params, errors, dense, moe_errors, apart_errors, real_errors)
 
 
 if __name__ == "__main__":

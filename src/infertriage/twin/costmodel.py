@@ -24,7 +24,10 @@ sum, each kernel family under its own roof. On top of `plan`:
   up to `_HOST_STEP_S` is host time and the rest kernel time of a CUDA-graph step (an
   eager step pays its launches instead); the per-sequence cost (sampling) is kernel time;
   host time per step is up to `_HOST_STEP_S` of it plus `scheduler_overhead_us_per_seq`
-  per scheduled sequence, during which the GPU idles.
+  per scheduled sequence, during which the GPU idles;
+- with `async_scheduling` (vLLM's default) the host schedules step k+1 while step k runs:
+  the fitted fixed costs are all step time (they were measured that way) and the GPU idles
+  only for the host time the step's kernels do not cover, `max(0, host − GPU span)`.
 
 Activity (what DCGM would read): `util_busy_s` counts the step as NVML's coarse
 sampler does, gaps under `_UTIL_RESOLUTION_S` between kernels or steps read as
@@ -158,9 +161,11 @@ class CostModel:
         fixed_s = self.params.step_overhead_s + hardware.spec.num_layers * (
             self.params.layer_overhead_s
         )
-        self.host_step_s = min(fixed_s, _HOST_STEP_S)
-        self.fixed_kernel_s = fixed_s - self.host_step_s
         self.engine = scenario.engine
+        self.overlap_host = scenario.engine.async_scheduling
+        # Under async scheduling the host's part runs beside the GPU's: all of it is step time.
+        self.host_step_s = 0.0 if self.overlap_host else min(fixed_s, _HOST_STEP_S)
+        self.fixed_kernel_s = fixed_s - self.host_step_s
         self.draft_cost_fraction = scenario.speculative.draft_cost_fraction
         spec = hardware.spec
         per_layer = _KERNELS_PER_LAYER + (2 if hardware.tensor_parallel > 1 else 0)
@@ -319,6 +324,9 @@ class CostModel:
             self.engine.scheduler_overhead_us_per_seq * 1e-6 * shape.num_seqs
         )
         span_s = kernel_s + launch_gap_s
+        if self.overlap_host:
+            # Scheduling step k+1 while step k runs: the GPU waits only for what is left over.
+            cpu_s = max(0.0, cpu_s - span_s)
         return StepBreakdown(
             total_s=cpu_s + span_s,
             cpu_s=cpu_s,

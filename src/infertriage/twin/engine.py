@@ -219,6 +219,8 @@ class EngineCore:
         self._fault_rng = random.Random(scenario.seed + 1)
         self._acceptance_rate = scenario.speculative.acceptance_rate
         self._last_end_ts = self.clock.now()
+        self._handoff_s = scenario.frontend.handoff_ms * 1e-3
+        self._busy: tuple[float, float] | None = None  # (start, end) of the last step with work
         self._step_index = 0
         self._counters = _CounterSums()
 
@@ -260,7 +262,8 @@ class EngineCore:
             request_id,
             prompt_token_ids,
             params,
-            self.clock.now() if arrival_ts is None else arrival_ts,
+            # The engine core sees the request once the API server has handed it over.
+            (self.clock.now() if arrival_ts is None else arrival_ts) + self._handoff_s,
             min(params.max_tokens, self.max_model_len - num_prompt),
             request_seed(request_id) if output_seed is None else output_seed,
             self.vocab_size,
@@ -287,12 +290,18 @@ class EngineCore:
         The step starts at `start_ts` (default: now), never before the previous step ended.
         """
         start_ts = max(self.clock.now() if start_ts is None else start_ts, self._last_end_ts)
-        output = self.scheduler.schedule(start_ts)
+        scheduler = self.scheduler
+        if scheduler.waiting and not scheduler.running:
+            # An idle engine starts its next step when the first request reaches it.
+            start_ts = max(start_ts, scheduler.waiting[0].arrival_ts)
+        output = scheduler.schedule(start_ts, self._admit_until(start_ts))
         shape = _make_shape(output)
         cost = self.cost_model.step_cost(shape)
         end_ts = start_ts + cost.total_s
         outputs = self.scheduler.update_from_output(output, self._sample(output), end_ts)
         self._last_end_ts = end_ts
+        # An empty step drains the async pipeline: the next one sees every arrival so far.
+        self._busy = (start_ts, end_ts) if shape.num_tokens else None
         self._step_index += 1
         if shape.num_tokens:
             self._counters.add(cost)
@@ -307,6 +316,14 @@ class EngineCore:
             kv_usage=output.kv_usage,
             stats=self.scheduler.make_stats(),
         )
+
+    def _admit_until(self, start_ts: float) -> float:
+        """When this step's batch was fixed: with async scheduling and the engine busy, at the
+        previous step's start (it was scheduled while that step ran); else now."""
+        busy = self._busy
+        if self.scenario.engine.async_scheduling and busy and start_ts <= busy[1]:
+            return busy[0]
+        return start_ts
 
     def step_decode_run(self, until_ts: float, max_steps: int | None = None) -> DecodeRun | None:
         """Take back-to-back pure-decode steps, exactly as `step()` would, up to and including
@@ -332,6 +349,7 @@ class EngineCore:
         finished = scheduler.apply_decode_run(ends)
         self._counters.add(run.total, len(ends))
         self._last_end_ts = ends[-1]
+        self._busy = (ends[-2] if len(ends) > 1 else start_ts, ends[-1])
         self._step_index += len(ends)
         return DecodeRun(
             start_ts=start_ts,

@@ -43,6 +43,10 @@ class EngineSettings(_Section):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     cuda_graphs: bool = True
+    # vLLM's --async-scheduling (on by default since late 2025): step k+1 is scheduled while
+    # step k runs, so host work hides behind the GPU's and a new request first runs in the
+    # step after next.
+    async_scheduling: bool = True
     attention_backend: Literal["flash", "naive"] = "flash"
     scheduler_overhead_us_per_seq: float = Field(20.0, ge=0)
     load_time_s: float = Field(1.0, ge=0)
@@ -62,12 +66,21 @@ class SpeculativeSettings(_Section):
     draft_cost_fraction: float = Field(0.05, ge=0, le=1)
 
 
+# A request's hand-off between vLLM's API server and its engine core process, there and
+# back (IPC, request set-up, the first output's processing), beyond the modelled tokenize
+# and serialize work: the median of real minus twin TTFT over the real vLLM H100 stages
+# that held (`benchmarks/twin_vs_vllm.py --fit-handoff`).
+HANDOFF_MS = 3.4
+
+
 class FrontendSettings(_Section):
-    """CPU cost of the API server's work, per prompt token, output token and streamed chunk."""
+    """CPU cost of the API server's work, per prompt token, output token and streamed chunk,
+    and the latency a request pays once to reach the engine core."""
 
     tokenize_us_per_token: float = Field(1.0, ge=0)
     detokenize_us_per_token: float = Field(2.0, ge=0)
     serialize_us_per_chunk: float = Field(20.0, ge=0)
+    handoff_ms: float = Field(HANDOFF_MS, ge=0)
 
 
 class FaultSettings(_Section):

@@ -170,14 +170,17 @@ class Scheduler:
         return outputs
 
     # ------------------------------------------------------------------ schedule
-    def schedule(self, now_ts: float) -> SchedulerOutput:
+    def schedule(self, now_ts: float, admit_until_ts: float | None = None) -> SchedulerOutput:
+        """The next step's batch; a waiting request that arrived after `admit_until_ts` (the
+        moment an async scheduler fixed this step, default `now_ts`) waits for the next."""
         budget = self.config.max_num_batched_tokens
         self._blocked_at_free = None
         scheduled: list[ScheduledRequest] = []
         preempted: list[str] = []
         budget = self._schedule_running(budget, scheduled, preempted)
         if not preempted:
-            self._schedule_waiting(budget, scheduled, now_ts)
+            admit = now_ts if admit_until_ts is None else admit_until_ts
+            self._schedule_waiting(budget, scheduled, now_ts, admit)
         return SchedulerOutput(
             scheduled=tuple(scheduled),
             num_scheduled_tokens=sum(s.num_new_tokens for s in scheduled),
@@ -215,10 +218,12 @@ class Scheduler:
         return budget
 
     def _schedule_waiting(
-        self, budget: int, scheduled: list[ScheduledRequest], now_ts: float
+        self, budget: int, scheduled: list[ScheduledRequest], now_ts: float, admit_ts: float
     ) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             request = self.waiting[0]
+            if request.arrival_ts > admit_ts:
+                break
             hits, num_hit_tokens = self.kv.get_computed_blocks(request)
             num_new = request.num_tokens - num_hit_tokens
             if not self.config.enable_chunked_prefill and num_new > budget:
