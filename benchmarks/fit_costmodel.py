@@ -181,8 +181,7 @@ def load_points(path: Path | None = None) -> list[Point]:
 
 # The real vLLM stages together weigh this share of a generation's fit (they are 19 points
 # against the static table's hundreds, and the regime `plan` and the twin are used in).
-VLLM_SHARE = 0.7
-FREE_LINK = os.environ.get("FREE_LINK") == "1"
+VLLM_SHARE = 0.5
 
 
 def load_vllm_points() -> list[Point]:
@@ -685,7 +684,7 @@ def fit(points: Sequence[Point], real: Sequence[Point] = ()) -> dict[str, Roofli
     nvlink = _fit_one(points, "hopper", {}).nvlink
     held = {"alpha0": nvlink.alpha_s, "alpha1": nvlink.alpha_per_doubling_s,
             "inv_link_eff": 1 / nvlink.bw_efficiency}  # fmt: skip
-    params = {"hopper": _fit_one([*points, *real], "hopper", held if not FREE_LINK else {})}
+    params = {"hopper": _fit_one([*points, *real], "hopper", held)}
     params["ampere"] = _fit_one(points, "ampere", held)
     ada = _fit_one(points, "ada", {})
     params["ada"] = replace(ada, nvlink=nvlink)

@@ -70,7 +70,7 @@ class SpeculativeSettings(_Section):
 # back (IPC, request set-up, the first output's processing), beyond the modelled tokenize
 # and serialize work: the median of real minus twin TTFT over the real vLLM H100 stages
 # that held (`benchmarks/twin_vs_vllm.py --fit-handoff`).
-HANDOFF_MS = 3.4
+HANDOFF_MS = 3.8
 
 
 class FrontendSettings(_Section):
