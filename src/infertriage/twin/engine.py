@@ -16,6 +16,13 @@ the driver waits (real time) or advances the clock (virtual time) to that moment
 steps that `step()` would take until something changes (a request finishes, one
 arrives, blocks run short), applied at once and given as one `DecodeRun`.
 
+As vLLM's engine core does by default (`--async-scheduling`), step k+1 is scheduled while
+step k runs: a request that reaches the engine during a busy step is first scheduled in
+the step after next (`engine.async_scheduling: false` takes it in the next one), and an
+idle engine takes it at once. A request reaches the engine `frontend.handoff_ms` after it
+reached the API server (vLLM's API-server-to-engine-core hand-off; fitted, see
+`scenario_model.HANDOFF_MS`).
+
 Execution is simulated: a sampling request gets its next output token by the rule
 in `twin.request`; with speculative decoding each of its k draft positions is
 accepted with probability `acceptance_rate` until the first rejection (seeded RNG),
