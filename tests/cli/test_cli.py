@@ -49,6 +49,11 @@ def test_plan_json_is_one_document(capsys: pytest.CaptureFixture[str]) -> None:
     assert document["headroom"]["fits_with_headroom"] is True
     assert document["advice"]["tp"] == 1
     assert document["what_if"][0]["values"] == {"kv-dtype": "fp8"}
+    fidelity = document["serving_fidelity"]
+    assert fidelity["covered"] is True and "under load vs real vLLM" in fidelity["statement"]
+    assert set(fidelity["regimes"]) <= {"moderate", "near saturation", "overloaded"}
+    for regime in fidelity["regimes"].values():
+        assert {"stages", "ttft", "interval", "e2e"} == set(regime)
 
 
 def test_plan_on_screen_names_the_parts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,6 +63,18 @@ def test_plan_on_screen_names_the_parts(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     for needle in ("Memory per GPU", "KV cache", "Roofline", "Parallelism: TP=2", "per million"):
         assert needle in out
+    assert "Model error: " in out and "Serving error: under load vs real vLLM" in out
+
+
+def test_plan_off_hopper_says_its_error_under_load_is_unknown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(["plan", "--model", "llama-3.1-8b", "--gpu", "A100-80GB", "--concurrency", "4"]) == 0
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Serving error: no real serving measurement covers ampere GPUs" in out
+    assert "error under load unknown" in out
 
 
 def test_plan_from_run_takes_lengths_and_throughput(

@@ -41,3 +41,13 @@ def test_one_rate_is_one_table_with_the_old_flags(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "12 requests at 4 req/s" in out and "stage 1" not in out
     assert out.count("latency (ms)") == 1 and "TPOT" in out and "queue time" in out
+
+
+def test_the_run_states_the_twins_error_under_load(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--num-requests", "50"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Twin error: under load vs real vLLM on H100" in out
+    assert "reproduced" in out
+    assert main(["simulate", "--num-requests", "50", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["fidelity"].startswith("under load vs real vLLM on H100")

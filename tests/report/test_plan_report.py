@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from infertriage.api.plan import plan as run_plan
 from infertriage.api.specs import PlanSpec
+from infertriage.plan import RooflineParams
 from infertriage.report.plan import plan_to_json
 
 
@@ -52,3 +55,22 @@ def test_covered_dense_plan_states_its_published_error() -> None:
     params = doc["parameters"]
     assert isinstance(params, dict)
     assert params["total"] == params["active"] == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_serving_fidelity_is_stated_off_hopper_and_with_custom_constants_as_unknown() -> None:
+    report = run_plan(PlanSpec(model="llama-3.1-8b", gpu="L40S", max_model_len=4096, concurrency=1))
+    fidelity = plan_to_json(report)["serving_fidelity"]
+    assert isinstance(fidelity, dict)
+    assert fidelity["covered"] is False and fidelity["regimes"] is None
+    assert fidelity["statement"] == (
+        "no real serving measurement covers ada GPUs; error under load unknown"
+    )
+    hopper = run_plan(
+        PlanSpec(model="llama-3.1-8b", gpu="H100-SXM", max_model_len=4096, concurrency=1)
+    )
+    inputs = replace(hopper.plan.inputs, roofline=RooflineParams())
+    custom = replace(hopper, plan=replace(hopper.plan, inputs=inputs))
+    fidelity = plan_to_json(custom)["serving_fidelity"]
+    assert isinstance(fidelity, dict)
+    assert fidelity["covered"] is False and fidelity["regimes"] is None
+    assert "error under load unknown" in str(fidelity["statement"])

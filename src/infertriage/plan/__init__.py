@@ -26,6 +26,7 @@ from infertriage.plan.costparams import (
     calibration_for,
     params_for,
 )
+from infertriage.plan.fidelity import RegimeFidelity, ServingFidelity, serving_fidelity
 from infertriage.plan.gpus import GpuSpec, LinkKind, get_gpu, list_gpus
 from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache, vllm_num_gpu_blocks
 from infertriage.plan.memory import (
@@ -84,10 +85,12 @@ __all__ = [
     "ParamCounts",
     "PlanInputs",
     "PlanReport",
+    "RegimeFidelity",
     "RooflineParams",
     "RooflineSummary",
     "Routing",
     "RunWorkload",
+    "ServingFidelity",
     "StepCost",
     "StepWork",
     "WhatIfRow",
@@ -115,6 +118,7 @@ __all__ = [
     "peak_flops_per_s",
     "prefill_time",
     "runtime_bytes",
+    "serving_fidelity",
     "smallest_replica_tp",
     "step_allreduce_s",
     "step_cost",

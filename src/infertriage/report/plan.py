@@ -17,6 +17,7 @@ from infertriage.plan import (
     calibration_for,
     param_breakdown,
     param_counts,
+    serving_fidelity,
 )
 from infertriage.report.traffic import render_traffic, traffic_to_json
 from infertriage.schemas.text import show_controls, terminal_text
@@ -74,6 +75,43 @@ def _accuracy_json(plan: CapacityPlan) -> dict[str, object]:
         "saturation_abs_error": list(cal.saturation) if cal.covered else None,
         "ttft_range_s": [r.ttft_s * (1 - spread), r.ttft_s * (1 + spread)],
         "itl_range_s": [r.itl_s * (1 - spread), r.itl_s * (1 + spread)],
+    }
+
+
+def _serving_statement(plan: CapacityPlan) -> str:
+    """The measured error under load for the plan's GPU, unknown with custom constants."""
+    if plan.inputs.roofline is not None:
+        return "custom roofline constants: error under load unknown"
+    return serving_fidelity(plan.inputs.gpu).statement()
+
+
+def _serving_json(plan: CapacityPlan) -> dict[str, object]:
+    fidelity = serving_fidelity(plan.inputs.gpu)
+    covered = fidelity.covered and plan.inputs.roofline is None
+    return {
+        "statement": _serving_statement(plan),
+        "covered": covered,
+        "generation": fidelity.generation,
+        "source": fidelity.source if covered else None,
+        # per regime, [median |error|, worst |error|] as fractions
+        "regimes": {
+            r.name: {
+                "stages": r.num_stages,
+                "ttft": list(r.ttft),
+                "interval": list(r.interval),
+                "e2e": list(r.e2e),
+            }
+            for r in fidelity.regimes
+        }
+        if covered
+        else None,
+        "overloads": {
+            "real": fidelity.num_real_overloads,
+            "reproduced": fidelity.num_reproduced_overloads,
+            "false": fidelity.num_false_overloads,
+        }
+        if covered
+        else None,
     }
 
 
@@ -161,6 +199,7 @@ def plan_to_json(report: PlanReport) -> dict[str, object]:
         "parameters": _params_json(report.plan),
         **_capacity_json(report.plan),
         "accuracy": _accuracy_json(report.plan),
+        "serving_fidelity": _serving_json(report.plan),
         "advice": None
         if advice is None
         else {
@@ -265,6 +304,7 @@ def _roofline_lines(report: PlanReport) -> Text:
         f"ITL {_value(r.itl_s, spread)} at batch {r.batch_size} ({r.decode.bound}-bound"
         f", all-reduce {format_seconds(r.decode.comm_s)})\n"
         f"Model error: {statement}\n"
+        f"Serving error: {_serving_statement(report.plan)}\n"
         f"Throughput ceiling: {r.throughput_tok_s:,.0f} output tok/s at batch {r.batch_size}; "
         f"{r.kv_bound_throughput_tok_s:,.0f} tok/s at the KV-cache limit "
         f"(batch {r.kv_bound_batch})\n"

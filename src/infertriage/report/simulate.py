@@ -3,7 +3,8 @@
 Takes a `SimulationResult`; prints, in `bench`'s terms and units (latencies in ms, TTFT,
 ITL, TPOT, E2E, ok/err, req/s, output tok/s), one table per load stage when there are
 several (each request counted in the stage it arrived in), then the run's table, with
-the engine's queue time, and the engine and GPU figures.
+the engine's queue time, the engine and GPU figures, and the twin's measured error under
+load on the scenario's GPU (`plan.serving_fidelity`).
 """
 
 from __future__ import annotations
@@ -88,3 +89,4 @@ def render_simulation(result: SimulationResult, console: Console) -> None:
         f"{result.comm_share:.0%} of step time; front end busy {result.frontend_busy:.0%}\n"
         f"{result.duration_s:.1f} s simulated in {result.wall_s:.2f} s ({result.speedup:.0f}×)"
     )
+    console.print(terminal_text(f"Twin error: {result.fidelity}"))

@@ -146,3 +146,4 @@ class SimulationResult(_Frozen):
     frontend_busy: float  # front-end worker busy time / duration
 
     stages: list[StageSummary]  # one per load stage (one for --rate or a trace)
+    fidelity: str  # the twin's measured error under load on the scenario's GPU, or unknown

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from infertriage.plan import get_gpu, serving_fidelity
 from infertriage.twin.engine import (
     DecodeRun,
     EngineCore,
@@ -293,7 +294,8 @@ def simulate(
     )  # fmt: skip
     run = _Run(engine, clock, traffic, timeout_s)
     run.loop()
-    asked = _Asked(scenario.source, ws.text, input_len, output_len, arrivals, timeout_s)
+    fidelity = serving_fidelity(get_gpu(scenario.gpu)).statement()
+    asked = _Asked(scenario.source, ws.text, input_len, output_len, arrivals, timeout_s, fidelity)
     return _result(run, asked, time.perf_counter() - wall_start)
 
 
@@ -307,6 +309,7 @@ class _Asked:
     output_len: int | None
     arrivals: str
     timeout_s: float | None
+    fidelity: str  # `plan.serving_fidelity`'s statement for the scenario's GPU
 
 
 def _stage_summaries(run: _Run) -> list[StageSummary]:
@@ -400,4 +403,5 @@ def _result(run: _Run, asked: _Asked, wall_s: float) -> SimulationResult:
         dram_active=min(1.0, gpu.dram_active_s * per_s),
         frontend_busy=min(1.0, run.frontend.busy_s * per_s),
         stages=_stage_summaries(run),
+        fidelity=asked.fidelity,
     )
