@@ -184,8 +184,10 @@ def healthy_problem(s: dict[str, Any]) -> str:
     need = 2 * STREAMS * min(2048 + 1024, s["engine"]["max_model_len"])
     if _kv_tokens(s) < need:
         return f"KV {_kv_tokens(s)} tokens < {need}"
-    if s["tensor_parallel"] > 1 and s["interconnect"] == "pcie" and prop.comm_share(s) >= 0.3:
-        return "all-reduce ≥ 30 % over PCIe"
+    # diagnose calls an all-reduce share of 30 % over PCIe a bottleneck; the share a run
+    # measures moves with its batch and prompts, so a healthy base keeps a margin below it.
+    if s["tensor_parallel"] > 1 and s["interconnect"] == "pcie" and prop.comm_share(s) >= 0.25:
+        return "all-reduce ≥ 25 % over PCIe"
     return ""
 
 
@@ -195,12 +197,15 @@ def _lengths(workload: str) -> tuple[int | None, int | None]:
 
 def _sim(s: dict[str, Any], rate: float, workload: str) -> Any:
     input_len, output_len = _lengths(workload)
+    # diagnose's streams are a closed loop: a request leaves as the next arrives, with none
+    # of an open loop's Poisson bursts; evenly spaced arrivals are the nearer open loop.
     return simulate(
         scenario_from_mapping(s),
         rate=rate,
         num_requests=_SIM_REQUESTS,
         input_len=input_len,
         output_len=output_len,
+        arrivals="constant",
     )
 
 
