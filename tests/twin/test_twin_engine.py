@@ -260,6 +260,10 @@ def test_a_request_arriving_mid_step_runs_in_the_step_after_next_under_async_sch
         steps.append(engine.step())
         clock.advance_to(steps[-1].end_ts)
     assert len(steps) == first_step
+    # Queue time ends when the batch that takes it is decided (vLLM's stamp), in both modes:
+    # at step 1's end, when step 2 runs (synchronous) or is launched and step 3 decided.
+    timings = finished_timings(drain(engine, clock))["b"]
+    assert timings.queue_s == pytest.approx(first.end_ts / 2)
 
 
 def test_the_api_server_hand_off_delays_the_engine_not_the_queue() -> None:

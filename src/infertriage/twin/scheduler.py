@@ -180,7 +180,7 @@ class Scheduler:
         budget = self._schedule_running(budget, scheduled, preempted)
         if not preempted:
             admit = now_ts if admit_until_ts is None else admit_until_ts
-            self._schedule_waiting(budget, scheduled, now_ts, admit)
+            self._schedule_waiting(budget, scheduled, admit)
         return SchedulerOutput(
             scheduled=tuple(scheduled),
             num_scheduled_tokens=sum(s.num_new_tokens for s in scheduled),
@@ -218,8 +218,10 @@ class Scheduler:
         return budget
 
     def _schedule_waiting(
-        self, budget: int, scheduled: list[ScheduledRequest], now_ts: float, admit_ts: float
+        self, budget: int, scheduled: list[ScheduledRequest], admit_ts: float
     ) -> None:
+        """Admit waiting requests that had arrived by `admit_ts`, the moment this step's
+        batch was decided (their `first_scheduled_ts`, as vLLM stamps it)."""
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             request = self.waiting[0]
             if request.arrival_ts > admit_ts:
@@ -238,7 +240,7 @@ class Scheduler:
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_hit_tokens
             if request.first_scheduled_ts is None:
-                request.first_scheduled_ts = now_ts
+                request.first_scheduled_ts = admit_ts  # when the batch was decided
             request.status = RequestStatus.RUNNING
             self.running.append(request)
             scheduled.append(self._scheduled(request, num_new, 0))
