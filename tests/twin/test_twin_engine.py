@@ -275,3 +275,24 @@ def test_the_api_server_hand_off_delays_the_engine_not_the_queue() -> None:
     assert results[0].start_ts == pytest.approx(0.004)
     timings = finished_timings(results)["r"]
     assert timings.queue_s == 0.0
+
+
+def test_the_waiting_gauge_counts_what_an_async_engine_core_still_holds() -> None:
+    """A request decided into the next batch is not waiting; one still on its way from the
+    API server (the hand-off) is not either; one that arrived during the last step is."""
+    scenario = Scenario.model_validate({"frontend": {"handoff_ms": 0}})
+    clock = VirtualClock()
+    engine = EngineCore(scenario, clock)
+    engine.add_request("a", list(range(64)), SamplingParams(max_tokens=50), arrival_ts=0.0)
+    first = engine.step()
+    clock.advance_to(first.end_ts)
+    engine.add_request("b", list(range(100, 164)), SamplingParams(max_tokens=5),
+                       arrival_ts=first.end_ts / 2)  # fmt: skip
+    second = engine.step()  # decided at step 1's start: b waits for step 3, decided already
+    clock.advance_to(second.end_ts)
+    assert len(engine.scheduler.waiting) == 1 and second.stats.num_waiting_reqs == 0
+    engine.add_request("c", list(range(200, 264)), SamplingParams(max_tokens=5),
+                       arrival_ts=(second.start_ts + second.end_ts) / 2)  # fmt: skip
+    engine.add_request("d", list(range(300, 364)), SamplingParams(max_tokens=5),
+                       arrival_ts=second.end_ts + 1.0)  # fmt: skip
+    assert engine.get_stats().num_waiting_reqs == 1  # c; b decided, d not there yet

@@ -321,7 +321,7 @@ class EngineCore:
             outputs=tuple(outputs),
             preempted_ids=output.preempted_ids,
             kv_usage=output.kv_usage,
-            stats=self.scheduler.make_stats(),
+            stats=self.scheduler.make_stats(self._num_waiting()),
         )
 
     def _admit_until(self, start_ts: float) -> float:
@@ -366,7 +366,7 @@ class EngineCore:
             request_ids=request_ids,
             finished=tuple(finished),
             kv_usage=self.kv.pool.get_usage(),
-            stats=scheduler.make_stats(),
+            stats=scheduler.make_stats(self._num_waiting()),
         )
 
     def _steps_that_fit(self, running: Sequence[Request], limit: int) -> int:
@@ -400,7 +400,15 @@ class EngineCore:
 
     # ------------------------------------------------------------------ stats
     def get_stats(self) -> SchedulerStats:
-        return self.scheduler.make_stats()
+        return self.scheduler.make_stats(self._num_waiting())
+
+    def _num_waiting(self) -> int:
+        """The waiting queue as vLLM's engine core would report it after the last step: under
+        async scheduling the step after it was decided when that step started."""
+        busy, end_ts = self._busy, self._last_end_ts
+        async_busy = busy is not None and self.scenario.engine.async_scheduling
+        decided_ts = busy[0] if busy is not None and async_busy else None
+        return self.scheduler.num_waiting_at(end_ts, decided_ts)
 
     def get_gpu_counters(self) -> GpuCounters:
         return self._counters.snapshot()

@@ -409,11 +409,22 @@ class Scheduler:
         return outputs
 
     # ------------------------------------------------------------------ stats
-    def make_stats(self) -> SchedulerStats:
+    def num_waiting_at(self, now_ts: float, decided_ts: float | None) -> int:
+        """Requests the engine core holds in its waiting queue at `now_ts`, not those still
+        on their way (hand-off); with the next batch decided at `decided_ts` (async), those
+        that arrived since and those before it the free seats could not take."""
+        arrived = [r for r in self.waiting if r.arrival_ts <= now_ts]
+        if decided_ts is None:
+            return len(arrived)
+        undecided = sum(1 for r in arrived if r.arrival_ts > decided_ts)
+        free_seats = max(0, self.config.max_num_seqs - len(self.running))
+        return undecided + max(0, len(arrived) - undecided - free_seats)
+
+    def make_stats(self, num_waiting: int | None = None) -> SchedulerStats:
         pool = self.kv.pool
         return SchedulerStats(
             num_running_reqs=len(self.running),
-            num_waiting_reqs=len(self.waiting),
+            num_waiting_reqs=len(self.waiting) if num_waiting is None else num_waiting,
             kv_cache_usage=pool.get_usage(),
             num_free_blocks=pool.get_num_free_blocks(),
             num_gpu_blocks=pool.num_gpu_blocks,
