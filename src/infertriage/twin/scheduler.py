@@ -414,10 +414,11 @@ class Scheduler:
         on their way (hand-off); with the next batch decided at `decided_ts` (async), those
         that arrived since and those before it the free seats could not take."""
         arrived = [r for r in self.waiting if r.arrival_ts <= now_ts]
-        if decided_ts is None:
+        free_seats = max(0, self.config.max_num_seqs - len(self.running))
+        # Blocks ran short at the last admission: the ones before are held, not decided.
+        if decided_ts is None or self._blocked_at_free is not None:
             return len(arrived)
         undecided = sum(1 for r in arrived if r.arrival_ts > decided_ts)
-        free_seats = max(0, self.config.max_num_seqs - len(self.running))
         return undecided + max(0, len(arrived) - undecided - free_seats)
 
     def make_stats(self, num_waiting: int | None = None) -> SchedulerStats:
