@@ -75,39 +75,14 @@ class Row:
         }
 
 
-def _scenario(stage: RealStage, handoff_ms: float | None) -> object:
-    mapping: dict[str, object] = {
-        "model": stage.model,
-        "dtype": "bf16",
-        "gpu": "H100-SXM",
-        "tensor_parallel": stage.tensor_parallel,
-        "engine": {
-            "max_num_seqs": stage.max_num_seqs,
-            "max_num_batched_tokens": stage.max_num_batched_tokens,
-            "max_model_len": stage.max_model_len,
-        },
-    }
-    if handoff_ms is not None:
-        mapping["frontend"] = {"handoff_ms": handoff_ms}
-    return scenario_from_mapping(mapping)
-
-
-def _workload(stage: RealStage) -> str:
-    """The experiment's prompt set, with the prompt length the server saw."""
-    question = max(1, round(stage.prompt_len) - stage.system_prompt_len)
-    return (
-        f"prefix:groups={stage.groups},prompts={stage.prompts_per_group},"
-        f"prefix={stage.system_prompt_len},input={question},output={stage.output_len}"
-    )
-
-
 def replay(experiment: Sequence[RealStage], handoff_ms: float | None = None) -> list[Row]:
     """One experiment's stages, back to back, through the twin."""
     first = experiment[0]
+    frontend = {} if handoff_ms is None else {"handoff_ms": handoff_ms}
     result: SimulationResult = simulate(
-        _scenario(first, handoff_ms),  # type: ignore[arg-type]
+        scenario_from_mapping(first.scenario(**frontend)),
         stages=[Stage(s.rate, s.duration_s) for s in experiment],
-        workload=_workload(first),
+        workload=first.workload,
         arrivals="constant",
         timeout_s=CLIENT_TIMEOUT_S,
     )
@@ -231,7 +206,7 @@ def write(rows: Sequence[Row]) -> None:
 def fit_handoff(stages: Sequence[RealStage]) -> float:
     """The API server's hand-off: median of real minus twin TTFT (hand-off 0) over the held
     stages, in ms."""
-    rows = replay_all([s for s in stages], handoff_ms=0.0)
+    rows = replay_all(stages, handoff_ms=0.0)
     gaps = [(r.real.ttft_s - r.ttft_s) * 1e3 for r in rows if not r.real.overloaded]
     return statistics.median(gaps)
 

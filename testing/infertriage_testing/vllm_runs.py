@@ -85,12 +85,32 @@ class RealStage:
 
     @property
     def workload(self) -> str:
-        """The same traffic as an infertriage `--workload` (cycled prompt sets)."""
+        """The same traffic as an infertriage `--workload`: the cycled prompt set, each
+        prompt as long as the server counted it (re-tokenised text runs longer than the
+        ids inference-perf drew)."""
+        question = max(1, round(self.prompt_len) - self.system_prompt_len)
         return (
             f"prefix:groups={self.groups},prompts={self.prompts_per_group},"
-            f"prefix={self.system_prompt_len},input={self.question_len},"
-            f"output={self.output_len}"
+            f"prefix={self.system_prompt_len},input={question},output={self.output_len}"
         )
+
+    def scenario(self, **frontend: float) -> dict[str, object]:
+        """The served deployment as a twin scenario mapping (H100, BF16, the engine's limits);
+        `frontend` settings, when given, override the twin's."""
+        mapping: dict[str, object] = {
+            "model": self.model,
+            "dtype": "bf16",
+            "gpu": "H100-SXM",
+            "tensor_parallel": self.tensor_parallel,
+            "engine": {
+                "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens,
+                "max_model_len": self.max_model_len,
+            },
+        }
+        if frontend:
+            mapping["frontend"] = frontend
+        return mapping
 
 
 def runs_dir() -> Path | None:

@@ -31,21 +31,9 @@ def _one(stages: list[RealStage], experiment: str, rate: float) -> RealStage:
 
 
 def _replay(real: RealStage, duration_s: float) -> StageSummary:
-    scenario = scenario_from_mapping({
-        "model": real.model, "dtype": "bf16", "gpu": "H100-SXM",
-        "tensor_parallel": real.tensor_parallel,
-        "engine": {"max_num_seqs": real.max_num_seqs,
-                   "max_num_batched_tokens": real.max_num_batched_tokens,
-                   "max_model_len": real.max_model_len},
-    })  # fmt: skip
-    question = round(real.prompt_len) - real.system_prompt_len
-    workload = (
-        f"prefix:groups={real.groups},prompts={real.prompts_per_group},"
-        f"prefix={real.system_prompt_len},input={question},output={real.output_len}"
-    )
     result = simulate(
-        scenario, stages=[Stage(real.rate, duration_s)], workload=workload,
-        arrivals="constant", timeout_s=300.0,
+        scenario_from_mapping(real.scenario()), stages=[Stage(real.rate, duration_s)],
+        workload=real.workload, arrivals="constant", timeout_s=300.0,
     )  # fmt: skip
     return result.stages[0]
 

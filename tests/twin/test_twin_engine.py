@@ -239,12 +239,11 @@ def test_twin_steps_are_plans_steps(model: str, gpu: str, tp: int) -> None:
     assert prefill.total_s == pytest.approx(plan_prefill.total_s, rel=1e-3)
 
 
-@pytest.mark.parametrize(("async_scheduling", "first_step"), [(True, 3), (False, 2)])
-def test_a_request_arriving_mid_step_runs_in_the_step_after_next_under_async_scheduling(
-    async_scheduling: bool, first_step: int
-) -> None:
-    """vLLM's async scheduler fixes step k+1 while step k runs: an arrival during step 1 is
-    first seen when step 3 is scheduled; a synchronous one takes it in step 2."""
+def _arrival_during_the_first_step(
+    *, async_scheduling: bool
+) -> tuple[EngineCore, VirtualClock, StepResult]:
+    """An engine (no hand-off) that ran request a's first step, and request b that arrived
+    halfway through it; the clock at that step's end."""
     scenario = Scenario.model_validate(
         {"engine": {"async_scheduling": async_scheduling}, "frontend": {"handoff_ms": 0}}
     )
@@ -255,6 +254,16 @@ def test_a_request_arriving_mid_step_runs_in_the_step_after_next_under_async_sch
     clock.advance_to(first.end_ts)
     engine.add_request("b", list(range(100, 164)), SamplingParams(max_tokens=5),
                        arrival_ts=first.end_ts / 2)  # fmt: skip
+    return engine, clock, first
+
+
+@pytest.mark.parametrize(("async_scheduling", "first_step"), [(True, 3), (False, 2)])
+def test_a_request_arriving_mid_step_runs_in_the_step_after_next_under_async_scheduling(
+    async_scheduling: bool, first_step: int
+) -> None:
+    """vLLM's async scheduler fixes step k+1 while step k runs: an arrival during step 1 is
+    first seen when step 3 is scheduled; a synchronous one takes it in step 2."""
+    engine, clock, first = _arrival_during_the_first_step(async_scheduling=async_scheduling)
     steps = [first]
     while not any(o.request_id == "b" and o.new_token_ids for o in steps[-1].outputs):
         steps.append(engine.step())
@@ -280,14 +289,7 @@ def test_the_api_server_hand_off_delays_the_engine_not_the_queue() -> None:
 def test_the_waiting_gauge_counts_what_an_async_engine_core_still_holds() -> None:
     """A request decided into the next batch is not waiting; one still on its way from the
     API server (the hand-off) is not either; one that arrived during the last step is."""
-    scenario = Scenario.model_validate({"frontend": {"handoff_ms": 0}})
-    clock = VirtualClock()
-    engine = EngineCore(scenario, clock)
-    engine.add_request("a", list(range(64)), SamplingParams(max_tokens=50), arrival_ts=0.0)
-    first = engine.step()
-    clock.advance_to(first.end_ts)
-    engine.add_request("b", list(range(100, 164)), SamplingParams(max_tokens=5),
-                       arrival_ts=first.end_ts / 2)  # fmt: skip
+    engine, clock, _ = _arrival_during_the_first_step(async_scheduling=True)
     second = engine.step()  # decided at step 1's start: b waits for step 3, decided already
     clock.advance_to(second.end_ts)
     assert len(engine.scheduler.waiting) == 1 and second.stats.num_waiting_reqs == 0
