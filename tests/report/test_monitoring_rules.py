@@ -34,6 +34,7 @@ from infertriage.report.monitoring import (
     Timing,
     make_monitor_config,
 )
+from infertriage.report.monitoring.promql import duration
 from infertriage.report.monitoring.rulefiles import alert_annotations
 from infertriage.schemas import Thresholds
 
@@ -232,4 +233,59 @@ def test_a_restart_alert_is_the_engines_not_any_process_that_exports_a_start_tim
     }
     (folder / "restart_test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
     tested = _promtool("test", "rules", "restart_test.yml", cwd=folder)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
+
+
+@needs_promtool
+@pytest.mark.parametrize(
+    "timing", [Timing(), Timing(2.0, 1 / 600, 0.5)], ids=["production", "demo-scale"]
+)
+@pytest.mark.parametrize(
+    ("waiting", "raised"),
+    [
+        # an async engine holds each arrival for a step: the gauge flickers on a healthy server
+        ("0 1 0 0 2 0 1 0 0 1 " * 6, False),
+        ("1+1x60", True),  # one more request waiting every step: arrivals outpace the server
+    ],
+    ids=["flickering", "growing"],
+)
+def test_the_queue_alert_is_raised_by_a_queue_that_grows_not_by_one_that_flickers(
+    tmp_path: Path, timing: Timing, waiting: str, raised: bool
+) -> None:
+    """The flicker never satisfies the alert's expression, not even for one evaluation
+    (a pending alert is a page once `for:` is scaled down); the growing queue fires."""
+    config = make_monitor_config(VLLM, _limits(), timing)
+    folder = _write(config, tmp_path)
+    step = timing.evaluation_interval_s
+    replica = 'job="vllm", instance="replica-0:8000"'
+    alert = next(a for a in config.alerts if a.name == "InferTriageQueueGrowing")
+    labels = {"job": "vllm", "instance": "replica-0:8000"}
+    expected = {
+        "exp_labels": labels | {"severity": "warning", "layer": "scheduling"},
+        "exp_annotations": alert_annotations(alert, "http://replica-0:8000", "vllm"),
+    }
+    case: dict[str, object] = {
+        "interval": duration(step),
+        "input_series": [{"series": f"vllm:num_requests_waiting{{{replica}}}", "values": waiting}],
+        # past the window and the `for:` of either timing
+        "alert_rule_test": [
+            {
+                "eval_time": duration(58 * step),
+                "alertname": alert.name,
+                "exp_alerts": [expected] if raised else [],
+            }
+        ],
+    }
+    if not raised:
+        case["promql_expr_test"] = [
+            {"expr": alert.expr, "eval_time": duration(n * step), "exp_samples": []}
+            for n in range(1, 60)
+        ]
+    document = {
+        "rule_files": ["recording_rules.yml", "alert_rules.yml"],
+        "evaluation_interval": duration(step),
+        "tests": [case],
+    }
+    (folder / "queue_test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
+    tested = _promtool("test", "rules", "queue_test.yml", cwd=folder)
     assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]

@@ -105,7 +105,12 @@ def _pressure(limits: AlertLimits, timing: Timing) -> list[Alert]:
             10 * _MIN,
             "waiting requests keep growing: arrivals outpace the server",
             "infertriage bench --url $URL --sweep; " + _DIAGNOSE,
-            guard=f"and on (job, instance) {_R.WAITING} > 0",
+            # a queue that grows never empties over the window: an async engine holds each
+            # arrival for a step, so a healthy server's waiting gauge flickers 0 → 1 → 0
+            guard=(
+                f"and on (job, instance) min_over_time({_R.WAITING}"
+                f"[{duration(2 * timing.rate_window_s)}]) > 0"
+            ),
             unit="requests/s",
         ),
         Alert(
