@@ -229,9 +229,10 @@ def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
 
 def test_a_server_closing_after_each_stream_fails_no_request(server: Server) -> None:
     # llama-server's way on one host: the close comes right after the stream. The client
-    # lets the loop take one turn before it sends, so the pool has seen the close and
-    # opens a new connection instead of writing to the closed one (the race is a matter of
-    # microseconds: at most one resend, then a connection per request).
+    # lets the loop take one turn before it sends, so the pool has usually seen the close
+    # and opens a new connection instead of writing to the closed one. The race is a matter
+    # of microseconds and a busy host can lose it: then the requests sent together on stale
+    # connections are sent once more, and from then on each request has its own connection.
     url, _ = server
     cfg = ClientConfig(base_url=url + "/v1", model="test-model", endpoint=Endpoint.CHAT)
 
@@ -247,7 +248,9 @@ def test_a_server_closing_after_each_stream_fails_no_request(server: Server) -> 
 
     records = asyncio.run(go())
     assert all(r.ok for r in records), [r.error_text for r in records if not r.ok]
-    assert sum(r.labels.get("retried") == "stale_connection" for r in records) <= 1
+    resent = [r.id for r in records if r.labels.get("retried") == "stale_connection"]
+    rounds = {rid.split("-")[0] if rid.startswith("w") else rid for rid in resent}
+    assert len(rounds) <= 1, resent  # one request alone, or one wave sent together
 
 
 def test_what_the_server_calls_the_request_is_recorded(server: Server, fetch_one: Fetch) -> None:
