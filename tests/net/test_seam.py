@@ -42,7 +42,9 @@ def test_a_test_swaps_the_session_factory(monkeypatch: pytest.MonkeyPatch) -> No
     timeout = made[0]["timeout"]
     assert (timeout.total, timeout.sock_connect, timeout.sock_read) == (2.0, 1.0, None)
     assert made[0]["headers"] == {"X-A": "b"}
-    assert made[1] == {}  # nothing set: aiohttp's own defaults, as before the seam
+    # nothing set: aiohttp's own defaults, as before the seam, but for the redirect guard
+    assert list(made[1]) == ["trace_configs"]
+    assert all(len(options["trace_configs"]) == 1 for options in made)
 
 
 def test_fresh_connections_close_after_each_request(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,9 +13,9 @@ killed run keeps a summary), signals.jsonl and the CSV exports; gives a
 Ctrl-C (`api.interrupt`) stops the load, keeps every record and returns
 the partial result with `interrupted` set; run.json's status says so. A
 caller that writes several loads into one run passes a `SharedRun` (its
-`RunDir` and clock). run.json stores the spec (`spec`, the URL normalised and
-the model chosen) beside the resolved `config`. The API key and header values
-are sent, never stored.
+`RunDir` and clock). run.json stores the spec (`spec`, the URL normalised —
+never with its `user:password@`, `api.specs` — and the model chosen) beside
+the resolved `config`. The API key and header values are sent, never stored.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from infertriage.loadgen.results import (
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.loadgen.workers import run_parallel
-from infertriage.net import normalize_base_url
+from infertriage.net import auth_headers, normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
 from infertriage.schemas import (
     JsonlWriter,
@@ -100,21 +100,10 @@ _START_DELAY_S = 0.01
 _TOKEN_CHECK_SAMPLE = 8  # prompts of the first level counted by the server's /tokenize
 
 
-def reach(url: str, api_key: str | None) -> None:
+def reach(url: str, api_key: str | None, headers: Sequence[tuple[str, str]] = ()) -> None:
     """A wrong URL, a server that is down or a refused key fails here, in one sentence,
     before a run directory is made (so nothing is left behind but the error)."""
-    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    preflight(normalize_base_url(url), auth, need_model=False)
-
-
-def _parse_headers(headers: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for header in headers:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise UserError(f"--header {header.split(':')[0]!r}… is not NAME:VALUE.")
-        out.append((name.strip(), value.strip()))
-    return tuple(out)
+    preflight(normalize_base_url(url), auth_headers(api_key, headers), need_model=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,12 +337,11 @@ class _Session:
                 break
         if not sample:
             return
-        auth = {"Authorization": f"Bearer {self.client.api_key}"} if self.client.api_key else {}
         check = run_sync(
             tokencheck.check_tokens(
                 base_url=self.config.url, model=self.config.model, endpoint=self.config.endpoint,
                 sample=sample, renderer=TextRenderer(self.tokenizer),
-                headers={**dict(self.client.headers), **auth},
+                headers=auth_headers(self.client.api_key, self.client.headers),
             ),
             use_uvloop=False,
         )  # fmt: skip
@@ -477,7 +465,7 @@ def run_bench(
     them) instead of creating `spec.out` (refused when it holds a run, unless `spec.force`).
     """
     asked = spec.client
-    base, pairs = normalize_base_url(spec.url), _parse_headers(asked.headers)
+    base, pairs = normalize_base_url(spec.url), asked.header_pairs()
     timeout_s = spec.timeout_s
     config = _validated(
         url=base, model=asked.model or "", endpoint=asked.endpoint, rates=spec.rates,
@@ -509,8 +497,7 @@ def run_bench(
     thresholds = spec.thresholds or Thresholds()
     slos = parse_slos(spec.goodput) if spec.goodput else default_slos(thresholds)
     local_tokenizer = LocalTokenizer(asked.tokenizer) if asked.tokenizer is not None else None
-    auth = {"Authorization": f"Bearer {asked.api_key}"} if asked.api_key else {}
-    info = preflight(base, {**dict(pairs), **auth}, need_model=asked.model is None)
+    info = preflight(base, auth_headers(asked.api_key, pairs), need_model=asked.model is None)
     chosen = choose_model(asked.model, info, base)
     config = config.model_copy(update={"model": chosen})
     client = _client_config(config, asked.api_key, pairs, keep_text=local_tokenizer is not None)

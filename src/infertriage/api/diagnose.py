@@ -506,7 +506,8 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
     other = _other_run_signals(compare_run) if compare_run is not None else None
     check_out(spec.out, force=spec.force)  # an --out holding a run is refused first
     if spec.url is not None:
-        reach(spec.url, spec.client.api_key)  # then a server that cannot be reached, first
+        # then a server that cannot be reached, first
+        reach(spec.url, spec.client.api_key, spec.client.header_pairs())
     run = RunDir.create(spec.out, prefix="diagnose", force=spec.force)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)

@@ -2,7 +2,8 @@
 
 Takes the base URL (`…/v1`), the headers, the model (or none), a
 `--max-model-len` override and the local tokenizer; gives `preflight`'s
-`ServerInfo` (`/v1/models`: a wrong URL or key fails here, in one sentence),
+`ServerInfo` (`/v1/models`: a wrong URL or key fails here, in one sentence;
+the model names it quotes pass through the run's `Redactor`),
 the chosen model, the server's `ContextLimit` (`loadgen.context`; assumed,
 and said so, when the server does not tell) and a `WorkloadFit` that learns,
 once, how the server counts prompts (`loadgen.promptcount`, on the first
@@ -24,7 +25,7 @@ from infertriage.loadgen.client import Endpoint
 from infertriage.loadgen.context import find_context_limit
 from infertriage.loadgen.promptcount import learn_prompt_model
 from infertriage.loadgen.runner import run_sync
-from infertriage.net import open_session, root_url
+from infertriage.net import open_session, redactor_of, root_url
 from infertriage.schemas import RequestRecord, UserError
 from infertriage.workload import (
     DEFAULT_MAX_MODEL_LEN,
@@ -103,7 +104,8 @@ def choose_model(model: str | None, info: ServerInfo, base: str) -> str:
             raise UserError(f"{base}/models lists no model: name one with --model.")
         return info.models[0]
     if info.models and model not in info.models:
-        served = ", ".join(info.models[:5])
+        # server text: a careless gateway may name its models with what it was sent
+        served = redactor_of(None, info.headers)(", ".join(info.models[:5]))
         raise UserError(f"model {model!r} is not served by {base} (it serves: {served}).")
     return model
 

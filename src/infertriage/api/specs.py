@@ -7,7 +7,12 @@ reads a run's settings back through the same model. `ClientSpec` is what
 bench, diagnose, validate and compare share — how requests reach the server
 and what is known of its model — and what the last three hand to bench.
 The API key and header values are sent, never stored: they are left out of
-every dump (and of `repr`).
+every dump (and of `repr`); a header that is not `NAME:VALUE`, or a key or
+header with a control character (CR, LF), is refused when the spec is made.
+A server URL's `user:password@` is taken off it as the spec is made and sent
+as an `Authorization: Basic` header of the client's (`ClientSpec.headers`),
+so no stored or printed URL carries it; `--metrics-url` and `--dcgm-url` are
+dumped without theirs.
 """
 
 from __future__ import annotations
@@ -16,9 +21,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from infertriage.loadgen.client import Endpoint
+from infertriage.net import basic_authorization, check_header, split_userinfo, strip_userinfo
 from infertriage.schemas import Thresholds, UserError
 from infertriage.twin.traffic import Stage
 from infertriage.workload import DEFAULT_WORKLOAD
@@ -76,6 +89,76 @@ class ClientSpec(_Spec):
     tokenizer: Path | None = None  # a local tokenizer.json
     max_model_len: int | None = None  # the server's context, where it does not say it
 
+    @field_validator("api_key")
+    @classmethod
+    def _sendable_key(cls, value: str | None) -> str | None:
+        if value:
+            check_header("--api-key", "", value)
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for header in value:
+            name, sep, sent = header.partition(":")
+            if not sep or not name.strip():  # quoted by no sentence: it may be a secret
+                raise UserError("a --header is not NAME:VALUE (e.g. --header 'X-Api-Key: …').")
+            check_header("--header", name.strip(), sent)
+        return value
+
+    def header_pairs(self) -> tuple[tuple[str, str], ...]:
+        """`headers` as (NAME, VALUE) pairs, each stripped."""
+        split = (header.partition(":") for header in self.headers)
+        return tuple((name.strip(), value.strip()) for name, _, value in split)
+
+    def sets_authorization(self) -> bool:
+        """The key, or a `--header Authorization:…`, sets the request's `Authorization`."""
+        names = (header.partition(":")[0].strip().lower() for header in self.headers)
+        return bool(self.api_key) or "authorization" in names
+
+
+def _userinfo_to_header(data: Any) -> Any:
+    """A spec's `url` (or compare's `urls`) with `user:password@`: the URL without it, and
+    `Authorization: Basic` for it among the client's headers (see the module docstring)."""
+    if not isinstance(data, dict):
+        return data
+    key = "urls" if "urls" in data else "url"
+    given = data.get(key)
+    urls = list(given) if key == "urls" and isinstance(given, list | tuple) else [given]
+    split = [split_userinfo(url) if isinstance(url, str) else (url, None) for url in urls]
+    userinfos = {userinfo for _, userinfo in split}
+    if userinfos == {None}:
+        return data
+    if len(userinfos) > 1:
+        raise UserError(
+            "the two --url carry different user:password@ credentials, and compare sends one "
+            "set to both servers: give both URLs the same."
+        )
+    userinfo = userinfos.pop()
+    assert userinfo is not None
+    client = data.get("client", ClientSpec())
+    if isinstance(client, dict):
+        client = ClientSpec.model_validate(client)
+    if not isinstance(client, ClientSpec):
+        return data  # pydantic names the problem
+    if client.sets_authorization():
+        raise UserError(
+            "--url carries user:password@, which is sent as the Authorization header, and "
+            "--api-key (or OPENAI_API_KEY, or an Authorization --header) sets it too: "
+            "give one of them."
+        )
+    header = f"Authorization: {basic_authorization(userinfo)}"
+    stripped = [url for url, _ in split]
+    return {
+        **data,
+        key: tuple(stripped) if key == "urls" else stripped[0],
+        "client": client.model_copy(update={"headers": (*client.headers, header)}),
+    }
+
+
+def _stored_url(url: str | None) -> str | None:
+    return None if url is None else strip_userinfo(url)
+
 
 class BenchSpec(_Spec):
     """`bench`: load levels against one server. Ranges are checked by `run_bench`, each in
@@ -109,6 +192,11 @@ class BenchSpec(_Spec):
     check_tokens: bool = True
     use_uvloop: bool = True
     labels: tuple[tuple[str, str], ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials(cls, data: Any) -> Any:
+        return _userinfo_to_header(data)
 
 
 class DiagnoseSpec(_Spec):
@@ -144,6 +232,15 @@ class DiagnoseSpec(_Spec):
     nvidia_smi_topo: Path | None = None
     nccl_tests: tuple[Path, ...] = ()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials(cls, data: Any) -> Any:
+        return _userinfo_to_header(data)
+
+    @field_serializer("metrics_url", "dcgm_url")
+    def _stored(self, url: str | None) -> str | None:
+        return _stored_url(url)
+
 
 class ValidateSpec(_Spec):
     """`validate`: the go-live checklist against `url` (None: a twin of `scenario`)."""
@@ -171,6 +268,15 @@ class ValidateSpec(_Spec):
     # operations: the longest generation through whatever fronts the server (0: not run)
     long_generation_max_s: float = 0.0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials(cls, data: Any) -> Any:
+        return _userinfo_to_header(data)
+
+    @field_serializer("metrics_url", "dcgm_url")
+    def _stored(self, url: str | None) -> str | None:
+        return _stored_url(url)
+
 
 class CompareRunsSpec(_Spec):
     """`compare BASE RUN`: a baseline's name or a run directory, then a run directory."""
@@ -197,6 +303,11 @@ class CompareABSpec(_Spec):
     seed: int = 0
     out: Path | None = None
     force: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials(cls, data: Any) -> Any:
+        return _userinfo_to_header(data)
 
 
 class PlanSpec(_Spec):

@@ -14,11 +14,19 @@ client and the server shared a saturated host (`diagnose.contention`), whose
 wait for a CPU the latency checks then include. Ctrl-C (`api.interrupt`)
 skips what is left, judges what ran and writes run.json with the status
 `interrupted`; the twin is stopped last.
+
+Server text is in its checks and notes (a probe's error, the id the server
+gave a request, which a careless gateway fills with the key it was sent):
+every check's detail and every note passes through the run's `Redactor`
+(the key, each header, a `--url`'s `user:password@`) once, before the result
+is written or returned, so validate.json, run.json, the Markdown and the
+terminal all show the redacted text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +55,7 @@ from infertriage.diagnose.contention import contention
 from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.probes import CheckResult, functional_checks
 from infertriage.loadgen.results import RunObserver, in_phase, within
+from infertriage.net import redactor_of
 from infertriage.schemas import (
     Check,
     CheckGroup,
@@ -200,7 +209,8 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
     load = _Load(spec, rate, concurrency, thresholds, observer)
     check_out(spec.out, force=spec.force)  # an --out holding a run is refused first
     if spec.url is not None:
-        reach(spec.url, spec.client.api_key)  # then a server that cannot be reached, first
+        # then a server that cannot be reached, first
+        reach(spec.url, spec.client.api_key, spec.client.header_pairs())
     run = RunDir.create(spec.out, prefix="validate", force=spec.force)
     shared = SharedRun(run)
     notes: list[str] = []
@@ -222,12 +232,29 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
             notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
         measured = _measured(run, phase, thresholds, spec.soak_s, spec.seed)
         notes += measured.notes
-        result = ValidateResult(
-            run.root, target.name, (*checks, *measured.checks), tuple(notes), measured.judged,
-            interrupted=interrupt.requested,
+        result = _redacted(
+            spec,
+            ValidateResult(
+                run.root, target.name, (*checks, *measured.checks), tuple(notes),
+                measured.judged, interrupted=interrupt.requested,
+            ),
         )  # fmt: skip
         _write(run, shared.clock, result, load, collected)
     return result
+
+
+def _redacted(spec: ValidateSpec, result: ValidateResult) -> ValidateResult:
+    """The result with the run's secrets out of every detail, note and the target's name."""
+    client = spec.client
+    redact = redactor_of(client.api_key, client.header_pairs())
+    if not redact:
+        return result
+    return dataclasses.replace(
+        result,
+        target=redact(result.target),
+        checks=tuple(dataclasses.replace(c, detail=redact(c.detail)) for c in result.checks),
+        notes=tuple(redact(note) for note in result.notes),
+    )
 
 
 def _long_generation(
@@ -253,8 +280,9 @@ def _functional_checks(spec: ValidateSpec, url: str, observer: RunObserver | Non
     client = spec.client
     with in_phase(observer, "functional"):
         found = functional_checks(
-            url, client.model, api_key=client.api_key, max_model_len=client.max_model_len
-        )
+            url, client.model, api_key=client.api_key, headers=client.header_pairs(),
+            max_model_len=client.max_model_len,
+        )  # fmt: skip
     return [_functional(c) for c in found]
 
 

@@ -11,6 +11,7 @@ the flag (a `UserError`, exit 2):
   command takes the same units (`milliseconds` is the same parser where a
   bare number is a per-token time in ms); the callbacks above check its range;
 - `http_url`: an http:// or https:// URL with a host (and a port that can be);
+  one refused is quoted without its `user:password@`;
 - names and specs: `gpu_name`, `model_name` (a preset or a config.json),
   `scenario_name` (a packaged twin scenario or a YAML file, read now),
   `workload_spec` and `arrival_spec`, each refused as `plan`, the twin and
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from infertriage.net import strip_userinfo
 from infertriage.plan import get_gpu, load_model
 from infertriage.schemas import UserError, parse_duration
 from infertriage.twin import load_scenario
@@ -132,7 +134,7 @@ def http_url(param: typer.CallbackParam, value: U | None) -> U | None:
     for url in [value] if isinstance(value, str) else value or []:
         problem = _url_problem(url)
         if problem is not None:
-            raise UserError(f"{_flag(param)} {url!r} {problem}.")
+            raise UserError(f"{_flag(param)} {strip_userinfo(url)!r} {problem}.")
     return value
 
 

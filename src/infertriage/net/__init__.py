@@ -3,13 +3,22 @@
 Takes URLs, headers, an API key and timeouts; gives aiohttp sessions
 (`open_session`, made by the swappable `session.session_factory`), one
 blocking request (`sync_request`), the headers and `Redactor` of a
-conversation, and the URL forms of a server (`root_url`, `api_url`,
-`metrics_url_of`). Imports only `schemas`.
+conversation, the guard that keeps them from a redirect to another origin
+(`make_redirect_guard`), and the URL forms of a server (`root_url`,
+`api_url`, `metrics_url_of`; a URL's `user:password@` comes off with
+`split_userinfo` and goes as `basic_authorization`). Imports only `schemas`.
 """
 
 from __future__ import annotations
 
-from infertriage.net.session import auth_headers, open_session, redactor_of
+from infertriage.net.session import (
+    auth_headers,
+    basic_authorization,
+    check_header,
+    make_redirect_guard,
+    open_session,
+    redactor_of,
+)
 from infertriage.net.sync import SyncAnswer, sync_request
 from infertriage.net.urls import (
     api_url,
@@ -17,17 +26,24 @@ from infertriage.net.urls import (
     metrics_url_of,
     normalize_base_url,
     root_url,
+    split_userinfo,
+    strip_userinfo,
 )
 
 __all__ = [
     "SyncAnswer",
     "api_url",
     "auth_headers",
+    "basic_authorization",
+    "check_header",
     "is_url",
+    "make_redirect_guard",
     "metrics_url_of",
     "normalize_base_url",
     "open_session",
     "redactor_of",
     "root_url",
+    "split_userinfo",
+    "strip_userinfo",
     "sync_request",
 ]

@@ -6,7 +6,9 @@ up to a limit, and why it failed in a few words (redacted). Never raises for
 the network: a refused connection, a timeout or an invalid URL is an answer
 without a status. Used where a thread or a script polls a server (the
 twin's `/health`, `/metrics` at the start of validate, the profiler's
-start and stop).
+start and stop). A redirect to another origin carries none of the headers
+but the protocol's own (`net.session.KEPT_ACROSS_ORIGINS`): urllib would send
+them all on, `Authorization` included.
 """
 
 from __future__ import annotations
@@ -15,12 +17,30 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from infertriage.net.session import KEPT_ACROSS_ORIGINS
+from infertriage.net.urls import same_origin
 from infertriage.schemas.redact import Redactor
 
 __all__ = ["SyncAnswer", "sync_request"]
 
 DEFAULT_TIMEOUT_S = 5.0
+
+
+class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, less the user's headers when the origin changes."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, *args: Any, **kwargs: Any
+    ) -> urllib.request.Request | None:
+        # (req, fp, code, msg, headers, newurl): only `req` and what it becomes matter here
+        follow = super().redirect_request(req, *args, **kwargs)
+        if follow is not None and not same_origin(req.full_url, follow.full_url):
+            for name in list(follow.headers):
+                if name.lower() not in KEPT_ACROSS_ORIGINS:
+                    follow.remove_header(name)
+        return follow
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +68,8 @@ def sync_request(
     redact = redact or Redactor()
     try:
         request = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        opener = urllib.request.build_opener(_GuardedRedirects())
+        with opener.open(request, timeout=timeout_s) as response:
             status: int = response.status
             body = response.read(max_bytes) if max_bytes else b""
     except urllib.error.HTTPError as err:
