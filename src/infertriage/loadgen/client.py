@@ -6,28 +6,32 @@ field's (vLLM's `bench serve`, GuideLLM): the send is stamped just before the
 request goes to aiohttp, connection set-up included, and every read is
 stamped with `time.perf_counter_ns()` the moment it returns, before any
 parsing; the events of one read become one chunk per kind (reasoning or
-output) at that stamp. Token counts come from `usage`
-(`stream_options.include_usage`, and per chunk with `continuous_usage_stats`
-where the server offers it). A role-only chunk is not content; reasoning
-deltas (`reasoning_content` or `reasoning`) are. Failures never raise: each
-becomes an `ErrorKind` with a finer `fault` (connect, reset, stall, timeout,
-http_5xx, error_event, malformed_event, truncated, not_streamed: a JSON
-body where a stream was asked). A request is sent once; the one exception is
-a send that failed on a kept-alive connection (aiohttp's trace says it was
-one) before any answer, which goes once more on a fresh connection and is
+output) at that stamp (`response.StreamState` reads them, for both load
+engines). Token counts come from `usage` (`stream_options.include_usage`, and
+per chunk with `continuous_usage_stats` where the server offers it). Failures
+never raise: each becomes an `ErrorKind` with a finer `fault` — here connect,
+connect_timeout, reset, stall, slow_headers, timeout, protocol and
+`bad_transfer` (the body's framing broke: a bad chunked transfer encoding),
+and what a body holds (`response`'s faults: malformed_event, bad_shape,
+html_page, truncated, …). A request is sent once; the one exception is a
+send that failed on a kept-alive connection (aiohttp's trace says it was one)
+before any answer, which goes once more on a fresh connection and is
 labelled `retried`. The API key is sent in the `Authorization` header and
-appears in no record, text or repr.
+appears in no record, text or repr. The body is asked for uncompressed
+(`Accept-Encoding: identity`); one compressed anyway is decoded here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import zlib
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
-import orjson
+from aiohttp.http_exceptions import HttpProcessingError
 
 from infertriage.loadgen.request import (
     ClientConfig,
@@ -36,10 +40,12 @@ from infertriage.loadgen.request import (
     request_body,
     request_headers,
 )
-from infertriage.loadgen.sse import SseEvent, SseParser
-from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource, http_error_kind
+from infertriage.loadgen.response import ERROR_TEXT_LIMIT, BodyMode, StreamState, body_text
+from infertriage.loadgen.sse import SseEventTooLarge
+from infertriage.net import make_redirect_guard
+from infertriage.schemas import ErrorKind
 from infertriage.schemas.redact import Redactor
-from infertriage.workload import RequestSpec, TextRenderer, TokenCounter
+from infertriage.workload import RequestSpec, TextRenderer
 
 __all__ = [
     "ClientConfig",
@@ -51,270 +57,16 @@ __all__ = [
     "request_headers",
 ]
 
-_ERROR_TEXT_LIMIT = 300
-_SERVER_ID_LIMIT = 200  # a request id longer than this is not one
-_NO_SECRETS = Redactor()
-_NOTHING, _OUTPUT, _REASONING = 0, 1, 2
-_loads = orjson.loads
 # The watchdog looks this often at most; timeouts are found within one look.
 _WATCH_INTERVAL_S = 0.25
 # After [DONE], wait at most this long for the body's end so the connection can be reused.
 _DONE_GRACE_S = 0.5
+# aiohttp's words for a body cut by the connection's close (not a framing that broke).
+_CUT_SHORT = "Response payload is not completed"
 
 
-class StreamState:
-    """What one request has measured so far; survives cancellation, so partial runs keep it."""
-
-    __slots__ = (
-        "chat",
-        "chunks",
-        "done_ns",
-        "error_kind",
-        "error_text",
-        "exact",
-        "fault",
-        "finished",
-        "headers_ns",
-        "last_ns",
-        "parser",
-        "prev_cum",
-        "queue_s",
-        "redact",
-        "retried",
-        "retry_cause",
-        "reused",
-        "scheduled_ns",
-        "sent_ns",
-        "server_id",
-        "spec",
-        "status",
-        "texts",
-        "timed_out",
-        "usage_completion",
-        "usage_prompt",
-    )
-
-    def __init__(
-        self, spec: RequestSpec, scheduled_ns: int, *, chat: bool, redact: Redactor = _NO_SECRETS
-    ) -> None:
-        self.spec = spec
-        self.redact = redact  # the key and header values out of the error text
-        self.chat = chat
-        self.scheduled_ns = scheduled_ns
-        self.sent_ns = scheduled_ns
-        self.last_ns = scheduled_ns  # the last sign of life: the send, the headers, a read
-        self.timed_out = ""  # the watchdog's fault, once it has cancelled the request
-        self.queue_s = 0.0
-        self.headers_ns: int | None = None
-        self.done_ns: int | None = None
-        self.chunks: list[tuple[int, int, bool]] = []
-        self.parser = SseParser()
-        self.status: int | None = None
-        self.error_kind = ErrorKind.NONE
-        self.error_text = ""
-        self.fault = ""
-        self.finished = False
-        self.exact = True
-        self.prev_cum = 0
-        self.usage_prompt: int | None = None
-        self.usage_completion: int | None = None
-        self.texts: list[str] | None = None
-        self.retried = False  # resent once on a fresh connection: the kept-alive one was closed
-        self.retry_cause = ""  # what the send on the kept-alive connection met
-        self.reused = False  # the send went out on a kept-alive connection (aiohttp's trace)
-        self.server_id = ""  # the response's X-Request-Id, else its first event's `id`
-
-    def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
-        """Record the first failure; a later one (a reset after an error event) does not mask it."""
-        if self.error_kind is ErrorKind.NONE:
-            # Redacted before the cut: a cut inside the key would leave its start behind.
-            text = self.redact(text)[:_ERROR_TEXT_LIMIT]
-            self.error_kind, self.fault, self.error_text = kind, fault, text
-
-    def _error_event(self, data: bytes) -> None:
-        message = data.decode("utf-8", "replace")
-        try:
-            body = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            body = None
-        if isinstance(body, dict):
-            err = body.get("error", body)
-            message = str(err.get("message", err) if isinstance(err, dict) else err)
-        self.fail(ErrorKind.STREAM, "error_event", message)
-
-    def _usage(self, usage: Any) -> int:
-        """Tokens since the last count, from cumulative `usage`; 1 when it has no count."""
-        if isinstance(usage, dict):
-            cum = usage.get("completion_tokens")
-            self.usage_prompt = usage.get("prompt_tokens", self.usage_prompt)
-            if isinstance(cum, int):
-                self.usage_completion = cum
-                tokens, self.prev_cum = cum - self.prev_cum, cum
-                return max(tokens, 0)
-        self.exact = False
-        return 1
-
-    def _kind(self, obj: dict[str, Any]) -> int:
-        """What the event's first choice carries; a role-only delta carries nothing."""
-        choices = obj.get("choices")
-        if not choices:
-            return _NOTHING
-        first = choices[0]
-        if first.get("finish_reason"):
-            self.finished = True
-        if self.chat:
-            delta = first.get("delta")
-            if not delta:
-                return _NOTHING
-            if delta.get("reasoning_content") or delta.get("reasoning"):
-                return _REASONING
-            text = delta.get("content")
-        else:
-            text = first.get("text")
-        if not text:
-            return _NOTHING
-        if self.texts is not None:
-            self.texts.append(text)
-        return _OUTPUT
-
-    def _event(self, name: bytes, data: bytes, ns: int) -> tuple[int, int]:
-        """One event → (kind, tokens): kind `_OUTPUT`, `_REASONING` or `_NOTHING`."""
-        if name or data == b"[DONE]":
-            if name == b"error":
-                self._error_event(data)
-            elif not name:
-                self.done_ns = self.done_ns or ns
-            return _NOTHING, 0
-        try:
-            obj = _loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if type(obj) is not dict:
-            self.fail(ErrorKind.STREAM, "malformed_event", data[:80].decode("utf-8", "replace"))
-            return _NOTHING, 0
-        if "error" in obj:
-            self._error_event(data)
-            return _NOTHING, 0
-        if not self.server_id:
-            self.server_id = str(obj.get("id") or "")[:_SERVER_ID_LIMIT]
-        kind = self._kind(obj)
-        usage = obj.get("usage")
-        if usage is not None:
-            return kind, self._usage(usage)  # a usage-only event still moves the count on
-        if kind:
-            self.exact = False
-            return kind, 1
-        return _NOTHING, 0
-
-    def on_events(self, events: list[SseEvent], ns: int) -> None:
-        """Fold the events of one read, all stamped `ns`, into at most two chunks."""
-        output = reasoning = -1
-        for name, data in events:
-            kind, tokens = self._event(name, data, ns)
-            if kind == _OUTPUT:
-                output = max(output, 0) + tokens
-            elif kind == _REASONING:
-                reasoning = max(reasoning, 0) + tokens
-        if reasoning >= 0:
-            self.chunks.append((ns, reasoning, True))
-        if output >= 0:
-            self.chunks.append((ns, output, False))
-
-    def end_stream(self) -> None:
-        """The body ended: its last partial event, then a stream cut before `[DONE]`."""
-        tail = self.parser.close()
-        if tail:
-            self.on_events(tail, time.perf_counter_ns())
-        if self.done_ns is None and not self.finished:
-            self.fail(ErrorKind.STREAM, "truncated", "the stream ended before [DONE]")
-
-    def http_error(self, status: int, text: str) -> None:
-        """A status other than 200, with the start of its body."""
-        # a 4xx refusing the request (rejected) or the load (429) is not the server failing
-        kind = http_error_kind(status)
-        self.fail(kind, f"http_{status // 100}xx", f"HTTP {status}: {text}".strip())
-
-    def json_body(self, data: bytes) -> None:
-        """A 200 with one JSON body: the server, or a proxy before it, ignored `stream`.
-
-        Not a cut stream: nothing streamed, so no TTFT or ITL can be measured. An
-        `{"error": …}` body is the server's error, as an error event would be.
-        """
-        try:
-            body = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            body = None
-        if isinstance(body, dict) and "error" in body:
-            self._error_event(data)
-            return
-        self.fail(
-            ErrorKind.STREAM,
-            "not_streamed",
-            "the server answered with one JSON body (application/json), not an event stream: "
-            "it, or a proxy in front of it, ignores `stream: true`, so TTFT and ITL cannot be "
-            "measured",
-        )
-
-    def record(
-        self,
-        record_id: str,
-        start_ns: int,
-        tokenizer: TokenCounter | None = None,
-        labels: tuple[tuple[str, str], ...] = (),
-    ) -> RequestRecord:
-        """The finished record on the run's clock (seconds since `start_ns`)."""
-
-        def ts(ns: int | None) -> float | None:
-            return None if ns is None else (ns - start_ns) * 1e-9
-
-        chunks = tuple(Chunk((ns - start_ns) * 1e-9, k, r) for ns, k, r in self.chunks)
-        counted = sum(k for _, k, _ in self.chunks)
-        output, output_source = self._output_tokens(counted, tokenizer)
-        prompt_source = TokenSource.USAGE if self.usage_prompt is not None else TokenSource.ESTIMATE
-        end_ns = self.done_ns or (self.chunks[-1][0] if self.chunks else None)
-        all_labels = dict(self.spec.labels)
-        all_labels.update(labels)
-        if self.retried:
-            all_labels["retried"] = "stale_connection"
-            all_labels["retry_cause"] = self.retry_cause
-        if tokenizer is not None and self.texts is not None and output_source is TokenSource.USAGE:
-            # The cross-check: what the local tokenizer makes of the text the server sent.
-            all_labels["tokenizer_output_tokens"] = str(tokenizer.count("".join(self.texts)))
-        return RequestRecord(
-            id=record_id,
-            scheduled_ts=(self.scheduled_ns - start_ns) * 1e-9,
-            sent_ts=(self.sent_ns - start_ns) * 1e-9,
-            first_token_ts=chunks[0].ts if chunks else None,
-            last_token_ts=chunks[-1].ts if chunks else None,
-            end_ts=ts(end_ns),
-            chunks=chunks,
-            prompt_tokens=self.usage_prompt
-            if self.usage_prompt is not None
-            else self.spec.prompt_tokens,
-            output_tokens=output,
-            prompt_tokens_source=prompt_source,
-            output_tokens_source=output_source,
-            http_status=self.status,
-            error_kind=self.error_kind,
-            error_text=self.error_text,
-            labels=all_labels,
-            client_queue_s=self.queue_s,
-            max_tokens=self.spec.max_tokens,
-            headers_ts=ts(self.headers_ns),
-            chunk_tokens_exact=bool(self.chunks)
-            and (self.exact or self.usage_completion == counted),
-            fault=self.fault,
-            server_request_id=self.server_id,
-        )
-
-    def _output_tokens(
-        self, counted: int, tokenizer: TokenCounter | None
-    ) -> tuple[int | None, TokenSource]:
-        if self.usage_completion is not None:
-            return self.usage_completion, TokenSource.USAGE
-        if tokenizer is not None and self.texts is not None:
-            return tokenizer.count("".join(self.texts)), TokenSource.TOKENIZER
-        return (counted if self.chunks else None), TokenSource.ESTIMATE
+class _BrokenFraming(aiohttp.ClientPayloadError):
+    """The connection closed after aiohttp's parser gave up on the body's framing."""
 
 
 class RequestClient:
@@ -391,7 +143,7 @@ class RequestClient:
                 state.reused = False
                 state.sent_ns = state.last_ns = time.perf_counter_ns()
                 await self._send(state, body, headers)
-        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+        except (TimeoutError, aiohttp.ClientError, HttpProcessingError, OSError) as err:
             _classify(state, err)
         except asyncio.CancelledError:
             if not state.timed_out:
@@ -422,15 +174,25 @@ class RequestClient:
         session = self._session_now()
         post = session.post(self._url, data=body, headers=headers, trace_request_ctx=state)
         async with post as resp:
-            state.headers_ns = state.last_ns = time.perf_counter_ns()
-            state.status = resp.status
-            state.server_id = resp.headers.get("X-Request-Id", "")[:_SERVER_ID_LIMIT]
-            if resp.status != 200:
+            mode = state.on_headers(
+                time.perf_counter_ns(),
+                resp.status,
+                resp.headers.get("Content-Type", ""),
+                resp.headers.get("Content-Encoding", ""),
+                resp.headers.get("X-Request-Id"),
+            )
+            if mode is BodyMode.ERROR:
                 await self._http_error(state, resp)
-            elif resp.content_type == "application/json":
+            elif mode is BodyMode.JSON:
                 await self._not_streamed(state, resp)
+            elif mode is BodyMode.STREAM:
+                unwatch = _watch_framing(resp)
+                try:
+                    await self._read(state, resp)
+                finally:
+                    unwatch()
             else:
-                await self._read(state, resp)
+                resp.close()  # refused at its headers: the body is not read, nor the socket kept
 
     async def _watch(self) -> None:
         """One timer for every request in flight, instead of one per read.
@@ -462,15 +224,15 @@ class RequestClient:
 
     async def _http_error(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
         try:
-            text = (await resp.content.read(_ERROR_TEXT_LIMIT)).decode("utf-8", "replace")
-        except (TimeoutError, aiohttp.ClientError):
-            text = ""
-        state.http_error(resp.status, text)
+            data = await resp.content.read(ERROR_TEXT_LIMIT)
+        except (TimeoutError, aiohttp.ClientError, HttpProcessingError):
+            data = b""
+        state.http_error(resp.status, body_text(data, state.encoding))
 
     async def _not_streamed(self, state: StreamState, resp: aiohttp.ClientResponse) -> None:
         try:
-            data = await resp.content.read(_ERROR_TEXT_LIMIT * 64)
-        except (TimeoutError, aiohttp.ClientError):
+            data = await resp.content.read(ERROR_TEXT_LIMIT * 64)
+        except (TimeoutError, aiohttp.ClientError, HttpProcessingError):
             data = b""
         state.json_body(data)
 
@@ -478,23 +240,34 @@ class RequestClient:
         read = resp.content.readany
         feed = state.parser.feed
         on_events = state.on_events
+        decode = state.decode
         perf = time.perf_counter_ns
         reads = num_events = 0
-        while True:
-            data = await read()
-            ns = perf()
-            if not data:
-                break
-            state.last_ns = ns
-            events = feed(data)
-            if events:
-                on_events(events, ns)
-            if state.done_ns is not None:
-                break  # the last read, with the finish, usage and [DONE] events: not counted
-            reads += 1
-            num_events += len(events)
-        self.num_reads += reads
-        self.num_events += num_events
+        try:
+            while True:
+                data = await read()
+                ns = perf()
+                if not data:
+                    break
+                state.last_ns = ns
+                if decode is not None:
+                    data = decode(data)
+                if not state.head:
+                    state.take_head(data)
+                events = feed(data)
+                if events:
+                    on_events(events, ns)
+                if state.done_ns is not None:
+                    break  # the last read, with the finish, usage and [DONE] events: not counted
+                reads += 1
+                num_events += len(events)
+        except (SseEventTooLarge, zlib.error) as err:
+            state.body_failed(err)
+            resp.close()  # the rest of the body is not read: the connection goes with it
+            return
+        finally:
+            self.num_reads += reads
+            self.num_events += num_events
         if state.done_ns is not None:
             await _finish_body(resp)
         state.end_stream()
@@ -506,8 +279,39 @@ async def _finish_body(resp: aiohttp.ClientResponse) -> None:
         async with asyncio.timeout(_DONE_GRACE_S):
             while await resp.content.readany():
                 pass
-    except (TimeoutError, aiohttp.ClientError):
+    except (TimeoutError, aiohttp.ClientError, HttpProcessingError):
         resp.close()
+
+
+def _watch_framing(resp: aiohttp.ClientResponse) -> Callable[[], None]:
+    """Have a body whose framing breaks fail at once; gives the call that stops watching.
+
+    aiohttp (3.14, its C parser) meets a bad chunk size by closing the connection, and
+    leaves the body's reader waiting for bytes that will never come: the request would
+    read as a stall after `stall_timeout_s`. On the connection's close, a body not yet
+    whole is told so.
+    """
+    conn = resp.connection
+    protocol = conn.protocol if conn is not None else None
+    closed = protocol.closed if protocol is not None else None
+    if protocol is None or closed is None:
+        return _nothing
+    content = resp.content
+
+    def on_close(_: object) -> None:
+        if not content.is_eof() and content.exception() is None:
+            cause = protocol.exception()
+            content.set_exception(_BrokenFraming(repr(cause)))
+
+    def unwatch() -> None:
+        closed.remove_done_callback(on_close)
+
+    closed.add_done_callback(on_close)
+    return unwatch
+
+
+def _nothing() -> None:
+    return None
 
 
 def _stale(state: StreamState) -> bool:
@@ -540,6 +344,9 @@ def _classify(state: StreamState, err: BaseException) -> None:
         state.fail(ErrorKind.TIMEOUT, "slow_headers" if before_headers else "stall", text)
     elif isinstance(err, TimeoutError):
         state.fail(ErrorKind.TIMEOUT, "slow_headers" if before_headers else "timeout", text)
+    elif _broken_framing(err, before_headers):
+        detail = str(err) if isinstance(err, _BrokenFraming) else text
+        state.fail(ErrorKind.STREAM, "bad_transfer", f"the body's framing broke: {detail}")
     elif isinstance(err, aiohttp.ClientPayloadError):
         state.fail(ErrorKind.STREAM, "reset", text)
     elif isinstance(err, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | OSError):
@@ -547,6 +354,15 @@ def _classify(state: StreamState, err: BaseException) -> None:
     else:
         kind = ErrorKind.CONNECT if before_headers else ErrorKind.STREAM
         state.fail(kind, "protocol", text)
+
+
+def _broken_framing(err: BaseException, before_headers: bool) -> bool:
+    """A body whose framing the HTTP parser gave up on, not one cut by a close."""
+    if isinstance(err, _BrokenFraming):
+        return True
+    if isinstance(err, HttpProcessingError):  # aiohttp's Python parser raises its own
+        return not before_headers
+    return isinstance(err, aiohttp.ClientPayloadError) and not str(err).startswith(_CUT_SHORT)
 
 
 def make_session(config: ClientConfig, *, force_close: bool = False) -> aiohttp.ClientSession:
@@ -563,5 +379,6 @@ def make_session(config: ClientConfig, *, force_close: bool = False) -> aiohttp.
         connector=connector,
         auto_decompress=False,
         skip_auto_headers=("User-Agent",),
-        trace_configs=[] if force_close else [_trace()],
+        # a redirect to another origin carries none of the user's headers (`net`)
+        trace_configs=[make_redirect_guard()] + ([] if force_close else [_trace()]),
     )

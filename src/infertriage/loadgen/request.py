@@ -74,8 +74,16 @@ def request_body(cfg: ClientConfig, renderer: TextRenderer, spec: RequestSpec) -
 
 
 def request_headers(config: ClientConfig) -> dict[str, str]:
-    """The headers every request carries: JSON in, an event stream asked, the key if any."""
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    """The headers every request carries: JSON in, an event stream asked, the key if any.
+
+    The stream is asked for uncompressed: a compressing proxy holds events back to fill
+    its blocks, which would move every stamp (one compressed anyway is decoded).
+    """
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Accept-Encoding": "identity",
+    }
     headers.update(dict(config.headers))
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"

@@ -1,23 +1,25 @@
 """loadgen, level 2: one streamed request from a Locust user, measured as `client` measures it.
 
-Takes a `ClientConfig`, a `TextRenderer` and a `StreamState` (whose `SseParser`
-and `on_events` turn bytes into chunks); gives the filled state. Runs in a
-gevent greenlet: the request (`loadgen.request`'s body and headers) goes out on
-a gevent socket, kept alive and reused as aiohttp's pool would, and
-geventhttpclient's HTTP parser (the one Locust's `FastHttpUser` uses) reads the
-answer. Every `recv` is stamped with `perf_counter_ns` the moment it returns,
-before any parsing, and its body bytes are one feed of the SSE parser, as
-`client` stamps each aiohttp read — so TTFT and ITL mean the same in both. Failures
-never raise; each becomes the `ErrorKind` and fault `client` gives it (connect,
-connect_timeout, slow_headers, stall, timeout, reset, protocol, http_Nxx,
-not_streamed, truncated), and a send that met a closed kept-alive connection
-before any answer goes once more on a fresh one, labelled `retried`.
+Takes a `ClientConfig`, a `TextRenderer` and a `StreamState` (`loadgen.response`: it
+reads the headers, and its `SseParser` and `on_events` turn bytes into chunks); gives
+the filled state. Runs in a gevent greenlet: the request (`loadgen.request`'s body and
+headers) goes out on a gevent socket, kept alive and reused as aiohttp's pool would,
+and geventhttpclient's HTTP parser (the one Locust's `FastHttpUser` uses) reads the
+answer. Every `recv` is stamped with `perf_counter_ns` the moment it returns, before
+any parsing, and its body bytes (decoded, where the server compressed them though
+asked not to) are one feed of the SSE parser, as `client` stamps each aiohttp read —
+so TTFT and ITL mean the same in both. Failures never raise; each becomes the
+`ErrorKind` and fault `client` gives it (connect, connect_timeout, slow_headers,
+stall, timeout, reset, protocol, bad_transfer, http_Nxx, and what `response` finds in
+a body), and a send that met a closed kept-alive connection before any answer goes
+once more on a fresh one, labelled `retried`.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+import zlib
 from urllib.parse import urlsplit
 
 import gevent
@@ -25,18 +27,17 @@ import gevent.socket
 import gevent.ssl
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
-from infertriage.loadgen.client import StreamState
 from infertriage.loadgen.request import ClientConfig, request_body, request_headers
+from infertriage.loadgen.response import ERROR_TEXT_LIMIT, BodyMode, StreamState, body_text
+from infertriage.loadgen.sse import SseEventTooLarge
 from infertriage.schemas import ErrorKind
 from infertriage.workload import TextRenderer
 
 __all__ = ["GeventClient"]
 
 _READ_SIZE = 65536
-_ERROR_TEXT_LIMIT = 300
-_JSON_BODY_LIMIT = _ERROR_TEXT_LIMIT * 64
+_JSON_BODY_LIMIT = ERROR_TEXT_LIMIT * 64
 _DONE_GRACE_S = 0.5  # after [DONE], the body's end is awaited this long, to reuse the socket
-_STREAM, _ERROR, _JSON = 0, 1, 2
 
 
 class _Response(HTTPResponse):
@@ -126,8 +127,13 @@ class GeventClient:
         except (OSError, HTTPParseError) as err:
             before = state.headers_ns is None
             kind = ErrorKind.CONNECT if before else ErrorKind.STREAM
-            fault = "protocol" if isinstance(err, HTTPParseError) else "reset"
-            state.fail(kind, fault, f"{type(err).__name__}: {err}")
+            text = f"{type(err).__name__}: {err}"
+            if not isinstance(err, HTTPParseError):
+                state.fail(kind, "reset", text)
+            elif before:
+                state.fail(kind, "protocol", text)
+            else:  # the body's framing: a bad chunked transfer encoding
+                state.fail(kind, "bad_transfer", f"the body's framing broke: {text}")
         finally:
             timer.close()
 
@@ -163,8 +169,8 @@ class GeventClient:
 
     def _read(self, state: StreamState, sock: socket.socket) -> bool:
         """Read the answer into `state`; true when the socket can carry the next request."""
-        resp, mode = _Response(), _STREAM
-        feed, on_events, perf = state.parser.feed, state.on_events, time.perf_counter_ns
+        resp, mode = _Response(), BodyMode.STREAM
+        perf = time.perf_counter_ns
         reads = num_events = 0
         while not resp.message_complete:
             try:
@@ -180,43 +186,68 @@ class GeventClient:
             state.last_ns = ns
             resp.feed(data)
             if state.headers_ns is None and resp.headers_complete:
-                state.headers_ns, state.status = ns, resp.status_code
-                mode = _mode(resp)
-            if mode != _STREAM:
-                if resp.size >= _JSON_BODY_LIMIT:
+                mode = _on_headers(state, resp, ns)
+            if mode is not BodyMode.STREAM:
+                if mode is BodyMode.DONE or resp.size >= _JSON_BODY_LIMIT:
                     break
                 continue
-            if state.done_ns is not None:
-                resp.take()  # what follows [DONE] does not count
-                continue
-            events = feed(resp.take())
-            if events:
-                on_events(events, ns)
+            num = _stream(state, resp.take(), ns)
+            if num < 0:
+                mode = BodyMode.DONE
+                break
             if state.done_ns is not None:
                 sock.settimeout(_DONE_GRACE_S)  # the last read: not counted, as in `client`
                 continue
             reads += 1
-            num_events += len(events)
+            num_events += num
         self.num_reads += reads
         self.num_events += num_events
         if state.headers_ns is None:
             raise ConnectionResetError("the server closed the connection before answering")
+        if mode is BodyMode.DONE:
+            return False  # given up on: the rest of the body is not read, nor the socket kept
         self._settle(state, resp, mode)
         return bool(resp.message_complete and not resp.should_close())
 
     @staticmethod
-    def _settle(state: StreamState, resp: _Response, mode: int) -> None:
-        if mode == _ERROR:
-            text = resp.take()[:_ERROR_TEXT_LIMIT].decode("utf-8", "replace")
+    def _settle(state: StreamState, resp: _Response, mode: BodyMode) -> None:
+        if mode is BodyMode.ERROR:
+            text = body_text(resp.take()[:ERROR_TEXT_LIMIT], state.encoding)
             state.http_error(resp.status_code, text)
-        elif mode == _JSON:
+        elif mode is BodyMode.JSON:
             state.json_body(resp.take())
         else:
             state.end_stream()
 
 
-def _mode(resp: _Response) -> int:
-    if resp.status_code != 200:
-        return _ERROR
-    content_type = str(resp.get("content-type") or "").split(";")[0].strip().lower()
-    return _JSON if content_type == "application/json" else _STREAM
+def _header(resp: _Response, name: str) -> str:
+    value = resp.get(name) or ""
+    return value if isinstance(value, str) else value[0]  # a repeated header: its first
+
+
+def _on_headers(state: StreamState, resp: _Response, ns: int) -> BodyMode:
+    return state.on_headers(
+        ns,
+        resp.status_code,
+        _header(resp, "content-type"),
+        _header(resp, "content-encoding"),
+        _header(resp, "x-request-id"),
+    )
+
+
+def _stream(state: StreamState, data: bytes, ns: int) -> int:
+    """One read's body bytes into `state`: how many events, or -1 when the body was given up."""
+    if state.done_ns is not None:
+        return 0  # what follows [DONE] does not count
+    try:
+        if state.decode is not None:
+            data = state.decode(data)
+        if not state.head:
+            state.take_head(data)
+        events = state.parser.feed(data)
+    except (SseEventTooLarge, zlib.error) as err:
+        state.body_failed(err)
+        return -1
+    if events:
+        state.on_events(events, ns)
+    return len(events)
