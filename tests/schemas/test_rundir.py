@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -22,8 +23,10 @@ from infertriage.schemas import (
     Sample,
     TokenSource,
     UserError,
+    check_out,
     read_jsonl,
 )
+from infertriage.schemas.rundir import LOCK_NAME
 
 WRITER = """
 import sys, time
@@ -145,8 +148,11 @@ def test_create_with_force_empties_the_old_run(tmp_path: Path) -> None:
     old.write_info(RunInfo(command="bench", wall_anchor_s=1.0))
     old.requests.write_text("{}\n")
     (old.raw / "arm-A").mkdir()
+    old.release()  # the run that wrote it has ended
     run = RunDir.create(old.root, force=True)
     assert run.root == old.root and run.raw.is_dir()
+    assert sorted(p.name for p in run.root.rglob("*")) == [LOCK_NAME, "raw"]  # its claim
+    run.release()
     assert sorted(p.name for p in run.root.rglob("*")) == ["raw"]
 
 
@@ -172,3 +178,121 @@ def test_runs_started_together_get_folders_of_their_own(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert len(set(made)) == 8
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from infertriage.schemas import RunDir
+run = RunDir.create(Path(sys.argv[1]))
+print("claimed", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_directory_another_run_is_writing_is_refused_force_or_not(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-c", HOLDER, str(out)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "claimed"
+        for force in (False, True):
+            with pytest.raises(UserError, match=rf"in use by another run \(pid {holder.pid}\)"):
+                RunDir.create(out, force=force)
+            with pytest.raises(UserError, match="in use by another run") as caught:
+                check_out(out, force=force)
+            assert "\n" not in str(caught.value)
+        holder.kill()  # its lock file stays behind, held by no one
+    assert (out / LOCK_NAME).read_text() == f"{holder.pid}\n"
+    run = RunDir.create(out)  # taken over
+    assert (out / LOCK_NAME).read_text() == f"{os.getpid()}\n"
+    run.release()
+    assert not (out / LOCK_NAME).exists()
+
+
+def test_of_runs_claiming_one_directory_together_exactly_one_gets_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    made: list[RunDir] = []
+    refused: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            made.append(RunDir.create(out))
+        except UserError as err:
+            refused.append(str(err))
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and len(refused) == 7
+    assert all("in use by another run" in sentence for sentence in refused)
+
+
+def test_a_run_dir_dropped_lets_go_of_its_claim(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "r")
+    lock = run.root / LOCK_NAME
+    assert lock.is_file()
+    del run
+    assert not lock.exists()
+    RunDir.create(tmp_path / "r").release()
+
+
+def test_a_claim_only_garbage_holds_is_collected_for_the_next_run(tmp_path: Path) -> None:
+    """A failed command's traceback can keep its RunDir in a reference cycle: the next run
+    of this process in that directory collects it instead of refusing."""
+    cycle: list[object] = [RunDir.create(tmp_path / "r")]
+    cycle.append(cycle)
+    gc.disable()  # so that only the claim collects it
+    try:
+        del cycle
+        RunDir.create(tmp_path / "r").release()
+    finally:
+        gc.enable()
+
+
+FULL_DISK = """
+import errno, resource, signal, sys
+from pathlib import Path
+from infertriage.schemas import JsonlWriter, Sample, write_json
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+folder = Path(sys.argv[1])
+writer = JsonlWriter(folder / "metrics.jsonl")
+num = 0
+try:
+    while True:
+        writer.write(Sample(t=float(num), name="queue.waiting", value=float(num)))
+        num += 1
+except OSError as err:
+    print(num, err.errno == errno.EFBIG, err.filename)
+try:
+    writer.write(Sample(t=0.0, name="queue.waiting", value=0.0))
+except OSError as err:
+    print("again", err.errno == errno.EFBIG)
+write_json(folder / "run.json", {"status": "running"})
+try:
+    write_json(folder / "run.json", {"status": "complete", "notes": "x" * 2000})
+except OSError as err:
+    print("json", err.errno == errno.EFBIG, err.filename)
+"""
+
+
+def test_a_full_disk_keeps_every_whole_record_and_names_the_file(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE stands in for a full disk: the write that does not fit fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    first, again, json_line = done.stdout.splitlines()
+    num, efbig, filename = first.split()
+    path = tmp_path / "metrics.jsonl"
+    assert efbig == "True" and filename == str(path) and again == "again True"
+    assert path.read_bytes().endswith(b"\n")  # the record that did not fit was cut back
+    kept = list(read_jsonl(path, Sample, skip_partial_tail=False))
+    assert [s.value for s in kept] == [float(i) for i in range(int(num))] and kept
+    assert json_line == f"json True {tmp_path / 'run.json'}"
+    assert (tmp_path / "run.json").read_text() == '{"status":"running"}\n'  # the old one, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl", "run.json"]

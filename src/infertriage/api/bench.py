@@ -20,6 +20,7 @@ the resolved `config`. The API key and header values are sent, never stored.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -200,6 +201,9 @@ class _Session:
     fitting: WorkloadFit | None = None  # set once the server's context is known
     interrupt: Interrupt = field(default_factory=Interrupt)  # the command's Ctrl-C, once started
 
+    def should_stop(self) -> bool:  # the loads' `stop=`: a signal, or a record not written
+        return self.interrupt.requested or self.writer.failed is not None
+
     def __post_init__(self) -> None:
         self.writer = JsonlWriter(self.run.requests)
 
@@ -217,7 +221,8 @@ class _Session:
         return self.spec.labels
 
     def sink(self, record: RequestRecord) -> None:
-        self.writer.write(record)
+        with contextlib.suppress(OSError):  # a full disk stops the load, then is raised
+            self.writer.write(record)
         self.records.append(record)
         self.all_records.append(record)
         if self.observer is not None:
@@ -229,7 +234,7 @@ class _Session:
             run = run_locust(
                 plan, self.client, cfg.locust_workers, master_host=cfg.locust_master_host,
                 clock_start_ns=self.clock.start_ns, sink=self.sink, tokenizer=cfg.tokenizer,
-                log_dir=self.run.root / "locust", stop=self.interrupt.is_requested,
+                log_dir=self.run.root / "locust", stop=self.should_stop,
                 on_note=lambda text: print(text, file=sys.stderr),
             )  # fmt: skip
             self.warnings += run.lost
@@ -244,7 +249,7 @@ class _Session:
                     sink=self.sink,
                     renderer=TextRenderer(self.tokenizer),
                     tokenizer=self.tokenizer,
-                    stop=self.interrupt.is_requested,
+                    stop=self.should_stop,
                 ),
                 use_uvloop=self.config.use_uvloop,
             )
@@ -256,7 +261,7 @@ class _Session:
             clock_start_ns=self.clock.start_ns,
             sink=self.sink,
             tokenizer=self.tokenizer,
-            stop=self.interrupt.is_requested,
+            stop=self.should_stop,
         )
 
     def run_level(self, index: int, at: _Level, schedule: Schedule) -> LevelResult:
@@ -574,6 +579,8 @@ def _run_interruptibly(
         interrupted = True
     finally:
         session.writer.close()
+    if session.writer.failed is not None:  # one sentence; the records before it are kept
+        raise session.writer.failed
     interrupted = interrupted or session.interrupt.requested  # Ctrl-C in the token check too
     if config.sweep and session.levels:
         probe = session.levels[0].summary.request_throughput

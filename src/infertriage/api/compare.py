@@ -191,8 +191,8 @@ def compare_ab(spec: CompareABSpec, *, observer: RunObserver | None = None) -> C
     if interrupted and not all(any(r.ok for r in arm) for arm in arms):
         _write_ab_info(shared, spec, config, {"status": status})
         raise Interrupted(
-            f"Ctrl-C came before both servers had answered a request, so there is nothing to "
-            f"compare; what was sent is kept in {run.root}."
+            f"the interrupt came before both servers had answered a request, so there is "
+            f"nothing to compare; what was sent is kept in {run.root}."
         )
     comparison = compare_records(arms[0], arms[1], threshold=spec.threshold, seed=spec.seed)
     result = CompareResult(

@@ -45,6 +45,7 @@ from infertriage.api.capture import (
 )
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
+from infertriage.api.fromrun import add_evidence
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.report import check_html_path, write_report
 from infertriage.api.runview import RunView, finished, load_phases, measured_view, run_target
@@ -488,7 +489,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
             raise UserError("--html needs a run directory; --metrics-file diagnoses one scrape.")
         check_html_path(spec.html)
     if spec.from_run is not None:
-        return _diagnose_from_run(spec.from_run, spec.compare_run, spec.slo)
+        return _diagnose_from_run(spec, spec.from_run)
     thresholds = load_thresholds(spec.slo)
     if spec.metrics_file is not None:
         return diagnose_metrics_file(spec.metrics_file, thresholds)
@@ -530,7 +531,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
         run.write_info(_run_info(shared.clock, spec, target, measured, status))
         if measured.phases is None:
             raise Interrupted(
-                f"no request finished before Ctrl-C, so there is nothing to diagnose; "
+                f"no request finished before the interrupt, so there is nothing to diagnose; "
                 f"what was sent is kept in {run.root}."
             )
         with in_phase(observer, "analysis"):
@@ -539,13 +540,14 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
     return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
 
 
-def _diagnose_from_run(from_run: Path, compare_run: Path | None, slo: str | None) -> DiagnoseResult:
+def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
     """The map of a run on disk, judged by `slo`, else by the SLOs the run was made with."""
-    run = RunDir.open(from_run)
+    run, compare_run, slo = RunDir.open(from_run), spec.compare_run, spec.slo
     other = _other_run_signals(compare_run) if compare_run is not None else None
     view = measured_view(run)  # a run it cannot read says so before anything is written
     stored = view.info.spec.get("slo")
     thresholds = load_thresholds(slo if slo is not None or not isinstance(stored, str) else stored)
+    add_evidence(spec, run)  # an option it would ignore is refused; --trace, --log are kept
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
     return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)

@@ -373,6 +373,7 @@ class TwinSpec(_Spec):
     port: int = 8000
     load_time_s: float | None = None
     profile_dir: Path | None = None
+    parent_pid: int | None = None  # a twin a command started: it stops when that one ends
 
 
 class FleetSpec(_Spec):

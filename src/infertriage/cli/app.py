@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import typer
 
 from infertriage import __version__
+from infertriage.api.interrupt import Interrupt, signal_name, stop_signals
 from infertriage.cli import bench as bench_cmd
 from infertriage.cli import compare as compare_cmd
 from infertriage.cli import diagnose as diagnose_cmd
@@ -23,6 +26,7 @@ from infertriage.cli import trace as trace_cmd
 from infertriage.cli import twin as twin_cmd
 from infertriage.cli import validate as validate_cmd
 from infertriage.cli.commands import APP_HELP, COMMANDS
+from infertriage.cli.outfail import WRITE_ERRNOS, flush_stdout, pipe_error, write_failure
 from infertriage.cli.usage import PROG, ClickException, usage_sentence
 from infertriage.schemas import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
 from infertriage.schemas.text import show_controls
@@ -74,25 +78,58 @@ def _root(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
+    with stop_signals() as stop:  # SIGTERM and SIGHUP take Ctrl-C's path
+        code = _run(argv, stop)
+    return _exit(code, argv)
+
+
+def _run(argv: Sequence[str] | None, stop: Interrupt) -> int:
     try:
         args = list(argv) if argv is not None else None
         result = app(args=args, prog_name=PROG, standalone_mode=False)
+        failed = flush_stdout()  # a closed pipe fails here, inside this handling, not at exit
+        if failed is not None:
+            return _error(failed)
     except UserError as err:
         # the sentence may quote a server (a model name) or a file: its controls are shown,
         # and a line break it holds becomes a space (one error, one line)
-        sentence = " ".join(str(err).splitlines())
-        print(f"infertriage: error: {show_controls(sentence)}", file=sys.stderr)
-        return _exit(EXIT_USER_ERROR, argv)
-    except Interrupted as err:  # Ctrl-C, after the command kept what it measured
-        print(f"infertriage: interrupted; {err}", file=sys.stderr)
-        return _exit(EXIT_INTERRUPTED, argv)
-    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C before anything was measured
-        print("infertriage: interrupted.", file=sys.stderr)
-        return _exit(EXIT_INTERRUPTED, argv)
+        return _error(str(err))
+    except Interrupted as err:  # a stop signal, after the command kept what it measured
+        print(f"infertriage: {_interrupted(stop)}; {err}", file=sys.stderr)
+        return stop.exit_code
+    except (typer.Abort, KeyboardInterrupt):  # a stop signal before anything was measured
+        print(f"infertriage: {_interrupted(stop)}.", file=sys.stderr)
+        return stop.exit_code
     except ClickException as err:  # the framework's usage errors: one sentence, as ours
-        return _exit(_usage_error(err, argv), argv)
+        return _usage_error(err, argv)
+    except SystemExit as exit_:  # typer's answer to a broken pipe is a silent exit 1
+        broken = pipe_error(exit_.__context__)
+        if broken is None:
+            raise
+        return _error(write_failure(broken))
+    except OSError as err:  # a full disk, a closed or full standard output
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        return _error(write_failure(err))
     code = result if isinstance(result, int) else 0
-    return _exit(code, argv)
+    if code == EXIT_INTERRUPTED and stop.signum is not None:  # typer's exit for a Stopped
+        print(f"infertriage: {_interrupted(stop)}.", file=sys.stderr)
+        return stop.exit_code
+    return code
+
+
+def _interrupted(stop: Interrupt) -> str:
+    signum = stop.signum
+    if signum is None or signum == signal.SIGINT:
+        return "interrupted"
+    return f"interrupted by {signal_name(signum)}"
+
+
+def _error(sentence: str) -> int:
+    sentence = " ".join(sentence.splitlines())
+    with contextlib.suppress(OSError, ValueError):
+        print(f"infertriage: error: {show_controls(sentence)}", file=sys.stderr)
+    return EXIT_USER_ERROR
 
 
 def _usage_error(err: Exception, argv: Sequence[str] | None) -> int:

@@ -190,8 +190,8 @@ def compare(
         render_compare(result, Console())
     if result.interrupted:
         raise Interrupted(
-            f"the comparison judges only the requests that finished before Ctrl-C; the run is "
-            f"kept in {result.run_dir}."
+            f"the comparison judges only the requests that finished before the interrupt; "
+            f"the run is kept in {result.run_dir}."
         )
     return _exit_code(result, fail_on_regression=fail_on_regression)
 

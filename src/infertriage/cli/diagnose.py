@@ -158,6 +158,6 @@ def diagnose(
         typer.echo(f"HTML report: {show_controls(str(result.html))}", err=True)
     if result.interrupted:
         raise Interrupted(
-            f"the map judges only the load measured before Ctrl-C; the run is kept in "
+            f"the map judges only the load measured before the interrupt; the run is kept in "
             f"{result.run_dir}."
         )

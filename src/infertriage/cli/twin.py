@@ -8,7 +8,7 @@ import typer
 
 from infertriage import api
 from infertriage.api.specs import TwinSpec
-from infertriage.cli.options import non_negative, scenario_name, seconds, tcp_port
+from infertriage.cli.options import non_negative, positive, scenario_name, seconds, tcp_port
 
 
 def twin(
@@ -29,8 +29,16 @@ def twin(
     profile_dir: Path | None = typer.Option(
         None, "--profile-dir", help="Serve /start_profile and /stop_profile; traces go here."
     ),
+    parent_pid: int | None = typer.Option(
+        None,
+        "--parent-pid",
+        hidden=True,
+        callback=positive,
+        help="Stop when this process, the parent, ends.",
+    ),
 ) -> None:
     spec = TwinSpec(
-        scenario=scenario, host=host, port=port, load_time_s=load_time, profile_dir=profile_dir
-    )
+        scenario=scenario, host=host, port=port, load_time_s=load_time, profile_dir=profile_dir,
+        parent_pid=parent_pid,
+    )  # fmt: skip
     api.serve_twin(spec)

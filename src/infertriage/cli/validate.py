@@ -133,7 +133,7 @@ def validate(
         render_checklist(result.checks, Console(), title=title, notes=result.notes)
     if result.interrupted:
         raise Interrupted(
-            f"the checklist judges only what ran before Ctrl-C; the run is kept in "
+            f"the checklist judges only what ran before the interrupt; the run is kept in "
             f"{result.run_dir}."
         )
     return 0 if result.ready else 1

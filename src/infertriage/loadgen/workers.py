@@ -7,18 +7,22 @@ round-robin (each worker keeps the absolute deadlines of its share, so the
 union is the schedule asked for) and the closed loop's users as evenly as it
 can. Workers start on one shared `perf_counter_ns` instant (the clock is
 system-wide on Linux and macOS), so their records share the run's clock.
-Workers ignore SIGINT: the parent turns Ctrl-C into a stop that every worker
-obeys, recording its in-flight requests, so a partial run keeps every record.
+Workers ignore SIGINT, and SIGTERM and SIGHUP while the parent lives: the parent
+turns each (Ctrl-C, `timeout`'s or a closed terminal's signal to the process group)
+into a stop that every worker obeys, recording its in-flight requests, so a partial
+run keeps every record. A worker whose parent died without stopping it (SIGKILL) is
+sent SIGTERM (`schemas.lifeline`) and exits: no load outlives the run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import queue
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.synchronize import Event
 from typing import Any
@@ -26,6 +30,7 @@ from typing import Any
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
 from infertriage.schemas import RequestRecord, UserError
+from infertriage.schemas.lifeline import die_with_parent, parent_is_gone
 from infertriage.workload import TextRenderer, TokenCounter
 
 __all__ = ["run_parallel", "split_plan"]
@@ -34,6 +39,10 @@ _READY_TIMEOUT_S = 60.0
 # Workers begin this long after the last says it is ready, so none starts late.
 _START_MARGIN_S = 0.05
 _POLL_S = 0.1
+# the signals a parent turns into a stop; blocked while workers start, as they inherit it
+_STOP_SIGNALS = frozenset(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,7 @@ class _Job:
     config: ClientConfig
     clock_start_ns: int
     tokenizer: TokenCounter | None
+    parent_pid: int
 
 
 def split_plan(plan: LoadPlan, num_workers: int) -> list[LoadPlan]:
@@ -61,8 +71,22 @@ def split_plan(plan: LoadPlan, num_workers: int) -> list[LoadPlan]:
     return [share for share in shares if len(share.schedule) and (share.concurrency or 1) > 0]
 
 
+def _on_stop_signal(parent_pid: int) -> Callable[[int, Any], None]:
+    def handle(signum: int, frame: Any) -> None:
+        if parent_is_gone(parent_pid):  # no one left to stop this worker in order
+            os._exit(128 + signum)
+        # else the parent got it too (sent to the group) and stops every worker itself
+
+    return handle
+
+
 def _worker_main(job: _Job, out: Any, start: Event, start_ns: Any, stop: Event) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in _STOP_SIGNALS - {signal.SIGINT}:
+        signal.signal(signum, _on_stop_signal(job.parent_pid))
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS - {signal.SIGINT})
+    die_with_parent(job.parent_pid)
     try:
         out.put(("ready", job.worker))
         if not start.wait(_READY_TIMEOUT_S * 2):
@@ -124,20 +148,22 @@ class _Pool:
                 proc.join(timeout=5.0)
 
 
-def _start_blocking_sigint(procs: list[Any]) -> None:
-    """Start the workers with SIGINT blocked, a mask they inherit.
+@contextlib.contextmanager
+def _stops_blocked() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP blocked, a mask the processes started meanwhile inherit:
+    the workers and multiprocessing's resource tracker (started with the pool's queue).
 
-    A Ctrl-C to the process group while they import must not kill them: the parent
-    stops them. One that reaches the parent meanwhile waits until they are started.
+    A Ctrl-C (or SIGTERM, SIGHUP) to the process group while they import must not kill
+    them: the parent stops the workers, and the tracker ends when the parent does. One
+    that reaches the parent meanwhile waits until they are started. A worker unblocks
+    SIGTERM and SIGHUP once it handles them.
     """
     if not hasattr(signal, "pthread_sigmask"):
-        for proc in procs:
-            proc.start()
+        yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
-        for proc in procs:
-            proc.start()
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
@@ -169,15 +195,18 @@ def run_parallel(
     `stop`, polled, asks every worker to stop as Ctrl-C does (the caller's SIGINT handler).
     """
     jobs = [
-        _Job(w, share, config, clock_start_ns, tokenizer)
+        _Job(w, share, config, clock_start_ns, tokenizer, os.getpid())
         for w, share in enumerate(split_plan(plan, num_workers))
     ]
-    pool = _Pool(jobs)
+    with _stops_blocked():
+        pool = _Pool(jobs)
     reports: list[WorkerReport] = []
     errors: list[str] = []
     interrupted = False
     try:
-        _start_blocking_sigint(pool.procs)
+        with _stops_blocked():
+            for proc in pool.procs:
+                proc.start()
         _await_ready(pool)
         pool.start_ns.value = time.perf_counter_ns() + round(_START_MARGIN_S * 1e9)
         pool.start.set()

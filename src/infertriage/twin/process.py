@@ -4,11 +4,14 @@ Takes a scenario name or YAML path; gives a running twin's base URL once it
 answers `/health` with 200. The twin runs in its own process, as a real
 server would, so its front-end and engine threads never share a GIL with the
 load generator that measures them, and in its own process group, so that a
-Ctrl-C to the command reaches the command alone, which stops the twin last.
+Ctrl-C to the command reaches the command alone, which stops the twin last. The
+twin is told this process's pid (`--parent-pid`, `schemas.lifeline`): when this
+process dies without stopping it (SIGKILL), the twin gets SIGTERM and stops too.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -52,7 +55,7 @@ class TwinProcess:
 
     def start(self) -> str:
         command = [sys.executable, "-m", "infertriage", "twin", "--scenario", self.scenario]
-        command += ["--port", str(self.port)]
+        command += ["--port", str(self.port), "--parent-pid", str(os.getpid())]
         if self.load_time_s is not None:
             command += ["--load-time", str(self.load_time_s)]
         if self.profile_dir is not None:

@@ -19,10 +19,13 @@ import warnings
 from pathlib import Path
 
 from infertriage.loadgen.locust.wire import DEFAULT_PORT
+from infertriage.schemas.lifeline import die_with_parent
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m infertriage.loadgen.locust")
+    # bench's children: SIGTERM when bench dies without stopping them (`schemas.lifeline`)
+    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="role", required=True)
     master = sub.add_parser("master", help="bench starts this one")
     master.add_argument("--job", type=Path, required=True)
@@ -38,6 +41,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
     # The parent packages imported aiohttp (and so ssl) before Locust patches the process;
     # the Locust side never uses them (its requests go out on gevent's own sockets and TLS).
     warnings.filterwarnings("ignore", message="Monkey-patching ssl after ssl")

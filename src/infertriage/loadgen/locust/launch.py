@@ -120,7 +120,8 @@ def _free_port() -> int:
 def _spawn(args: list[str], log: Path, env: dict[str, str], **kw: Any) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(  # our own module, no shell
-            [sys.executable, "-m", _MODULE, *args],
+            # the child stops when bench dies without stopping it (`schemas.lifeline`)
+            [sys.executable, "-m", _MODULE, "--parent-pid", str(os.getpid()), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,109 @@
+"""api, level 5: what `diagnose --from-run` takes beside the run directory.
+
+Takes a `DiagnoseSpec` with `from_run`; gives nothing, or one `UserError` naming every
+option the re-diagnosis would ignore (the load, the server, the deployment: the run
+holds what it was made with), so none is silently dropped. `--slo`, `--compare-run`,
+`--html`, `--trace` and `--log` are used: `add_evidence` then copies the traces and logs
+into the stored run (raw/traces/, raw/logs/, where a live run keeps its own), beside
+what it holds already and never twice, so this map and every later `--from-run` read
+them. A log is read over the run's own window, as for a live run.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from infertriage.api.capture import check_files
+from infertriage.api.specs import ClientSpec, DiagnoseSpec
+from infertriage.schemas import RunDir, UserError
+
+__all__ = ["add_evidence"]
+
+# the spec's fields that only a new run uses, by the flag that sets them
+_NEW_RUN_ONLY = {
+    "url": "--url",
+    "scenario": "--scenario",
+    "metrics_url": "--metrics-url",
+    "dcgm_url": "--dcgm-url",
+    "server_pid": "--server-pid",
+    "prometheus": "--prometheus",
+    "selector": "--selector",
+    "duration_s": "--duration",
+    "concurrency": "--concurrency",
+    "workload": "--workload",
+    "metrics_file": "--metrics-file",
+    "profile_s": "--profile",
+    "profile_dir": "--profile-dir",
+    "locust_workers": "--locust-workers",
+    "locust_master_host": "--locust-master-host",
+    "out": "--out",
+    "force": "--force",
+    "nvidia_smi_topo": "--nvidia-smi-topo",
+    "nccl_tests": "--nccl-tests",
+}
+# the key and headers are not among them: OPENAI_API_KEY sets the key unasked
+_CLIENT_ONLY = {
+    "model": "--model",
+    "endpoint": "--endpoint",
+    "tokenizer": "--tokenizer",
+    "max_model_len": "--max-model-len",
+}
+_DEPLOYMENT = {"model": "--model-config", "gpu": "--gpu"}  # and --tp, when not 1
+
+
+def _default(model: type[DiagnoseSpec] | type[ClientSpec], name: str) -> Any:
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def _ignored_flags(spec: DiagnoseSpec) -> list[str]:
+    """The flags given that `--from-run` would not use, in the order of `--help`."""
+    flags = [
+        flag
+        for name, flag in _NEW_RUN_ONLY.items()
+        if getattr(spec, name) != _default(DiagnoseSpec, name)
+    ]
+    flags += [
+        flag
+        for name, flag in _CLIENT_ONLY.items()
+        if getattr(spec.client, name) != _default(ClientSpec, name)
+    ]
+    flags += [flag for key, flag in _DEPLOYMENT.items() if spec.deployment.get(key) is not None]
+    if spec.deployment.get("tensor_parallel", 1) != 1:
+        flags.append("--tp")
+    return flags
+
+
+def add_evidence(spec: DiagnoseSpec, run: RunDir) -> None:
+    """Refuse, in one sentence, every option `--from-run` would ignore; then copy the
+    `--trace` and `--log` files into the stored run, after what it holds (a file with the
+    bytes of one there already is not added again)."""
+    flags = _ignored_flags(spec)
+    if flags:
+        them = "it" if len(flags) == 1 else "them"
+        raise UserError(
+            f"--from-run diagnoses the run as it was recorded, so it cannot use "
+            f"{', '.join(flags)}: drop {them}, or run diagnose again without --from-run."
+        )
+    check_files(spec.traces, "--trace")
+    check_files(spec.logs, "--log")
+    for folder, paths in ((run.raw / "traces", spec.traces), (run.raw / "logs", spec.logs)):
+        if paths:
+            _add(folder, paths)
+
+
+def _add(folder: Path, paths: Sequence[Path]) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = sorted(path for path in folder.iterdir() if path.is_file())
+        for path in paths:
+            if any(filecmp.cmp(path, old, shallow=False) for old in kept):
+                continue
+            target = folder / f"{len(kept):02d}-{path.name}"
+            shutil.copyfile(path, target)
+            kept.append(target)
+    except OSError as err:
+        raise UserError(f"cannot add {err.filename or folder} to the run: {err.strerror}.") from err
