@@ -95,7 +95,7 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
         waiting_max=_peak([s.waiting for s in stats]),
         preemptions=preemptions,
         oom_errors=sum(1 for line in lines if OOM.search(line)),
-        recompiles=parse_recompile_log("\n".join(lines)),
+        recompiles=parse_recompile_log(lines),
     )
 
 

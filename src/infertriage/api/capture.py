@@ -18,10 +18,10 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from infertriage.analyze.logs.source import LogSource
 from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 
@@ -147,9 +147,6 @@ def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
             raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
 
 
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
 def read_log(path: Path) -> str:
     """A log's text; `.gz` is decompressed, and a cut gzip is one clear error."""
     text, cut = read_log_upto_cut(path)
@@ -162,30 +159,10 @@ def read_log_upto_cut(path: Path) -> tuple[str, str | None]:
     """A log's text and, for a gzip cut short (a copy taken mid-write), why it stopped early.
 
     What was decompressed before the cut is kept: an incident's last minutes are often there.
-    A file that is not gzip at all, or cannot be read, is one clear error.
+    A file that is not gzip at all, or cannot be read, is one clear error; so is one of more
+    than `MAX_LOG_BYTES` of text, and a line longer than `MAX_LINE_BYTES` is read up to there
+    (`analyze.logs.source`, as `infertriage logs` reads them).
     """
-    try:
-        if path.suffix != ".gz":
-            return path.read_text(encoding="utf-8", errors="replace"), None
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"{path} cannot be read ({err.strerror}).") from err
-    if raw[:2] != _GZIP_MAGIC:
-        raise UserError(f"{path} is not a gzip file (its name ends in .gz).")
-    chunks, cut = _gunzip(raw)
-    return b"".join(chunks).decode("utf-8", errors="replace"), cut
-
-
-def _gunzip(raw: bytes) -> tuple[list[bytes], str | None]:
-    """Every member of a gzip (rotated logs are often several), as far as it goes."""
-    chunks: list[bytes] = []
-    while raw:
-        member = zlib.decompressobj(wbits=31)
-        try:
-            chunks.append(member.decompress(raw))
-        except zlib.error as err:
-            return chunks, f"corrupt: {err}"
-        if not member.eof:
-            return chunks, "cut short before the end of its last member"
-        raw = member.unused_data.lstrip(b"\x00")  # some writers pad the file with zeros
-    return chunks, None
+    source = LogSource(path)
+    text = "".join(source.lines())
+    return text, source.cut

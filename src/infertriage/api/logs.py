@@ -5,8 +5,10 @@ interval); gives a `LogTriage`: the timeline read from the logs and the
 seven-layer map the diagnose rules make of its signals. The files are one
 server's (rotated parts in any order: their records are merged by time);
 `.gz` is read, and a gzip cut short keeps what came before the cut, with a
-note. A missing, empty or unreadable file, or one without a line of a known
-format, is one clear sentence (exit 2).
+note. Files are streamed line by line (`analyze.logs.source`): a file of more
+than `MAX_LOG_BYTES` of text is refused, a line longer than `MAX_LINE_BYTES`
+is read up to there, with a note. A missing, empty or unreadable file, or one
+without a line of a known format, is one clear sentence (exit 2).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from infertriage.analyze.logs import (
     timeline_signals,
     with_times,
 )
-from infertriage.api.capture import read_log_upto_cut
+from infertriage.analyze.logs.source import MAX_LINE_BYTES, MAX_LOG_BYTES, LogSource, too_long
 from infertriage.api.specs import LogsSpec
 from infertriage.diagnose import Evidence, diagnose_evidence
 from infertriage.engines import ENGINES, LogFormat, engine_of
@@ -56,24 +58,34 @@ def _expected(formats: Sequence[LogFormat]) -> str:
     return " or ".join(f.expected for f in formats if f.expected)
 
 
+def _sources(files: Sequence[Path]) -> list[LogSource]:
+    """Each file checked and measured, before a line is read; together within the bound."""
+    sources = [LogSource(path) for path in files]
+    if len(sources) > 1 and sum(s.size for s in sources) > MAX_LOG_BYTES:
+        raise UserError(f"the {len(sources)} files hold more than {too_long()}.")
+    return sources
+
+
 def _read_file(
-    path: Path, formats: Sequence[LogFormat], engine: str | None
+    source: LogSource, formats: Sequence[LogFormat], engine: str | None
 ) -> tuple[list[LogRecord], list[str]]:
     """The file's records and what to say of them: a cut, lines not recognised.
 
     One recognised line is enough; a last line without its newline (a copy taken
     mid-write) is left out when other lines are there, since its figures may be cut."""
-    if not path.exists():
-        raise UserError(f"{path} does not exist.")
-    if not path.is_file():
-        raise UserError(f"{path} is not a file.")
-    text, cut = read_log_upto_cut(path)
-    notes = [] if cut is None else [f"{path} is a gzip cut short ({cut}): read up to the cut"]
-    if not text.strip():
-        raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
+    path = source.path
     # vLLM's stamps carry no year: the file was last written near its last line
-    records = read_records(text, path.stat().st_mtime, formats)
-    cut_last = not text.endswith("\n") and "\n" in text.rstrip("\r\n\t ")
+    records = read_records(source.lines(), path.stat().st_mtime, formats)
+    cut = source.cut
+    notes = [] if cut is None else [f"{path} is a gzip cut short ({cut}): read up to the cut"]
+    if not source.num_lines:
+        raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
+    if source.num_long_lines:
+        notes.append(
+            f"{path}: {source.num_long_lines} lines longer than {MAX_LINE_BYTES // 1024} KiB "
+            "were read up to that length"
+        )
+    cut_last = source.last_line_open and source.num_lines > 1
     if cut_last and records and (records[-1].stats or records[-1].spec):
         # a copy taken mid-write: its figures may be cut ("Waiting: 1" of "Waiting: 12"); what
         # it says happened (an OOM, an abort) stands
@@ -145,8 +157,8 @@ def triage_logs(spec: LogsSpec) -> LogTriage:
     records: list[LogRecord] = []
     notes: list[str] = []
     undated: list[LogRecord] = []
-    for path in spec.files:
-        found, said = _read_file(path, formats, spec.engine)
+    for source in _sources(spec.files):
+        found, said = _read_file(source, formats, spec.engine)
         dated_part = with_times(found)  # a traceback's lines take their own file's time
         records += dated_part
         undated += [] if dated_part else [dataclasses.replace(r, at=0.0) for r in found]

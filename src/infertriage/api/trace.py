@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from infertriage.analyze.logs.source import LogSource
 from infertriage.analyze.trace import (
     TraceReport,
     analyze_tables,
@@ -29,11 +30,10 @@ def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport
     """The `trace` command: load every trace once, run every analysis, merge the ranks."""
     recompiles = None
     if log is not None:
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as err:
-            raise UserError(f"--log {log} cannot be read ({err.strerror}).") from err
-        recompiles = parse_recompile_log(text)
+        try:  # streamed, with the bounds of every log read (`analyze.logs.source`)
+            recompiles = parse_recompile_log(LogSource(log).lines())
+        except UserError as err:
+            raise UserError(f"--log {err.message}") from err
     tables = load_traces(list(paths))
     report = analyze_tables(tables, recompiles, str(log) if log is not None else None)
     findings = trace_findings(Evidence.of(report.signals), Thresholds())

@@ -22,10 +22,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from infertriage.schemas import UserError
+from infertriage.schemas.inputs import clip
 
 __all__ = ["Exposition", "RawSample", "parse_metrics_text", "read_metrics_file"]
 
 Labels = tuple[tuple[str, str], ...]
+MAX_METRICS_BYTES = 16 * 1024 * 1024  # a server's /metrics is some kilobytes to a megabyte
+_QUOTED_CHARS = 80  # of a line or a parser's message quoted in an error sentence
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +81,7 @@ def _what_it_is(text: str) -> str | None:
 
 
 def _short(message: str) -> str:
-    message = " ".join(str(message).split())
-    return message if len(message) <= 80 else message[:77] + "..."
+    return clip(" ".join(str(message).split()), _QUOTED_CHARS)
 
 
 _PARSE_ERRORS = (ValueError, TypeError, IndexError, KeyError)
@@ -210,13 +212,23 @@ def _alias_counters(index: dict[str, list[RawSample]], types: Mapping[str, str])
 
 
 def read_metrics_file(path: Path) -> str:
-    """A saved scrape's text; a `UserError` when it cannot be read as text (binary, a folder).
+    """A saved scrape's text; a `UserError` when it cannot be read as text (binary, a folder,
+    a FIFO) or is larger than `MAX_METRICS_BYTES` (read no further).
 
     UTF-8, or UTF-16 with its byte-order mark (what Windows PowerShell's `>` writes)."""
+    if path.exists() and not path.is_file():  # a FIFO would wait for a writer
+        raise UserError(f"cannot read {path}: it is not a regular file.")
     try:
         with path.open("rb") as file:
-            wide = file.read(2) in (b"\xff\xfe", b"\xfe\xff")
-        return path.read_text(encoding="utf-16" if wide else "utf-8")
+            data = file.read(MAX_METRICS_BYTES + 1)
+        wide = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        if len(data) > MAX_METRICS_BYTES:
+            raise UserError(
+                f"{path} is larger than {MAX_METRICS_BYTES >> 20} MiB; a scrape of a server's "
+                "/metrics is at most a few megabytes."
+            )
+        text = data.decode("utf-16" if wide else "utf-8")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode read gives
     except UnicodeDecodeError as err:
         raise UserError(f"{path} is not a text file of Prometheus metrics.") from err
     except OSError as err:

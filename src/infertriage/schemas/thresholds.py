@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-import yaml
-
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.inputs import load_yaml, quoted, read_small_text
 from infertriage.schemas.units import parse_duration
 
 __all__ = ["SloProfile", "Thresholds", "load_thresholds"]
@@ -234,30 +233,27 @@ def _apply(base: Thresholds, items: Mapping[str, object], origin: str) -> Thresh
     for key, raw in items.items():
         if key not in _SLO_KEYS:
             known = ", ".join(sorted(_SLO_KEYS))
-            raise UserError(f"{origin}: unknown SLO {key!r} (known: {known}).")
+            raise UserError(f"{origin}: unknown SLO {quoted(key)} (known: {known}).")
         field_name, parse = _SLO_KEYS[key]
         try:
+            if not isinstance(raw, str | int | float):  # a list or a mapping: no SLO value
+                raise ValueError(raw)
             changes[field_name] = parse(str(raw))
         except (ValueError, UserError) as err:
             raise UserError(
-                f"{origin}: SLO {key!r} has an invalid value {raw!r} (expected {_EXPECTED[parse]})."
+                f"{origin}: SLO {quoted(key)} has an invalid value {quoted(raw)} "
+                f"(expected {_EXPECTED[parse]})."
             ) from err
     return base.replace(**changes)
 
 
 def _read_file(path: Path, spec: str) -> object:
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"SLO file {spec} does not exist.")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"SLO file {spec} is not a text file (YAML or JSON).") from err
+    text = read_small_text(path, f"SLO file {spec}")
     if not text.strip():
         raise UserError(f"SLO file {spec} is empty.")
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise UserError(f"SLO file {spec} is not valid YAML or JSON.") from err
+    return load_yaml(text, f"SLO file {spec}")
 
 
 def load_thresholds(spec: str | None, base: Thresholds | None = None) -> Thresholds:
@@ -266,7 +262,7 @@ def load_thresholds(spec: str | None, base: Thresholds | None = None) -> Thresho
     if not spec:
         return base
     path = Path(spec)
-    if path.suffix in {".yaml", ".yml", ".json"} or path.is_file():
+    if path.suffix in {".yaml", ".yml", ".json"} or path.exists():
         data = _read_file(path, spec)
         if data is None:
             raise UserError(f"SLO file {spec} is empty (only comments).")

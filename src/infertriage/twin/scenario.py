@@ -14,12 +14,18 @@ from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from infertriage.plan import get_gpu, normalize_dtype
 from infertriage.schemas import UserError
+from infertriage.schemas.inputs import (
+    MAX_SENTENCE_CHARS,
+    clip,
+    load_yaml,
+    quoted,
+    read_small_text,
+)
 from infertriage.twin.capacity import make_hardware
 from infertriage.twin.models import resolve_model
 from infertriage.twin.scenario_model import (
@@ -53,15 +59,12 @@ def load_scenario(name_or_path: str) -> Scenario:
         entry = resources.files(_PACKAGE).joinpath("scenarios", f"{name_or_path}.yaml")
         return _parse(entry.read_text("utf-8"), f"{name_or_path}.yaml", None)
     path = Path(name_or_path).expanduser()
-    if not path.is_file():
+    if not path.exists():
         raise UserError(
-            f"unknown scenario {name_or_path!r}: not a packaged one "
+            f"unknown scenario {quoted(name_or_path)}: not a packaged one "
             f"({', '.join(list_scenarios())}) nor a YAML file on disk."
         )
-    try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read scenario file {path}: {err}.") from err
+    text = read_small_text(path, f"scenario file {path}")
     return _parse(text, str(path), str(path.resolve().parent))
 
 
@@ -80,12 +83,7 @@ def scenario_from_mapping(
 
 
 def _parse(text: str, source: str, base_dir: str | None) -> Scenario:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"scenario {source} is not valid YAML{where}.") from err
+    data = load_yaml(text, f"scenario {source}")
     if data is None:  # an empty file, or only comments: a mistake more often than "defaults"
         raise UserError(
             f"scenario {source} is empty: give at least one key, or {{}} for the healthy defaults."
@@ -113,14 +111,13 @@ def _sentence(source: str, error: ErrorDetails) -> str:
     loc = tuple(error["loc"])
     key = _dotted(loc)
     if error["type"] == "extra_forbidden":
-        return (
-            f"scenario {source} has an unknown key {key!r}; known keys there: {_known_keys(loc)}."
-        )
+        known = _known_keys(loc)
+        return f"scenario {source} has an unknown key {quoted(key)}; known keys there: {known}."
     message = error["msg"]
     message = message[:1].lower() + message[1:]
     given = error.get("input")
-    shown = "" if isinstance(given, dict) else f", not {given!r}"
-    return f"scenario {source}, key {key!r}: {message}{shown}."
+    shown = "" if isinstance(given, dict) else f", not {quoted(given)}"
+    return f"scenario {source}, key {quoted(key)}: {message}{shown}."
 
 
 def _check_resolves(scenario: Scenario) -> None:
@@ -137,7 +134,9 @@ def _check_resolves(scenario: Scenario) -> None:
         try:
             check()
         except UserError as err:
-            raise UserError(f"scenario {source}, key {key!r}: {err.message}") from err
+            raise UserError(
+                f"scenario {source}, key {key!r}: {clip(err.message, MAX_SENTENCE_CHARS)}"
+            ) from err
     hardware = make_hardware(scenario)
     engine = scenario.engine
     blocks_per_request = -(-engine.max_model_len // engine.block_size)

@@ -1,6 +1,7 @@
 """analyze, level 1: offline triage of a server's logs (`infertriage logs`).
 
-Takes the text of one or more logs of one server; gives its records
+Takes one or more logs of one server (their files streamed line by line at a
+bounded cost by `source`, or their text); gives its records
 (`records`: cleaned, split, stamped, read by the engines' adapters), their
 timeline (`timeline`: per interval the queue, KV cache, throughput, draft
 acceptance, preemptions, out-of-memory errors, and the stalls), and the

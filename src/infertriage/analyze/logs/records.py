@@ -18,7 +18,7 @@ import functools
 import itertools
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from infertriage.engines import (
@@ -123,22 +123,26 @@ def formats_of(engine: str | None) -> tuple[LogFormat, ...]:
     return () if adapter is None or adapter.log is None else (adapter.log,)
 
 
-def clean_lines(text: str) -> list[str]:
+def clean_lines(text: str | Iterable[str]) -> list[str]:
     """The log's records: colour dropped, glued records split, blank lines left out."""
-    out: list[str] = []
-    for line in _ANSI.sub("", text).splitlines():
-        cuts = sorted(
-            {
-                m.start()
-                for p in _STARTS
-                for m in p.finditer(line)
-                if m.start() > 0 and not _PROCESS_PREFIX.fullmatch(line[: m.start()])
-            }
-        )
-        bounds = [0, *cuts, len(line)]
-        pieces = (line[a:b].strip() for a, b in itertools.pairwise(bounds))
-        out.extend(piece for piece in pieces if piece)
-    return out
+    return list(_records_of(text.splitlines() if isinstance(text, str) else text))
+
+
+def _records_of(lines: Iterable[str]) -> Iterator[str]:
+    """`clean_lines`, a line at a time (a line may hold several: `splitlines` is applied)."""
+    for physical in lines:
+        for line in _ANSI.sub("", physical).splitlines():
+            cuts = sorted(
+                {
+                    m.start()
+                    for p in _STARTS
+                    for m in p.finditer(line)
+                    if m.start() > 0 and not _PROCESS_PREFIX.fullmatch(line[: m.start()])
+                }
+            )
+            bounds = [0, *cuts, len(line)]
+            pieces = (line[a:b].strip() for a, b in itertools.pairwise(bounds))
+            yield from (piece for piece in pieces if piece)
 
 
 def stamp_of(line: str, near_unix_s: float, formats: Sequence[LogFormat] = FORMATS) -> float | None:
@@ -239,10 +243,12 @@ def _engine_of_line(
 
 
 def read_records(
-    text: str, near_unix_s: float, formats: Sequence[LogFormat] = FORMATS
+    text: str | Iterable[str], near_unix_s: float, formats: Sequence[LogFormat] = FORMATS
 ) -> list[LogRecord]:
-    """Every record of one log, in the log's order; `near_unix_s` (a moment the log is
-    near: its file's modification time, a run's start) dates stamps that carry no year."""
+    """Every record of one log (its text, or its lines as a stream), in the log's order;
+    `near_unix_s` (a moment the log is near: its file's modification time, a run's start)
+    dates stamps that carry no year."""
+    lines = text.splitlines() if isinstance(text, str) else text
     return [
-        _read(line, stamp_of(line, near_unix_s, formats), formats) for line in clean_lines(text)
+        _read(line, stamp_of(line, near_unix_s, formats), formats) for line in _records_of(lines)
     ]

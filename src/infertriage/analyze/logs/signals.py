@@ -158,14 +158,17 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
 
 def _rank_signals(timeline: LogTimeline) -> list[Signal]:
     """The data-parallel engines apart (`dp.*`), by the same figures as a scrape's ranks."""
-    samples = [
-        Sample(at, name, value, {"dp_rank": str(rank)})
+    if not timeline.rank_stats:
+        return []
+    labels = {rank: {"dp_rank": str(rank)} for _, rank, _, _, _ in timeline.rank_stats}
+    samples = (  # streamed: a long log holds a stats line a second
+        Sample(at, name, value, labels[rank])
         for at, rank, running, waiting, kv in timeline.rank_stats
         for name, value in (("queue.running", running), ("queue.waiting", waiting),
                             ("kv.usage", kv))
         if value is not None
-    ]  # fmt: skip
-    found = rank_signals(samples, timeline.start, timeline.end) if samples else []
+    )  # fmt: skip
+    found = rank_signals(samples, timeline.start, timeline.end)
     window = (0.0, timeline.end - timeline.start)
     return [dataclasses.replace(s, source="log", window=window) for s in found]
 

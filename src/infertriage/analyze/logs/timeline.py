@@ -425,7 +425,7 @@ def make_timeline(
         stalls=tuple(stalls),
         preemptions=stated if engine == "vllm-v0" or stated else None,
         oom_errors=len(ooms),
-        recompilations=parse_recompile_log("\n".join(r.text for r in kept)).recompilations,
+        recompilations=parse_recompile_log(r.text for r in kept).recompilations,
         spec=_spec_summary(kept),
         stats=moments,
         prefix_hit_rate=_mean(r.stats.prefix_hit_rate for r in stats if r.stats is not None),

@@ -31,6 +31,7 @@ from infertriage.analyze.trace.table import (
     TraceTable,
 )
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.inputs import GZIP_MAGIC, clip, open_gunzip
 
 __all__ = ["is_compiled_region", "load_chrome"]
 
@@ -59,6 +60,7 @@ _COPY_KINDS = {
 }
 _OCCUPANCY = "est. achieved occupancy %"
 _RANGE_INITIALS = frozenset("TCP")  # Torch-Compiled Region, CompiledFunction, ProfilerStep#
+_MAX_US = 2**62 // 1000  # ~146 years: start + duration in nanoseconds stays an int64
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -77,11 +79,16 @@ def _copy_kind(name: str) -> tuple[int, bool]:
 def _ns(values: list[object]) -> npt.NDArray[np.int64]:
     """Microsecond timestamps (ints, or floats with fractions) to integer nanoseconds."""
     array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        raise NotATrace("some events have timestamps or durations that are not numbers")
+    if len(array) and not (np.abs(array) < _MAX_US).all():  # NaN fails too
+        raise NotATrace(
+            "some events have timestamps or durations out of range (not a number, or more "
+            "microseconds than 146 years hold)"
+        )
     if array.dtype.kind in "iu":
         ints: npt.NDArray[np.int64] = array.astype(np.int64) * 1000
         return ints
-    if array.dtype.kind != "f":
-        raise NotATrace("some events have timestamps that are not numbers")
     whole = np.floor(array)
     fraction_ns: npt.NDArray[np.int64] = np.rint((array - whole) * 1000.0).astype(np.int64)
     ns: npt.NDArray[np.int64] = whole.astype(np.int64) * 1000 + fraction_ns
@@ -218,13 +225,13 @@ def _ingest(events: list[Any], sink: _Sink) -> None:
 def _open(path: Path) -> Iterator[BinaryIO]:
     """The file's bytes, decompressed when it is gzip (told by its magic, not its name)."""
     with path.open("rb") as raw:
-        if raw.read(2) != b"\x1f\x8b":
+        if raw.read(2) != GZIP_MAGIC:
             raw.seek(0)
             yield raw
             return
         raw.seek(0)
-        with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-            yield unzipped  # type: ignore[misc]
+        with open_gunzip(raw, str(path)) as unzipped:
+            yield unzipped
 
 
 def _rank(header: Event, path: Path, default: int) -> int:
@@ -246,6 +253,15 @@ def _device_names(header: Event) -> dict[int, str]:
     }
 
 
+def _reason(err: Exception) -> str:
+    """Why the events are not a trace's, for the error sentence."""
+    if isinstance(err, NotATrace):
+        return str(err)
+    if isinstance(err, KeyError):
+        return f"an event lacks a field ({clip(str(err))})"
+    return f"an event holds a value of the wrong type ({clip(str(err))})"
+
+
 def load_chrome(path: Path, default_rank: int = 0) -> TraceTable:
     """Stream one Chrome trace file into a table; bad input is a `UserError` of one sentence."""
     builder = TableBuilder()
@@ -256,12 +272,13 @@ def load_chrome(path: Path, default_rank: int = 0) -> TraceTable:
             for events in iter_event_batches(stream, header):
                 _ingest(events, sink)
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise UserError(f"{path} is a truncated or corrupt gzip file ({err}).") from err
+        raise UserError(f"{path} is a truncated or corrupt gzip file ({clip(str(err))}).") from err
+    except OSError as err:
+        raise UserError(f"{path} cannot be read ({err.strerror}).") from err
     except TruncatedTrace as err:
         raise UserError(f"{path} is truncated: {err}.") from err
-    except (NotATrace, KeyError, TypeError, ValueError) as err:
-        reason = err if isinstance(err, NotATrace) else f"an event lacks a field ({err})"
-        raise UserError(f"{path} is not a PyTorch-profiler trace: {reason}.") from err
+    except (NotATrace, KeyError, TypeError, ValueError, OverflowError) as err:
+        raise UserError(f"{path} is not a PyTorch-profiler trace: {_reason(err)}.") from err
     return builder.build(
         str(path), "pytorch", _rank(header, path, default_rank), _device_names(header)
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,11 +58,14 @@ def get_compiled(table: TraceTable) -> Compiled:
     )
 
 
-def parse_recompile_log(text: str) -> RecompileLog:
-    """Recompilations in the text of a `TORCH_LOGS=recompiles` log (other lines are ignored)."""
+def parse_recompile_log(text: str | Iterable[str]) -> RecompileLog:
+    """Recompilations in a `TORCH_LOGS=recompiles` log, its text or its lines (other lines
+    are ignored)."""
     functions: Counter[str] = Counter()
     limit_hits = 0
-    for line in text.splitlines():
+    for line in text.splitlines() if isinstance(text, str) else text:
+        if "ecompil" not in line and "_limit" not in line:  # most lines: cheaper than a regex
+            continue
         match = _RECOMPILE.search(line)
         if match:
             functions[match.group(1)] += 1

@@ -18,11 +18,13 @@ from infertriage.analyze.trace.chrome import load_chrome
 from infertriage.analyze.trace.nsys import NSYS_REP_HINT, load_nsys
 from infertriage.analyze.trace.table import TraceTable
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.inputs import GZIP_MAGIC
 
 __all__ = ["load_traces"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_GZIP_MAGIC = b"\x1f\x8b"
+_SNIFF_BYTES = 64 * 1024
+_BLANKS = b" \t\r\n"
 _REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 
@@ -44,17 +46,27 @@ def _sniff(path: Path) -> str:
         raise UserError(
             f"{path} is an Nsight Systems report; export it to SQLite first with `{command}`."
         )
+    if not path.is_file():  # a FIFO would wait for a writer, a device never end
+        raise UserError(f"{path} is not a regular file.")
     try:
         with path.open("rb") as stream:
-            head = stream.read(64)
+            head = stream.read(len(_SQLITE_MAGIC))
+            first = head.lstrip(_BLANKS)
+            while head and not first:  # leading blanks, a chunk at a time
+                more = stream.read(_SNIFF_BYTES)
+                if not more:
+                    break
+                first = more.lstrip(_BLANKS)
     except OSError as err:
         raise UserError(f"{path} cannot be read ({err.strerror}).") from err
     if not head:
         raise UserError(f"{path} is empty.")
     if head.startswith(_SQLITE_MAGIC):
         return "nsys"
-    if head.startswith(_GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):
+    if head.startswith(GZIP_MAGIC) or first[:1] in (b"{", b"["):
         return "pytorch"
+    if not first:
+        raise UserError(f"{path} holds nothing but blanks.")
     raise UserError(
         f"{path} is neither a PyTorch-profiler trace (JSON) nor an Nsight Systems SQLite export."
     )
@@ -84,7 +96,7 @@ def load_traces(paths: Sequence[Path]) -> list[TraceTable]:
         tables = [replace(t, rank=i) for i, t in enumerate(tables)]
     tables.sort(key=lambda t: t.rank)
     if not any(len(t.gpu) for t in tables):
-        names = ", ".join(sorted({Path(t.path).name for t in tables}))
+        names = ", ".join(sorted({Path(t.path).name for t in tables} or {p.name for p in paths}))
         raise UserError(
             f"{names}: no GPU kernel, memcpy or memset in the trace; profile with "
             "ProfilerActivity.CUDA (or nsys --trace=cuda)."

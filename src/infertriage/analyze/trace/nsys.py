@@ -27,6 +27,7 @@ from infertriage.analyze.trace.table import (
     TraceTable,
 )
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.inputs import clip
 
 __all__ = ["NSYS_REP_HINT", "load_nsys"]
 
@@ -50,6 +51,10 @@ _COPY_LABELS = {
 }
 _PAGEABLE = 0
 _NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+
+
+class _NotAnExport(Exception):
+    """An SQLite database without the tables of an Nsight Systems export."""
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -159,7 +164,7 @@ class _Export:
     def __init__(self, db: sqlite3.Connection) -> None:
         tables = {row[0] for row in _rows(db, "SELECT name FROM sqlite_master WHERE type='table'")}
         if _KERNEL not in tables and _RUNTIME not in tables:
-            raise LookupError
+            raise _NotAnExport
         self.strings = _Strings(db)
         self.kernels = _kernels(db, tables)
         self.memcpy = _copies(db, _MEMCPY, tables)
@@ -252,14 +257,24 @@ def load_nsys(path: Path) -> list[TraceTable]:
         raise UserError(f"{path} cannot be opened as SQLite ({err}).") from err
     try:
         export = _Export(db)
+        return [export.table(path, pid, rank) for rank, pid in enumerate(export.processes())]
+    except sqlite3.OperationalError as err:  # a table or column of the export is not there
+        raise UserError(
+            f"{path} is an SQLite database but not a whole Nsight Systems export "
+            f"({clip(str(err))}); export the report again with `nsys export --type sqlite`."
+        ) from err
     except sqlite3.DatabaseError as err:
-        raise UserError(f"{path} is not an SQLite database ({err}).") from err
-    except LookupError as err:
+        raise UserError(f"{path} is not an SQLite database ({clip(str(err))}).") from err
+    except _NotAnExport as err:
         raise UserError(
             f"{path} is an SQLite database but not an Nsight Systems export "
             "(it has no CUPTI_ACTIVITY_KIND_KERNEL or _RUNTIME table); "
             "export a report with `nsys export --type sqlite`."
         ) from err
+    except (TypeError, ValueError, OverflowError) as err:  # a time or an id that is no integer
+        raise UserError(
+            f"{path} holds a value that is not a 64-bit integer where Nsight Systems writes "
+            f"one, a time or an id ({clip(str(err))})."
+        ) from err
     finally:
         db.close()
-    return [export.table(path, pid, rank) for rank, pid in enumerate(export.processes())]

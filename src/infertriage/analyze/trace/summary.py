@@ -16,7 +16,7 @@ and a log's recompilations ("log"). Window: (0, longest rank's span) s.
 | trace.gpu_busy_s / _fraction | union of kernels, memcpys, memsets over all streams |
 | trace.gpu_idle_s / _fraction | span − busy |
 | trace.idle.host_wait_s, .kernel_to_kernel_s, .other_s | idle split as HTA does (timeline) |
-| trace.idle.host_wait_fraction | host wait / span |
+| trace.idle.host_wait_fraction | host wait / span (both left out without runtime calls) |
 | trace.compute_s / _fraction | union of computation kernels (HTA's compute time) |
 | trace.comm_s, trace.comm_exposed_s | union of communication kernels; not overlapped |
 | trace.comm_overlap_fraction | comm time while computation runs / comm time (HTA) |
@@ -228,10 +228,11 @@ def _timeline_signals(out: _Signals, ranks: list[RankAnalysis]) -> None:
     out.ratio("gpu_busy_fraction", total("busy_ns"), span)
     out.add("gpu_idle_s", total("idle_ns"), "s")
     out.ratio("gpu_idle_fraction", total("idle_ns"), span)
-    out.add("idle.host_wait_s", total("host_wait_ns"), "s")
+    if any(r.launches.count for r in ranks):  # no runtime calls (GPU activity alone): unknown
+        out.add("idle.host_wait_s", total("host_wait_ns"), "s")
+        out.ratio("idle.host_wait_fraction", total("host_wait_ns"), span)
     out.add("idle.kernel_to_kernel_s", total("kernel_to_kernel_ns"), "s")
     out.add("idle.other_s", total("other_idle_ns"), "s")
-    out.ratio("idle.host_wait_fraction", total("host_wait_ns"), span)
     out.add("compute_s", total("compute_ns"), "s")
     out.ratio("compute_fraction", total("compute_ns"), span)
     comm = total("comm_ns")

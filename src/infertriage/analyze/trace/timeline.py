@@ -102,9 +102,9 @@ def _idle_parts(
     op_start = table.gpu.start_ns[idx]
     first = idx[np.searchsorted(op_start, starts[1:], side="left")]
     launcher = table.launcher[first]
-    call_start = np.where(
-        launcher >= 0, table.runtime.start_ns[np.maximum(launcher, 0)], np.iinfo(np.int64).min
-    )
+    call_start = np.full(len(first), np.iinfo(np.int64).min, dtype=np.int64)
+    launched = launcher >= 0  # none in a trace without runtime calls (GPU activity alone)
+    call_start[launched] = table.runtime.start_ns[launcher[launched]]
     host = call_start > gap_begin
     short = ~host & (gaps < delay_ns)
     return int(gaps[host].sum()), int(gaps[short].sum()), int(gaps[~host & ~short].sum())
