@@ -26,9 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
+
+from infertriage_testing.bigfiles import write_gzip
 
 MIB = 1024 * 1024
 _ENTRY = (
@@ -45,20 +46,10 @@ _STATS = (
 )
 
 
-def _gzip(path: Path, head: bytes, block: bytes, count: int, tail: bytes = b"") -> Path:
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    with path.open("wb") as out:
-        out.write(packer.compress(head))
-        for _ in range(count):
-            out.write(packer.compress(block))
-        out.write(packer.compress(tail) + packer.flush())
-    return path
-
-
 def _padded_trace(folder: Path) -> Path:
     """The issue's shape: a small trace, its one event padded with 200 MiB of blanks."""
     head = b'{"traceEvents": [' + _KERNEL[:-1] + b","
-    return _gzip(folder / "padded.json.gz", head, b" " * MIB, 200, b'"x": 1}]}')
+    return write_gzip(folder / "padded.json.gz", head, b" " * MIB, 200, b'"x": 1}]}', level=9)
 
 
 def _padded_plain(folder: Path) -> Path:
@@ -74,13 +65,15 @@ def _padded_plain(folder: Path) -> Path:
 
 def _trace_bomb(folder: Path) -> Path:
     """2 GiB of blanks in 2 MB of gzip."""
-    return _gzip(folder / "bomb.json.gz", b'{"traceEvents": [', b" " * MIB, 2048, b"]}")
+    return write_gzip(
+        folder / "bomb.json.gz", b'{"traceEvents": [', b" " * MIB, 2048, b"]}", level=9
+    )
 
 
 def _log_bomb(folder: Path) -> Path:
     """2 GiB of one stats line, repeated, in a few MB of gzip."""
     line = _STATS.format(h=14, m=0, s=1, p=120, g=300, r=3, w=0, kv=50).encode()
-    return _gzip(folder / "bomb.log.gz", b"", line * (MIB // len(line)), 2048)
+    return write_gzip(folder / "bomb.log.gz", b"", line * (MIB // len(line)), 2048, level=9)
 
 
 def _log_2mb(folder: Path) -> Path:

@@ -6,6 +6,7 @@ A distribution of its own (`testing/pyproject.toml`, installed editable by
 `testserver` (a loopback OpenAI-compatible server with known timing and
 pathologies, in a thread or a child process: `python -m
 infertriage_testing.testserver --help`), `floor` (a raw aiohttp reader, the
-floor the client's TTFT is judged against) and `tracesynth` (PyTorch-profiler
-traces of decode steps and the answers the trace analyses must find).
+floor the client's TTFT is judged against), `tracesynth` (PyTorch-profiler
+traces of decode steps and the answers the trace analyses must find) and
+`bigfiles` (hundreds of megabytes of gzip made cheaply: bombs, padded traces).
 """
