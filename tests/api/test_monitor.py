@@ -13,7 +13,7 @@ from infertriage.analyze.stats.latency import summarize
 from infertriage.api.bench import run_bench
 from infertriage.api.monitor import monitor_config
 from infertriage.api.runview import measured_view
-from infertriage.api.specs import BenchSpec, MonitorConfigSpec, MonitorEngine
+from infertriage.api.specs import BenchSpec, MonitorConfigSpec
 from infertriage.cli import main
 from infertriage.schemas import BaselineStore, RunDir
 from infertriage.twin.process import TwinProcess
@@ -59,7 +59,7 @@ def test_thresholds_come_from_a_saved_baseline_and_from_the_run_alike(
     store = tmp_path / "store"
     BaselineStore(store).save("twin-healthy", RunDir.open(twin_run))
     spec = MonitorConfigSpec(
-        engine=MonitorEngine.VLLM, out=tmp_path / "b", baseline="twin-healthy", store=store
+        engine="vllm", out=tmp_path / "b", baseline="twin-healthy", store=store
     )
     result = monitor_config(spec)
     limits = result.config.limits

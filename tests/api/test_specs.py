@@ -31,7 +31,6 @@ from infertriage.api.specs import (
     LoadMode,
     LogsSpec,
     MonitorConfigSpec,
-    MonitorEngine,
     PlanSpec,
     SimulateSpec,
     TwinSpec,
@@ -144,7 +143,7 @@ SPECS: list[BaseModel] = [
     TwinSpec(scenario="healthy", port=0, load_time_s=0.0, profile_dir=Path("p")),
     FleetSpec(prometheus_url="http://p:9090", selector='job="vllm"', window_s=60.0),
     MonitorConfigSpec(
-        engine=MonitorEngine.TGI,
+        engine="tgi",
         out=Path("mon"),
         baseline="prod",
         thresholds=Thresholds(alert_ttft_p95_s=0.3),

@@ -24,7 +24,7 @@ import pytest
 
 from infertriage.api.bench import run_bench
 from infertriage.api.monitor import monitor_config
-from infertriage.api.specs import BenchSpec, MonitorConfigSpec, MonitorEngine
+from infertriage.api.specs import BenchSpec, MonitorConfigSpec
 from infertriage.loadgen.results import BenchResult
 from infertriage.twin.process import TwinProcess
 
@@ -78,7 +78,7 @@ def test_a_kv_starved_twin_raises_the_kv_and_ttft_alerts_and_a_healthy_one_none(
     out = tmp_path / "monitoring"
     monitor_config(
         MonitorConfigSpec(
-            engine=MonitorEngine.VLLM,
+            engine="vllm",
             out=out,
             rate_window_s=2.0,
             for_scale=1 / 600,

@@ -35,22 +35,26 @@ from infertriage.analyze.logs import (
 from infertriage.analyze.logs.source import MAX_LINE_BYTES, MAX_LOG_BYTES, LogSource, too_long
 from infertriage.api.specs import LogsSpec
 from infertriage.diagnose import Evidence, diagnose_evidence
-from infertriage.engines import ENGINES, LogFormat, engine_of
+from infertriage.engines import LogFormat, engine_of, registered
 from infertriage.report.logs import LogTriage
 from infertriage.schemas import UserError, load_thresholds
 
-__all__ = ["triage_logs"]
+__all__ = ["log_engines", "triage_logs"]
 
-# every engine whose adapter reads its log (`EngineAdapter.log`)
-_ENGINES = tuple(e.name for e in ENGINES if e.log is not None)
 _DEFAULT_INTERVAL_S = 10.0  # an engine that does not log on a clock (SGLang): rows of 10 s
 _MAX_ROWS = 60
 _CLOCK = re.compile(r"(\d{1,2}):(\d\d)(?::(\d\d))?")
 
 
+def log_engines() -> tuple[str, ...]:
+    """What `logs --engine` takes: each engine whose adapter reads its log."""
+    return tuple(e.name for e in registered() if e.log is not None)
+
+
 def _formats(engine: str | None) -> tuple[LogFormat, ...]:
-    if engine is not None and engine not in _ENGINES:
-        raise UserError(f"--engine must be one of {', '.join(_ENGINES)}, not {engine!r}.")
+    engines = log_engines()
+    if engine is not None and engine not in engines:
+        raise UserError(f"--engine must be one of {', '.join(engines)}, not {engine!r}.")
     return formats_of(engine)
 
 

@@ -14,20 +14,12 @@ from pathlib import Path
 
 from infertriage.analyze.stats.latency import summarize
 from infertriage.api.runview import measured_view
-from infertriage.api.specs import MonitorConfigSpec, MonitorEngine
-from infertriage.engines import LLAMACPP, SGLANG, TGI, TRTLLM, VLLM, EngineAdapter
+from infertriage.api.specs import MonitorConfigSpec
+from infertriage.engines import engine_choices
 from infertriage.report.monitoring import AlertLimits, MonitorConfig, Timing, make_monitor_config
 from infertriage.schemas import BaselineStore, RunDir, Thresholds, UserError
 
 __all__ = ["MonitorResult", "monitor_config"]
-
-_ADAPTERS: dict[MonitorEngine, EngineAdapter] = {
-    MonitorEngine.VLLM: VLLM,
-    MonitorEngine.SGLANG: SGLANG,
-    MonitorEngine.TGI: TGI,
-    MonitorEngine.LLAMACPP: LLAMACPP,
-    MonitorEngine.TRTLLM: TRTLLM,
-}
 
 
 @dataclass(frozen=True)
@@ -81,6 +73,6 @@ def monitor_config(spec: MonitorConfigSpec) -> MonitorResult:
         raise UserError(f"--for-scale must be 0 or more, not {spec.for_scale:g}.")
     timing = Timing(spec.rate_window_s, spec.for_scale, spec.evaluation_interval_s)
     config = make_monitor_config(
-        _ADAPTERS[spec.engine], _limits(spec), timing, spec.selector, spec.gpu_selector
+        engine_choices()[spec.engine], _limits(spec), timing, spec.selector, spec.gpu_selector
     )
     return MonitorResult(config, spec.out, _write(spec.out, config.files, spec.force))

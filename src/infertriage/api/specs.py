@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from infertriage.engines import engine_choices
 from infertriage.loadgen.client import Endpoint
 from infertriage.net import basic_authorization, check_header, split_userinfo, strip_userinfo
 from infertriage.schemas import Thresholds, UserError
@@ -47,7 +48,6 @@ __all__ = [
     "LoadMode",
     "LogsSpec",
     "MonitorConfigSpec",
-    "MonitorEngine",
     "PlanSpec",
     "ReportSpec",
     "SimulateSpec",
@@ -395,21 +395,11 @@ class ReportSpec(_Spec):
     html: Path | None = None
 
 
-class MonitorEngine(StrEnum):
-    """`monitor-config --engine`: the engines whose metric names the rules are written in."""
-
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    TGI = "tgi"
-    LLAMACPP = "llamacpp"
-    TRTLLM = "trtllm"
-
-
 class MonitorConfigSpec(_Spec):
     """`monitor-config`: Prometheus rules, an Alertmanager route and a Grafana dashboard for
     one engine; alert thresholds from `--slo` (`thresholds`), or from a baseline run."""
 
-    engine: MonitorEngine
+    engine: str  # whose metric names the rules are written in: `engines.engine_choices()`
     out: Path
     from_run: Path | None = None
     baseline: str | None = None  # a saved baseline's name
@@ -421,6 +411,14 @@ class MonitorConfigSpec(_Spec):
     for_scale: float = 1.0  # every `for:` times this (short in tests and demos)
     evaluation_interval_s: float = 30.0
     force: bool = False
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        choices = engine_choices()
+        if value not in choices:
+            raise UserError(f"--engine must be one of {', '.join(choices)}, not {value!r}.")
+        return value
 
 
 class LogsSpec(_Spec):

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from infertriage.api.monitor import monitor_config as make_config
-from infertriage.api.specs import MonitorConfigSpec, MonitorEngine
+from infertriage.api.specs import MonitorConfigSpec
 from infertriage.cli.common import print_json
 from infertriage.cli.options import non_negative, positive, seconds
+from infertriage.engines import engine_choices
 from infertriage.report.monitoring.render import monitor_to_json, render_monitor
 from infertriage.schemas import load_thresholds
 
 _STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
 
 
+# `--engine`'s values, `engines.engine_choices()` as the CLI is built (mypy reads a str)
+if TYPE_CHECKING:
+    _Engine = str
+else:
+    _Engine = StrEnum("_Engine", [(choice, choice) for choice in engine_choices()])
+
+
 def monitor_config(
-    engine: MonitorEngine = typer.Option(..., "--engine", help="The engine the rules read."),
+    engine: _Engine = typer.Option(..., "--engine", help="The engine the rules read."),
     out: Path = typer.Option(..., "--out", help="Folder to write the files to."),
     from_run: Path | None = typer.Option(
         None, "--from-run", help="Thresholds from this run's measurements."
@@ -57,7 +67,7 @@ def monitor_config(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     spec = MonitorConfigSpec(
-        engine=engine,
+        engine=str(engine),
         out=out,
         from_run=from_run,
         baseline=baseline,

@@ -20,8 +20,9 @@ from urllib.parse import urlencode
 import aiohttp
 import orjson
 
-from infertriage.collect.adapters import ENGINE_ADAPTERS, TRITON, TRTLLM_TRITON, Adapter
+from infertriage.collect.adapters import Adapter, pick_engine
 from infertriage.collect.http import fetch
+from infertriage.engines import metric_tables
 from infertriage.schemas import VOCABULARY, MetricKind, UserError
 
 __all__ = [
@@ -154,11 +155,8 @@ def required_matchers(selector: str) -> str:
 
 
 def _detect(names: set[str]) -> Adapter | None:
-    counts = {a.engine: sum(1 for n in names if n.startswith(a.prefixes)) for a in ENGINE_ADAPTERS}
-    candidates = [a for a in ENGINE_ADAPTERS if counts[a.engine] > 0]
-    if TRTLLM_TRITON in candidates:
-        candidates.remove(TRITON)
-    return max(candidates, key=lambda a: counts[a.engine], default=None)
+    counts = {a.engine: sum(1 for n in names if n.startswith(a.prefixes)) for a in metric_tables()}
+    return pick_engine(counts)
 
 
 def _raw_name(adapter: Adapter, name: str, names: set[str]) -> str | None:

@@ -1,12 +1,18 @@
 """engines, level 0½: one adapter per inference engine, as pure data.
 
 Takes nothing; gives `ENGINES` (vLLM, llama.cpp, SGLang, TGI, TensorRT-LLM:
-the order in which their endpoints and `/v1/models` card fields are tried),
-`engine_of` (the adapter of a name `collect.detect` gives), `knob_flag` (the
-flag advice names for a setting) and the shared OpenAI-compatible facts
-(`read_model_list`). Every engine-specific fact — metric names, config
-endpoints, context and seat limits, log formats, knob names — lives in one
-module here; `collect`, `loadgen`, `analyze` and `diagnose` read them.
+the order in which their endpoints, `/v1/models` card fields and `/tokenize`
+forms are tried), `engine_of` (the adapter of a name `collect.detect` gives),
+`knob_flag` (the flag advice names for a setting) and the shared
+OpenAI-compatible facts (`read_model_list`). Every engine-specific fact —
+metric names, config endpoints, context and seat limits, log formats,
+`/tokenize` forms, knob names — lives in one module here; `collect`,
+`loadgen`, `analyze`, `diagnose`, `report` and `api` read them.
+
+`ENGINES` is the only list of engines: adding one is its module and one entry
+there. Every reader asks for it when it runs — `registered()`,
+`engine_choices()`, `metric_tables()`, `tokenize_forms()`, `log_title()` —
+so a test that puts a fake adapter in `ENGINES` sees it everywhere.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from infertriage.engines.base import (
     SaidLimit,
     SpecLine,
     StatsLine,
+    TokenizeForm,
     as_int,
     positive,
     typed_label,
@@ -64,22 +71,60 @@ __all__ = [
     "Source",
     "SpecLine",
     "StatsLine",
+    "TokenizeForm",
     "as_int",
+    "engine_choices",
     "engine_of",
     "knob_flag",
     "limit_from_card",
+    "log_title",
     "metric",
+    "metric_tables",
     "positive",
     "read_model_list",
+    "registered",
+    "tokenize_forms",
     "typed_label",
 ]
 
 ENGINES: tuple[EngineAdapter, ...] = (VLLM, LLAMACPP, SGLANG, TGI, TRTLLM)
 
 
+def registered() -> tuple[EngineAdapter, ...]:
+    """Every engine's adapter, in `ENGINES`' order, as it stands now (a test may add one)."""
+    return ENGINES
+
+
 def engine_of(name: str | None) -> EngineAdapter | None:
     """The adapter of an engine as detection names it (`vllm`, `triton`, …); None if unknown."""
-    return next((e for e in ENGINES if name is not None and name in e.names), None)
+    return next((e for e in registered() if name is not None and name in e.names), None)
+
+
+def engine_choices() -> dict[str, EngineAdapter]:
+    """Each engine as `monitor-config --engine` names it (`EngineAdapter.choice`) → its adapter."""
+    return {e.choice: e for e in registered()}
+
+
+def metric_tables() -> tuple[MetricTable, ...]:
+    """Every engine's metric tables: each engine's own first, then its variants."""
+    return tuple(table for e in registered() for table in e.metrics)
+
+
+def tokenize_forms() -> tuple[TokenizeForm, ...]:
+    """The `/tokenize` forms of the engines that have one, in the order they are tried."""
+    return tuple(e.tokenize for e in registered() if e.tokenize is not None)
+
+
+def log_title(line_engine: str | None, engine: str | None = None) -> str | None:
+    """The title of the engine of a log: the variant its stats lines name (`StatsLine.engine`:
+    vLLM V0's) where its adapter titles one, else `engine`'s adapter (given, or the lines'
+    name as detection gives it); None if unknown."""
+    for adapter in registered():
+        titles = adapter.log.variant_titles if adapter.log is not None else {}
+        if line_engine is not None and line_engine in titles:
+            return titles[line_engine]
+    found = engine_of(engine or line_engine)
+    return found.title if found is not None else None
 
 
 def knob_flag(engine: str | None, knob: Knob) -> str:
@@ -94,7 +139,7 @@ def limit_from_card(card: object) -> SaidLimit | None:
     """The context length one `/v1/models` card says, by the first engine whose field it has."""
     if not isinstance(card, Mapping):
         return None
-    for engine in ENGINES:
+    for engine in registered():
         found = engine.read_card(card) if engine.read_card is not None else None
         if found is not None:
             return found

@@ -34,6 +34,7 @@ __all__ = [
     "SpecLine",
     "StatedValues",
     "StatsLine",
+    "TokenizeForm",
     "as_int",
     "config_fields",
     "local_stamp_of_utc",
@@ -179,6 +180,31 @@ class LogFormat:
     # whether a line is this engine's at all (recognised though it says nothing we count):
     # names the engine of a log without a stats line
     recognises: re.Pattern[str] | None = None
+    # the title of each stats-line variant its readers name (`StatsLine.engine`) where it is
+    # not the adapter's own: vLLM's V1 and V0 lines
+    variant_titles: Mapping[str, str] = field(default_factory=dict)
+
+
+TokenizeBody = Callable[[str, Mapping[str, object]], dict[str, object] | None]
+
+
+@dataclass(frozen=True)
+class TokenizeForm:
+    """How an engine's `/tokenize` is asked and read; `loadgen.tokencheck` tries each
+    engine's in the registry's order until one answers.
+
+    `body` takes the model and the fields of a prompt — `{"prompt", "add_special_tokens"}`
+    or a request's own (`prompt` or `messages`) — and gives the POST body, or None where
+    this form cannot count them (llama.cpp's has no chat template). An engine whose
+    `/tokenize` applies no chat template may name the endpoint that does
+    (`template_path`, its answer read by `read_template`)."""
+
+    name: str  # as `TokenCheck.form` says it: "vllm", "llama.cpp"
+    path: str
+    body: TokenizeBody
+    count: Callable[[Any], int | None]  # the answer's token count; None: no answer
+    template_path: str = ""
+    read_template: Callable[[Any], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +218,13 @@ class EngineAdapter:
     read_card: LimitReader | None = None  # the context length in a /v1/models card
     log: LogFormat | None = None
     knobs: Mapping[Knob, str] = field(default_factory=dict)  # → the flag, e.g. --max-num-seqs
+    tokenize: TokenizeForm | None = None  # its `/tokenize`, where it has one
+    option: str = ""  # what `monitor-config --engine` takes for it; "": its name
+
+    @property
+    def choice(self) -> str:
+        """The engine as `monitor-config --engine` names it (`option`, else `name`)."""
+        return self.option or self.name
 
     @property
     def names(self) -> tuple[str, ...]:

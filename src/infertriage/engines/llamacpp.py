@@ -32,6 +32,7 @@ from infertriage.engines.base import (
     SaidLimit,
     SpecLine,
     StatsLine,
+    TokenizeForm,
     as_int,
     positive,
 )
@@ -139,6 +140,16 @@ def tokenize_body(text: str, *, special: bool | None = None) -> dict[str, object
     if special is not None:
         body["add_special"] = special
     return body
+
+
+def _tokenize_fields(model: str, fields: Mapping[str, object]) -> dict[str, object] | None:
+    """The `/tokenize` body of a prompt's fields (with a BOS unless `add_special_tokens` is
+    false); None for `messages`: this `/tokenize` applies no chat template. No model."""
+    del model
+    prompt = fields.get("prompt")
+    if not isinstance(prompt, str):
+        return None
+    return tokenize_body(prompt, special=bool(fields.get("add_special_tokens", True)))
 
 
 def token_count(document: Any) -> int | None:
@@ -463,4 +474,12 @@ LLAMACPP = EngineAdapter(
         Knob.MAX_CONTEXT: "--ctx-size",
         Knob.KV_CACHE_DTYPE: "--cache-type-k",
     },
+    tokenize=TokenizeForm(
+        "llama.cpp",
+        TOKENIZE_PATH,
+        _tokenize_fields,
+        token_count,
+        template_path=APPLY_TEMPLATE_PATH,
+        read_template=templated_prompt,
+    ),
 )

@@ -392,6 +392,7 @@ def _read_stamp(line: str, year: int) -> str | None:
 TRTLLM = EngineAdapter(
     name="trtllm_triton",
     title="TensorRT-LLM",
+    option="trtllm",
     metrics=(TRTLLM_TRITON_METRICS, TRITON_METRICS),
     log=LogFormat(
         read_stats=_read_stats,

@@ -28,6 +28,7 @@ from infertriage.engines.base import (
     SaidLimit,
     SpecLine,
     StatsLine,
+    TokenizeForm,
     config_fields,
     positive,
 )
@@ -358,6 +359,7 @@ VLLM = EngineAdapter(
             r"|\] LMCache (?:INFO|DEBUG|WARNING|ERROR):"
         ),
         interval_s=10.0,  # VLLM_LOG_STATS_INTERVAL's default
+        variant_titles={"vllm": "vLLM (V1)", "vllm-v0": "vLLM (V0)"},  # its two stats lines
         expected=(
             "vLLM stats lines (`Avg prompt throughput: …, Running: N reqs, Waiting: M reqs, "
             "GPU KV cache usage: X%`, V0 `… Pending: M reqs …`)"
@@ -373,4 +375,5 @@ VLLM = EngineAdapter(
         Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
         Knob.EAGER: "--enforce-eager",
     },
+    tokenize=TokenizeForm("vllm", TOKENIZE_PATH, tokenize_body, token_count),
 )

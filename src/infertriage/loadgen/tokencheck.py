@@ -15,10 +15,11 @@ judged against a 10 % limit:
   `usage.prompt_tokens` the server reported for the same request; a miss
   means the server's own counts disagree.
 
-vLLM's form (`{"model", "prompt"|"messages"}` → `count`; the twin's too) is
-tried first, then llama.cpp's (`{"content"}` → `tokens`), which applies no chat
-template, so a chat run has no usage comparison there. A server without
-`/tokenize` gives `form="none"`. Errors never raise.
+The forms are the engine adapters' (`engines.tokenize_forms()`), tried in the
+registry's order until one answers: vLLM's (`{"model", "prompt"|"messages"}`
+→ `count`; the twin's too), then llama.cpp's (`{"content"}` → `tokens`), which
+applies no chat template, so a chat run has no usage comparison there. A
+server without `/tokenize` gives `form="none"`. Errors never raise.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 import aiohttp
 import orjson
 
-from infertriage.engines import llamacpp, vllm
+from infertriage.engines import TokenizeForm, tokenize_forms
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.results import TokenCheck
 from infertriage.net import open_session, root_url
@@ -51,18 +52,18 @@ class ServerTokenizer:
     def __init__(self, session: aiohttp.ClientSession, root: str, model: str) -> None:
         self.session = session
         self.root = root
-        self.url = root + vllm.TOKENIZE_PATH
         self.model = model
-        self.form = ""  # "vllm" | "llama.cpp" once known; "none" when neither answers
+        self.forms = tokenize_forms()
+        self.form = ""  # a form's name ("vllm", "llama.cpp") once known; "none": none answers
         self.num_requests = 0
         self.unanswered = False
         self.timeout: aiohttp.ClientTimeout = session.timeout
 
-    async def _post(self, payload: Mapping[str, object], url: str = "") -> object:
+    async def _post(self, payload: Mapping[str, object], path: str) -> object:
         self.num_requests += 1
         try:
             async with self.session.post(
-                url or self.url, data=orjson.dumps(payload), timeout=self.timeout
+                self.root + path, data=orjson.dumps(payload), timeout=self.timeout
             ) as resp:
                 if resp.status != 200:
                     return None
@@ -73,44 +74,43 @@ class ServerTokenizer:
             self.unanswered = True
             return None
 
-    async def _vllm(self, fields: Mapping[str, object]) -> int | None:
-        return vllm.token_count(await self._post(vllm.tokenize_body(self.model, fields)))
+    def _known(self) -> TokenizeForm | None:
+        return next((f for f in self.forms if f.name == self.form), None)
 
-    async def _llama(self, text: str, *, special: bool) -> int | None:
-        body = llamacpp.tokenize_body(text, special=special)
-        return llamacpp.token_count(await self._post(body, self.root + llamacpp.TOKENIZE_PATH))
+    async def _count(self, form: TokenizeForm, fields: Mapping[str, object]) -> int | None:
+        body = form.body(self.model, fields)
+        return None if body is None else form.count(await self._post(body, form.path))
 
     async def text(self, text: str) -> int | None:
         """The tokens of plain text: no template, no special tokens."""
-        if self.form in ("", "vllm"):
-            count = await self._vllm({"prompt": text, "add_special_tokens": False})
-            if count is not None or self.form == "vllm":
-                self.form = "vllm"
+        fields = {"prompt": text, "add_special_tokens": False}
+        if self.form:
+            known = self._known()
+            return await self._count(known, fields) if known is not None else None
+        for i, form in enumerate(self.forms):
+            count = await self._count(form, fields)
+            if count is not None:
+                self.form = form.name
                 return count
-            if self.unanswered:
+            if self.unanswered and i < len(self.forms) - 1:
                 return None  # no answer is not "no /tokenize": the form stays unknown
-        if self.form in ("", "llama.cpp"):
-            count = await self._llama(text, special=False)
-            self.form = "llama.cpp" if count is not None else "none"
-            return count
+        self.form = "none"
         return None
 
     async def request(self, fields: Mapping[str, object]) -> int | None:
-        """The tokens of a request's prompt as the endpoint builds it (template included)."""
-        if self.form == "vllm":
-            return await self._vllm(fields)
-        prompt = fields.get("prompt")
-        if self.form == "llama.cpp" and isinstance(prompt, str):
-            return await self._llama(prompt, special=True)
-        return None  # llama.cpp's /tokenize applies no chat template
+        """The tokens of a request's prompt as the endpoint builds it (template included);
+        None where the form cannot count it (llama.cpp's applies no chat template)."""
+        known = self._known()
+        return await self._count(known, fields) if known is not None else None
 
     async def templated(self, messages: object) -> int | None:
-        """llama.cpp: the chat template applied by `/apply-template`, then counted."""
-        if self.form != "llama.cpp":
+        """A form whose `/tokenize` applies no chat template (llama.cpp): the template applied
+        by its own endpoint (`/apply-template`), then counted."""
+        known = self._known()
+        if known is None or not known.template_path or known.read_template is None:
             return None
-        url = self.root + llamacpp.APPLY_TEMPLATE_PATH
-        prompt = llamacpp.templated_prompt(await self._post({"messages": messages}, url))
-        return await self._llama(prompt, special=True) if prompt is not None else None
+        prompt = known.read_template(await self._post({"messages": messages}, known.template_path))
+        return await self._count(known, {"prompt": prompt}) if prompt is not None else None
 
 
 def _sum(counts: Sequence[int | None]) -> int | None:

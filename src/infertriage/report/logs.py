@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.logs import Interval, LogTimeline
-from infertriage.engines import engine_of
+from infertriage.engines import log_title
 from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
 from infertriage.schemas import Diagnosis, Thresholds
 from infertriage.schemas.text import show_controls
@@ -29,15 +29,11 @@ __all__ = ["LOGS_SCHEMA", "LogTriage", "logs_to_json", "render_logs"]
 
 LOGS_SCHEMA = "infertriage.logs/v1"
 _FULL = Thresholds().kv_full  # a KV cell in red: as full as the memory rule calls full
-_VERSIONS = {"vllm": "vLLM (V1)", "vllm-v0": "vLLM (V0)"}  # vLLM's two stats-line formats
 
 
 def _engine_title(timeline_engine: str | None, engine: str | None) -> str:
     """The engine as its adapter titles it (vLLM with its stats lines' version)."""
-    if timeline_engine in _VERSIONS:
-        return _VERSIONS[timeline_engine]
-    adapter = engine_of(engine or timeline_engine)
-    return adapter.title if adapter is not None else "engine not recognised"
+    return log_title(timeline_engine, engine) or "engine not recognised"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """collect, level 2: the engines' metric tables, and which one a scrape needs.
 
-The tables live with their engine (`infertriage.engines`); here they keep
-their short names (`VLLM` is `engines.vllm.VLLM_METRICS`). Takes an
+The tables live with their engine (`infertriage.engines`: each adapter's
+`metrics`, read through `engines.metric_tables()` when a scrape is detected,
+so an engine added to the registry is detected here). Takes an
 `Exposition`; `detect` names the engine from its metric prefixes (`vllm:`,
 `sglang:`, `tgi_`, `nv_trt_llm_`/`trtllm_`, `nv_inference_`, `llamacpp:`)
 and any GPU exporter in it (`DCGM_FI_`); `adapt_scrape` maps it
@@ -10,6 +11,7 @@ through each detected adapter into the vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infertriage.collect.adapters.base import (
@@ -25,24 +27,13 @@ from infertriage.collect.adapters.base import (
 )
 from infertriage.collect.adapters.dcgm import DCGM
 from infertriage.collect.parse import Exposition
-from infertriage.engines.llamacpp import LLAMACPP_METRICS as LLAMACPP
-from infertriage.engines.sglang import SGLANG_METRICS as SGLANG
-from infertriage.engines.tgi import TGI_METRICS as TGI
-from infertriage.engines.trtllm import TRITON_METRICS as TRITON
-from infertriage.engines.trtllm import TRTLLM_TRITON_METRICS as TRTLLM_TRITON
-from infertriage.engines.vllm import VLLM_METRICS as VLLM
+from infertriage.engines import metric_tables, registered
 
 __all__ = [
     "ADAPTERS",
     "DCGM",
     "ENGINE_ADAPTERS",
     "ENGINE_DOMAIN",
-    "LLAMACPP",
-    "SGLANG",
-    "TGI",
-    "TRITON",
-    "TRTLLM_TRITON",
-    "VLLM",
     "Adapted",
     "Adapter",
     "Artefact",
@@ -55,10 +46,13 @@ __all__ = [
     "adapt_scrape",
     "detect",
     "get_adapter",
+    "pick_engine",
 ]
 
-ENGINE_ADAPTERS: tuple[Adapter, ...] = (VLLM, SGLANG, TGI, TRTLLM_TRITON, TRITON, LLAMACPP)
 EXPORTER_ADAPTERS: tuple[Adapter, ...] = (DCGM,)
+# the tables as the registry gives them when this is imported (for listings); detection
+# reads `engines.metric_tables()` as it runs
+ENGINE_ADAPTERS: tuple[Adapter, ...] = metric_tables()
 ADAPTERS: tuple[Adapter, ...] = ENGINE_ADAPTERS + EXPORTER_ADAPTERS
 
 
@@ -79,19 +73,28 @@ def _claimed(exposition: Exposition, adapter: Adapter) -> int:
     return sum(1 for name in exposition.names if name.startswith(adapter.prefixes))
 
 
+def pick_engine(counts: Mapping[str, int]) -> Adapter | None:
+    """The table whose names are most of a scrape's, from how many each table claims (by its
+    `engine`). An engine's own table beats its variants (TensorRT-LLM's beats plain Triton's):
+    of each engine's tables only the first that claims a name stands."""
+    candidates = [
+        next((t for t in engine.metrics if counts.get(t.engine, 0) > 0), None)
+        for engine in registered()
+    ]
+    standing = [t for t in candidates if t is not None]  # a tie: the registry's first
+    return max(standing, key=lambda t: counts[t.engine], default=None)
+
+
 def detect(exposition: Exposition) -> Detection:
     """The engine whose prefixes claim most names (TensorRT-LLM beats plain Triton)."""
-    counts = {adapter.engine: _claimed(exposition, adapter) for adapter in ADAPTERS}
-    candidates = [a for a in ENGINE_ADAPTERS if counts[a.engine] > 0]
-    if TRTLLM_TRITON in candidates:
-        candidates.remove(TRITON)
-    engine = max(candidates, key=lambda a: counts[a.engine], default=None)
+    tables = metric_tables() + EXPORTER_ADAPTERS
+    counts = {adapter.engine: _claimed(exposition, adapter) for adapter in tables}
     exporters = tuple(a for a in EXPORTER_ADAPTERS if counts[a.engine] > 0)
-    return Detection(engine, exporters, counts)
+    return Detection(pick_engine(counts), exporters, counts)
 
 
 def get_adapter(engine: str) -> Adapter:
-    for adapter in ADAPTERS:
+    for adapter in metric_tables() + EXPORTER_ADAPTERS:
         if adapter.engine == engine:
             return adapter
     raise KeyError(engine)
