@@ -4,6 +4,7 @@ and rules, logs' engine list and reader, the flags advice and the `/tokenize` fo
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 from collections.abc import Iterator, Mapping
@@ -191,3 +192,38 @@ def test_tokencheck_tries_its_form_last(fake_engine: EngineAdapter) -> None:
     assert asyncio.run(tokenizer.text("one two three")) == 3
     assert tokenizer.form == "fakeserve"
     assert session.asked[-1] == "http://h/fake/tokenize" and len(session.asked) == 3
+
+
+_ENGINE_MODULES = {
+    f"infertriage.engines.{e}" for e in ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
+}
+# still reach into one engine's module by name (issue 31): each is one engine's fact that
+# has no field of `EngineAdapter` yet
+_NOT_YET = {
+    "infertriage.collect.server_config",  # TensorRT-LLM's KV and request metrics, vLLM's info
+    "infertriage.loadgen.context",  # vLLM's /tokenize answer says max_model_len
+    "infertriage.loadgen.probe_http",  # the probes' /tokenize asks
+}
+
+
+def _reaches_in(path: Path) -> bool:
+    """The module imports one engine's module (`engines.vllm`, `from engines import vllm`)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            named = {f"{node.module}.{alias.name}" for alias in node.names}
+            if node.module in _ENGINE_MODULES or named & _ENGINE_MODULES:
+                return True
+        if isinstance(node, ast.Import) and {a.name for a in node.names} & _ENGINE_MODULES:
+            return True
+    return False
+
+
+def test_only_the_registry_names_an_engine() -> None:
+    """Outside `engines`, code reaches an engine through the registry, not its module."""
+    src = Path(engines.__file__).resolve().parents[2]
+    reaching = {
+        ".".join(path.relative_to(src).with_suffix("").parts)
+        for path in (src / "infertriage").rglob("*.py")
+        if "engines" not in path.relative_to(src).parts[1:2] and _reaches_in(path)
+    }
+    assert reaching <= _NOT_YET, reaching - _NOT_YET
