@@ -3,9 +3,9 @@
 Takes a `BenchSpec` (URL, client, load levels, workload, bounds, workers,
 SLOs; `api.specs`); does the whole load test — checks the URL
 fails fast, learns the server's context (`api.preflight`), builds one seeded
-schedule per level and fits it to that context, runs it on one event loop
-`--workers` processes or a Locust master and `--locust-workers`
-(`loadgen.locust`), appends every record to requests.jsonl as it
+schedule per level and fits it to that context, runs it on the load engine the
+config asks for (`loadgen.load_engine`: one event loop, `--workers` processes or a
+Locust master and `--locust-workers`), appends every record to requests.jsonl as it
 finishes, counts a sample of the prompts with the server's `/tokenize`
 (`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
 killed run keeps a summary), signals.jsonl and the CSV exports; gives a
@@ -25,7 +25,6 @@ import math
 import os
 import platform
 import sys
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,7 +54,7 @@ from infertriage.api.preflight import (
 from infertriage.api.specs import BenchSpec, LoadMode
 from infertriage.loadgen import caveats, tokencheck
 from infertriage.loadgen.client import ClientConfig
-from infertriage.loadgen.locust import run_locust
+from infertriage.loadgen.load_engine import LoadContext, LoadEngine, engine_kind, make_engine
 from infertriage.loadgen.results import (
     BenchConfig,
     BenchResult,
@@ -65,9 +64,8 @@ from infertriage.loadgen.results import (
     RunObserver,
     TokenCheck,
 )
-from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
+from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_sync
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
-from infertriage.loadgen.workers import run_parallel
 from infertriage.net import auth_headers, normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
 from infertriage.schemas import (
@@ -97,7 +95,6 @@ __all__ = ["BenchResult", "BenchSpec", "SharedRun", "normalize_base_url", "reach
 _DEFAULT_NUM_REQUESTS = 100
 _DEFAULT_CONCURRENCY = 8
 _SWEEP_PROBE_CONCURRENCY = 64
-_START_DELAY_S = 0.01
 _TOKEN_CHECK_SAMPLE = 8  # prompts of the first level counted by the server's /tokenize
 
 
@@ -200,12 +197,20 @@ class _Session:
     token_check: TokenCheck | None = None
     fitting: WorkloadFit | None = None  # set once the server's context is known
     interrupt: Interrupt = field(default_factory=Interrupt)  # the command's Ctrl-C, once started
+    engine: LoadEngine = field(init=False)  # the one `config` asks for (`loadgen.load_engine`)
 
     def should_stop(self) -> bool:  # the loads' `stop=`: a signal, or a record not written
         return self.interrupt.requested or self.writer.failed is not None
 
     def __post_init__(self) -> None:
         self.writer = JsonlWriter(self.run.requests)
+        self.engine = make_engine(
+            self.config,
+            LoadContext(
+                self.client, self.clock.start_ns, self.sink, self.should_stop, self.tokenizer,
+                self.run.root, on_note=lambda text: print(text, file=sys.stderr),
+            ),
+        )  # fmt: skip
 
     @property
     def run(self) -> RunDir:
@@ -228,42 +233,6 @@ class _Session:
         if self.observer is not None:
             self.observer.request_finished(record)
 
-    def execute(self, plan: LoadPlan) -> tuple[list[WorkerReport], bool]:
-        cfg = self.config
-        if cfg.locust_workers is not None:
-            run = run_locust(
-                plan, self.client, cfg.locust_workers, master_host=cfg.locust_master_host,
-                clock_start_ns=self.clock.start_ns, sink=self.sink, tokenizer=cfg.tokenizer,
-                log_dir=self.run.root / "locust", stop=self.should_stop,
-                on_note=lambda text: print(text, file=sys.stderr),
-            )  # fmt: skip
-            self.warnings += run.lost
-            return run.reports, run.interrupted
-        if self.config.workers == 1:
-            report = run_sync(
-                run_load(
-                    plan,
-                    self.client,
-                    clock_start_ns=self.clock.start_ns,
-                    load_start_ns=time.perf_counter_ns() + round(_START_DELAY_S * 1e9),
-                    sink=self.sink,
-                    renderer=TextRenderer(self.tokenizer),
-                    tokenizer=self.tokenizer,
-                    stop=self.should_stop,
-                ),
-                use_uvloop=self.config.use_uvloop,
-            )
-            return [report], report.interrupted
-        return run_parallel(
-            plan,
-            self.client,
-            self.config.workers,
-            clock_start_ns=self.clock.start_ns,
-            sink=self.sink,
-            tokenizer=self.tokenizer,
-            stop=self.should_stop,
-        )
-
     def run_level(self, index: int, at: _Level, schedule: Schedule) -> LevelResult:
         cfg = self.config
         name, mode, value = at
@@ -281,7 +250,9 @@ class _Session:
         self.records = []
         if self.observer is not None:
             self.observer.phase_started(name, duration_s=cfg.duration_s, num_requests=len(schedule))
-        reports, interrupted = self.execute(plan)
+        run = self.engine.run_level(plan)
+        self.warnings += run.lost
+        reports, interrupted = run.reports, run.interrupted
         summary = summarize(self.records, self.slos, seed=cfg.seed)
         level = LevelResult(
             name=name,
@@ -398,15 +369,15 @@ def _diagnose(
     )
 
 
-def _environment(config: BenchConfig) -> dict[str, object]:
+def _environment(config: BenchConfig, engine: LoadEngine) -> dict[str, object]:
     return {
         "infertriage": __version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
-        "uvloop": config.use_uvloop and have_uvloop() and not config.locust_workers,
+        "uvloop": engine.uses_uvloop(),
         "workers": config.workers,
-        "load_engine": "locust" if config.locust_workers else "infertriage",
+        "load_engine": engine.load_engine,
         "locust_workers": config.locust_workers,
     }
 
@@ -430,7 +401,7 @@ def _write_info(session: _Session, info: ServerInfo, status: str, knee: Knee | N
             config=session.config.model_dump(mode="json"),
             spec=session.spec.model_dump(mode="json"),
             environment={
-                **_environment(session.config),
+                **_environment(session.config, session.engine),
                 # Joins the run's clock to same-host monotonic stamps (a server's own log).
                 "perf_counter_start_ns": session.clock.start_ns,
             },
@@ -489,10 +460,7 @@ def run_bench(
         ignore_eos=spec.ignore_eos, check_tokens=spec.check_tokens,
         header_names=tuple(name for name, _ in pairs), use_uvloop=spec.use_uvloop,
     )  # fmt: skip
-    if spec.locust_workers is not None and spec.workers > 1:
-        raise UserError("--workers and --locust-workers both spread the load; give one of them.")
-    if spec.locust_master_host and spec.locust_workers is None:
-        raise UserError("--locust-master-host needs --locust-workers N.")
+    engine_kind(config)  # a config that asks for two engines fails before any network
     ws = parse_workload(spec.workload)
     levels = _levels(config, ws)
     if shared is None:

@@ -6,7 +6,8 @@ client's own health. Parts: `sse` (an incremental byte-level SSE parser),
 `client` (one measured streaming request), `runner` (open loop on absolute
 deadlines, closed loop, `max_concurrency` with client queue time), `workers`
 (`--workers N` processes on one schedule), `locust` (the same load on a
-Locust master and workers, `--locust-workers N`), `sweep` (rates to probe, the
+Locust master and workers, `--locust-workers N`), `load_engine` (those three
+behind one `LoadEngine` protocol, and the one table that picks one), `sweep` (rates to probe, the
 knee) and `results` (the typed results `report` renders). The loopback test
 server and the raw-reader floor live outside the product, in
 `infertriage_testing`.
