@@ -7,7 +7,8 @@ client's own health. Parts: `sse` (an incremental byte-level SSE parser),
 deadlines, closed loop, `max_concurrency` with client queue time), `workers`
 (`--workers N` processes on one schedule), `locust` (the same load on a
 Locust master and workers, `--locust-workers N`), `load_engine` (those three
-behind one `LoadEngine` protocol, and the one table that picks one), `sweep` (rates to probe, the
+behind one `LoadEngine` protocol, and the one table that picks one), `preflight`
+(what bench asks the server before any load, each call blocking), `sweep` (rates to probe, the
 knee) and `results` (the typed results `report` renders). The loopback test
 server and the raw-reader floor live outside the product, in
 `infertriage_testing`.

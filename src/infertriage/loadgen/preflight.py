@@ -1,0 +1,125 @@
+"""loadgen, level 2: the HTTP of what `bench` learns before any load, each call blocking.
+
+Takes the base URL (`…/v1`) and the headers; gives `ask_models`'s `ServerInfo`
+(`/v1/models`: a wrong URL, a server that is down or a refused key is a `UserError` of
+one sentence), `find_limit` (the server's context length, `context`, or none) and
+`learn_prompts` (how the server counts prompts, `promptcount`). Each runs its own event
+loop here, so `api.preflight` orchestrates without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from infertriage.engines import read_model_list
+from infertriage.loadgen.client import Endpoint
+from infertriage.loadgen.context import find_context_limit
+from infertriage.loadgen.promptcount import learn_prompt_model
+from infertriage.loadgen.runner import run_sync
+from infertriage.net import open_session, root_url
+from infertriage.schemas import UserError
+from infertriage.workload import ContextLimit, PromptModel, RequestSpec, TextRenderer
+
+__all__ = ["ServerInfo", "ask_models", "find_limit", "learn_prompts"]
+
+_PREFLIGHT_TIMEOUT_S = 5.0
+_PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What `/v1/models` answered, and where and how it was asked (for `find_limit`)."""
+
+    models: tuple[str, ...]
+    entries: tuple[Any, ...] = ()  # the model cards, for `find_limit`
+    base_url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # the key is in them
+
+
+async def _get_models(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    async with (
+        open_session(timeout_s=_PREFLIGHT_TIMEOUT_S, connect_timeout_s=3.0) as session,
+        session.get(base + "/models", headers=headers) as resp,
+    ):
+        return resp.status, await resp.content.read(1 << 20)
+
+
+def _answer(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    try:
+        return run_sync(_get_models(base, headers), use_uvloop=False)
+    except aiohttp.InvalidURL as err:
+        raise UserError(f"{base} is not a valid URL.") from err
+    except aiohttp.ClientConnectorError as err:
+        refused = isinstance(err.os_error, ConnectionRefusedError)
+        reason = "connection refused" if refused else err.os_error.strerror or str(err.os_error)
+        raise UserError(f"cannot connect to {base}: {reason.lower()}.") from err
+    except TimeoutError as err:
+        raise UserError(f"{base} did not answer within {_PREFLIGHT_TIMEOUT_S:g} s.") from err
+    except aiohttp.ClientError as err:
+        raise UserError(f"{base} failed before answering ({type(err).__name__}).") from err
+
+
+def ask_models(base: str, headers: dict[str, str], *, need_model: bool) -> ServerInfo:
+    """Ask /v1/models: a wrong URL fails here, in one sentence, before any load."""
+    status, body = _answer(base, headers)
+    if status in (401, 403):
+        raise UserError(f"{base} refused the request (HTTP {status}): check --api-key.")
+    if status != 200:
+        if not need_model:
+            return ServerInfo((), base_url=base, headers=headers)
+        raise UserError(
+            f"{base}/models answered HTTP {status}: is this the base URL of an "
+            "OpenAI-compatible server?"
+        )
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise UserError(f"{base}/models did not answer with an OpenAI model list.") from err
+    if isinstance(document, dict) and not document.get("data"):
+        return ServerInfo((), base_url=base, headers=headers)  # a list of no models
+    listing = read_model_list(document)
+    if listing.problem:
+        raise UserError(f"{base}/models did not answer with an OpenAI model list.")
+    return ServerInfo(listing.ids, listing.cards, base_url=base, headers=headers)
+
+
+async def _find(info: ServerInfo, model: str, override: int | None) -> ContextLimit | None:
+    async with open_session(timeout_s=_PROBE_TIMEOUT_S, headers=info.headers) as session:
+        return await find_context_limit(
+            session,
+            root_url(info.base_url),
+            model=model,
+            models_document={"data": list(info.entries)},
+            override=override,
+        )
+
+
+def find_limit(info: ServerInfo, model: str, override: int | None) -> ContextLimit | None:
+    """The override, else what the server says of `model`'s context length, else None."""
+    return run_sync(_find(info, model, override), use_uvloop=False)
+
+
+def learn_prompts(
+    *,
+    base_url: str,
+    model: str,
+    endpoint: Endpoint,
+    specs: Sequence[RequestSpec],
+    renderer: TextRenderer,
+    count_text: Callable[[str], int],
+    headers: Mapping[str, str],
+    have_tokenizer: bool,
+) -> PromptModel:
+    """Count a sample of `specs` with the server's `/tokenize` (`promptcount`), blocking."""
+    return run_sync(
+        learn_prompt_model(
+            base_url=base_url, model=model, endpoint=endpoint, specs=specs, renderer=renderer,
+            count_text=count_text, headers=headers, have_tokenizer=have_tokenizer,
+        ),
+        use_uvloop=False,
+    )  # fmt: skip
