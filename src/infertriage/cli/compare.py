@@ -40,7 +40,7 @@ from infertriage.report.compare import (
     compare_to_json,
     render_compare,
 )
-from infertriage.schemas import Interrupted, UserError, default_store_root
+from infertriage.schemas import Interrupted, UserError, default_store_root, parse_fraction
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.schemas.text import show_controls
 
@@ -105,10 +105,10 @@ def delete(
     typer.echo(f"deleted baseline {name!r}")
 
 
-def _fraction(text: str) -> float:
+def _positive_change(text: str) -> float:
     text = text.strip()
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        value = parse_fraction(text)
     except ValueError:
         value = math.nan
     if not 0 < value < math.inf:
@@ -159,7 +159,7 @@ def compare(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
     ),
 ) -> int:
-    limit = _fraction(threshold)
+    limit = _positive_change(threshold)
     if url:
         if len(url) != 2 or base is not None:
             raise UserError("A/B takes exactly two --url (A then B) and no BASE or RUN.")

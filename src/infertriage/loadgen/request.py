@@ -14,6 +14,7 @@ from enum import StrEnum
 
 import orjson
 
+from infertriage.net import auth_headers
 from infertriage.workload import RequestSpec, TextRenderer
 
 __all__ = ["ClientConfig", "Endpoint", "prompt_fields", "request_body", "request_headers"]
@@ -79,12 +80,9 @@ def request_headers(config: ClientConfig) -> dict[str, str]:
     The stream is asked for uncompressed: a compressing proxy holds events back to fill
     its blocks, which would move every stamp (one compressed anyway is decoded).
     """
-    headers = {
+    return {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
         "Accept-Encoding": "identity",
+        **auth_headers(config.api_key, config.headers),
     }
-    headers.update(dict(config.headers))
-    if config.api_key:
-        headers["Authorization"] = f"Bearer {config.api_key}"
-    return headers

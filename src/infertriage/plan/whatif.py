@@ -16,6 +16,7 @@ from infertriage.plan.gpus import get_gpu
 from infertriage.plan.memory import normalize_dtype
 from infertriage.plan.models import load_model
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.units import parse_fraction
 
 __all__ = ["MAX_WHAT_IF_ROWS", "WHAT_IF_KEYS", "WhatIfRow", "parse_what_if", "sweep"]
 
@@ -29,8 +30,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _fraction(text: str) -> float:
-    value = float(text)
+def _nonzero_share(text: str) -> float:
+    value = parse_fraction(text)
     if not 0 < value <= 1:
         raise ValueError(text)
     return value
@@ -49,7 +50,7 @@ WHAT_IF_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "block-size": ("block_size", _positive_int),
     "max-num-seqs": ("max_num_seqs", _positive_int),
     "max-num-batched-tokens": ("max_num_batched_tokens", _positive_int),
-    "gpu-memory-utilization": ("gpu_memory_utilization", _fraction),
+    "gpu-memory-utilization": ("gpu_memory_utilization", _nonzero_share),
     "dtype": ("dtype", normalize_dtype),
     "kv-dtype": ("kv_dtype", normalize_dtype),
     "gpu": ("gpu", get_gpu),

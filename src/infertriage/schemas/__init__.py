@@ -22,6 +22,7 @@ from infertriage.schemas.diagnosis import (
     Unexplained,
 )
 from infertriage.schemas.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
+from infertriage.schemas.frozen import FrozenModel
 from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
 from infertriage.schemas.records import (
     Chunk,
@@ -52,6 +53,7 @@ from infertriage.schemas.units import (
     format_seconds,
     parse_bytes,
     parse_duration,
+    parse_fraction,
 )
 from infertriage.schemas.vocabulary import VOCABULARY, MetricDef, MetricKind, get_metric
 
@@ -75,6 +77,7 @@ __all__ = [
     "ErrorKind",
     "EvidenceItem",
     "Finding",
+    "FrozenModel",
     "Interrupted",
     "JsonlWriter",
     "JudgedWindow",
@@ -108,6 +111,7 @@ __all__ = [
     "load_thresholds",
     "parse_bytes",
     "parse_duration",
+    "parse_fraction",
     "read_json",
     "read_jsonl",
     "write_json",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from infertriage.schemas.frozen import FrozenModel
 from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
 
 __all__ = [
@@ -28,11 +29,7 @@ __all__ = [
 DIAGNOSIS_SCHEMA = "infertriage.diagnosis/v1"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class EvidenceItem(_Frozen):
+class EvidenceItem(FrozenModel):
     """One signal a finding used, with the threshold it was held against."""
 
     signal: str
@@ -42,7 +39,7 @@ class EvidenceItem(_Frozen):
     source: str = ""
 
 
-class Finding(_Frozen):
+class Finding(FrozenModel):
     """What one rule concluded. `score` = `severity` × `explains`."""
 
     id: str
@@ -66,7 +63,7 @@ class Finding(_Frozen):
         return self
 
 
-class LayerResult(_Frozen):
+class LayerResult(FrozenModel):
     layer: Layer
     status: Status
     score: float = Field(ge=0.0, le=1.0, default=0.0)
@@ -74,12 +71,12 @@ class LayerResult(_Frozen):
     missing: tuple[str, ...] = ()  # what would collect the absent evidence: a flag or a command
 
 
-class Primary(_Frozen):
+class Primary(FrozenModel):
     layer: Layer
     finding: str  # a Finding id
 
 
-class ChainLink(_Frozen):
+class ChainLink(FrozenModel):
     """One step of the causal chain, root first: e.g. memory: KV pressure → scheduling: queueing."""
 
     layer: Layer
@@ -87,14 +84,14 @@ class ChainLink(_Frozen):
     effect: str
 
 
-class Unexplained(_Frozen):
+class Unexplained(FrozenModel):
     """An SLO missed that no bottleneck explains: the miss, why, and what would tell."""
 
     line: str  # e.g. "TTFT p95 206 ms misses 200 ms; no layer explains it"
     missing: tuple[str, ...] = ()  # absent evidence, each with the flag or command for it
 
 
-class SloResult(_Frozen):
+class SloResult(FrozenModel):
     name: str  # e.g. ttft_p95
     target: float
     measured: float | None
@@ -102,7 +99,7 @@ class SloResult(_Frozen):
     passed: bool | None  # None when not measured
 
 
-class JudgedWindow(_Frozen):
+class JudgedWindow(FrozenModel):
     """The steady window an SLO was judged over, on the run's clock, and what it left out.
 
     `basis` is "steady" (sent from the level's first completion to its last send: a
@@ -133,7 +130,7 @@ class JudgedWindow(_Frozen):
         )
 
 
-class LoggedRequest(_Frozen):
+class LoggedRequest(FrozenModel):
     """One of the run's slowest requests and the server's log lines about it (`--log`)."""
 
     id: str  # the X-Request-Id it was sent with
@@ -143,7 +140,7 @@ class LoggedRequest(_Frozen):
     lines: tuple[str, ...] = ()
 
 
-class Diagnosis(_Frozen):
+class Diagnosis(FrozenModel):
     schema_id: str = Field(default=DIAGNOSIS_SCHEMA, alias="schema")
     layers: tuple[LayerResult, ...]
     primary: Primary | None = None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.inputs import load_yaml, quoted, read_small_text
-from infertriage.schemas.units import parse_duration
+from infertriage.schemas.units import parse_duration, parse_fraction
 
 __all__ = ["SloProfile", "Thresholds", "load_thresholds"]
 
@@ -186,9 +186,8 @@ class Thresholds:
 
 
 # SLO names as users write them → (field, parser). Durations accept units; fractions accept '%'.
-def _fraction(text: str) -> float:
-    text = text.strip()
-    value = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+def _share(text: str) -> float:
+    value = parse_fraction(text)
     if not 0.0 <= value <= 1.0:  # nan fails too
         raise ValueError(text)
     return value
@@ -211,18 +210,18 @@ def _rate(text: str) -> float:
 _SLO_KEYS = {
     "ttft_p95": ("ttft_p95_s", _time),
     "itl_p95": ("itl_p95_s", _time),
-    "error_rate": ("error_rate", _fraction),
-    "gpu_memory_headroom": ("gpu_memory_headroom", _fraction),
-    "sm_active": ("sm_active", _fraction),
-    "dram_active": ("dram_active_decode", _fraction),
-    "tensor_active": ("tensor_active_prefill", _fraction),
+    "error_rate": ("error_rate", _share),
+    "gpu_memory_headroom": ("gpu_memory_headroom", _share),
+    "sm_active": ("sm_active", _share),
+    "dram_active": ("dram_active_decode", _share),
+    "tensor_active": ("tensor_active_prefill", _share),
     "alert_ttft_p95": ("alert_ttft_p95_s", _time),
     "throughput": ("min_throughput_tok_s", _rate),
     "profile": ("profile", SloProfile),
 }
 _EXPECTED: dict[object, str] = {
     _time: "a time above 0, such as 200ms",
-    _fraction: "a share from 0 to 1, such as 5% or 0.05",
+    _share: "a share from 0 to 1, such as 5% or 0.05",
     _rate: "tokens/s, 0 or more",
     SloProfile: "interactive or batch",
 }

@@ -23,6 +23,7 @@ __all__ = [
     "format_seconds",
     "parse_bytes",
     "parse_duration",
+    "parse_fraction",
 ]
 
 KIB = 1024
@@ -72,6 +73,13 @@ def parse_duration(text: str, default_unit: str = "s") -> float:
         known = ", ".join(_DURATION_UNITS)
         raise UserError(f"{text!r} has an unknown time unit {unit!r} (use one of {known}).")
     return value * factor
+
+
+def parse_fraction(text: str) -> float:
+    """'5%' → 0.05, '0.05' → 0.05: the one way a fraction is written. A `ValueError` for
+    text that is neither; the range (a share to 1, a positive change) is the caller's."""
+    text = text.strip()
+    return float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
 
 
 def parse_bytes(text: str, default_unit: str = "b") -> int:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from infertriage.analyze.stats.distribution import describe
 from infertriage.analyze.stats.sketch import QuantileSketch
+from infertriage.schemas import FrozenModel
 
 __all__ = [
     "LatencyPercentiles",
@@ -27,11 +26,7 @@ __all__ = [
 ]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LatencyPercentiles(_Frozen):
+class LatencyPercentiles(FrozenModel):
     count: int
     mean_s: float
     p50_s: float
@@ -63,7 +58,7 @@ def sketch_percentiles(sketch: QuantileSketch) -> LatencyPercentiles:
     )
 
 
-class StageSummary(_Frozen):
+class StageSummary(FrozenModel):
     """One load stage, its requests counted by the stage they arrived in (as inference-perf).
 
     The latencies are the client's, of the requests that completed: TTFT, ITL per token as
@@ -90,7 +85,7 @@ class StageSummary(_Frozen):
     mean_running: float  # step-time weighted batch size of the steps started in the stage's time
 
 
-class SimulationResult(_Frozen):
+class SimulationResult(FrozenModel):
     """One `simulate` run: client-side latencies (front end included), engine and GPU figures."""
 
     scenario: str
