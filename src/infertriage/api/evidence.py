@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infertriage.api.topology import Interconnect
-from infertriage.api.trace import analyze_trace
+from infertriage.api.trace import trace_report
 from infertriage.plan import (
     PlanInputs,
     get_gpu,
@@ -28,10 +28,11 @@ __all__ = ["plan_signals", "trace_signals"]
 
 
 def trace_signals(paths: Sequence[Path]) -> list[Signal]:
-    """Every trace signal, the derived ones the rules read among them (`derive_rule_signals`)."""
+    """Every trace signal, the derived ones the rules read among them (`derive_rule_signals`);
+    no findings: `diagnose` runs the rules once, over these and all its other evidence."""
     if not paths:
         return []
-    return list(analyze_trace(list(paths)).signals)
+    return list(trace_report(list(paths)).signals)  # diagnose judges them itself, once
 
 
 def _value(signals: Sequence[Signal], name: str) -> float | None:

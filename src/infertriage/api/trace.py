@@ -1,10 +1,12 @@
-"""api, level 5: the `trace` command's entry point.
+"""api, level 5: the `trace` command's entry point, and the trace analysis `diagnose` reads.
 
 Takes trace paths (PyTorch-profiler JSON, a directory of per-rank traces,
 Nsight Systems SQLite exports) and an optional `TORCH_LOGS=recompiles` log;
-gives a `TraceReport` whose findings are the diagnose rules' over the
-trace's signals alone (the same rules and thresholds as `diagnose`). Bad
-input is a `UserError` of one sentence.
+`trace_report` gives the `TraceReport` with its signals and no verdict (what
+`diagnose` reads, and judges once with its own rules and thresholds over all its
+evidence); `analyze_trace` gives the same report with its findings, the diagnose
+rules' over the trace's signals alone (the same rules and thresholds as `diagnose`),
+computed once. Bad input is a `UserError` of one sentence.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from infertriage.analyze.trace import (
 from infertriage.diagnose import Evidence, trace_findings
 from infertriage.schemas import Thresholds, UserError
 
-__all__ = ["analyze_trace"]
+__all__ = ["analyze_trace", "trace_report"]
 
 
-def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
-    """The `trace` command: load every trace once, run every analysis, merge the ranks."""
+def trace_report(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
+    """Load every trace once and run every analysis, the ranks merged; no findings."""
     recompiles = None
     if log is not None:
         try:  # streamed, with the bounds of every log read (`analyze.logs.source`)
@@ -35,6 +37,11 @@ def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport
         except UserError as err:
             raise UserError(f"--log {err.message}") from err
     tables = load_traces(list(paths))
-    report = analyze_tables(tables, recompiles, str(log) if log is not None else None)
+    return analyze_tables(tables, recompiles, str(log) if log is not None else None)
+
+
+def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
+    """The `trace` command: `trace_report`, and the rules' findings over its signals."""
+    report = trace_report(paths, log)
     findings = trace_findings(Evidence.of(report.signals), Thresholds())
     return dataclasses.replace(report, findings=findings)
