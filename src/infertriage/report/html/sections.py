@@ -63,8 +63,14 @@ def _evidence(finding: Finding) -> str:
         limit = ""
         if item.threshold is not None:
             limit = evidence_value(item.model_copy(update={"value": item.threshold}))
-        rows.append([f"<code>{_e(item.signal)}</code>", _e(evidence_value(item)), _e(limit),
-                     _e(item.source)])  # fmt: skip
+        rows.append(
+            [
+                f"<code>{_e(item.signal)}</code>",
+                _e(evidence_value(item)),
+                _e(limit),
+                _e(item.source),
+            ]
+        )
     return _table(["signal", "value", "limit", "source"], rows, "evidence") if rows else ""
 
 
@@ -140,8 +146,15 @@ def _slo_rows(slos: Sequence[SloResult], level: str | None = None) -> list[list[
         measured = "n/a" if slo.measured is None else slo_value(slo.measured, slo.unit)
         verdict = {True: "pass", False: "fail", None: "not measured"}[slo.passed]
         row = [_e(level)] if level is not None else []
-        rows.append([*row, f"<code>{_e(slo.name)}</code>", _e(slo_value(slo.target, slo.unit)),
-                     _e(measured), _status(verdict)])  # fmt: skip
+        rows.append(
+            [
+                *row,
+                f"<code>{_e(slo.name)}</code>",
+                _e(slo_value(slo.target, slo.unit)),
+                _e(measured),
+                _status(verdict),
+            ]
+        )
     return rows
 
 
@@ -166,16 +179,38 @@ def levels_section(report: RunReport) -> str:
     for level in report.levels:
         s = level.summary
         name = f"▶ {level.name}" if level.name == report.main_level else level.name
-        rows.append([
-            _e(name), f"{s.num_ok}/{s.num_failed}", f"{s.request_throughput:,.2f}",
-            f"{s.output_throughput:,.0f}", f"{s.goodput:,.2f}", _ms(s.ttft, "p50"),
-            _ms(s.ttft, "p95"), _ms(s.ttft, "p99"), _ms(s.itl, "p50"), _ms(s.itl, "p95"),
-            _ms(s.itl, "p99"), _ms(s.e2e, "p95"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                _e(name),
+                f"{s.num_ok}/{s.num_failed}",
+                f"{s.request_throughput:,.2f}",
+                f"{s.output_throughput:,.0f}",
+                f"{s.goodput:,.2f}",
+                _ms(s.ttft, "p50"),
+                _ms(s.ttft, "p95"),
+                _ms(s.ttft, "p99"),
+                _ms(s.itl, "p50"),
+                _ms(s.itl, "p95"),
+                _ms(s.itl, "p99"),
+                _ms(s.e2e, "p95"),
+            ]
+        )
     if not rows:
         return ""
-    head = ["level", "ok/failed", "req/s", "output tok/s", "goodput req/s", "TTFT p50",
-            "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99", "E2E p95"]  # fmt: skip
+    head = [
+        "level",
+        "ok/failed",
+        "req/s",
+        "output tok/s",
+        "goodput req/s",
+        "TTFT p50",
+        "TTFT p95",
+        "TTFT p99",
+        "ITL p50",
+        "ITL p95",
+        "ITL p99",
+        "E2E p95",
+    ]
     note = (
         '<p class="dim">Latencies in ms over each level\'s steady window; ▶ the measured one.</p>'
     )
@@ -199,8 +234,13 @@ def _percentiles(levels: Sequence[LevelView], metric: str) -> str:
         if not values.size:
             continue
         p50, p90, p95, p99 = np.percentile(values, [50, 90, 95, 99])
-        rows.append([_e(level.name), f"{values.size:,}",
-                     *(_e(format_axis(float(v), "s")) for v in (p50, p90, p95, p99))])  # fmt: skip
+        rows.append(
+            [
+                _e(level.name),
+                f"{values.size:,}",
+                *(_e(format_axis(float(v), "s")) for v in (p50, p90, p95, p99)),
+            ]
+        )
     return _table(["level", "samples", "p50", "p90", "p95", "p99"], rows, "num")
 
 
@@ -240,8 +280,10 @@ def timeline_section(report: RunReport) -> str:
 def trace_section(report: RunReport) -> str:
     if not report.trace:
         return ""
-    rows = [[f"<code>{_e(s.name)}</code>", _e(format_axis(s.value, s.unit)), _e(s.unit)]
-            for s in report.trace]  # fmt: skip
+    rows = [
+        [f"<code>{_e(s.name)}</code>", _e(format_axis(s.value, s.unit)), _e(s.unit)]
+        for s in report.trace
+    ]
     note = '<p class="dim">From the profiler traces captured during (or given to) the run.</p>'
     return _section("trace", "Trace summary", note + _table(["signal", "value", "unit"], rows))
 
@@ -250,13 +292,17 @@ def checks_section(report: RunReport) -> str:
     if not report.checks:
         return ""
     order = list(CheckGroup)
-    rows = [[_e(c.group.value), f"<code>{_e(c.name)}</code>", _status(c.status.value),
-             _e(c.detail)]
-            for c in sorted(report.checks, key=lambda c: order.index(c.group))]  # fmt: skip
+    rows = [
+        [_e(c.group.value), f"<code>{_e(c.name)}</code>", _status(c.status.value), _e(c.detail)]
+        for c in sorted(report.checks, key=lambda c: order.index(c.group))
+    ]
     ready = "good" if "NOT READY" not in checklist_verdict(report.checks) else "bad"
     verdict = f'<p class="verdict {ready}">{_e(checklist_verdict(report.checks))}</p>'
-    return _section("checks", "Go-live checklist", verdict + _table(
-        ["group", "check", "status", "detail"], rows))  # fmt: skip
+    return _section(
+        "checks",
+        "Go-live checklist",
+        verdict + _table(["group", "check", "status", "detail"], rows),
+    )
 
 
 def ab_section(report: RunReport) -> str:
@@ -275,11 +321,32 @@ def ab_section(report: RunReport) -> str:
             run = "—" if m.run is None else metric_text(m.run.p50, m.unit)
             base95 = "—" if m.base is None else metric_text(m.base.p95, m.unit)
             run95 = "—" if m.run is None else metric_text(m.run.p95, m.unit)
-            rows.append([_e(m.metric), _e(base), _e(run), _e(change_text(m.change_p50)),
-                         _e(base95), _e(run95), _e(change_text(m.change_p95)),
-                         f"{m.p_value:.2g}", _status(m.verdict), _e(m.reason)])  # fmt: skip
-        head = ["metric", "base p50", "run p50", "Δ p50", "base p95", "run p95", "Δ p95", "p",
-                "verdict", "why"]  # fmt: skip
+            rows.append(
+                [
+                    _e(m.metric),
+                    _e(base),
+                    _e(run),
+                    _e(change_text(m.change_p50)),
+                    _e(base95),
+                    _e(run95),
+                    _e(change_text(m.change_p95)),
+                    f"{m.p_value:.2g}",
+                    _status(m.verdict),
+                    _e(m.reason),
+                ]
+            )
+        head = [
+            "metric",
+            "base p50",
+            "run p50",
+            "Δ p50",
+            "base p95",
+            "run p95",
+            "Δ p95",
+            "p",
+            "verdict",
+            "why",
+        ]
         parts.append(f"<h3>{_e(level.base_level)} → {_e(level.run_level)}</h3>")
         parts.append(_table(head, rows, "num ab"))
         parts += [f'<p class="caveat">{_e(w)}</p>' for w in level.comparison.shape]
