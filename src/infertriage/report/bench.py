@@ -77,8 +77,11 @@ def _summary_json(s: LatencySummary) -> dict[str, object]:
         "incomplete": s.num_incomplete,
         "num_requests": s.num_requests,
         "duration": s.window.duration_s,
-        "window": {"start_ts": s.window.start_ts, "end_ts": s.window.end_ts,
-                   "basis": s.window.basis},
+        "window": {
+            "start_ts": s.window.start_ts,
+            "end_ts": s.window.end_ts,
+            "basis": s.window.basis,
+        },
         "total_input_tokens": s.total_input_tokens,
         "total_output_tokens": s.total_output_tokens,
         "request_throughput": s.request_throughput,
@@ -99,7 +102,7 @@ def _summary_json(s: LatencySummary) -> dict[str, object]:
         "itl_token_level": s.itl_token_level,
         "num_short_outputs": s.num_short_outputs,
         "output_ratio": s.output_ratio,
-    }  # fmt: skip
+    }
     for name, stem in _VLLM_STEMS.items():
         out.update(_dist_fields(stem, getattr(s, name)))
     if s.tokens_per_chunk is not None:
@@ -135,10 +138,15 @@ def level_slos(s: LatencySummary, t: Thresholds) -> tuple[SloResult, ...]:
         ("error_rate", t.error_rate, s.error_rate if s.num_requests else None, "fraction"),
     ]
     return tuple(
-        SloResult(name=name, target=target, measured=measured, unit=unit,
-                  passed=None if measured is None else measured <= target)
+        SloResult(
+            name=name,
+            target=target,
+            measured=measured,
+            unit=unit,
+            passed=None if measured is None else measured <= target,
+        )
         for name, target, measured, unit in checks
-    )  # fmt: skip
+    )
 
 
 def _slo_json(s: LatencySummary, t: Thresholds) -> list[dict[str, object]]:
@@ -162,8 +170,11 @@ def level_to_json(level: LevelResult, thresholds: Thresholds) -> dict[str, objec
 def _knee_json(knee: Knee | None) -> dict[str, object] | None:
     if knee is None:
         return None
-    return {"max_throughput": knee.max_throughput, "knee_rate": knee.knee_rate,
-            "criterion": knee.criterion}  # fmt: skip
+    return {
+        "max_throughput": knee.max_throughput,
+        "knee_rate": knee.knee_rate,
+        "criterion": knee.criterion,
+    }
 
 
 def _token_check_json(check: TokenCheck | None) -> dict[str, object] | None:
@@ -207,22 +218,59 @@ def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> 
 # --- CSV ------------------------------------------------------------------------------------
 
 _REQUEST_COLUMNS = (
-    "id", "level", "scheduled_ts", "sent_ts", "client_queue_s", "headers_ts", "first_token_ts",
-    "last_token_ts", "end_ts", "ttft_s", "ttft_intended_s", "ttfo_s", "tpot_s", "e2e_s",
-    "num_chunks", "prompt_tokens", "output_tokens", "max_tokens", "output_tokens_source",
-    "http_status", "error_kind", "fault", "error_text",
-)  # fmt: skip
+    "id",
+    "level",
+    "scheduled_ts",
+    "sent_ts",
+    "client_queue_s",
+    "headers_ts",
+    "first_token_ts",
+    "last_token_ts",
+    "end_ts",
+    "ttft_s",
+    "ttft_intended_s",
+    "ttfo_s",
+    "tpot_s",
+    "e2e_s",
+    "num_chunks",
+    "prompt_tokens",
+    "output_tokens",
+    "max_tokens",
+    "output_tokens_source",
+    "http_status",
+    "error_kind",
+    "fault",
+    "error_text",
+)
 
 
 def _request_row(r: RequestRecord) -> list[object]:
     ttft_intended = None if r.first_token_ts is None else r.first_token_ts - r.scheduled_ts
     return [
-        r.id, r.labels.get("level", ""), r.scheduled_ts, r.sent_ts, r.client_queue_s,
-        r.headers_ts, r.first_token_ts, r.last_token_ts, r.end_ts, r.ttft_s, ttft_intended,
-        ttfo_s(r), tpot_s(r), e2e_s(r), len(r.chunks), r.prompt_tokens, r.output_tokens,
-        r.max_tokens, r.output_tokens_source.value, r.http_status, r.error_kind.value, r.fault,
+        r.id,
+        r.labels.get("level", ""),
+        r.scheduled_ts,
+        r.sent_ts,
+        r.client_queue_s,
+        r.headers_ts,
+        r.first_token_ts,
+        r.last_token_ts,
+        r.end_ts,
+        r.ttft_s,
+        ttft_intended,
+        ttfo_s(r),
+        tpot_s(r),
+        e2e_s(r),
+        len(r.chunks),
+        r.prompt_tokens,
+        r.output_tokens,
+        r.max_tokens,
+        r.output_tokens_source.value,
+        r.http_status,
+        r.error_kind.value,
+        r.fault,
         r.error_text,
-    ]  # fmt: skip
+    ]
 
 
 def _cell(value: object) -> object:
@@ -263,17 +311,25 @@ def _levels_table(result: BenchResult) -> Table:
     for level in result.levels:
         s = level.summary
         table.add_row(
-            terminal_text(level.name), f"{s.num_ok}/{s.num_failed}", f"{s.request_throughput:,.2f}",
-            f"{s.output_throughput:,.0f}", _ms(s.ttft, "p50"), _ms(s.ttft, "p99"),
-            _ms(s.tpot, "p50"), _ms(s.itl, "p99"),
-        )  # fmt: skip
+            terminal_text(level.name),
+            f"{s.num_ok}/{s.num_failed}",
+            f"{s.request_throughput:,.2f}",
+            f"{s.output_throughput:,.0f}",
+            _ms(s.ttft, "p50"),
+            _ms(s.ttft, "p99"),
+            _ms(s.tpot, "p50"),
+            _ms(s.itl, "p99"),
+        )
     return table
 
 
 def _level_lines(level: LevelResult, text: Text) -> None:
     s, c = level.summary, level.client
-    notes = [note for flag, note in ((level.stable is False, "unstable"),
-                                     (c.client_bound, "client-bound")) if flag]  # fmt: skip
+    notes = [
+        note
+        for flag, note in ((level.stable is False, "unstable"), (c.client_bound, "client-bound"))
+        if flag
+    ]
     head = f"{show_controls(level.name)}{' (' + ', '.join(notes) + ')' if notes else ''}:"
     text.append(
         f"{head} goodput {s.goodput:,.2f} req/s; E2E p99 {_ms(s.e2e, 'p99')} ms; TTFT from "
