@@ -354,13 +354,19 @@ def step_work(
         spec, dtype, num_tokens, num_logit_tokens, execution.routing
     )
     return StepWork(
-        num_tokens=num_tokens, num_seqs=num_seqs, gemm_flops=dense / tp,
-        expert_flops=experts / tp, expert_tokens=rows, weight_bytes=weights / tp,
+        num_tokens=num_tokens,
+        num_seqs=num_seqs,
+        gemm_flops=dense / tp,
+        expert_flops=experts / tp,
+        expert_tokens=rows,
+        weight_bytes=weights / tp,
         prefill_attention_flops=prefill_attention_flops,
         decode_attention_flops=decode_attention_flops,
-        query_group=_query_group(spec, tp), kv_bytes=kv_bytes, comm_s=comm_s,
+        query_group=_query_group(spec, tp),
+        kv_bytes=kv_bytes,
+        comm_s=comm_s,
         num_layers=spec.num_layers,
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------------- steps
@@ -403,10 +409,17 @@ def prefill_time(
     )
     attention = num_seqs * _attention_flops(spec, first, last, absorbed=False) / tp
     work = step_work(
-        spec, dtype, tp=tp, num_tokens=total_tokens, num_logit_tokens=num_seqs,
-        num_seqs=num_seqs, prefill_attention_flops=attention,
-        kv_bytes=num_seqs * (kv_written + kv_read), comm_s=comm_s, execution=execution,
-    )  # fmt: skip
+        spec,
+        dtype,
+        tp=tp,
+        num_tokens=total_tokens,
+        num_logit_tokens=num_seqs,
+        num_seqs=num_seqs,
+        prefill_attention_flops=attention,
+        kv_bytes=num_seqs * (kv_written + kv_read),
+        comm_s=comm_s,
+        execution=execution,
+    )
     return step_cost(work, gpu, dtype, p)
 
 
@@ -440,10 +453,17 @@ def decode_step_time(
         spec, gpu=gpu, tp=tp, num_tokens=batch_size, params=p, interconnect=interconnect
     )
     work = step_work(
-        spec, dtype, tp=tp, num_tokens=batch_size, num_logit_tokens=batch_size,
-        num_seqs=batch_size, decode_attention_flops=batch_size * per_sequence / tp,
-        kv_bytes=batch_size * kv_moved, comm_s=comm_s, execution=execution,
-    )  # fmt: skip
+        spec,
+        dtype,
+        tp=tp,
+        num_tokens=batch_size,
+        num_logit_tokens=batch_size,
+        num_seqs=batch_size,
+        decode_attention_flops=batch_size * per_sequence / tp,
+        kv_bytes=batch_size * kv_moved,
+        comm_s=comm_s,
+        execution=execution,
+    )
     return step_cost(work, gpu, dtype, p)
 
 
@@ -468,13 +488,29 @@ def ttft_itl(  # noqa: PLR0917
     _check_count(output_len, "output tokens")
     p = params_for(gpu) if params is None else params
     prefill = prefill_time(
-        spec, gpu, dtype, input_len, tp=tp, kv_dtype=kv_dtype, params=p,
-        interconnect=interconnect, num_seqs=batch_size, execution=execution,
-    )  # fmt: skip
+        spec,
+        gpu,
+        dtype,
+        input_len,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        params=p,
+        interconnect=interconnect,
+        num_seqs=batch_size,
+        execution=execution,
+    )
     decode = decode_step_time(
-        spec, gpu, dtype, batch_size, input_len + output_len // 2, tp=tp, kv_dtype=kv_dtype,
-        params=p, interconnect=interconnect, execution=execution,
-    )  # fmt: skip
+        spec,
+        gpu,
+        dtype,
+        batch_size,
+        input_len + output_len // 2,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        params=p,
+        interconnect=interconnect,
+        execution=execution,
+    )
     ttft_s = p.request_overhead_s + prefill.total_s
     e2e_s = ttft_s + (output_len - 1) * decode.total_s
     return LatencyEstimate(
