@@ -270,9 +270,13 @@ class _Shape:
 def _replayed(ws: WorkloadSpec, num_requests: int | None, seed: int, max_model_len: int) -> _Shape:
     """A trace as one stage: its span, and its mean rate over it."""
     schedule = make_schedule(
-        ws, None, num_requests=num_requests, duration_s=None, seed=seed,
+        ws,
+        None,
+        num_requests=num_requests,
+        duration_s=None,
+        seed=seed,
         max_model_len=max_model_len,
-    )  # fmt: skip
+    )
     offsets = schedule.offsets_s
     assert offsets is not None
     span = float(offsets[-1] - offsets[0]) if len(offsets) > 1 else 0.0
@@ -284,9 +288,13 @@ def _one_rate(
     ws: WorkloadSpec, arrivals: Arrivals, num_requests: int, seed: int, max_model_len: int
 ) -> _Shape:
     schedule = make_schedule(
-        ws, arrivals, num_requests=num_requests, duration_s=None, seed=seed,
+        ws,
+        arrivals,
+        num_requests=num_requests,
+        duration_s=None,
+        seed=seed,
         max_model_len=max_model_len,
-    )  # fmt: skip
+    )
     offsets = schedule.offsets_s
     assert offsets is not None  # an open loop
     stage = Stage(arrivals.rate, num_requests / arrivals.rate)
@@ -332,9 +340,14 @@ def plan_traffic(
         at_rate = dataclasses.replace(process, rate=rate)
         shape = _one_rate(ws, at_rate, num_requests, seed, max_model_len)
     return Traffic(
-        shape.specs, shape.arrival_ts, shape.stage_of, shape.stages, shape.stage_start_ts,
-        max_model_len, vocab_size,
-    )  # fmt: skip
+        shape.specs,
+        shape.arrival_ts,
+        shape.stage_of,
+        shape.stages,
+        shape.stage_start_ts,
+        max_model_len,
+        vocab_size,
+    )
 
 
 def make_traffic(
@@ -353,7 +366,12 @@ def make_traffic(
     if rate <= 0 or num_requests < 1:
         raise ValueError("rate must be positive and num_requests at least 1")
     traffic = plan_traffic(
-        traffic_workload(input_len, output_len), max_model_len=max_model_len,
-        vocab_size=vocab_size, rate=rate, num_requests=num_requests, arrivals=arrivals, seed=seed,
-    )  # fmt: skip
+        traffic_workload(input_len, output_len),
+        max_model_len=max_model_len,
+        vocab_size=vocab_size,
+        rate=rate,
+        num_requests=num_requests,
+        arrivals=arrivals,
+        seed=seed,
+    )
     return [traffic.request(i) for i in range(len(traffic))]
