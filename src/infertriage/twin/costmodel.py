@@ -182,16 +182,30 @@ class CostModel:
     def _decode_call(self, batch: int, context: int) -> StepCost:
         hw = self.hw
         return decode_step_time(
-            hw.spec, hw.gpu, hw.dtype, batch, context, tp=hw.tensor_parallel,
-            kv_dtype=hw.kv_dtype, params=self.params, interconnect=hw.interconnect,
-        )  # fmt: skip
+            hw.spec,
+            hw.gpu,
+            hw.dtype,
+            batch,
+            context,
+            tp=hw.tensor_parallel,
+            kv_dtype=hw.kv_dtype,
+            params=self.params,
+            interconnect=hw.interconnect,
+        )
 
     def _prefill_call(self, num_tokens: int, context: int) -> StepCost:
         hw = self.hw
         return prefill_time(
-            hw.spec, hw.gpu, hw.dtype, num_tokens, tp=hw.tensor_parallel, kv_dtype=hw.kv_dtype,
-            params=self.params, context_before=context, interconnect=hw.interconnect,
-        )  # fmt: skip
+            hw.spec,
+            hw.gpu,
+            hw.dtype,
+            num_tokens,
+            tp=hw.tensor_parallel,
+            kv_dtype=hw.kv_dtype,
+            params=self.params,
+            context_before=context,
+            interconnect=hw.interconnect,
+        )
 
     def _decode_at(self, batch: int, context: int) -> tuple[float, float]:
         """(attention FLOPs, KV bytes) of `batch` decode sequences at `context`, per GPU."""
@@ -228,15 +242,24 @@ class CostModel:
     ) -> StepWork:
         hw = self.hw
         return step_work(
-            hw.spec, hw.dtype, tp=hw.tensor_parallel, num_tokens=num_tokens,
-            num_logit_tokens=num_logits, num_seqs=num_logits,
+            hw.spec,
+            hw.dtype,
+            tp=hw.tensor_parallel,
+            num_tokens=num_tokens,
+            num_logit_tokens=num_logits,
+            num_seqs=num_logits,
             prefill_attention_flops=prefill_flops,
-            decode_attention_flops=decode_flops, kv_bytes=kv_bytes,
+            decode_attention_flops=decode_flops,
+            kv_bytes=kv_bytes,
             comm_s=step_allreduce_s(
-                hw.spec, gpu=hw.gpu, tp=hw.tensor_parallel, num_tokens=num_tokens,
-                params=self.params, interconnect=hw.interconnect,
+                hw.spec,
+                gpu=hw.gpu,
+                tp=hw.tensor_parallel,
+                num_tokens=num_tokens,
+                params=self.params,
+                interconnect=hw.interconnect,
             ),
-        )  # fmt: skip
+        )
 
     def _cost(self, work: StepWork) -> StepCost:
         return step_cost(work, self.hw.gpu, self.hw.dtype, self.params)
@@ -302,9 +325,14 @@ class CostModel:
         # Each verified draft token samples, each prefill chunk its last token.
         num_logits = shape.num_decode_tokens + len(shape.prefill_chunks)
         cost = self._cost(
-            self._work(num_tokens, num_logits, prefill_flops=p_flops, decode_flops=d_flops,
-                       kv_bytes=d_bytes + p_bytes)
-        )  # fmt: skip
+            self._work(
+                num_tokens,
+                num_logits,
+                prefill_flops=p_flops,
+                decode_flops=d_flops,
+                kv_bytes=d_bytes + p_bytes,
+            )
+        )
         comm_s, compute_s, memory_s = cost.comm_s, cost.compute_s, cost.memory_s
         roof_s = cost.gemm_s + cost.attention_s
         # The fitted fixed kernel time is what a CUDA-graph step keeps; an eager step pays
