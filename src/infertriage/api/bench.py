@@ -207,10 +207,15 @@ class _Session:
         self.engine = make_engine(
             self.config,
             LoadContext(
-                self.client, self.clock.start_ns, self.sink, self.should_stop, self.tokenizer,
-                self.run.root, on_note=lambda text: print(text, file=sys.stderr),
+                self.client,
+                self.clock.start_ns,
+                self.sink,
+                self.should_stop,
+                self.tokenizer,
+                self.run.root,
+                on_note=lambda text: print(text, file=sys.stderr),
             ),
-        )  # fmt: skip
+        )
 
     @property
     def run(self) -> RunDir:
@@ -315,12 +320,15 @@ class _Session:
             return
         check = run_sync(
             tokencheck.check_tokens(
-                base_url=self.config.url, model=self.config.model, endpoint=self.config.endpoint,
-                sample=sample, renderer=TextRenderer(self.tokenizer),
+                base_url=self.config.url,
+                model=self.config.model,
+                endpoint=self.config.endpoint,
+                sample=sample,
+                renderer=TextRenderer(self.tokenizer),
                 headers=auth_headers(self.client.api_key, self.client.headers),
             ),
             use_uvloop=False,
-        )  # fmt: skip
+        )
         self.token_check = check
         self.warnings += tokencheck.token_check_warnings(
             check, have_tokenizer=self.tokenizer is not None
@@ -444,22 +452,37 @@ def run_bench(
     base, pairs = normalize_base_url(spec.url), asked.header_pairs()
     timeout_s = spec.timeout_s
     config = _validated(
-        url=base, model=asked.model or "", endpoint=asked.endpoint, rates=spec.rates,
-        concurrencies=spec.concurrencies, sweep=spec.sweep, workload=spec.workload,
-        arrival=spec.arrival, duration_s=spec.duration_s, num_requests=spec.num_requests,
-        workers=spec.workers, max_concurrency=spec.max_concurrency,
-        locust_workers=spec.locust_workers, locust_master_host=spec.locust_master_host,
-        think_time_s=spec.think_time_s, timeout_s=timeout_s,
+        url=base,
+        model=asked.model or "",
+        endpoint=asked.endpoint,
+        rates=spec.rates,
+        concurrencies=spec.concurrencies,
+        sweep=spec.sweep,
+        workload=spec.workload,
+        arrival=spec.arrival,
+        duration_s=spec.duration_s,
+        num_requests=spec.num_requests,
+        workers=spec.workers,
+        max_concurrency=spec.max_concurrency,
+        locust_workers=spec.locust_workers,
+        locust_master_host=spec.locust_master_host,
+        think_time_s=spec.think_time_s,
+        timeout_s=timeout_s,
         stall_timeout_s=spec.stall_timeout_s or min(timeout_s, 60.0),
         drain_timeout_s=(
             min(timeout_s, 30.0) if spec.drain_timeout_s is None else spec.drain_timeout_s
         ),
         drain_settle_share=spec.drain_settle_share,
-        goodput=spec.goodput, seed=spec.seed, tokenizer=asked.tokenizer,
-        max_model_len=asked.max_model_len, continuous_usage=spec.continuous_usage,
-        ignore_eos=spec.ignore_eos, check_tokens=spec.check_tokens,
-        header_names=tuple(name for name, _ in pairs), use_uvloop=spec.use_uvloop,
-    )  # fmt: skip
+        goodput=spec.goodput,
+        seed=spec.seed,
+        tokenizer=asked.tokenizer,
+        max_model_len=asked.max_model_len,
+        continuous_usage=spec.continuous_usage,
+        ignore_eos=spec.ignore_eos,
+        check_tokens=spec.check_tokens,
+        header_names=tuple(name for name, _ in pairs),
+        use_uvloop=spec.use_uvloop,
+    )
     engine_kind(config)  # a config that asks for two engines fails before any network
     ws = parse_workload(spec.workload)
     levels = _levels(config, ws)
@@ -496,11 +519,18 @@ def _client_config(
     keep_text: bool,
 ) -> ClientConfig:
     return ClientConfig(
-        base_url=config.url, model=config.model, endpoint=config.endpoint, api_key=api_key,
-        headers=headers, timeout_s=config.timeout_s, stall_timeout_s=config.stall_timeout_s,
-        connect_timeout_s=min(10.0, config.timeout_s), continuous_usage=config.continuous_usage,
-        send_ignore_eos=config.ignore_eos, keep_text=keep_text,
-    )  # fmt: skip
+        base_url=config.url,
+        model=config.model,
+        endpoint=config.endpoint,
+        api_key=api_key,
+        headers=headers,
+        timeout_s=config.timeout_s,
+        stall_timeout_s=config.stall_timeout_s,
+        connect_timeout_s=min(10.0, config.timeout_s),
+        continuous_usage=config.continuous_usage,
+        send_ignore_eos=config.ignore_eos,
+        keep_text=keep_text,
+    )
 
 
 def _run_levels(
