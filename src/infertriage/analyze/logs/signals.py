@@ -80,10 +80,14 @@ def _log_artefacts(timeline: LogTimeline) -> list[Signal]:
     said = timeline.events.metric_artefacts
     found = [
         (DUPLICATED_LINES, float(timeline.duplicated), "1", "log: records repeated verbatim"),
-        (NEGATIVE_COUNTER, said.get("negative_counter"), "1",
-         "log: 'Counters can only be incremented by non-negative amounts'"),
+        (
+            NEGATIVE_COUNTER,
+            said.get("negative_counter"),
+            "1",
+            "log: 'Counters can only be incremented by non-negative amounts'",
+        ),
         (NEGATIVE_GAUGE, said.get("negative_gauge"), "1", "log: a negative value reported"),
-    ]  # fmt: skip
+    ]
     return [
         Signal(artefact_name(kind), value, unit, source)
         for kind, value, unit, source in found
@@ -164,10 +168,13 @@ def _rank_signals(timeline: LogTimeline) -> list[Signal]:
     samples = (  # streamed: a long log holds a stats line a second
         Sample(at, name, value, labels[rank])
         for at, rank, running, waiting, kv in timeline.rank_stats
-        for name, value in (("queue.running", running), ("queue.waiting", waiting),
-                            ("kv.usage", kv))
+        for name, value in (
+            ("queue.running", running),
+            ("queue.waiting", waiting),
+            ("kv.usage", kv),
+        )
         if value is not None
-    )  # fmt: skip
+    )
     found = rank_signals(samples, timeline.start, timeline.end)
     window = (0.0, timeline.end - timeline.start)
     return [dataclasses.replace(s, source="log", window=window) for s in found]
@@ -183,19 +190,24 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
     kv = [r[3] for r in rows if r[3] is not None]
     out = [
         *signal("log.oom_errors", timeline.oom_errors, "1"),
-        *signal("queue.running_max", max((r[1] for r in rows if r[1] is not None), default=None),
-                "requests"),
-        *signal("queue.waiting_max", max((r[2] for r in rows if r[2] is not None), default=None),
-                "requests"),
-        *signal("queue.waiting_slope", _build_up(rows) if timeline.dated else None,
-                "requests/s"),
+        *signal(
+            "queue.running_max",
+            max((r[1] for r in rows if r[1] is not None), default=None),
+            "requests",
+        ),
+        *signal(
+            "queue.waiting_max",
+            max((r[2] for r in rows if r[2] is not None), default=None),
+            "requests",
+        ),
+        *signal("queue.waiting_slope", _build_up(rows) if timeline.dated else None, "requests/s"),
         *signal("queue.waiting_share", timeline.waiting_share, "fraction"),
         *signal("log.prefill_only_share", timeline.prefill_only_share, "fraction"),
         *signal("kv.usage_max", _kv_when_waiting(rows), "fraction"),
         *signal("kv.usage_mean", sum(kv) / len(kv) if kv else None, "fraction"),
         *signal("preemptions.total", timeline.preemptions, "1"),
         *signal("prefix_cache.hit_rate", timeline.prefix_hit_rate, "fraction"),
-    ]  # fmt: skip
+    ]
     if (timeline.throughput_known and timeline.dated) or timeline.stalls:
         longest = max((s.duration_s for s in timeline.stalls), default=0.0)
         out += signal("log.engine_stuck_s", longest, "s")
