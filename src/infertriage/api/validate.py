@@ -149,10 +149,16 @@ class _Load:
     def _bench(self, url: str, phase: str) -> BenchSpec:
         spec = self.spec
         return BenchSpec(
-            url=url, client=spec.client, workload=spec.workload, thresholds=self.thresholds,
-            seed=spec.seed, drain_timeout_s=10.0, labels=(("phase", phase),),
-            locust_workers=spec.locust_workers, locust_master_host=spec.locust_master_host,
-        )  # fmt: skip
+            url=url,
+            client=spec.client,
+            workload=spec.workload,
+            thresholds=self.thresholds,
+            seed=spec.seed,
+            drain_timeout_s=10.0,
+            labels=(("phase", phase),),
+            locust_workers=spec.locust_workers,
+            locust_master_host=spec.locust_master_host,
+        )
 
 
 def _run_phases(
@@ -235,10 +241,14 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
         result = _redacted(
             spec,
             ValidateResult(
-                run.root, target.name, (*checks, *measured.checks), tuple(notes),
-                measured.judged, interrupted=interrupt.requested,
+                run.root,
+                target.name,
+                (*checks, *measured.checks),
+                tuple(notes),
+                measured.judged,
+                interrupted=interrupt.requested,
             ),
-        )  # fmt: skip
+        )
         _write(run, shared.clock, result, load, collected)
     return result
 
@@ -280,9 +290,12 @@ def _functional_checks(spec: ValidateSpec, url: str, observer: RunObserver | Non
     client = spec.client
     with in_phase(observer, "functional"):
         found = functional_checks(
-            url, client.model, api_key=client.api_key, headers=client.header_pairs(),
+            url,
+            client.model,
+            api_key=client.api_key,
+            headers=client.header_pairs(),
             max_model_len=client.max_model_len,
-        )  # fmt: skip
+        )
     return [_functional(c) for c in found]
 
 
