@@ -155,9 +155,11 @@ def verdict_line(result: CompareResult) -> str:
 
 
 def _level_table(level: LevelComparison) -> Table:
-    title = level.run_level if level.base_level == level.run_level else (
-        f"{level.base_level} → {level.run_level}"
-    )  # fmt: skip
+    title = (
+        level.run_level
+        if level.base_level == level.run_level
+        else (f"{level.base_level} → {level.run_level}")
+    )
     caption = "✗ regression  ✓ improvement  ? inconclusive  · unchanged"
     table = Table(
         title=terminal_text(title), title_justify="left", caption=caption, box=box.SIMPLE_HEAD
@@ -169,9 +171,14 @@ def _level_table(level: LevelComparison) -> Table:
             f"{_SIGN[m.verdict]} {_SHORT.get(m.metric, m.metric)}", _STYLE[m.verdict]
         )
         table.add_row(
-            name, _side(m, "base", "p50"), _side(m, "run", "p50"), change_text(m.change_p50),
-            _side(m, "base", "p95"), _side(m, "run", "p95"), change_text(m.change_p95),
-        )  # fmt: skip
+            name,
+            _side(m, "base", "p50"),
+            _side(m, "run", "p50"),
+            change_text(m.change_p50),
+            _side(m, "base", "p95"),
+            _side(m, "run", "p95"),
+            change_text(m.change_p95),
+        )
     return table
 
 

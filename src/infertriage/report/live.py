@@ -139,10 +139,12 @@ def figures_line(f: LiveFigures, *, done: bool = False) -> Text:
         line.append(f"  in {f.elapsed_s:,.1f} s", style="dim")
     else:
         left = (
-            "" if f.remaining_s is None
-            else f", {f.remaining_s:,.0f} s left" if f.remaining_s > 0
+            ""
+            if f.remaining_s is None
+            else f", {f.remaining_s:,.0f} s left"
+            if f.remaining_s > 0
             else ", finishing the requests in flight"
-        )  # fmt: skip
+        )
         line.append(f"  {f.elapsed_s:,.0f} s{left}", style="dim")
     return line
 
@@ -165,9 +167,12 @@ class LiveView:
         self._phase: LivePhase | None = None
         self._spinner = Spinner("dots", style="cyan")
         self._live = Live(
-            console=console, refresh_per_second=refresh_per_second, transient=True,
-            get_renderable=self._renderable, redirect_stdout=False,
-        )  # fmt: skip
+            console=console,
+            refresh_per_second=refresh_per_second,
+            transient=True,
+            get_renderable=self._renderable,
+            redirect_stdout=False,
+        )
         self._started = False
 
     def __enter__(self) -> Self:

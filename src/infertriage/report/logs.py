@@ -73,27 +73,38 @@ def logs_to_json(triage: LogTriage) -> dict[str, object]:
         "schema": LOGS_SCHEMA,
         "files": list(triage.files),
         "engine": tl.engine or triage.engine,
-        "window": {"start": _clock(tl.start), "end": _clock(tl.end), "start_unix": tl.start,
-                   "end_unix": tl.end},
+        "window": {
+            "start": _clock(tl.start),
+            "end": _clock(tl.end),
+            "start_unix": tl.start,
+            "end_unix": tl.end,
+        },
         "interval_s": tl.interval_s,
         "num_records": tl.num_records,
         "timeline": [_interval_json(row) for row in tl.intervals],
         "stalls": [
-            {"start": _clock(s.start), "end": _clock(s.end), "duration_s": s.duration_s,
-             "running": s.running}
+            {
+                "start": _clock(s.start),
+                "end": _clock(s.end),
+                "duration_s": s.duration_s,
+                "running": s.running,
+            }
             for s in tl.stalls
         ],
         "preemptions": tl.preemptions,
         "oom_errors": tl.oom_errors,
         "recompilations": tl.recompilations,
-        "spec": None if spec is None else {
-            "num_lines": spec.num_lines, "acceptance_rate": spec.acceptance_rate,
+        "spec": None
+        if spec is None
+        else {
+            "num_lines": spec.num_lines,
+            "acceptance_rate": spec.acceptance_rate,
             "mean_accepted_tokens": spec.mean_accepted_tokens,
             "per_position": list(spec.per_position),
         },
         "notes": list(triage.notes),
         "diagnosis": diagnosis_to_json(triage.diagnosis),
-    }  # fmt: skip
+    }
 
 
 def _num(value: float | None, form: str = "{:,.0f}") -> str:

@@ -72,8 +72,13 @@ def render_simulation(result: SimulationResult, console: Console) -> None:
     if len(result.stages) > 1:
         for stage in result.stages:
             console.print(_stage_table(stage))
-    rows = [("TTFT", result.ttft), ("ITL", result.itl), ("TPOT", result.tpot),
-            ("E2E", result.e2e), ("queue time", result.queue_time)]  # fmt: skip
+    rows = [
+        ("TTFT", result.ttft),
+        ("ITL", result.itl),
+        ("TPOT", result.tpot),
+        ("E2E", result.e2e),
+        ("queue time", result.queue_time),
+    ]
     console.print(_latency_table(_run_title(result), rows))
     spec = (
         f"; draft acceptance {result.spec_acceptance_rate:.0%}"

@@ -111,11 +111,14 @@ def _overview(report: TraceReport) -> Table:
         ("steps / kernels per step", _steps(report)),
         ("sync calls per step", _count(report, "trace.sync_calls_per_step", 1)),
         ("attention backend", report.attention_backend),
-        ("NCCL share / overlap", f"{_pct(report, 'trace.nccl_fraction')} / "
-         f"{_pct(report, 'trace.comm_overlap_fraction')}"),
+        (
+            "NCCL share / overlap",
+            f"{_pct(report, 'trace.nccl_fraction')} / "
+            f"{_pct(report, 'trace.comm_overlap_fraction')}",
+        ),
         ("memcpy HtoD / DtoH (pageable share)", _copies(report)),
         ("recompilations", _count(report, "trace.recompilations")),
-    )  # fmt: skip
+    )
     for what, value in rows:
         table.add_row(what, terminal_text(value))
     return table

@@ -23,8 +23,15 @@ from infertriage.schemas.text import escape_html
 __all__ = ["PALETTE", "cdf_chart", "format_axis", "legend", "time_chart"]
 
 PALETTE = (
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f",
-)  # fmt: skip
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#17becf",
+    "#7f7f7f",
+)
 _W, _H = 760, 230
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 12, 10, 30
 _MAX_POINTS = 600
@@ -98,8 +105,9 @@ def _axes(frame: _Frame, x_ticks: Sequence[tuple[float, str]], y_unit: str) -> l
     ]
     for value in _ticks(frame.y0, frame.y1, 4):
         y = frame.py(value)
-        parts.append(f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_W - _RIGHT}" '
-                     f'y2="{y:.1f}"/>')  # fmt: skip
+        parts.append(
+            f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_W - _RIGHT}" y2="{y:.1f}"/>'
+        )
         parts.append(
             f'<text class="tick" x="{_LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">'
             f"{escape_html(format_axis(value, y_unit))}</text>"

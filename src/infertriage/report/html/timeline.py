@@ -27,25 +27,37 @@ __all__ = ["level_bands", "run_charts", "span_of"]
 _BIN_S = 1.0
 # (chart title, unit, [(metric, line name, is a counter)])
 _GROUPS: tuple[tuple[str, str, tuple[tuple[str, str, bool], ...]], ...] = (
-    ("Requests", "requests", (
-        ("queue.running", "running (server)", False),
-        ("queue.waiting", "waiting (server)", False),
-    )),
+    (
+        "Requests",
+        "requests",
+        (
+            ("queue.running", "running (server)", False),
+            ("queue.waiting", "waiting (server)", False),
+        ),
+    ),
     ("KV cache", "fraction", (("kv.usage", "KV cache used", False),)),
     ("Preemptions", "1/s", (("preemptions", "preemptions per second", True),)),
-    ("GPU activity", "fraction", (
-        ("gpu.util", "GPU util", False),
-        ("gpu.sm_active", "SM active", False),
-        ("gpu.tensor_active", "tensor active", False),
-        ("gpu.dram_active", "DRAM (HBM) active", False),
-    )),
+    (
+        "GPU activity",
+        "fraction",
+        (
+            ("gpu.util", "GPU util", False),
+            ("gpu.sm_active", "SM active", False),
+            ("gpu.tensor_active", "tensor active", False),
+            ("gpu.dram_active", "DRAM (HBM) active", False),
+        ),
+    ),
     ("GPU memory", "bytes", (("gpu.fb_used_bytes", "GPU memory used", False),)),
-    ("Host CPU", "fraction", (
-        ("host.cpu", "host CPU busy", False),
-        ("host.client_cpu", "load client CPU", False),
-        ("proc.cpu_thread_max", "busiest server thread", False),
-    )),
-)  # fmt: skip
+    (
+        "Host CPU",
+        "fraction",
+        (
+            ("host.cpu", "host CPU busy", False),
+            ("host.client_cpu", "load client CPU", False),
+            ("proc.cpu_thread_max", "busiest server thread", False),
+        ),
+    ),
+)
 _AVERAGED = {"fraction"}
 
 
@@ -103,8 +115,10 @@ def _in_flight(records: Sequence[RequestRecord]) -> list[tuple[float, float]]:
 
 def _throughput_chart(records: Sequence[RequestRecord], samples: Sequence[Sample]) -> Chart:
     series = [Series("output tokens/s (client)", tuple(_client_throughput(records)))]
-    for name, line in (("tokens.generation", "generation tokens/s (server)"),
-                       ("tokens.prompt", "prompt tokens/s (server)")):  # fmt: skip
+    for name, line in (
+        ("tokens.generation", "generation tokens/s (server)"),
+        ("tokens.prompt", "prompt tokens/s (server)"),
+    ):
         rates = _rates(_points(samples, name, "tokens"))
         if rates:
             series.append(Series(line, tuple(rates)))
