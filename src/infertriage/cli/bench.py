@@ -136,19 +136,41 @@ def bench(
     rates = _split(rate, "--rate", float)
     concurrencies = [round(c) for c in _split(concurrency, "--concurrency", int)]
     client = ClientSpec(
-        model=model, endpoint=parse_endpoint(endpoint), api_key=api_key, headers=tuple(header),
-        tokenizer=tokenizer, max_model_len=max_model_len,
-    )  # fmt: skip
+        model=model,
+        endpoint=parse_endpoint(endpoint),
+        api_key=api_key,
+        headers=tuple(header),
+        tokenizer=tokenizer,
+        max_model_len=max_model_len,
+    )
     spec = BenchSpec(
-        url=url, client=client, rates=tuple(rates), concurrencies=tuple(concurrencies),
-        sweep=sweep, workload=workload, arrival=arrival, duration_s=duration,
-        num_requests=num_requests, workers=workers, max_concurrency=max_concurrency,
-        locust_workers=locust_workers, locust_master_host=locust_master_host,
-        think_time_s=think_time, out=out, force=force, thresholds=thresholds, goodput=goodput,
-        timeout_s=timeout, stall_timeout_s=stall_timeout, drain_timeout_s=drain_timeout,
-        seed=seed, continuous_usage=continuous_usage, ignore_eos=ignore_eos,
-        check_tokens=tokenize_check, use_uvloop=uvloop,
-    )  # fmt: skip
+        url=url,
+        client=client,
+        rates=tuple(rates),
+        concurrencies=tuple(concurrencies),
+        sweep=sweep,
+        workload=workload,
+        arrival=arrival,
+        duration_s=duration,
+        num_requests=num_requests,
+        workers=workers,
+        max_concurrency=max_concurrency,
+        locust_workers=locust_workers,
+        locust_master_host=locust_master_host,
+        think_time_s=think_time,
+        out=out,
+        force=force,
+        thresholds=thresholds,
+        goodput=goodput,
+        timeout_s=timeout,
+        stall_timeout_s=stall_timeout,
+        drain_timeout_s=drain_timeout,
+        seed=seed,
+        continuous_usage=continuous_usage,
+        ignore_eos=ignore_eos,
+        check_tokens=tokenize_check,
+        use_uvloop=uvloop,
+    )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_bench(spec, observer=view)
     if json_out:

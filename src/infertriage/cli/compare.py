@@ -164,14 +164,24 @@ def compare(
         if len(url) != 2 or base is not None:
             raise UserError("A/B takes exactly two --url (A then B) and no BASE or RUN.")
         client = ClientSpec(
-            model=model, endpoint=parse_endpoint(endpoint),
+            model=model,
+            endpoint=parse_endpoint(endpoint),
             api_key=api_key or os.environ.get("OPENAI_API_KEY"),
-        )  # fmt: skip
+        )
         spec = CompareABSpec(
-            urls=(url[0], url[1]), client=client, rate=rate, concurrency=concurrency,
-            duration_s=duration, num_requests=num_requests, blocks=blocks, workload=workload,
-            threshold=limit, seed=seed, out=out, force=force,
-        )  # fmt: skip
+            urls=(url[0], url[1]),
+            client=client,
+            rate=rate,
+            concurrency=concurrency,
+            duration_s=duration,
+            num_requests=num_requests,
+            blocks=blocks,
+            workload=workload,
+            threshold=limit,
+            seed=seed,
+            out=out,
+            force=force,
+        )
         with live_view(json_out=json_out, progress=progress) as view:
             result = compare_ab(spec, observer=view)
     else:

@@ -130,20 +130,41 @@ def diagnose(
     if gpu:
         deployment["gpu"] = gpu
     client = ClientSpec(
-        model=model, endpoint=parse_endpoint(endpoint),
-        api_key=api_key or os.environ.get("OPENAI_API_KEY"), tokenizer=tokenizer,
+        model=model,
+        endpoint=parse_endpoint(endpoint),
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+        tokenizer=tokenizer,
         max_model_len=max_model_len,
-    )  # fmt: skip
+    )
     spec = DiagnoseSpec(
-        url=url, scenario=scenario, client=client, metrics_url=metrics_url, dcgm_url=dcgm_url,
-        server_pid=server_pid, prometheus=prometheus, selector=selector, duration_s=duration,
-        concurrency=concurrency, workload=workload, from_run=from_run,
-        metrics_file=metrics_file, compare_run=compare_run, slo=slo, deployment=deployment,
-        traces=tuple(trace), profile_s=profile, profile_dir=profile_dir, logs=tuple(log),
-        out=out, force=force, html=html, locust_workers=locust_workers,
-        nvidia_smi_topo=nvidia_smi_topo, nccl_tests=tuple(nccl_tests),
+        url=url,
+        scenario=scenario,
+        client=client,
+        metrics_url=metrics_url,
+        dcgm_url=dcgm_url,
+        server_pid=server_pid,
+        prometheus=prometheus,
+        selector=selector,
+        duration_s=duration,
+        concurrency=concurrency,
+        workload=workload,
+        from_run=from_run,
+        metrics_file=metrics_file,
+        compare_run=compare_run,
+        slo=slo,
+        deployment=deployment,
+        traces=tuple(trace),
+        profile_s=profile,
+        profile_dir=profile_dir,
+        logs=tuple(log),
+        out=out,
+        force=force,
+        html=html,
+        locust_workers=locust_workers,
+        nvidia_smi_topo=nvidia_smi_topo,
+        nccl_tests=tuple(nccl_tests),
         locust_master_host=locust_master_host,
-    )  # fmt: skip
+    )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_diagnose(spec, observer=view)
     for note in result.notes:

@@ -33,10 +33,16 @@ def topology(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     spec = TopologySpec(
-        model=model, gpu=gpu, nvidia_smi_topo=nvidia_smi_topo, nccl_tests=tuple(nccl_tests),
-        max_model_len=max_model_len, concurrency=concurrency, input_len=input_len,
-        output_len=output_len, dtype=dtype,
-    )  # fmt: skip
+        model=model,
+        gpu=gpu,
+        nvidia_smi_topo=nvidia_smi_topo,
+        nccl_tests=tuple(nccl_tests),
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        input_len=input_len,
+        output_len=output_len,
+        dtype=dtype,
+    )
     report = run_topology(spec)
     if json_out:
         print_json(topology_to_json(report))

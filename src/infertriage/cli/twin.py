@@ -38,7 +38,11 @@ def twin(
     ),
 ) -> None:
     spec = TwinSpec(
-        scenario=scenario, host=host, port=port, load_time_s=load_time, profile_dir=profile_dir,
+        scenario=scenario,
+        host=host,
+        port=port,
+        load_time_s=load_time,
+        profile_dir=profile_dir,
         parent_pid=parent_pid,
-    )  # fmt: skip
+    )
     api.serve_twin(spec)

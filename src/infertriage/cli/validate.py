@@ -110,18 +110,35 @@ def validate(
     ),
 ) -> int:
     client = ClientSpec(
-        model=model, endpoint=parse_endpoint(endpoint),
-        api_key=api_key or os.environ.get("OPENAI_API_KEY"), tokenizer=tokenizer,
+        model=model,
+        endpoint=parse_endpoint(endpoint),
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+        tokenizer=tokenizer,
         max_model_len=max_model_len,
-    )  # fmt: skip
+    )
     spec = ValidateSpec(
-        url=url, scenario=scenario, client=client, slo=slo, workload=workload, rate=rate,
-        concurrency=concurrency, duration_s=duration, num_requests=num_requests, soak_s=soak,
-        soak_rate=soak_rate, metrics_url=metrics_url, dcgm_url=dcgm_url, server_pid=server_pid,
-        functional=not skip_functional, seed=seed, out=out, force=force,
+        url=url,
+        scenario=scenario,
+        client=client,
+        slo=slo,
+        workload=workload,
+        rate=rate,
+        concurrency=concurrency,
+        duration_s=duration,
+        num_requests=num_requests,
+        soak_s=soak,
+        soak_rate=soak_rate,
+        metrics_url=metrics_url,
+        dcgm_url=dcgm_url,
+        server_pid=server_pid,
+        functional=not skip_functional,
+        seed=seed,
+        out=out,
+        force=force,
         long_generation_max_s=long_generation_max_s,
-        locust_workers=locust_workers, locust_master_host=locust_master_host,
-    )  # fmt: skip
+        locust_workers=locust_workers,
+        locust_master_host=locust_master_host,
+    )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_validate(spec, observer=view)
     title = f"Go-live checklist: {result.target} — run {result.run_dir}"
