@@ -242,11 +242,21 @@ _CONFIG_FIELDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bn_ctx_(?:per_|pre_)?seq\s*(?:=\s*|\()(\d+)"), "max_model_len"),
     # the whole KV cache and the batch: "llama_context: n_ctx         = 8192" (2025–),
     # "llama_new_context_with_model: n_ctx      = 2048" (to January 2025), llama_init_from_model
-    (re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): +"
-                r"n_ctx += +(\d+)"), "kv_cache_tokens"),
-    (re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): +"
-                r"n_batch += +(\d+)"), "max_num_batched_tokens"),
-)  # fmt: skip
+    (
+        re.compile(
+            r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): +"
+            r"n_ctx += +(\d+)"
+        ),
+        "kv_cache_tokens",
+    ),
+    (
+        re.compile(
+            r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): +"
+            r"n_batch += +(\d+)"
+        ),
+        "max_num_batched_tokens",
+    ),
+)
 # SLT_CNT "draft acceptance rate = 0.57576 (  171 accepted /   297 generated)" (December 2024 to
 # 2026); then SLT_INF "draft acceptance = 0.64479 (  167 accepted /   259 generated), mean
 # acceptance length =  2.92, acceptance rate per position = (0.805, 0.632, 0.483)" and later

@@ -242,9 +242,12 @@ def _run_for(runs: tuple[NcclRun, ...], tp: int) -> NcclRun | None:
 
 
 def _verdict(
-    inputs: PlanInputs, tp: int, group: tuple[tuple[str, ...], str], run: NcclRun | None,
+    inputs: PlanInputs,
+    tp: int,
+    group: tuple[tuple[str, ...], str],
+    run: NcclRun | None,
     comm_share_limit: float,
-) -> TpVerdict:  # fmt: skip
+) -> TpVerdict:
     over_pcie = bool(group[1]) and not _NV.match(group[1])
     link = "pcie" if over_pcie else inputs.interconnect
     plan = make_capacity_plan(inputs.replace(tp=tp, pp=1, interconnect=link))
@@ -265,8 +268,18 @@ def _verdict(
     )
     if over_pcie:
         reason += f"; the group's weakest link is {group[1]} (PCIe, no NVLink)"
-    return TpVerdict(tp, group[0], group[1], message, measured,
-                     run.num_ranks if run else None, step_s, share, carries, reason)  # fmt: skip
+    return TpVerdict(
+        tp,
+        group[0],
+        group[1],
+        message,
+        measured,
+        run.num_ranks if run else None,
+        step_s,
+        share,
+        carries,
+        reason,
+    )
 
 
 def tp_verdicts(

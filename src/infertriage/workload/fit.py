@@ -296,13 +296,18 @@ class FitReport:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "max_model_len": self.max_model_len, "limit_source": self.limit_source,
-            "count_source": self.count_source, "estimated": self.estimated,
-            "num_requests": self.num_requests, "num_capped": self.num_capped,
-            "capped_min_tokens": self.capped_min, "num_trimmed": self.num_trimmed,
-            "rescale": self.rescale, "max_template_tokens": self.max_template_tokens,
+            "max_model_len": self.max_model_len,
+            "limit_source": self.limit_source,
+            "count_source": self.count_source,
+            "estimated": self.estimated,
+            "num_requests": self.num_requests,
+            "num_capped": self.num_capped,
+            "capped_min_tokens": self.capped_min,
+            "num_trimmed": self.num_trimmed,
+            "rescale": self.rescale,
+            "max_template_tokens": self.max_template_tokens,
             "max_total_tokens": self.max_total_tokens,
-        }  # fmt: skip
+        }
 
     def warnings(self) -> list[str]:
         context = f"the {self.max_model_len:,}-token context ({self.limit_source})"

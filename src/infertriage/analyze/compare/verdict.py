@@ -524,9 +524,13 @@ def judge_metric(
     """One metric's verdict (see the module): each statistic tested at `alpha` (a share of the
     comparison's, Bonferroni), a regression ruled out at a risk of `miss` (the comparison's)."""
     rule = _Rule(
-        metric, _p_value(metric, base_samples, run_samples), threshold, alpha, miss=miss,
+        metric,
+        _p_value(metric, base_samples, run_samples),
+        threshold,
+        alpha,
+        miss=miss,
         tail_p_value=tail_p_value(base_samples, run_samples),
         min_p=_min_p(metric, base_samples.size, run_samples.size),
         tail_scale=_tail_scale(base_samples.size, run_samples.size, alpha),
-    )  # fmt: skip
+    )
     return _compare_metric(metric, base_samples, run_samples, rule=rule, seed=seed)

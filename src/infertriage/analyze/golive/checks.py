@@ -228,20 +228,31 @@ class _Resource:
 
 _RESOURCES = (
     _Resource(
-        "kv.usage", "KV-cache usage", "scrape the engine's /metrics (--metrics-url)",
-        lambda growth, _mean: growth >= 0.05, lambda v: f"{v:.1%}", "5 points", capacity=1.0,
+        "kv.usage",
+        "KV-cache usage",
+        "scrape the engine's /metrics (--metrics-url)",
+        lambda growth, _mean: growth >= 0.05,
+        lambda v: f"{v:.1%}",
+        "5 points",
+        capacity=1.0,
     ),
     _Resource(
-        "gpu.fb_used_bytes", "GPU memory",
+        "gpu.fb_used_bytes",
+        "GPU memory",
         "scrape dcgm-exporter (--dcgm-url) or install nvidia-ml-py",
-        lambda growth, mean: growth >= 0.01 * mean, format_bytes, "1 % of its mean",
+        lambda growth, mean: growth >= 0.01 * mean,
+        format_bytes,
+        "1 % of its mean",
     ),
     _Resource(
-        "proc.rss_bytes", "server RSS", "give the server's process (--server-pid) on this host",
-        lambda growth, mean: growth >= max(0.05 * mean, 32 * MIB), format_bytes,
+        "proc.rss_bytes",
+        "server RSS",
+        "give the server's process (--server-pid) on this host",
+        lambda growth, mean: growth >= max(0.05 * mean, 32 * MIB),
+        format_bytes,
         "5 % of its mean and 32 MiB",
     ),
-)  # fmt: skip
+)
 
 
 def _series(

@@ -94,13 +94,17 @@ def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Si
     out = [
         _signal("dp.ranks", float(len(ranks)), "1", span),
         _signal("dp.imbalance", loads[busiest] / mean_load if mean_load > 0 else 1.0, "1", span),
-        _signal("dp.rank_running_max", max((max(p.values()) for p in running), default=0.0),
-                "requests", span),
+        _signal(
+            "dp.rank_running_max",
+            max((max(p.values()) for p in running), default=0.0),
+            "requests",
+            span,
+        ),
         _signal("dp.busiest_rank", _rank_number(busiest, ranks), "1", span),
         _signal("dp.idlest_rank", _rank_number(idlest, ranks), "1", span),
         *_figures("dp.busiest_{figure}", means[busiest], span),
         *_figures("dp.idlest_{figure}", means[idlest], span),
-    ]  # fmt: skip
+    ]
     for rank in ranks:
         out += _figures(f"dp.{{figure}}_by_rank.{rank}", means[rank], span)
     return out
