@@ -136,10 +136,17 @@ class LocustEngine:
     def run_level(self, plan: LoadPlan) -> LoadRun:
         ctx, cfg = self.context, self.config
         run = run_locust(
-            plan, ctx.client, cfg.locust_workers or 1, master_host=cfg.locust_master_host,
-            clock_start_ns=ctx.clock_start_ns, sink=ctx.sink, tokenizer=cfg.tokenizer,
-            log_dir=ctx.run_root / "locust", stop=ctx.stop, on_note=ctx.on_note,
-        )  # fmt: skip
+            plan,
+            ctx.client,
+            cfg.locust_workers or 1,
+            master_host=cfg.locust_master_host,
+            clock_start_ns=ctx.clock_start_ns,
+            sink=ctx.sink,
+            tokenizer=cfg.tokenizer,
+            log_dir=ctx.run_root / "locust",
+            stop=ctx.stop,
+            on_note=ctx.on_note,
+        )
         return LoadRun(run.reports, run.interrupted, run.lost)
 
     def uses_uvloop(self) -> bool:

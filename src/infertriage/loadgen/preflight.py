@@ -118,8 +118,14 @@ def learn_prompts(
     """Count a sample of `specs` with the server's `/tokenize` (`promptcount`), blocking."""
     return run_sync(
         learn_prompt_model(
-            base_url=base_url, model=model, endpoint=endpoint, specs=specs, renderer=renderer,
-            count_text=count_text, headers=headers, have_tokenizer=have_tokenizer,
+            base_url=base_url,
+            model=model,
+            endpoint=endpoint,
+            specs=specs,
+            renderer=renderer,
+            count_text=count_text,
+            headers=headers,
+            have_tokenizer=have_tokenizer,
         ),
         use_uvloop=False,
-    )  # fmt: skip
+    )

@@ -73,21 +73,31 @@ class _Writer:
         self.correlation += 1
         self.events.append(
             {
-                "ph": "X", "cat": "cuda_runtime", "name": name, "pid": _PID, "tid": _TID,
-                "ts": self._us(start_s), "dur": round(dur_s * 1e6, 3),
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": name,
+                "pid": _PID,
+                "tid": _TID,
+                "ts": self._us(start_s),
+                "dur": round(dur_s * 1e6, 3),
                 "args": {"correlation": self.correlation},
             }
-        )  # fmt: skip
+        )
         return self.correlation
 
     def kernel(self, name: str, start_s: float, dur_s: float, correlation: int) -> None:
         self.events.append(
             {
-                "ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": _STREAM,
-                "ts": self._us(start_s), "dur": round(max(dur_s, 1e-7) * 1e6, 3),
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": 0,
+                "tid": _STREAM,
+                "ts": self._us(start_s),
+                "dur": round(max(dur_s, 1e-7) * 1e6, 3),
                 "args": {"device": 0, "stream": _STREAM, "correlation": correlation},
             }
-        )  # fmt: skip
+        )
 
     def step(self, result: StepResult) -> None:
         cost = result.cost

@@ -200,9 +200,11 @@ def _start(
     args = ["master", "--job", str(job_path), "--bind", bind, "--port", str(port)]
     try:
         master = _spawn(
-            [*args, "--out-fd", str(write_fd)], log_dir / "master.log", dict(os.environ),
+            [*args, "--out-fd", str(write_fd)],
+            log_dir / "master.log",
+            dict(os.environ),
             pass_fds=(write_fd,),
-        )  # fmt: skip
+        )
     finally:
         os.close(write_fd)
     workers = [
