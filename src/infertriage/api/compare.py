@@ -220,13 +220,16 @@ def _block_spec(spec: CompareABSpec, index: int, arm: int) -> BenchSpec:
     """One block's load on one arm: the same seeded schedule for both arms of a block."""
     blocks, duration_s, num_requests = spec.blocks, spec.duration_s, spec.num_requests
     return BenchSpec(
-        url=spec.urls[arm], client=spec.client, workload=spec.workload,
+        url=spec.urls[arm],
+        client=spec.client,
+        workload=spec.workload,
         rates=(spec.rate,) if spec.rate else (),
         concurrencies=(spec.concurrency or 8,) if not spec.rate else (),
         duration_s=duration_s / blocks if duration_s and num_requests is None else None,
         num_requests=num_requests // blocks if num_requests else None,
-        seed=spec.seed + index, labels=(("arm", _ARMS[arm]), ("block", str(index))),
-    )  # fmt: skip
+        seed=spec.seed + index,
+        labels=(("arm", _ARMS[arm]), ("block", str(index))),
+    )
 
 
 def _run_blocks(spec: CompareABSpec, shared: SharedRun, observer: RunObserver | None) -> bool:

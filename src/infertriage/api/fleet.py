@@ -71,18 +71,25 @@ async def _read(run: RunDir, clock: RunClock, target: Target, phases: Phases) ->
         client = PrometheusClient(session, prometheus_url)
         await _catch_up(client, selector_matchers(selector), anchor + end_ts)
         fleet = await fleet_samples(
-            session, prometheus_url, selector,
-            start_unix=anchor, end_unix=anchor + end_ts, anchor_unix=anchor,
-        )  # fmt: skip
+            session,
+            prometheus_url,
+            selector,
+            start_unix=anchor,
+            end_unix=anchor + end_ts,
+            anchor_unix=anchor,
+        )
         with JsonlWriter(run.metrics) as writer:
             for sample in fleet.samples:
                 writer.write(sample)
         window = phases.load_end_ts - phases.load_start_ts
         view = await collect_fleet(
-            session, prometheus_url, selector,
-            start_unix=anchor + phases.load_start_ts, end_unix=anchor + phases.load_end_ts,
+            session,
+            prometheus_url,
+            selector,
+            start_unix=anchor + phases.load_start_ts,
+            end_unix=anchor + phases.load_end_ts,
             rate_window_s=max(window, _MIN_RATE_WINDOW_S),
-        )  # fmt: skip
+        )
         document = dataclasses.asdict(view)
         document["window_ts"] = [phases.load_start_ts, phases.load_end_ts]
         write_json(run.raw / FLEET_FILE, document)

@@ -232,8 +232,9 @@ def cold_start_check(target: Target, spec: ValidateSpec) -> Check:
         timeout_s=60.0,
         stall_timeout_s=30.0,
     )
-    found = measure_cold_start(config, time.monotonic() - target.started_s,
-                               target.health_ready_s, prefix)  # fmt: skip
+    found = measure_cold_start(
+        config, time.monotonic() - target.started_s, target.health_ready_s, prefix
+    )
     figures = {
         "health_ready_s": found.health_ready_s,
         "first_token_s": found.first_token_s,

@@ -128,11 +128,15 @@ def _checks(info: RunInfo) -> tuple[Check, ...]:
     out = []
     for item in info.summary.get("checks") or []:
         try:
-            out.append(Check(
-                group=CheckGroup(item["group"]), name=str(item["name"]),
-                status=CheckStatus(item["status"]), detail=str(item.get("detail", "")),
-                figures={str(k): float(v) for k, v in (item.get("figures") or {}).items()},
-            ))  # fmt: skip
+            out.append(
+                Check(
+                    group=CheckGroup(item["group"]),
+                    name=str(item["name"]),
+                    status=CheckStatus(item["status"]),
+                    detail=str(item.get("detail", "")),
+                    figures={str(k): float(v) for k, v in (item.get("figures") or {}).items()},
+                )
+            )
         except (KeyError, TypeError, ValueError) as err:
             raise UserError(f"invalid check in run.json's summary ({err}).") from err
     return tuple(out)

@@ -288,10 +288,15 @@ def simulate(
     clock = VirtualClock()
     engine = EngineCore(scenario, clock)
     traffic = plan_traffic(
-        ws, max_model_len=engine.max_model_len, vocab_size=engine.vocab_size, rate=rate,
-        num_requests=num_requests, stages=stages, arrivals=arrivals,
+        ws,
+        max_model_len=engine.max_model_len,
+        vocab_size=engine.vocab_size,
+        rate=rate,
+        num_requests=num_requests,
+        stages=stages,
+        arrivals=arrivals,
         seed=scenario.seed if seed is None else seed,
-    )  # fmt: skip
+    )
     run = _Run(engine, clock, traffic, timeout_s)
     run.loop()
     fidelity = serving_fidelity(get_gpu(scenario.gpu)).statement()
