@@ -26,13 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infertriage.analyze.logs.join import join_slowest
-from infertriage.analyze.logs.records import read_records
-from infertriage.analyze.server_log import log_signals, merge_log_signals, parse_server_log
-from infertriage.analyze.signals.client import client_signals, judged_window
-from infertriage.analyze.signals.deployment import config_signals, fleet_signals
+from infertriage.analyze.signals.client import judged_window
 from infertriage.analyze.signals.metrics import Phases, metric_signals
-from infertriage.analyze.signals.scaling import scaling_signals
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.capture import (
@@ -40,18 +35,17 @@ from infertriage.api.capture import (
     ProfileWindow,
     check_files,
     keep_logs,
-    read_log,
     take_profiles,
 )
-from infertriage.api.evidence import plan_signals, trace_signals
-from infertriage.api.fleet import FLEET_FILE, check_fleet, read_fleet
+from infertriage.api.fleet import check_fleet, read_fleet
 from infertriage.api.fromrun import add_evidence
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.report import check_html_path, write_report
+from infertriage.api.run_signals import COMPARE_FILE, kept_logs, signals_of_run, slowest_in_logs
 from infertriage.api.runview import RunView, finished, load_phases, measured_view, run_target
 from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec
 from infertriage.api.target import Target, collector_for, twin_target
-from infertriage.api.topology import keep_interconnect, kept_interconnect
+from infertriage.api.topology import keep_interconnect
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
 from infertriage.diagnose import Evidence, diagnose_evidence
@@ -62,18 +56,15 @@ from infertriage.schemas import (
     Diagnosis,
     Interrupted,
     JsonlWriter,
-    LoggedRequest,
     RequestRecord,
     RunClock,
     RunDir,
     RunInfo,
-    Sample,
     Signal,
     Thresholds,
     UserError,
     check_out,
     load_thresholds,
-    read_json,
     write_json,
 )
 
@@ -86,7 +77,6 @@ __all__ = [
     "keep_traces",
 ]
 
-COMPARE_FILE = "compare-run.json"  # under raw/: the other run's signals, for scaling
 
 # The sweep's last level is the measured one: SLOs, server histograms and KV use are read
 # over it; the overload step after it shows whether the queue grows without bound.
@@ -341,13 +331,6 @@ def _records(run: RunDir) -> list[RequestRecord]:
     return list(run.iter_records(run.requests, RequestRecord))
 
 
-def _trace_files(run: RunDir) -> list[Path]:
-    """Profiles captured during the run, and the `--trace` files copied into raw/traces/."""
-    given = run.raw / "traces"
-    extra = sorted(p for p in given.iterdir() if p.is_file()) if given.is_dir() else []
-    return sorted(run.raw.glob("*.pt.trace.json*")) + extra
-
-
 def keep_traces(run: RunDir, traces: Sequence[Path]) -> None:
     """Copy `--trace` files into the run, so `--from-run` finds them; a bad path fails first."""
     check_files(traces, "--trace")
@@ -355,63 +338,6 @@ def keep_traces(run: RunDir, traces: Sequence[Path]) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for index, path in enumerate(traces):
         shutil.copyfile(path, target / f"{index:02d}-{path.name}")
-
-
-def _fleet_signals(run: RunDir) -> list[Signal]:
-    path = run.raw / FLEET_FILE
-    return fleet_signals(read_json(path)) if path.is_file() else []
-
-
-def _kept_logs(run: RunDir) -> list[str]:
-    """The text of each server log `--log` copied into the run (raw/logs/), read once."""
-    folder = run.raw / "logs"
-    if not folder.is_dir():
-        return []
-    return [read_log(path) for path in sorted(p for p in folder.iterdir() if p.is_file())]
-
-
-def _log_signals(logs: Sequence[str], info: RunInfo, phases: Phases) -> list[Signal]:
-    end_ts = phases.drain_end_ts or phases.load_end_ts
-    window_unix = (info.wall_anchor_s, info.wall_anchor_s + end_ts)
-    out: list[Signal] = []
-    for text in logs:
-        out += log_signals(parse_server_log(text, window_unix), (0.0, end_ts))
-    return out
-
-
-def _slowest_in_logs(logs: Sequence[str], view: RunView) -> tuple[LoggedRequest, ...]:
-    """The measured level's slowest requests with the lines of the server's log about them."""
-    if not view.records:
-        return ()
-    anchor = view.info.wall_anchor_s
-    records = [record for text in logs for record in read_records(text, anchor)]
-    if not records:  # no --log given (its folder is made either way), or nothing read in it
-        return ()
-    return tuple(join_slowest(view.records, records, anchor))
-
-
-def _signals_of_run(run: RunDir, view: RunView, logs: Sequence[str]) -> list[Signal]:
-    info, phases = view.info, view.phases
-    samples = list(run.iter_records(run.metrics, Sample))
-    deployment = info.config.get("deployment", {})
-    signals = [
-        *client_signals(view.records, client_bound=view.client_bound),
-        *metric_signals(samples, phases),
-        *config_signals(info.server_config, deployment),
-        *_fleet_signals(run),
-        *trace_signals(_trace_files(run)),
-    ]
-    signals = merge_log_signals(signals, _log_signals(logs, info, phases))
-    signals += plan_signals(deployment, info.server_config, signals, kept_interconnect(run.raw))
-    return signals + _scaling_signals(run, signals)
-
-
-def _scaling_signals(run: RunDir, signals: Sequence[Signal]) -> list[Signal]:
-    path = run.raw / COMPARE_FILE
-    if not path.is_file():
-        return []
-    other = read_json(path)["signals"]
-    return scaling_signals({s.name: s.value for s in signals}, other)
 
 
 def _other_run_signals(other: Path) -> dict[str, float]:
@@ -438,8 +364,8 @@ def _diagnose_run(
     run: RunDir, thresholds: Thresholds, target: str, view: RunView | None = None
 ) -> DiagnoseResult:
     view = view or measured_view(run)
-    records, logs = view.records, _kept_logs(run)
-    signals = _signals_of_run(run, view, logs)
+    records, logs = view.records, kept_logs(run)
+    signals = signals_of_run(run, view, logs)
     if run.signals.exists():
         run.signals.unlink()
     with JsonlWriter(run.signals) as writer:
@@ -449,7 +375,7 @@ def _diagnose_run(
     diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
     if records:  # say which window the client's SLO figures were judged over
         diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
-    slowest = _slowest_in_logs(logs, view)
+    slowest = slowest_in_logs(logs, view)
     if slowest:
         diagnosis = diagnosis.model_copy(update={"slowest": slowest})
     write_json(run.diagnosis, diagnosis)
@@ -521,10 +447,14 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
         with in_phase(observer if spec.url is None else None, "starting the twin"):
             target = stack.enter_context(_target(spec, run))
         bench = BenchSpec(
-            url=target.url, client=spec.client, workload=spec.workload, thresholds=thresholds,
-            drain_timeout_s=_DRAIN_TIMEOUT_S, locust_workers=spec.locust_workers,
+            url=target.url,
+            client=spec.client,
+            workload=spec.workload,
+            thresholds=thresholds,
+            drain_timeout_s=_DRAIN_TIMEOUT_S,
+            locust_workers=spec.locust_workers,
             locust_master_host=spec.locust_master_host,
-        )  # fmt: skip
+        )
         sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency, observer)
         measured = _measure(target, sweep, capture, interrupt)
         status = "interrupted" if interrupt.requested else "complete"
