@@ -7,15 +7,15 @@ or not, stop strings, `max_tokens`), with a 512-token limit and no /tokenize or
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
+
+from .appthread import serve_app
 
 _BAD_LIMIT = 512
 _BAD_MODEL = "bad-model"
@@ -98,27 +98,5 @@ def serve_bad_server() -> Iterator[str]:
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/completions", _generate)
     app.router.add_post("/v1/chat/completions", _generate)
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    def main() -> None:
-        loop = asyncio.new_event_loop()
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        stopped = asyncio.Event()
-        box.update(loop=loop, stopped=stopped, port=runner.addresses[0][1])
-        ready.set()
-        loop.run_until_complete(stopped.wait())
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=main, name="badserver", daemon=True)
-    thread.start()
-    assert ready.wait(10.0)
-    try:
-        yield f"http://127.0.0.1:{box['port']}"
-    finally:
-        box["loop"].call_soon_threadsafe(box["stopped"].set)
-        thread.join(timeout=10.0)
+    with serve_app(app, "badserver") as url:
+        yield url

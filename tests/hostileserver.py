@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
+
+from .appthread import serve_app
 
 HOSTILE = "[/x][bold]\x1b[2J\x1b]0;pwn\x07<script>alert(1)</script>|`tick`"
 HOSTILE_MODEL = f"evil{HOSTILE}"
@@ -145,27 +146,5 @@ def _app(key: str | None) -> web.Application:
 def serve_hostile(key: str | None = None) -> Iterator[str]:
     """The hostile server on 127.0.0.1 from a thread with its own loop; yields its base URL."""
     app = _app(key)
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    def main() -> None:
-        loop = asyncio.new_event_loop()
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        stopped = asyncio.Event()
-        box.update(loop=loop, stopped=stopped, port=runner.addresses[0][1])
-        ready.set()
-        loop.run_until_complete(stopped.wait())
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=main, name="hostileserver", daemon=True)
-    thread.start()
-    assert ready.wait(10.0)
-    try:
-        yield f"http://127.0.0.1:{box['port']}"
-    finally:
-        box["loop"].call_soon_threadsafe(box["stopped"].set)
-        thread.join(timeout=10.0)
+    with serve_app(app, "hostileserver") as url:
+        yield url

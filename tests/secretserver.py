@@ -21,16 +21,16 @@ Each runs on 127.0.0.1 from a thread with its own event loop.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from .appthread import serve_app
 
 MODEL = "secret-test-model"
 ERROR_EVERY = 8  # of the echoing server's generation requests, every 8th is a 500
@@ -110,41 +110,12 @@ def _recording(record: Recorded) -> Callable[..., Any]:
 
 
 @contextlib.contextmanager
-def _serve(app: web.Application) -> Iterator[str]:
-    """`app` on 127.0.0.1 from a thread with its own loop; yields its root URL."""
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    def main() -> None:
-        loop = asyncio.new_event_loop()
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        stopped = asyncio.Event()
-        box.update(loop=loop, stopped=stopped, port=runner.addresses[0][1])
-        ready.set()
-        loop.run_until_complete(stopped.wait())
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=main, name="secretserver", daemon=True)
-    thread.start()
-    assert ready.wait(10.0)
-    try:
-        yield f"http://127.0.0.1:{box['port']}"
-    finally:
-        box["loop"].call_soon_threadsafe(box["stopped"].set)
-        thread.join(timeout=10.0)
-
-
-@contextlib.contextmanager
 def serve_recording() -> Iterator[tuple[str, Recorded]]:
     """The recording server; yields its root URL and what it saw."""
     record = Recorded()
     app = web.Application(middlewares=[_recording(record)])
     _serving_routes(app)
-    with _serve(app) as url:
+    with serve_app(app, "secretserver") as url:
         yield url, record
 
 
@@ -165,7 +136,7 @@ def serve_redirecting(to: str) -> Iterator[tuple[str, Recorded]]:
     app.router.add_route("*", "/same/{tail:.*}", redirect)
     app.add_subapp("/served", served)
     app.router.add_route("*", "/{tail:.*}", redirect)
-    with _serve(app) as url:
+    with serve_app(app, "secretserver") as url:
         yield url, record
 
 
@@ -221,5 +192,5 @@ def serve_echoing(user_info: str | None = None) -> Iterator[tuple[str, Recorded]
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
-    with _serve(app) as url:
+    with serve_app(app, "secretserver") as url:
         yield url, record
