@@ -22,7 +22,7 @@ _FLOOR = re.compile(r">=\s*([^,\s]+)")
 
 
 def floor_pin(requirement: str) -> str | None:
-    """'aiohttp>=3.10.10,<4' -> 'aiohttp==3.10.10'; None when it declares no floor."""
+    """'aiohttp>=3.12.7,<4' -> 'aiohttp==3.12.7'; None when it declares no floor."""
     found = _REQUIREMENT.match(requirement)
     if found is None:
         return None

@@ -97,7 +97,7 @@ def test_floors_pin_every_runtime_dependency_at_its_declared_minimum() -> None:
     floors = _floors()
     pins = floors.pins(_PROJECT["dependencies"])
     assert {_name(p) for p in pins} == {_name(r) for r in _PROJECT["dependencies"]}
-    assert "aiohttp==3.10.10" in pins
+    assert "aiohttp==3.12.7" in pins
     assert floors.floor_pin("uvloop>=0.19,<1; sys_platform != 'win32'") == (
         "uvloop==0.19 ; sys_platform != 'win32'"
     )

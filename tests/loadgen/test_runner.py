@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from infertriage.loadgen.client import ClientConfig
+from infertriage.loadgen.client import ClientConfig, RequestClient
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
 from infertriage.loadgen.workers import split_plan
 from infertriage.schemas import ErrorKind, RequestRecord
@@ -178,3 +178,27 @@ def test_a_settled_drain_cuts_no_stream_that_ends_within_its_grace() -> None:
     records = _settling(ServerConfig(behavior=FAST, presets={"soon": soon}, faults=((10, "soon"),)))
     assert all(r.ok for r in records)
     assert max(r.output_tokens or 0 for r in records) == 50
+
+
+def test_a_defect_of_the_client_fails_its_request_and_loses_no_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug of the client's own (here, an attribute an older aiohttp lacks) must not end a
+    load task quietly: every request still gets its record, failed and saying why."""
+    real_fetch = RequestClient.fetch
+
+    async def buggy(self: RequestClient, state: object, request_id: str) -> None:
+        if request_id.endswith(("-1", "-3")):
+            raise AttributeError("'ResponseHandler' object has no attribute 'closed'")
+        await real_fetch(self, state, request_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RequestClient, "fetch", buggy)
+    with serve_in_thread(ServerConfig(behavior=FAST)) as (url, _):
+        records, _ = _run(url, LoadPlan(_schedule(8), concurrency=2))
+    assert len(records) == 8
+    failed = sorted(r.id for r in records if not r.ok)
+    assert len(failed) == 2 and all(f.endswith(("-1", "-3")) for f in failed)
+    for record in records:
+        if not record.ok:
+            assert (record.error_kind, record.fault) == (ErrorKind.CLIENT, "internal_error")
+            assert "has no attribute 'closed'" in (record.error_text or "")

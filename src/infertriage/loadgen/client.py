@@ -293,7 +293,8 @@ def _watch_framing(resp: aiohttp.ClientResponse) -> Callable[[], None]:
     """
     conn = resp.connection
     protocol = conn.protocol if conn is not None else None
-    closed = protocol.closed if protocol is not None else None
+    # `closed`, a future on the protocol since aiohttp 3.12.7 (the floor); None until it opens.
+    closed = getattr(protocol, "closed", None) if protocol is not None else None
     if protocol is None or closed is None:
         return _nothing
     content = resp.content

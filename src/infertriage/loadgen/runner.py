@@ -241,6 +241,8 @@ class _Run:
             state.fail(kind, self.cancel_fault, "the run ended before the request finished")
             self._emit(state, request_id)
             raise
+        except Exception as exc:  # a defect of the client itself: the request stays, failed
+            state.fail(ErrorKind.CLIENT, "internal_error", f"infertriage's client failed: {exc!r}")
         finally:
             self.running.pop(request_id, None)
             if acquired and self.slots is not None:
