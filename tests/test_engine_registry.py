@@ -1,6 +1,7 @@
 """An engine is one adapter and one line in `engines.ENGINES`: a fake one, added the way a
 contributor adds one, is seen by every reader — metrics detection, monitor-config's choices
-and rules, logs' engine list and reader, the flags advice and the `/tokenize` forms."""
+and rules, logs' engine list and reader, the flags advice, the `/tokenize` forms (their
+counts and the context length one tells) and the settings its `/metrics` carry."""
 
 from __future__ import annotations
 
@@ -12,24 +13,29 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 
 from infertriage import engines
 from infertriage.api.logs import log_engines, triage_logs
 from infertriage.api.monitor import monitor_config
 from infertriage.api.specs import LogsSpec, MonitorConfigSpec
-from infertriage.collect import adapt_scrape, detect, parse_metrics_text
+from infertriage.collect import adapt_scrape, config_from_metrics, detect, parse_metrics_text
 from infertriage.engines import (
     ENGINE_DOMAIN,
     EngineAdapter,
     Knob,
     LogFormat,
+    MetricLookup,
     MetricTable,
+    SaidLimit,
     StatsLine,
     TokenizeForm,
     metric,
 )
+from infertriage.loadgen.context import find_context_limit
 from infertriage.loadgen.tokencheck import ServerTokenizer
 from infertriage.schemas import UserError
 
@@ -62,6 +68,16 @@ def _token_count(document: Any) -> int | None:
     return n if isinstance(n, int) else None
 
 
+def _said_limit(document: Any) -> SaidLimit | None:
+    length = document.get("max_len") if isinstance(document, dict) else None
+    return SaidLimit(length, "fakeserve /tokenize") if isinstance(length, int) else None
+
+
+def _config_in_metrics(scrape: MetricLookup) -> dict[str, object]:
+    seats = scrape.get("fakeserve_max_seats")
+    return {"max_num_seqs": int(seats[0].value)} if seats else {}
+
+
 FAKE_METRICS = MetricTable(
     engine="fakeserve",
     title="FakeServe",
@@ -87,7 +103,10 @@ FAKE = EngineAdapter(
         expected="FakeServe stats lines",
     ),
     knobs={Knob.MAX_SEATS: "--fake-seats"},
-    tokenize=TokenizeForm("fakeserve", "/fake/tokenize", _tokenize_body, _token_count),
+    tokenize=TokenizeForm(
+        "fakeserve", "/fake/tokenize", _tokenize_body, _token_count, read_limit=_said_limit
+    ),
+    config_in_metrics=_config_in_metrics,
     option="fake",
 )
 
@@ -194,15 +213,48 @@ def test_tokencheck_tries_its_form_last(fake_engine: EngineAdapter) -> None:
     assert session.asked[-1] == "http://h/fake/tokenize" and len(session.asked) == 3
 
 
+def test_its_metrics_say_its_settings(fake_engine: EngineAdapter) -> None:
+    scrape = parse_metrics_text(_SCRAPE + "fakeserve_max_seats 48\n", "fake.txt")
+    assert config_from_metrics(scrape) == {"max_num_seqs": 48}
+
+
+def test_without_it_its_settings_are_not_read() -> None:
+    scrape = parse_metrics_text(_SCRAPE + "fakeserve_max_seats 48\n", "fake.txt")
+    assert config_from_metrics(scrape) == {}
+
+
+async def _context_limit_from_fakeserve() -> tuple[int, str] | None:
+    """A loopback FakeServe whose /v1/models says no length and whose /tokenize does."""
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await request.json()
+        return web.json_response({"n": len(body["text"].split()), "max_len": 4096})
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "m"}]})
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/fake/tokenize", tokenize)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with aiohttp.ClientSession() as session:
+            found = await find_context_limit(session, f"http://127.0.0.1:{port}", model="m")
+    finally:
+        await runner.cleanup()
+    return None if found is None else (found.max_model_len, found.source)
+
+
+def test_its_tokenize_tells_the_context_length(fake_engine: EngineAdapter) -> None:
+    assert asyncio.run(_context_limit_from_fakeserve()) == (4096, "fakeserve /tokenize")
+
+
 _ENGINE_MODULES = {
     f"infertriage.engines.{e}" for e in ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
-}
-# still reach into one engine's module by name (issue 31): each is one engine's fact that
-# has no field of `EngineAdapter` yet
-_NOT_YET = {
-    "infertriage.collect.server_config",  # TensorRT-LLM's KV and request metrics, vLLM's info
-    "infertriage.loadgen.context",  # vLLM's /tokenize answer says max_model_len
-    "infertriage.loadgen.probe_http",  # the probes' /tokenize asks
 }
 
 
@@ -226,4 +278,4 @@ def test_only_the_registry_names_an_engine() -> None:
         for path in (src / "infertriage").rglob("*.py")
         if "engines" not in path.relative_to(src).parts[1:2] and _reaches_in(path)
     }
-    assert reaching <= _NOT_YET, reaching - _NOT_YET
+    assert not reaching, reaching

@@ -22,9 +22,7 @@ import aiohttp
 
 from infertriage.collect.http import FetchError, fetch_json
 from infertriage.collect.parse import Exposition
-from infertriage.engines import EngineAdapter, as_int, engine_of, read_model_list, typed_label
-from infertriage.engines.trtllm import KV_BLOCK_METRICS, REQUEST_METRICS
-from infertriage.engines.vllm import CACHE_CONFIG_INFO
+from infertriage.engines import EngineAdapter, as_int, engine_of, read_model_list, registered
 
 __all__ = ["ServerConfig", "config_from_metrics", "fetch_server_config"]
 
@@ -82,35 +80,15 @@ class ServerConfig:
         }
 
 
-def _trt_value(exposition: Exposition, family: str, key: str, kind: str) -> int | None:
-    for sample in exposition.get(family):
-        if sample.label(key) == kind:
-            return int(sample.value)
-    return None
-
-
 def config_from_metrics(exposition: Exposition) -> dict[str, Any]:
-    """Configuration the metrics themselves carry (pure): vLLM's cache_config_info, TRT-LLM's."""
+    """Configuration the metrics themselves carry (pure): each engine adapter's reader
+    (`EngineAdapter.config_in_metrics`), in the registry's order; a later one's value wins."""
     found: dict[str, Any] = {}
-    info = exposition.get(CACHE_CONFIG_INFO)
-    if info:
-        cache = {key: typed_label(value) for key, value in info[0].labels}
-        found["cache_config_info"] = cache
-        found["num_gpu_blocks"] = as_int(cache.get("num_gpu_blocks"))
-        found["block_size"] = as_int(cache.get("block_size"))
-        utilization = cache.get("gpu_memory_utilization")
-        if isinstance(utilization, int | float) and not isinstance(utilization, bool):
-            found["gpu_memory_utilization"] = float(utilization)
-        prefix = cache.get("enable_prefix_caching")
-        found["enable_prefix_caching"] = prefix if isinstance(prefix, bool) else None
-    kv, kind = KV_BLOCK_METRICS
-    if exposition.has(kv):
-        found["num_gpu_blocks"] = _trt_value(exposition, kv, kind, "max")
-        found["block_size"] = _trt_value(exposition, kv, kind, "tokens_per")
-    max_requests = _trt_value(exposition, *REQUEST_METRICS, "max")
-    if max_requests is not None:
-        found["max_num_seqs"] = max_requests
-    return {key: value for key, value in found.items() if value is not None}
+    for adapter in registered():
+        if adapter.config_in_metrics is not None:
+            said = adapter.config_in_metrics(exposition).items()
+            found |= {key: value for key, value in said if value is not None}
+    return found
 
 
 _MODELS_PATH = "/v1/models"

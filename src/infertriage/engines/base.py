@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from infertriage.engines.metrics import MetricTable
 
 __all__ = [
+    "ConfigInMetrics",
     "ConfigReader",
     "Endpoint",
     "EngineAdapter",
@@ -30,6 +31,7 @@ __all__ = [
     "LimitReader",
     "LogEvent",
     "LogFormat",
+    "MetricLookup",
     "SaidLimit",
     "SpecLine",
     "StatedValues",
@@ -205,6 +207,34 @@ class TokenizeForm:
     count: Callable[[Any], int | None]  # the answer's token count; None: no answer
     template_path: str = ""
     read_template: Callable[[Any], str | None] | None = None
+    # its count is what `usage.prompt_tokens` says for the same prompt (llama.cpp's may add
+    # a BOS the completion does not count: it sizes prompts, it is never cross-checked)
+    counts_like_usage: bool = True
+    read_limit: Callable[[Any], SaidLimit | None] | None = None  # a context length it tells
+
+
+class LabelledSample(Protocol):
+    """One sample of a scrape, as `collect.parse` gives it."""
+
+    @property
+    def value(self) -> float: ...
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]: ...
+
+    def label(self, key: str) -> str | None: ...
+
+
+class MetricLookup(Protocol):
+    """A parsed scrape, as `collect.parse.Exposition` is: samples by name."""
+
+    def get(self, name: str) -> Sequence[LabelledSample]: ...
+
+    def has(self, name: str) -> bool: ...
+
+
+# a scrape → the server settings its metrics carry (num_gpu_blocks, block_size, max_num_seqs…)
+ConfigInMetrics = Callable[[MetricLookup], Mapping[str, object]]
 
 
 @dataclass(frozen=True)
@@ -219,6 +249,7 @@ class EngineAdapter:
     log: LogFormat | None = None
     knobs: Mapping[Knob, str] = field(default_factory=dict)  # → the flag, e.g. --max-num-seqs
     tokenize: TokenizeForm | None = None  # its `/tokenize`, where it has one
+    config_in_metrics: ConfigInMetrics | None = None  # settings its `/metrics` carries
     option: str = ""  # what `monitor-config --engine` takes for it; "": its name
 
     @property

@@ -491,5 +491,6 @@ LLAMACPP = EngineAdapter(
         token_count,
         template_path=APPLY_TEMPLATE_PATH,
         read_template=templated_prompt,
+        counts_like_usage=False,
     ),
 )

@@ -25,6 +25,7 @@ from infertriage.engines.base import (
     Knob,
     LogEvent,
     LogFormat,
+    MetricLookup,
     SpecLine,
     StatedValues,
     StatsLine,
@@ -389,6 +390,25 @@ def _read_stamp(line: str, year: int) -> str | None:
     return None
 
 
+def _labelled(scrape: MetricLookup, family: str, key: str, kind: str) -> int | None:
+    """The value of the sample of `family` whose `key` label is `kind`."""
+    for sample in scrape.get(family):
+        if sample.label(key) == kind:
+            return int(sample.value)
+    return None
+
+
+def config_in_metrics(scrape: MetricLookup) -> dict[str, object]:
+    """The KV blocks (`max`, `tokens_per`) and request slots (`max`) the backend publishes."""
+    found: dict[str, object] = {}
+    kv, kind = KV_BLOCK_METRICS
+    if scrape.has(kv):
+        found["num_gpu_blocks"] = _labelled(scrape, kv, kind, "max")
+        found["block_size"] = _labelled(scrape, kv, kind, "tokens_per")
+    found["max_num_seqs"] = _labelled(scrape, *REQUEST_METRICS, "max")
+    return found
+
+
 TRTLLM = EngineAdapter(
     name="trtllm_triton",
     title="TensorRT-LLM",
@@ -415,4 +435,5 @@ TRTLLM = EngineAdapter(
         Knob.MAX_CONTEXT: "--max_seq_len",
         Knob.TENSOR_PARALLEL: "--tp_size",
     },
+    config_in_metrics=config_in_metrics,
 )

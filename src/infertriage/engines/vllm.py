@@ -25,12 +25,15 @@ from infertriage.engines.base import (
     Knob,
     LogEvent,
     LogFormat,
+    MetricLookup,
     SaidLimit,
     SpecLine,
     StatsLine,
     TokenizeForm,
+    as_int,
     config_fields,
     positive,
+    typed_label,
 )
 from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
 
@@ -154,6 +157,25 @@ def limit_from_tokenize(document: Any) -> SaidLimit | None:
     """The `max_model_len` of a `/tokenize` answer."""
     length = positive(document.get("max_model_len")) if isinstance(document, dict) else None
     return SaidLimit(length, "/tokenize max_model_len") if length is not None else None
+
+
+def config_in_metrics(scrape: MetricLookup) -> dict[str, object]:
+    """The cache's settings `vllm:cache_config_info` carries as labels."""
+    info = scrape.get(CACHE_CONFIG_INFO)
+    if not info:
+        return {}
+    cache = {key: typed_label(value) for key, value in info[0].labels}
+    utilization = cache.get("gpu_memory_utilization")
+    prefix = cache.get("enable_prefix_caching")
+    return {
+        "cache_config_info": cache,
+        "num_gpu_blocks": as_int(cache.get("num_gpu_blocks")),
+        "block_size": as_int(cache.get("block_size")),
+        "gpu_memory_utilization": float(utilization)
+        if isinstance(utilization, int | float) and not isinstance(utilization, bool)
+        else None,
+        "enable_prefix_caching": prefix if isinstance(prefix, bool) else None,
+    }
 
 
 # V1 (0.8–0.11 `loggers.py`): "Engine 000: Avg prompt throughput: 812.3 tokens/s, Avg
@@ -375,5 +397,8 @@ VLLM = EngineAdapter(
         Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
         Knob.EAGER: "--enforce-eager",
     },
-    tokenize=TokenizeForm("vllm", TOKENIZE_PATH, tokenize_body, token_count),
+    tokenize=TokenizeForm(
+        "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize
+    ),
+    config_in_metrics=config_in_metrics,
 )

@@ -28,8 +28,13 @@ from typing import Any
 import aiohttp
 import orjson
 
-from infertriage.engines import ENGINES, SaidLimit, limit_from_card, read_model_list
-from infertriage.engines.vllm import TOKENIZE_PATH, limit_from_tokenize
+from infertriage.engines import (
+    ENGINES,
+    SaidLimit,
+    limit_from_card,
+    read_model_list,
+    tokenize_forms,
+)
 from infertriage.workload import ContextLimit
 
 __all__ = ["find_context_limit", "limit_from_models"]
@@ -101,8 +106,19 @@ async def find_context_limit(
     if found is None:
         found = await _from_engines(session, root)
     if found is None and model is not None:
-        document = await _get(
-            session, root + TOKENIZE_PATH, {"model": model, "prompt": _PROBE_PROMPT}
-        )
-        found = _limit(limit_from_tokenize(document))
+        found = await _from_tokenize(session, root, model)
     return found
+
+
+async def _from_tokenize(
+    session: aiohttp.ClientSession, root: str, model: str
+) -> ContextLimit | None:
+    """The context length an engine's `/tokenize` answer tells (`TokenizeForm.read_limit`)."""
+    for form in tokenize_forms():
+        body = form.body(model, {"prompt": _PROBE_PROMPT}) if form.read_limit else None
+        if form.read_limit is None or body is None:
+            continue
+        found = _limit(form.read_limit(await _get(session, root + form.path, body)))
+        if found is not None:
+            return found
+    return None

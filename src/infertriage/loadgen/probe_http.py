@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from infertriage.engines import llamacpp, vllm
+from infertriage.engines import TokenizeForm, tokenize_forms
 from infertriage.loadgen.sse import SseEvent, SseParser
 
 _MAX_TOKENS = 8
@@ -64,7 +64,8 @@ class _Probe:
     listed: tuple[str, ...]
     models_problem: str  # why /v1/models gave no list; "" when it did
     health: str  # what /health said, as words for a detail
-    has_tokenize: bool | None = None  # None until asked
+    # engine form → whether its /tokenize answered the first time it was asked
+    tokenize_answers: dict[str, bool] = field(default_factory=dict)
 
 
 def _describe(err: BaseException) -> str:
@@ -149,32 +150,39 @@ async def _stream(p: _Probe, path: str, payload: dict[str, object]) -> _Streamed
     return out
 
 
-async def _tokenize(p: _Probe, prompt: str) -> int | None:
-    """The server's token count of `prompt` by `/tokenize` (vLLM's form); None without one."""
-    if p.has_tokenize is False:
+async def _count_with(p: _Probe, form: TokenizeForm, prompt: str) -> int | None:
+    """`form`'s count of `prompt`; None where it gave none. A form that gave none the first
+    time is not asked again during the checklist."""
+    if p.tokenize_answers.get(form.name) is False:
         return None
-    body = vllm.tokenize_body(p.model, {"prompt": prompt})
-    reply = await _request(p, vllm.TOKENIZE_PATH, body)
-    count = vllm.token_count(reply.document() if reply.status == 200 else None)
-    if count is not None:
-        p.has_tokenize = True
-        return count
-    if p.has_tokenize is None:
-        p.has_tokenize = False
+    body = form.body(p.model or "", {"prompt": prompt})
+    if body is None:
+        return None
+    reply = await _request(p, form.path, body)
+    count = form.count(reply.document() if reply.status == 200 else None)
+    p.tokenize_answers.setdefault(form.name, count is not None)
+    return count
+
+
+async def _tokenize(p: _Probe, prompt: str) -> int | None:
+    """The server's token count of `prompt` as `usage.prompt_tokens` would count it: the first
+    engine form that counts so (`TokenizeForm.counts_like_usage`) and answers; None without."""
+    for form in tokenize_forms():
+        if form.counts_like_usage and (count := await _count_with(p, form, prompt)) is not None:
+            return count
     return None
 
 
 async def _count_tokens(p: _Probe, prompt: str) -> int | None:
-    """A token count good enough to size a prompt: vLLM's /tokenize, else llama.cpp's.
+    """A token count good enough to size a prompt: the first engine form that answers.
 
-    llama-server's /tokenize takes `content` and lists `tokens`; it may count a BOS the
-    completion does not, so it sizes prompts but is never cross-checked against usage.
+    llama-server's /tokenize may count a BOS the completion does not, so it sizes prompts
+    but is never cross-checked against usage (`_tokenize`).
     """
-    count = await _tokenize(p, prompt)
-    if count is not None:
-        return count
-    reply = await _request(p, llamacpp.TOKENIZE_PATH, llamacpp.tokenize_body(prompt))
-    return llamacpp.token_count(reply.document() if reply.status == 200 else None)
+    for form in tokenize_forms():
+        if (count := await _count_with(p, form, prompt)) is not None:
+            return count
+    return None
 
 
 # ---------------------------------------------------------------------- bodies and answers
