@@ -6,7 +6,9 @@ Nsight Systems SQLite exports) and an optional `TORCH_LOGS=recompiles` log;
 `diagnose` reads, and judges once with its own rules and thresholds over all its
 evidence); `analyze_trace` gives the same report with its findings, the diagnose
 rules' over the trace's signals alone (the same rules and thresholds as `diagnose`),
-computed once. Bad input is a `UserError` of one sentence.
+computed once. `hta_convention` leaves the last ProfilerStep out of every figure,
+as HTA does, so its idle share can be reproduced (README, "Idle time").
+Bad input is a `UserError` of one sentence.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from infertriage.schemas import Thresholds, UserError
 __all__ = ["analyze_trace", "trace_report"]
 
 
-def trace_report(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
+def trace_report(
+    paths: Sequence[Path], log: Path | None = None, *, hta_convention: bool = False
+) -> TraceReport:
     """Load every trace once and run every analysis, the ranks merged; no findings."""
     recompiles = None
     if log is not None:
@@ -37,11 +41,14 @@ def trace_report(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
         except UserError as err:
             raise UserError(f"--log {err.message}") from err
     tables = load_traces(list(paths))
-    return analyze_tables(tables, recompiles, str(log) if log is not None else None)
+    log_path = str(log) if log is not None else None
+    return analyze_tables(tables, recompiles, log_path, hta_convention=hta_convention)
 
 
-def analyze_trace(paths: Sequence[Path], log: Path | None = None) -> TraceReport:
+def analyze_trace(
+    paths: Sequence[Path], log: Path | None = None, *, hta_convention: bool = False
+) -> TraceReport:
     """The `trace` command: `trace_report`, and the rules' findings over its signals."""
-    report = trace_report(paths, log)
+    report = trace_report(paths, log, hta_convention=hta_convention)
     findings = trace_findings(Evidence.of(report.signals), Thresholds())
     return dataclasses.replace(report, findings=findings)

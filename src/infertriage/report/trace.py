@@ -1,11 +1,13 @@
 """report, level 4: the `trace` result on screen (rich) and as one JSON document.
 
 Takes a `TraceReport`; gives the terminal summary (ranks, GPU time, launches
-and steps, kernel mix, communication, memcpy, then the top findings of the
+and steps, idle time by cause with the host work behind host-starved gaps,
+CUDA-graph replays by module, kernel mix, communication, memcpy, then the top findings of the
 kernel, scheduling, parallelism and hardware layers — the diagnose rules'
 verdicts, each with its evidence and the threshold applied) and `trace_to_json`, which holds
-every signal (name, value, unit, source, window), the findings, the ranks and
-the heaviest kernels (schema `infertriage.trace/v1`). Kernel names, devices,
+every signal (name, value, unit, source, window), the findings, the ranks,
+the host work behind idle gaps, graph replays by module and the heaviest
+kernels (schema `infertriage.trace/v1`). Kernel names, devices,
 paths and the attention backend come from the trace file: shown as data
 (`schemas.text`).
 """
@@ -17,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.trace import TraceReport
+from infertriage.analyze.trace.idle import IdleCause
 from infertriage.report.diagnosis import evidence_text
 from infertriage.schemas.layers import Layer, Status
 from infertriage.schemas.text import show_controls, terminal_text
@@ -31,6 +34,16 @@ _TOP_FINDINGS = 3
 _NAME_WIDTH = 72
 _MIN_NAME_WIDTH = 16
 _FIGURES_WIDTH = 42  # category, count, GPU time and the borders
+_TOP_HOST_OPS = 3
+_CAUSE_TEXT = {
+    IdleCause.SYNC: "waiting on a sync (host blocked, then launched late)",
+    IdleCause.COPY: "waiting on a copy",
+    IdleCause.BETWEEN_STEPS: "between steps",
+    IdleCause.HOST_STARVED: "host-starved (CPU busy)",
+    IdleCause.LAUNCH_OVERHEAD: "launch overhead",
+    IdleCause.UNTRACED: "untraced (not in the trace)",
+    IdleCause.OTHER: "other",
+}
 
 
 def trace_to_json(report: TraceReport) -> dict[str, object]:
@@ -38,6 +51,17 @@ def trace_to_json(report: TraceReport) -> dict[str, object]:
         "schema": TRACE_SCHEMA,
         "paths": list(report.paths),
         "log": report.log_path,
+        "hta_convention": report.hta_convention,
+        "idle_host_ops": [{"name": n, "idle_s": s} for n, s in report.idle_host_ops],
+        "graph_modules": [
+            {
+                "module": g.module,
+                "launches": g.num_launches,
+                "kernels": g.num_kernels,
+                "kernel_s": g.kernel_ns * 1e-9,
+            }
+            for g in report.graph_modules
+        ],
         "attention_backend": report.attention_backend,
         "ranks": [
             {
@@ -106,6 +130,8 @@ def _overview(report: TraceReport) -> Table:
         ("idle: other", _secs(report, "trace.idle.other_s")),
         ("kernels", _count(report, "trace.kernels")),
         ("launch latency p50 / p95", _launch_latency(report)),
+        ("  queueing p50 (stream busy)", _queueing(report)),
+        ("  launch overhead p50 / p95", _overhead(report)),
         ("short kernels (GPU < launch CPU)", _pct(report, "trace.short_kernel_fraction")),
         ("CUDA-graph share of kernel time", _pct(report, "trace.cuda_graph_fraction")),
         ("steps / kernels per step", _steps(report)),
@@ -127,6 +153,54 @@ def _overview(report: TraceReport) -> Table:
 def _launch_latency(report: TraceReport) -> str:
     p50 = _secs(report, "trace.launch_latency_p50_s")
     return f"{p50} / {_secs(report, 'trace.launch_latency_p95_s')}"
+
+
+def _queueing(report: TraceReport) -> str:
+    queued = _pct(report, "trace.launch_queued_fraction")
+    depth = _count(report, "trace.queue_depth_p50")
+    return f"{_secs(report, 'trace.launch_queue_p50_s')} ({queued} queued, depth p50 {depth})"
+
+
+def _idle(report: TraceReport) -> Table:
+    """Idle time by cause, with shares; the host-starved line names the host's top work."""
+    table = Table(title="Idle GPU time by cause", title_justify="left", show_header=False)
+    table.add_column("cause")
+    table.add_column("time", justify="right")
+    table.add_column("share", justify="right")
+    for cause, said in _CAUSE_TEXT.items():
+        seconds = report.value(f"trace.idle.cause.{cause.label}_s")
+        if not seconds:
+            continue
+        text = said
+        if cause is IdleCause.HOST_STARVED and report.idle_host_ops:
+            top = ", ".join(name for name, _ in report.idle_host_ops[:_TOP_HOST_OPS])
+            text = f"{said} in {top}"
+        share = _pct(report, f"trace.idle.cause.{cause.label}_fraction")
+        table.add_row(terminal_text(text), format_seconds(seconds), share)
+    if report.hta_convention:
+        table.caption = "HTA's convention: the last profiler step is left out"
+    return table
+
+
+def _graphs(report: TraceReport, name_width: int) -> Table:
+    table = Table(title="CUDA-graph replays by module", title_justify="left")
+    table.add_column("module", no_wrap=True, overflow="ellipsis", max_width=name_width)
+    table.add_column("launches", justify="right")
+    table.add_column("kernels", justify="right")
+    table.add_column("GPU time", justify="right")
+    for g in report.graph_modules[:8]:
+        table.add_row(
+            terminal_text(g.module),
+            f"{g.num_launches:,}",
+            f"{g.num_kernels:,}",
+            format_seconds(g.kernel_ns * 1e-9),
+        )
+    return table
+
+
+def _overhead(report: TraceReport) -> str:
+    p50 = _secs(report, "trace.launch_overhead_p50_s")
+    return f"{p50} / {_secs(report, 'trace.launch_overhead_p95_s')}"
 
 
 def _steps(report: TraceReport) -> str:
@@ -193,4 +267,8 @@ def render_trace(report: TraceReport, console: Console) -> None:
     )
     # A long (templated) kernel name gives way to the figures beside it on a narrow terminal.
     name_width = max(_MIN_NAME_WIDTH, min(_NAME_WIDTH, console.width - _FIGURES_WIDTH))
-    console.print(Group(_overview(report), _mix(report, name_width), _findings(report)))
+    parts: list[Table | Text] = [_overview(report), _idle(report)]
+    if report.graph_modules:
+        parts.append(_graphs(report, name_width))
+    parts += [_mix(report, name_width), _findings(report)]
+    console.print(Group(*parts))

@@ -53,9 +53,24 @@ def analyze_tables(
     tables: list[TraceTable],
     log: RecompileLog | None = None,
     log_path: str | None = None,
+    *,
+    hta_convention: bool = False,
 ) -> TraceReport:
-    """Every analysis over the tables of one capture, merged across ranks (no findings yet)."""
+    """Every analysis over the tables of one capture, merged across ranks (no findings yet).
+
+    With `hta_convention` each table is first cut to HTA's window (the last
+    ProfilerStep left out: `trim_to_complete_steps`), so the figures are HTA's.
+    """
+    if hta_convention:
+        tables = [trim_to_complete_steps(t) for t in tables]
     ranks = [analyze_rank(t) for t in tables]
     signals, mix, backend = make_signals(ranks, log)
     signals += derive_rule_signals(signals)
-    return make_report(ranks, signals=signals, mix=mix, backend=backend, log_path=log_path)
+    return make_report(
+        ranks,
+        signals=signals,
+        mix=mix,
+        backend=backend,
+        log_path=log_path,
+        hta_convention=hta_convention,
+    )

@@ -5,8 +5,10 @@ file is streamed (`jsonsplit`): events are parsed a batch at a time and only
 the columns the analyses need are kept, as numpy arrays, with names interned.
 Kept: kernels, memcpys and memsets (`kernel`, `gpu_memcpy`, `gpu_memset`),
 runtime and driver calls (`cuda_runtime`, `cuda_driver`, also HIP names),
-user annotations (ProfilerStep#N, record_function) and torch.compile regions.
-CPU operators and Python frames are dropped after a name check.
+user annotations (ProfilerStep#N, record_function) and torch.compile regions,
+and the host's work per thread (`cpu_op`, `user_annotation`, `python_function`:
+start, end, thread and name only), which names what the CPU was doing while
+the GPU sat idle.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy.typing as npt
 from infertriage.analyze.trace.jsonsplit import NotATrace, TruncatedTrace, iter_event_batches
 from infertriage.analyze.trace.table import (
     CopyKind,
+    CpuKind,
     GpuOpKind,
     RangeKind,
     TableBuilder,
@@ -45,6 +48,11 @@ _GPU_CATS = {
     "Memset": GpuOpKind.MEMSET,
 }
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+_CPU_CATS = {
+    "cpu_op": CpuKind.OP,
+    "user_annotation": CpuKind.ANNOTATION,
+    "python_function": CpuKind.PYTHON,
+}
 _ANNOTATION_CATS = {
     "user_annotation": RangeKind.ANNOTATION,
     "gpu_user_annotation": RangeKind.GPU_ANNOTATION,
@@ -161,18 +169,32 @@ class _Sink:
             cached = self.copy_cache[name] = _copy_kind(self.strings[name])
         return cached
 
-    def add_runtime(self, events: list[Event]) -> None:
-        args = _args(events)
+    def tids(self, events: list[Event]) -> list[int]:
+        """Thread ids; a name (some exporters write strings) becomes a negative id of its own."""
         tids = [e.get("tid", -1) for e in events]
         if not all(type(t) is int for t in tids):
             intern = self.strings.intern
             tids = [t if type(t) is int else -1 - intern(str(t)) for t in tids]
+        return tids
+
+    def add_runtime(self, events: list[Event]) -> None:
+        args = _args(events)
         start = _ns([e["ts"] for e in events])
         self.builder.runtime.append(
             start_ns=start,
             end_ns=start + _ns([e.get("dur", 0) for e in events]),
-            tid=tids,
+            tid=self.tids(events),
             correlation=_column([a.get("correlation", -1) for a in args], np.int64, -1),
+            name=self.names(events),
+        )
+
+    def add_cpu(self, events: list[Event], kinds: list[int]) -> None:
+        start = _ns([e["ts"] for e in events])
+        self.builder.cpu.append(
+            start_ns=start,
+            end_ns=start + _ns([e.get("dur", 0) for e in events]),
+            tid=self.tids(events),
+            kind=kinds,
             name=self.names(events),
         )
 
@@ -212,6 +234,9 @@ def _ingest(events: list[Any], sink: _Sink) -> None:
     runtime = [e for cat in _RUNTIME_CATS for e in by_cat.get(cat, ())]
     if runtime:
         sink.add_runtime(runtime)
+    host = [(e, kind) for cat, kind in _CPU_CATS.items() for e in by_cat.get(cat, ())]
+    if host:
+        sink.add_cpu([e for e, _ in host], [int(k) for _, k in host])
     # Ranges: annotations, and CPU ops named like a compiled region or a ProfilerStep.
     candidates = [e for cat in _ANNOTATION_CATS for e in by_cat.get(cat, ())]
     candidates += [e for e in by_cat.get("cpu_op", ()) if e.get("name", "")[:1] in _RANGE_INITIALS]

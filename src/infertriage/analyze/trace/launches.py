@@ -7,6 +7,15 @@ first kernel's start and its GPU time is the sum over the kernels it replays.
 That keeps launch latency and the short-kernel test (GPU time below the CPU
 time of the call, HTA's definition) right when one launch maps to many
 kernels, where a per-kernel join would count one call hundreds of times.
+
+Launch latency is two things, told apart per launch: *queueing*, the part
+during which the kernel's stream was still busy with earlier work (the CPU
+ran ahead: a deep queue, harmless while the GPU is busy), and *overhead*,
+the rest (kernel start − max(call start, the stream's previous op end)).
+Queue depth at a launch is how many launched ops had not yet started. A
+graph launch's kernels are attributed to their launch (correlation) and to
+the module the host was in when it launched (`nn.Module: …` Python frame,
+else the innermost operator or annotation around the call).
 """
 
 from __future__ import annotations
@@ -17,10 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from infertriage.analyze.trace.names import is_graph_launch, is_sync
-from infertriage.analyze.trace.table import CopyKind, GpuOpKind, TraceTable
+from infertriage.analyze.trace.table import CopyKind, CpuKind, GpuOpKind, TraceTable
 
 __all__ = [
     "Copies",
+    "GraphModule",
     "Graphs",
     "Launches",
     "Syncs",
@@ -31,6 +41,7 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,14 @@ class Launches:
     cpu_s: F64  # per launch: duration of the call
     gpu_s: F64  # per launch: summed duration of its kernels
     num_kernels_unlaunched: int  # kernels with no runtime call in the trace
+    queue_s: F64  # per launch: latency while its stream ran earlier work
+    queued: npt.NDArray[np.bool_]  # per launch: its stream was busy when the call returned
+    depth: I64  # per launch: launched ops not yet started when the call began
+
+    @property
+    def overhead_s(self) -> F64:
+        """Per launch: latency not spent queueing (the launch path's own delay)."""
+        return np.maximum(self.latency_s - self.queue_s, 0.0)
 
     @property
     def count(self) -> int:
@@ -52,11 +71,22 @@ class Launches:
 
 
 @dataclass(frozen=True, slots=True)
+class GraphModule:
+    """The graph replays launched from one module: launches, kernels, their GPU time."""
+
+    module: str
+    num_launches: int
+    num_kernels: int
+    kernel_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class Graphs:
     num_launches: int
     num_kernels: int  # kernels replayed by the graph launches
     kernel_ns: int  # their summed GPU time
     total_kernel_ns: int  # all kernels' summed GPU time
+    modules: tuple[GraphModule, ...] = ()  # by GPU time, heaviest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,21 +115,89 @@ def _name_mask(table: TraceTable, test: object) -> npt.NDArray[np.bool_]:
     return lookup[table.runtime.name]
 
 
+def _stream_ready_ns(table: TraceTable) -> I64:
+    """Per GPU op: when its stream finished every earlier op (min int64 for a stream's first)."""
+    gpu = table.gpu
+    order = np.lexsort((gpu.start_ns, gpu.stream, gpu.device))
+    ends = gpu.end_ns[order]
+    same = np.r_[False, (gpu.device[order][1:] == gpu.device[order][:-1])]
+    same[1:] &= gpu.stream[order][1:] == gpu.stream[order][:-1]
+    ready = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
+    group = np.cumsum(~same) - 1
+    for g in np.unique(group).tolist():  # one running max per stream
+        rows = np.flatnonzero(group == g)
+        reach = np.maximum.accumulate(ends[rows])
+        ready[order[rows[1:]]] = reach[:-1]
+    return ready
+
+
+def _depth(call_start: I64, first: I64) -> I64:
+    """Per launch: earlier launches whose first op had not started when this call began."""
+    launched = np.searchsorted(np.sort(call_start), call_start, side="left")
+    started = np.searchsorted(np.sort(first), call_start, side="right")
+    depth: I64 = np.maximum(launched - started, 0).astype(np.int64)
+    return depth
+
+
 def get_launches(table: TraceTable) -> Launches:
     gpu, runtime = table.gpu, table.runtime
     is_kernel = gpu.kind == GpuOpKind.KERNEL
-    joined = is_kernel & (table.launcher >= 0)
+    joined = np.flatnonzero(is_kernel & (table.launcher >= 0))
     calls, inverse = np.unique(table.launcher[joined], return_inverse=True)
     first = np.full(len(calls), np.iinfo(np.int64).max)
     np.minimum.at(first, inverse, gpu.start_ns[joined])
+    first_op = np.zeros(len(calls), dtype=np.int64)  # the kernel that starts each launch
+    by_start = np.lexsort((gpu.start_ns[joined], inverse))
+    first_op[inverse[by_start][::-1]] = joined[by_start][::-1]
     gpu_ns = np.bincount(inverse, weights=(gpu.end_ns - gpu.start_ns)[joined], minlength=len(calls))
-    call_start = runtime.start_ns[calls]
+    call_start, call_end = runtime.start_ns[calls], runtime.end_ns[calls]
+    ready = _stream_ready_ns(table)[first_op] if len(calls) else first_op
+    queue_ns = np.clip(np.minimum(ready, first) - call_start, 0, None)
     return Launches(
         latency_s=(first - call_start) / 1e9,
-        cpu_s=(runtime.end_ns[calls] - call_start) / 1e9,
+        cpu_s=(call_end - call_start) / 1e9,
         gpu_s=gpu_ns / 1e9,
         num_kernels_unlaunched=int((is_kernel & (table.launcher < 0)).sum()),
+        queue_s=queue_ns / 1e9,
+        queued=ready > call_end,
+        depth=_depth(call_start, first),
     )
+
+
+def _module_of(table: TraceTable, call: int) -> str:
+    """The module the host was in at a launch call: the innermost `nn.Module: …` frame on
+    its thread, else the innermost operator or annotation around it."""
+    cpu, runtime = table.cpu, table.runtime
+    at, tid = runtime.start_ns[call], runtime.tid[call]
+    around = np.flatnonzero((cpu.tid == tid) & (cpu.start_ns <= at) & (cpu.end_ns >= at))
+    if not len(around):
+        return "unknown"
+    names = table.names_of(cpu.name[around])
+    modules = [i for i, n in enumerate(names) if n.startswith("nn.Module:")]
+    pool = modules or [
+        i
+        for i, n in enumerate(names)
+        if cpu.kind[around[i]] != CpuKind.PYTHON and not n.startswith("ProfilerStep")
+    ]
+    if not pool:
+        return "unknown"
+    innermost = max(pool, key=lambda i: int(cpu.start_ns[around[i]]))
+    return names[innermost].removeprefix("nn.Module: ")
+
+
+def _graph_modules(table: TraceTable, kernels: npt.NDArray[np.bool_]) -> tuple[GraphModule, ...]:
+    calls, inverse = np.unique(table.launcher[kernels], return_inverse=True)
+    durations = (table.gpu.end_ns - table.gpu.start_ns)[kernels]
+    counts = np.bincount(inverse, minlength=len(calls))
+    ns = np.bincount(inverse, weights=durations, minlength=len(calls))
+    totals: dict[str, list[int]] = {}
+    for i, call in enumerate(calls.tolist()):
+        row = totals.setdefault(_module_of(table, call), [0, 0, 0])
+        row[0] += 1
+        row[1] += int(counts[i])
+        row[2] += int(ns[i])
+    found = [GraphModule(m, *row) for m, row in totals.items()]
+    return tuple(sorted(found, key=lambda g: -g.kernel_ns))
 
 
 def get_graphs(table: TraceTable) -> Graphs:
@@ -114,6 +212,7 @@ def get_graphs(table: TraceTable) -> Graphs:
         num_kernels=int(under.sum()),
         kernel_ns=int(durations[under].sum()),
         total_kernel_ns=int(durations[is_kernel].sum()),
+        modules=_graph_modules(table, under) if under.any() else (),
     )
 
 

@@ -17,6 +17,7 @@ and a log's recompilations ("log"). Window: (0, longest rank's span) s.
 | trace.gpu_idle_s / _fraction | span − busy |
 | trace.idle.host_wait_s, .kernel_to_kernel_s, .other_s | idle split as HTA does (timeline) |
 | trace.idle.host_wait_fraction | host wait / span (both left out without runtime calls) |
+| trace.idle.cause.<cause>_s / _fraction | idle time by cause (`idle.py`); share of idle |
 | trace.compute_s / _fraction | union of computation kernels (HTA's compute time) |
 | trace.comm_s, trace.comm_exposed_s | union of communication kernels; not overlapped |
 | trace.comm_overlap_fraction | comm time while computation runs / comm time (HTA) |
@@ -25,6 +26,10 @@ and a log's recompilations ("log"). Window: (0, longest rank's span) s.
 | trace.launches | runtime calls that launched ≥ 1 kernel (a graph launch is one) |
 | trace.launch_latency_{p50,p95,p99,mean}_s | call start → its first kernel's start |
 | trace.launch_cpu_p50_s | duration of a launch call |
+| trace.launch_queue_p50_s | latency spent behind earlier work on the stream |
+| trace.launch_queued_fraction | launches whose stream was busy when the call returned |
+| trace.launch_overhead_{p50,p95}_s | latency not spent queueing (the launch path itself) |
+| trace.queue_depth_{p50,max} | launched ops not yet started when a launch call begins |
 | trace.short_kernels / trace.short_kernel_fraction | launches whose GPU time < call time |
 | trace.cuda_graph_launches, trace.cuda_graph_kernels | graph launches; kernels replayed |
 | trace.cuda_graph_fraction | replayed kernels' share of kernel time |
@@ -56,8 +61,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from infertriage.analyze.trace.compiled import Compiled, RecompileLog, get_compiled
+from infertriage.analyze.trace.idle import IdleCause, IdleCauses, get_idle_causes
 from infertriage.analyze.trace.launches import (
     Copies,
+    GraphModule,
     Graphs,
     Launches,
     Syncs,
@@ -113,6 +120,7 @@ class RankAnalysis:
     steps: Steps | None
     compiled: Compiled
     occupancy: float | None  # time-weighted estimated achieved occupancy of kernels
+    idle: IdleCauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +152,9 @@ class TraceReport:
     attention_backend: str
     log_path: str | None = None
     findings: tuple[Finding, ...] = ()  # the diagnose rules' over `signals`, worst first
+    idle_host_ops: tuple[tuple[str, float], ...] = ()  # host-starved idle (s) by host work
+    graph_modules: tuple[GraphModule, ...] = ()  # CUDA-graph replays by launching module
+    hta_convention: bool = False  # the last ProfilerStep left out, as HTA does
 
     def signal(self, name: str) -> Signal | None:
         return next((s for s in self.signals if s.name == name), None)
@@ -167,6 +178,7 @@ def _occupancy(table: TraceTable) -> float | None:
 def analyze_rank(table: TraceTable) -> RankAnalysis:
     """Run every analysis on one table."""
     cats = category_column(table)
+    steps = find_steps(table)
     return RankAnalysis(
         table=table,
         timeline=get_timeline(table, cats),
@@ -175,9 +187,10 @@ def analyze_rank(table: TraceTable) -> RankAnalysis:
         syncs=get_syncs(table),
         copies=get_copies(table),
         mix=get_mix(table, cats),
-        steps=find_steps(table),
+        steps=steps,
         compiled=get_compiled(table),
         occupancy=_occupancy(table),
+        idle=get_idle_causes(table, steps),
     )
 
 
@@ -233,6 +246,11 @@ def _timeline_signals(out: _Signals, ranks: list[RankAnalysis]) -> None:
         out.ratio("idle.host_wait_fraction", total("host_wait_ns"), span)
     out.add("idle.kernel_to_kernel_s", total("kernel_to_kernel_ns"), "s")
     out.add("idle.other_s", total("other_idle_ns"), "s")
+    idle = sum(r.idle.idle_ns for r in ranks)
+    for cause in IdleCause:
+        part = sum(r.idle.ns_by_cause[cause] for r in ranks)
+        out.add(f"idle.cause.{cause.label}_s", part * _NS, "s")
+        out.ratio(f"idle.cause.{cause.label}_fraction", part, idle)
     out.add("compute_s", total("compute_ns"), "s")
     out.ratio("compute_fraction", total("compute_ns"), span)
     comm = total("comm_ns")
@@ -253,6 +271,7 @@ def _launch_signals(out: _Signals, ranks: list[RankAnalysis]) -> None:
             out.add(f"launch_latency_p{q}_s", float(np.percentile(latency, q)), "s")
         out.add("launch_latency_mean_s", float(latency.mean()), "s")
         out.add("launch_cpu_p50_s", float(np.percentile(cpu, 50)), "s")
+        _queue_signals(out, ranks)
         short = int((gpu < cpu).sum())
         out.add("short_kernels", short, "1")
         out.ratio("short_kernel_fraction", short, len(latency))
@@ -269,6 +288,20 @@ def _launch_signals(out: _Signals, ranks: list[RankAnalysis]) -> None:
         out.add("kernels_per_graph_launch", sum(g.num_kernels for g in graphs) / launches, "1")
     out.add("sync_calls", sum(r.syncs.count for r in ranks), "1")
     out.add("sync_host_s", sum(r.syncs.host_ns for r in ranks) * _NS, "s")
+
+
+def _queue_signals(out: _Signals, ranks: list[RankAnalysis]) -> None:
+    """Queueing (the stream busy with earlier work) apart from the launch path's overhead."""
+    queue = np.concatenate([r.launches.queue_s for r in ranks])
+    overhead = np.concatenate([r.launches.overhead_s for r in ranks])
+    queued = np.concatenate([r.launches.queued for r in ranks])
+    depth = np.concatenate([r.launches.depth for r in ranks])
+    out.add("launch_queue_p50_s", float(np.percentile(queue, 50)), "s")
+    out.ratio("launch_queued_fraction", int(queued.sum()), len(queued))
+    for q in (50, 95):
+        out.add(f"launch_overhead_p{q}_s", float(np.percentile(overhead, q)), "s")
+    out.add("queue_depth_p50", float(np.percentile(depth, 50)), "1")
+    out.add("queue_depth_max", int(depth.max()), "1")
 
 
 def _step_signals(out: _Signals, ranks: list[RankAnalysis]) -> None:
@@ -366,6 +399,7 @@ def make_report(
     mix: Mix,
     backend: str,
     log_path: str | None = None,
+    hta_convention: bool = False,
 ) -> TraceReport:
     return TraceReport(
         paths=tuple(r.table.path for r in ranks),
@@ -374,4 +408,28 @@ def make_report(
         mix=mix,
         attention_backend=backend,
         log_path=log_path,
+        idle_host_ops=_host_ops(ranks),
+        graph_modules=_graph_modules(ranks),
+        hta_convention=hta_convention,
     )
+
+
+def _host_ops(ranks: list[RankAnalysis], top: int = 8) -> tuple[tuple[str, float], ...]:
+    totals: dict[str, int] = {}
+    for r in ranks:
+        for name, ns in r.idle.host_ns_by_op.items():
+            totals[name] = totals.get(name, 0) + ns
+    ordered = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    return tuple((name, ns * _NS) for name, ns in ordered)
+
+
+def _graph_modules(ranks: list[RankAnalysis]) -> tuple[GraphModule, ...]:
+    totals: dict[str, list[int]] = {}
+    for r in ranks:
+        for g in r.graphs.modules:
+            row = totals.setdefault(g.module, [0, 0, 0])
+            row[0] += g.num_launches
+            row[1] += g.num_kernels
+            row[2] += g.kernel_ns
+    found = [GraphModule(m, *row) for m, row in totals.items()]
+    return tuple(sorted(found, key=lambda g: -g.kernel_ns))

@@ -1,11 +1,13 @@
 """analyze, level 1: the one in-memory table a trace is parsed into.
 
 Takes column chunks from a loader (`chrome`, `nsys`); gives a `TraceTable`:
-GPU activity (kernels, memcpy, memset), CUDA/HIP runtime and driver calls, and
+GPU activity (kernels, memcpy, memset), CUDA/HIP runtime and driver calls,
 CPU-side ranges (profiler steps, user annotations, NVTX, torch.compile
-regions), each a set of numpy columns, with every name interned once in a
-string table. Times are integer nanoseconds on the trace's own clock; the
-analyses turn them into seconds. Every analysis is a function of this table.
+regions) and the host's own work per thread (CPU operators, annotations,
+Python frames: what the idle-gap analysis names), each a set of numpy
+columns, with every name interned once in a string table. Times are integer
+nanoseconds on the trace's own clock; the analyses turn them into seconds.
+Every analysis is a function of this table.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import numpy.typing as npt
 
 __all__ = [
     "CopyKind",
+    "CpuKind",
+    "CpuOps",
     "GpuOpKind",
     "GpuOps",
     "RangeKind",
@@ -60,6 +64,14 @@ class RangeKind(IntEnum):
     GPU_ANNOTATION = 1  # the GPU-side copy Kineto makes of an annotation
     NVTX = 2
     COMPILED = 3  # torch.compile: "Torch-Compiled Region", "CompiledFunction"
+
+
+class CpuKind(IntEnum):
+    """What a host event on a thread is: the idle analysis names operators before frames."""
+
+    OP = 0  # cpu_op (aten::…)
+    ANNOTATION = 1  # user_annotation (record_function, ProfilerStep#N)
+    PYTHON = 2  # python_function (a Python frame, `nn.Module: …`)
 
 
 class StringTable:
@@ -141,6 +153,24 @@ class Ranges:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuOps:
+    """The host's work on each thread (operators, annotations, Python frames), sorted by start."""
+
+    start_ns: I64
+    end_ns: I64
+    tid: I64
+    kind: I8  # CpuKind
+    name: I32
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+def _no_cpu_ops() -> CpuOps:
+    return CpuOps(**{name: _empty(dtype) for name, dtype in _CPU_COLUMNS})
+
+
+@dataclass(frozen=True, slots=True)
 class TraceTable:
     """One rank's trace: GPU ops, runtime calls and ranges, plus what the file said of itself.
 
@@ -157,6 +187,7 @@ class TraceTable:
     ranges: Ranges
     launcher: I64
     device_names: dict[int, str] = field(default_factory=dict)
+    cpu: CpuOps = field(default_factory=_no_cpu_ops)  # empty when the trace has none (nsys)
 
     def names_of(self, ids: I32) -> list[str]:
         return [self.strings[i] for i in ids.tolist()]
@@ -185,6 +216,13 @@ _RUNTIME_COLUMNS = (
     ("end_ns", np.int64),
     ("tid", np.int64),
     ("correlation", np.int64),
+    ("name", np.int32),
+)
+_CPU_COLUMNS = (
+    ("start_ns", np.int64),
+    ("end_ns", np.int64),
+    ("tid", np.int64),
+    ("kind", np.int8),
     ("name", np.int32),
 )
 _RANGE_COLUMNS = (
@@ -244,7 +282,7 @@ class TableBuilder:
     """What a loader fills: column chunks for `gpu`, `runtime` and `ranges`, and `strings`.
 
     A loader appends one chunk of columns at a time (named as the dataclass
-    fields); `build()` concatenates, sorts by start, joins GPU ops to their
+    fields; `cpu` may stay empty); `build()` concatenates, sorts by start, joins GPU ops to their
     launching calls and freezes the table.
     """
 
@@ -253,6 +291,7 @@ class TableBuilder:
         self.gpu = _Columns(_GPU_COLUMNS)
         self.runtime = _Columns(_RUNTIME_COLUMNS)
         self.ranges = _Columns(_RANGE_COLUMNS)
+        self.cpu = _Columns(_CPU_COLUMNS)
 
     def build(
         self, path: str, fmt: str, rank: int, device_names: dict[int, str] | None = None
@@ -270,4 +309,5 @@ class TableBuilder:
             ranges=ranges,
             launcher=_join_launchers(gpu, runtime),
             device_names=dict(device_names or {}),
+            cpu=CpuOps(**_sorted(self.cpu.arrays())),
         )
