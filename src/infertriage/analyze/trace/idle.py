@@ -171,8 +171,9 @@ class _Context:
 
 def _of_launch(column: I64, launcher: I64, fill: int) -> I64:
     """`column[launcher]`, `fill` where the launcher is unknown (-1)."""
-    padded = np.r_[column, fill].astype(np.int64)
-    return padded[np.where(launcher >= 0, launcher, len(column))]
+    padded: I64 = np.r_[column, fill].astype(np.int64)
+    picked: I64 = padded[np.where(launcher >= 0, launcher, len(column))]
+    return picked
 
 
 def _context(table: TraceTable, gaps: Gaps) -> _Context:

@@ -152,7 +152,8 @@ def get_launches(table: TraceTable) -> Launches:
     gpu_ns = np.bincount(inverse, weights=(gpu.end_ns - gpu.start_ns)[joined], minlength=len(calls))
     call_start, call_end = runtime.start_ns[calls], runtime.end_ns[calls]
     ready = _stream_ready_ns(table)[first_op] if len(calls) else first_op
-    queue_ns = np.clip(np.minimum(ready, first) - call_start, 0, None)
+    ready = np.maximum(ready, call_start)  # a stream's first op: ready since ever
+    queue_ns = np.minimum(ready, first) - call_start
     return Launches(
         latency_s=(first - call_start) / 1e9,
         cpu_s=(call_end - call_start) / 1e9,
