@@ -125,12 +125,15 @@ def _overview(report: TraceReport) -> Table:
     rows = (
         ("traced span (all GPUs)", _secs(report, "trace.gpu_span_s")),
         ("busy", _pct(report, "trace.gpu_busy_fraction")),
-        ("idle: host wait", _secs(report, "trace.idle.host_wait_s")),
-        ("idle: kernel-to-kernel", _secs(report, "trace.idle.kernel_to_kernel_s")),
-        ("idle: other", _secs(report, "trace.idle.other_s")),
+        ("idle (by cause below)", _pct(report, "trace.gpu_idle_fraction")),
+        (
+            "idle: host wait / kernel-to-kernel",
+            f"{_secs(report, 'trace.idle.host_wait_s')} / "
+            f"{_secs(report, 'trace.idle.kernel_to_kernel_s')}",
+        ),
         ("kernels", _count(report, "trace.kernels")),
         ("launch latency p50 / p95", _launch_latency(report)),
-        ("  queueing p50 (stream busy)", _queueing(report)),
+        ("  queueing p50 / queued / depth p50", _queueing(report)),
         ("  launch overhead p50 / p95", _overhead(report)),
         ("short kernels (GPU < launch CPU)", _pct(report, "trace.short_kernel_fraction")),
         ("CUDA-graph share of kernel time", _pct(report, "trace.cuda_graph_fraction")),
@@ -158,7 +161,7 @@ def _launch_latency(report: TraceReport) -> str:
 def _queueing(report: TraceReport) -> str:
     queued = _pct(report, "trace.launch_queued_fraction")
     depth = _count(report, "trace.queue_depth_p50")
-    return f"{_secs(report, 'trace.launch_queue_p50_s')} ({queued} queued, depth p50 {depth})"
+    return f"{_secs(report, 'trace.launch_queue_p50_s')} / {queued} / {depth}"
 
 
 def _idle(report: TraceReport) -> Table:
