@@ -186,6 +186,20 @@ def test_launch_overhead_does_not_fire_for_a_long_wait_after_a_returned_launch()
     assert cause_of(spec) is IdleCause.UNTRACED
 
 
+def test_launch_overhead_fires_for_an_op_queued_before_a_sync_it_runs_under() -> None:
+    # no launch for B in the trace, but the host sat in cudaDeviceSynchronize throughout:
+    # B was queued before the capture; a 5 µs gap is the GPU moving to the next op
+    spec = Spec().kernel(0, 10, 1).call(-5, -2, 1).kernel(15, 20, 99)
+    spec.call(-1, 30, name="cudaDeviceSynchronize")
+    assert cause_of(spec) is IdleCause.LAUNCH_OVERHEAD
+
+
+def test_launch_overhead_does_not_fire_for_a_long_gap_under_a_sync() -> None:
+    spec = Spec().kernel(0, 10, 1).call(-5, -2, 1).kernel(200, 210, 99)
+    spec.call(-1, 300, name="cudaDeviceSynchronize")
+    assert cause_of(spec) is IdleCause.UNTRACED
+
+
 def test_untraced_fires_for_an_op_without_its_launch() -> None:
     spec = Spec().kernel(0, 10, 1).call(-5, -2, 1).kernel(70, 80, 99)
     assert cause_of(spec) is IdleCause.UNTRACED

@@ -21,7 +21,10 @@ first cause that holds, in this order:
    least half of the wait: the CPU was the bottleneck, in the ops named;
 5. `launch_overhead` — the launch was issued before the gap began, and the
    gap is shorter than `CONSECUTIVE_KERNEL_DELAY_NS` or the launch call was
-   still running when the GPU ran dry (the runtime's own cost);
+   still running when the GPU ran dry (the runtime's own cost); a short gap
+   before an op with no launch in the trace counts too when a host thread sat
+   in a synchronise call all through it (the op was queued before the
+   capture began);
 6. `untraced` — time the profiler did not see: the next op has no launch in
    a trace that records launches; or the launch was late and the launching
    thread shows no traced work for most of the wait; or the launch was long
@@ -232,16 +235,32 @@ def host_starved_gaps(table: TraceTable, gaps: Gaps, ctx: _Context) -> Bools:
     return ctx.late & (2 * busy >= ctx.wait_end - gaps.begin_ns)
 
 
+def _inside_sync(table: TraceTable, gaps: Gaps) -> Bools:
+    """Gaps that lie inside a synchronise call (any thread): what ends them was queued before."""
+    sync = _runtime_mask(table, is_sync)
+    start, end = table.runtime.start_ns[sync], table.runtime.end_ns[sync]  # sorted by start
+    if not len(start):
+        return np.zeros(len(gaps), dtype=np.bool_)
+    reach = np.maximum.accumulate(end)
+    i = np.searchsorted(start, gaps.begin_ns, side="right") - 1
+    inside: Bools = (i >= 0) & (reach[np.maximum(i, 0)] >= gaps.end_ns)
+    return inside
+
+
 def launch_overhead_gaps(
-    gaps: Gaps, ctx: _Context, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS
+    table: TraceTable, gaps: Gaps, ctx: _Context, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS
 ) -> Bools:
+    """The next op was already issued — its launch came before the gap, or the host sat in a
+    synchronise call all through it (a launch from before the capture) — and the gap is short
+    or the launch call was still running."""
     issued = ctx.known & ~ctx.late
     short = (gaps.end_ns - gaps.begin_ns) < delay_ns
-    return issued & (short | (ctx.call_end > gaps.begin_ns))
+    queued_before = ~ctx.known & _inside_sync(table, gaps)
+    return (issued & (short | (ctx.call_end > gaps.begin_ns))) | (queued_before & short)
 
 
 def untraced_gaps(table: TraceTable, ctx: _Context, starved: Bools, overhead: Bools) -> Bools:
-    unlaunched = ~ctx.known & (len(table.runtime) > 0)
+    unlaunched = ~ctx.known & ~overhead & (len(table.runtime) > 0)
     return unlaunched | (ctx.late & ~starved) | (ctx.known & ~ctx.late & ~overhead)
 
 
@@ -254,7 +273,7 @@ def classify_gaps(
     """The `IdleCause` of each gap (the first that holds, in the class's order)."""
     ctx = _context(table, gaps)
     starved = host_starved_gaps(table, gaps, ctx)
-    overhead = launch_overhead_gaps(gaps, ctx, delay_ns)
+    overhead = launch_overhead_gaps(table, gaps, ctx, delay_ns)
     tests = [
         sync_gaps(table, gaps, ctx),
         copy_gaps(table, gaps, ctx),
