@@ -165,25 +165,34 @@ def get_launches(table: TraceTable) -> Launches:
     )
 
 
-def _module_of(table: TraceTable, call: int) -> str:
-    """The module the host was in at a launch call: the innermost `nn.Module: …` frame on
-    its thread, else the innermost operator or annotation around it."""
-    cpu, runtime = table.cpu, table.runtime
-    at, tid = runtime.start_ns[call], runtime.tid[call]
-    around = np.flatnonzero((cpu.tid == tid) & (cpu.start_ns <= at) & (cpu.end_ns >= at))
-    if not len(around):
+class _Modules:
+    """The host events that can name a module: `nn.Module: …` frames, and operators and
+    annotations (not steps), each kept apart so a frame wins over an operator."""
+
+    def __init__(self, table: TraceTable) -> None:
+        cpu = table.cpu
+        names = table.strings
+        module = np.array([n.startswith("nn.Module:") for n in names], dtype=np.bool_)
+        step = np.array([n.startswith("ProfilerStep") for n in names], dtype=np.bool_)
+        if not len(names):
+            module = step = np.zeros(1, dtype=np.bool_)
+        is_module = module[cpu.name] if len(cpu) else np.zeros(0, dtype=np.bool_)
+        is_op = (cpu.kind != CpuKind.PYTHON) & ~(step[cpu.name] if len(cpu) else is_module)
+        self.table = table
+        self.pools = (np.flatnonzero(is_module), np.flatnonzero(is_op))
+
+    def of(self, call: int) -> str:
+        """The innermost module frame (else operator) around a call on its thread."""
+        cpu, runtime = self.table.cpu, self.table.runtime
+        at, tid = runtime.start_ns[call], runtime.tid[call]
+        for pool in self.pools:
+            rows = pool[(cpu.tid[pool] == tid) & (cpu.start_ns[pool] <= at)]
+            rows = rows[cpu.end_ns[rows] >= at]
+            if len(rows):
+                innermost = int(rows[np.argmax(cpu.start_ns[rows])])
+                name: str = self.table.strings[int(cpu.name[innermost])]
+                return name.removeprefix("nn.Module: ")
         return "unknown"
-    names = table.names_of(cpu.name[around])
-    modules = [i for i, n in enumerate(names) if n.startswith("nn.Module:")]
-    pool = modules or [
-        i
-        for i, n in enumerate(names)
-        if cpu.kind[around[i]] != CpuKind.PYTHON and not n.startswith("ProfilerStep")
-    ]
-    if not pool:
-        return "unknown"
-    innermost = max(pool, key=lambda i: int(cpu.start_ns[around[i]]))
-    return names[innermost].removeprefix("nn.Module: ")
 
 
 def _graph_modules(table: TraceTable, kernels: npt.NDArray[np.bool_]) -> tuple[GraphModule, ...]:
@@ -191,9 +200,10 @@ def _graph_modules(table: TraceTable, kernels: npt.NDArray[np.bool_]) -> tuple[G
     durations = (table.gpu.end_ns - table.gpu.start_ns)[kernels]
     counts = np.bincount(inverse, minlength=len(calls))
     ns = np.bincount(inverse, weights=durations, minlength=len(calls))
+    modules = _Modules(table)
     totals: dict[str, list[int]] = {}
     for i, call in enumerate(calls.tolist()):
-        row = totals.setdefault(_module_of(table, call), [0, 0, 0])
+        row = totals.setdefault(modules.of(call), [0, 0, 0])
         row[0] += 1
         row[1] += int(counts[i])
         row[2] += int(ns[i])
