@@ -13,12 +13,10 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from infertriage.analyze.trace import TraceReport
 from infertriage.analyze.trace.idle import IdleCause
 from infertriage.api.trace import analyze_trace
-from infertriage.report.trace import render_trace, trace_to_json
 
 Fixture = Callable[[str], Path]
 REAL = (
@@ -120,15 +118,3 @@ def test_hta_convention_leaves_the_last_step_out(shared_fixture: Fixture) -> Non
     assert (hta.value("trace.gpu_span_s") or 0.0) < (ours.value("trace.gpu_span_s") or 0.0)
     causes = _causes(hta)
     assert sum(causes.values()) == pytest.approx(hta.value("trace.gpu_idle_s"), rel=1e-9)
-
-
-def test_report_shows_idle_by_cause(shared_fixture: Fixture) -> None:
-    report = _report(shared_fixture(REAL[0]))
-    console = Console(width=120, record=True, color_system=None)
-    render_trace(report, console)
-    text = console.export_text()
-    assert "Idle GPU time by cause" in text
-    assert "host-starved (CPU busy) in aten::conv2d" in text
-    document = trace_to_json(report)
-    assert document["idle_host_ops"][0]["name"] == "aten::conv2d"  # type: ignore[index]
-    assert document["hta_convention"] is False
