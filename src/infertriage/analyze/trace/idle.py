@@ -44,10 +44,16 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
+from infertriage.analyze.trace.launches import calls_named
 from infertriage.analyze.trace.names import is_sync
 from infertriage.analyze.trace.steps import Steps
 from infertriage.analyze.trace.table import CpuKind, GpuOpKind, TraceTable
-from infertriage.analyze.trace.timeline import CONSECUTIVE_KERNEL_DELAY_NS, merge_intervals
+from infertriage.analyze.trace.timeline import (
+    CONSECUTIVE_KERNEL_DELAY_NS,
+    Gaps,
+    find_gaps,
+    merge_intervals,
+)
 
 __all__ = ["Gaps", "IdleCause", "IdleCauses", "classify_gaps", "find_gaps", "get_idle_causes"]
 
@@ -75,18 +81,6 @@ class IdleCause(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Gaps:
-    """The idle gaps of every device's busy union, and the op that ends each."""
-
-    begin_ns: I64
-    end_ns: I64
-    next_op: I64  # index into table.gpu
-
-    def __len__(self) -> int:
-        return len(self.begin_ns)
-
-
-@dataclass(frozen=True, slots=True)
 class IdleCauses:
     """Idle nanoseconds by cause (every cause present, zeros included) and the host's names."""
 
@@ -94,23 +88,6 @@ class IdleCauses:
     ns_by_cause: dict[IdleCause, int]
     gaps_by_cause: dict[IdleCause, int]
     host_ns_by_op: dict[str, int]  # host-starved time by the host work that filled it
-
-
-def find_gaps(table: TraceTable) -> Gaps:
-    """Every gap between busy stretches of each device (all streams merged)."""
-    gpu = table.gpu
-    parts: list[tuple[I64, I64, I64]] = []
-    for device in np.unique(gpu.device):
-        idx = np.flatnonzero(gpu.device == device)
-        starts, ends = merge_intervals(gpu.start_ns[idx], gpu.end_ns[idx])
-        if len(starts) < 2:
-            continue
-        first = idx[np.searchsorted(gpu.start_ns[idx], starts[1:], side="left")]
-        parts.append((ends[:-1], starts[1:], first.astype(np.int64)))
-    if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return Gaps(empty, empty, empty)
-    return Gaps(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
 
 class _Threads:
@@ -141,14 +118,6 @@ def _before(union: tuple[I64, I64, I64], t: I64) -> I64:
     i = np.searchsorted(starts, t, side="right") - 1
     inside = np.clip(t - starts[np.maximum(i, 0)], 0, (ends - starts)[np.maximum(i, 0)])
     return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0)
-
-
-def _runtime_mask(table: TraceTable, test: object) -> Bools:
-    ids = np.unique(table.runtime.name)
-    hits = np.array([bool(test(table.strings[i])) for i in ids.tolist()], dtype=np.bool_)  # type: ignore[operator]
-    lookup = np.zeros(len(table.strings), dtype=np.bool_)
-    lookup[ids] = hits
-    return lookup[table.runtime.name]
 
 
 def _blocking_copies(table: TraceTable) -> Bools:
@@ -201,7 +170,7 @@ def _during_wait(table: TraceTable, calls: Bools, gaps: Gaps, ctx: _Context) -> 
 
 
 def sync_gaps(table: TraceTable, gaps: Gaps, ctx: _Context) -> Bools:
-    return _during_wait(table, _runtime_mask(table, is_sync), gaps, ctx)
+    return _during_wait(table, calls_named(table, is_sync), gaps, ctx)
 
 
 def copy_gaps(table: TraceTable, gaps: Gaps, ctx: _Context) -> Bools:
@@ -237,7 +206,7 @@ def host_starved_gaps(table: TraceTable, gaps: Gaps, ctx: _Context) -> Bools:
 
 def _inside_sync(table: TraceTable, gaps: Gaps) -> Bools:
     """Gaps that lie inside a synchronise call (any thread): what ends them was queued before."""
-    sync = _runtime_mask(table, is_sync)
+    sync = calls_named(table, is_sync)
     start, end = table.runtime.start_ns[sync], table.runtime.end_ns[sync]  # sorted by start
     if not len(start):
         return np.zeros(len(gaps), dtype=np.bool_)

@@ -34,6 +34,7 @@ __all__ = [
     "Graphs",
     "Launches",
     "Syncs",
+    "calls_named",
     "get_copies",
     "get_graphs",
     "get_launches",
@@ -106,7 +107,7 @@ class Copies:
     memset_bytes: int
 
 
-def _name_mask(table: TraceTable, test: object) -> npt.NDArray[np.bool_]:
+def calls_named(table: TraceTable, test: object) -> npt.NDArray[np.bool_]:
     """Per runtime call: whether `test(name)` holds (evaluated once per distinct name)."""
     ids = np.unique(table.runtime.name)
     hits = np.array([bool(test(table.strings[i])) for i in ids.tolist()], dtype=np.bool_)  # type: ignore[operator]
@@ -215,7 +216,7 @@ def get_graphs(table: TraceTable) -> Graphs:
     gpu = table.gpu
     is_kernel = gpu.kind == GpuOpKind.KERNEL
     durations = gpu.end_ns - gpu.start_ns
-    graph_call = _name_mask(table, is_graph_launch)
+    graph_call = calls_named(table, is_graph_launch)
     under = is_kernel & (table.launcher >= 0)
     under[under] = graph_call[table.launcher[under]]
     return Graphs(
@@ -228,7 +229,7 @@ def get_graphs(table: TraceTable) -> Graphs:
 
 
 def get_syncs(table: TraceTable) -> Syncs:
-    sync = _name_mask(table, is_sync)
+    sync = calls_named(table, is_sync)
     runtime = table.runtime
     return Syncs(
         count=int(sync.sum()),

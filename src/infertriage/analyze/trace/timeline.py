@@ -9,6 +9,7 @@ the gap began (the GPU ran dry because the host was late), else to
 *kernel-to-kernel* when the gap is shorter than `consecutive_kernel_delay_ns`
 (launch latency between back-to-back ops), else *other*. We apply it to the
 union of a device's streams so that the three parts add up to its idle time.
+The gaps themselves (`find_gaps`) are the ones `idle.py` classifies by cause.
 Communication overlap is HTA's: the time communication kernels run while a
 computation kernel runs, over the communication kernels' union.
 """
@@ -25,8 +26,10 @@ from infertriage.analyze.trace.table import GpuOpKind, TraceTable
 
 __all__ = [
     "CONSECUTIVE_KERNEL_DELAY_NS",
+    "Gaps",
     "Timeline",
     "category_column",
+    "find_gaps",
     "get_timeline",
     "merge_intervals",
     "overlap_ns",
@@ -88,26 +91,46 @@ def category_column(table: TraceTable) -> npt.NDArray[np.int8]:
     return cats
 
 
-def _idle_parts(
-    table: TraceTable, mask: npt.NDArray[np.bool_], merged: tuple[I64, I64], delay_ns: int
-) -> tuple[int, int, int]:
-    """(host wait, kernel-to-kernel, other) over the gaps of one device's union."""
-    starts, ends = merged
-    if len(starts) < 2:
-        return 0, 0, 0
-    gaps = starts[1:] - ends[:-1]
-    gap_begin = ends[:-1]
-    # The op that ends each gap: the first op (of this device) that starts at the union's start.
-    idx = np.flatnonzero(mask)
-    op_start = table.gpu.start_ns[idx]
-    first = idx[np.searchsorted(op_start, starts[1:], side="left")]
-    launcher = table.launcher[first]
-    call_start = np.full(len(first), np.iinfo(np.int64).min, dtype=np.int64)
+@dataclass(frozen=True, slots=True)
+class Gaps:
+    """The idle gaps of every device's busy union, and the op that ends each."""
+
+    begin_ns: I64
+    end_ns: I64
+    next_op: I64  # index into table.gpu: the first op of the stretch the gap ends at
+
+    def __len__(self) -> int:
+        return len(self.begin_ns)
+
+
+def find_gaps(table: TraceTable) -> Gaps:
+    """Every gap between busy stretches of each device (all streams merged)."""
+    gpu = table.gpu
+    parts: list[tuple[I64, I64, I64]] = []
+    for device in np.unique(gpu.device):
+        idx = np.flatnonzero(gpu.device == device)
+        starts, ends = merge_intervals(gpu.start_ns[idx], gpu.end_ns[idx])
+        if len(starts) < 2:
+            continue
+        first = idx[np.searchsorted(gpu.start_ns[idx], starts[1:], side="left")]
+        parts.append((ends[:-1], starts[1:], first.astype(np.int64)))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return Gaps(empty, empty, empty)
+    return Gaps(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
+
+
+def _idle_parts(table: TraceTable, delay_ns: int) -> tuple[int, int, int]:
+    """(host wait, kernel-to-kernel, other) over the gaps of every device's union."""
+    gaps = find_gaps(table)
+    lengths = gaps.end_ns - gaps.begin_ns
+    launcher = table.launcher[gaps.next_op]
+    call_start = np.full(len(gaps), np.iinfo(np.int64).min, dtype=np.int64)
     launched = launcher >= 0  # none in a trace without runtime calls (GPU activity alone)
     call_start[launched] = table.runtime.start_ns[launcher[launched]]
-    host = call_start > gap_begin
-    short = ~host & (gaps < delay_ns)
-    return int(gaps[host].sum()), int(gaps[short].sum()), int(gaps[~host & ~short].sum())
+    host = call_start > gaps.begin_ns
+    short = ~host & (lengths < delay_ns)
+    return int(lengths[host].sum()), int(lengths[short].sum()), int(lengths[~host & ~short].sum())
 
 
 def get_timeline(
@@ -127,10 +150,6 @@ def get_timeline(
         merged = merge_intervals(gpu.start_ns[mask], gpu.end_ns[mask])
         totals["span"] += int(merged[1][-1] - merged[0][0])
         totals["busy"] += int((merged[1] - merged[0]).sum())
-        host, k2k, other = _idle_parts(table, mask, merged, delay_ns)
-        totals["host"] += host
-        totals["k2k"] += k2k
-        totals["other"] += other
         is_comm = mask & (cats == Category.COMMUNICATION)
         is_compute = mask & (cats != Category.COMMUNICATION) & (cats != Category.MEMORY)
         comm = merge_intervals(gpu.start_ns[is_comm], gpu.end_ns[is_comm])
@@ -138,6 +157,7 @@ def get_timeline(
         totals["comm"] += int((comm[1] - comm[0]).sum())
         totals["compute"] += int((compute[1] - compute[0]).sum())
         totals["overlap"] += overlap_ns(comm, compute)
+    totals["host"], totals["k2k"], totals["other"] = _idle_parts(table, delay_ns)
     return Timeline(
         span_ns=totals["span"],
         busy_ns=totals["busy"],
