@@ -6,7 +6,7 @@ nsys/*.sqlite; see SOURCES.md), the idle time of each device's busy union, then:
 - *before*: the share left as "other" by the HTA-style split `trace` had before
   (host wait / kernel-to-kernel / other, `timeline.py`);
 - *after*: the share of each cause of `analyze/trace/idle.py` (sync, copy, between
-  steps, host-starved, launch overhead, untraced, other), and the host work named
+  steps, host-starved, launch overhead, held, untraced, other), and the host work named
   behind the host-starved share.
 
 Run from the project root:
@@ -34,6 +34,7 @@ _SHORT = {
     IdleCause.BETWEEN_STEPS: "steps",
     IdleCause.HOST_STARVED: "host",
     IdleCause.LAUNCH_OVERHEAD: "launch",
+    IdleCause.HELD: "held",
     IdleCause.UNTRACED: "untraced",
     IdleCause.OTHER: "other",
 }

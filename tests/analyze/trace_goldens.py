@@ -8,8 +8,8 @@ listed in benchmarks/README.md.
 
 from __future__ import annotations
 
+import importlib
 import json
-import runpy
 import sys
 from pathlib import Path
 
@@ -38,7 +38,8 @@ def signals_of(root: Path, key: str) -> dict[str, float]:
 
 
 def main() -> int:
-    root = runpy.run_path(str(HERE.parent / "conftest.py"))["fixtures_dir"]()
+    sys.path.insert(0, str(HERE.parents[1]))  # the project: `tests` imports as a package
+    root = importlib.import_module("tests.conftest").fixtures_dir()
     if root is None:
         print("real fixtures absent: set INFERTRIAGE_FIXTURES", file=sys.stderr)
         return 1

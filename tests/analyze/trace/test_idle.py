@@ -183,7 +183,12 @@ def test_launch_overhead_fires_while_the_launch_call_still_runs() -> None:
 
 def test_launch_overhead_does_not_fire_for_a_long_wait_after_a_returned_launch() -> None:
     spec = Spec().kernel(0, 10, 1).call(-5, -2, 1).kernel(200, 210, 2).call(2, 4, 2)
-    assert cause_of(spec) is IdleCause.UNTRACED
+    assert cause_of(spec) is IdleCause.HELD
+
+
+def test_held_does_not_fire_for_a_late_launch() -> None:
+    spec = Spec().kernel(0, 10, 1).call(-5, -2, 1).kernel(200, 210, 2).call(150, 160, 2)
+    assert cause_of(spec) is IdleCause.UNTRACED  # the host was late, and showed no work
 
 
 def test_launch_overhead_fires_for_an_op_queued_before_a_sync_it_runs_under() -> None:

@@ -25,13 +25,15 @@ first cause that holds, in this order:
    before an op with no launch in the trace counts too when a host thread sat
    in a synchronise call all through it (the op was queued before the
    capture began);
-6. `untraced` — time the profiler did not see: the next op has no launch in
-   a trace that records launches; or the launch was late and the launching
-   thread shows no traced work for most of the wait; or the launch was long
-   issued, had returned, and the device had nothing traced to run, so it
-   waited on something the trace does not hold (dropped or filtered events,
-   another process's work, an event from another device);
-7. `other` — none of these: in practice a trace with no runtime calls at all
+6. `held` — the launch was long issued and had returned, the gap is not
+   short, and yet the op started only after it: the op was queued and held
+   back by something the trace does not show (an event or another stream it
+   waits on, a peer, another process's work, GPU events filtered out of the
+   trace). Named apart from `untraced` because the host did its part;
+7. `untraced` — host time the profiler did not see: the next op has no
+   launch in a trace that records launches, or the launch was late and the
+   launching thread shows no traced work for most of the wait;
+8. `other` — none of these: in practice a trace with no runtime calls at all
    (GPU activity alone), where nothing tells a late host from a missing one.
 """
 
@@ -72,8 +74,9 @@ class IdleCause(IntEnum):
     BETWEEN_STEPS = 2
     HOST_STARVED = 3
     LAUNCH_OVERHEAD = 4
-    UNTRACED = 5
-    OTHER = 6
+    HELD = 5
+    UNTRACED = 6
+    OTHER = 7
 
     @property
     def label(self) -> str:
@@ -228,9 +231,15 @@ def launch_overhead_gaps(
     return (issued & (short | (ctx.call_end > gaps.begin_ns))) | (queued_before & short)
 
 
+def held_gaps(ctx: _Context, overhead: Bools) -> Bools:
+    """Launched in time and returned, not a short hop, yet the op started late: held back."""
+    return ctx.known & ~ctx.late & ~overhead
+
+
 def untraced_gaps(table: TraceTable, ctx: _Context, starved: Bools, overhead: Bools) -> Bools:
+    """No launch in a trace that records launches, or a late launch with no traced host work."""
     unlaunched = ~ctx.known & ~overhead & (len(table.runtime) > 0)
-    return unlaunched | (ctx.late & ~starved) | (ctx.known & ~ctx.late & ~overhead)
+    return unlaunched | (ctx.late & ~starved)
 
 
 def classify_gaps(
@@ -249,6 +258,7 @@ def classify_gaps(
         step_gaps(gaps, steps),
         starved,
         overhead,
+        held_gaps(ctx, overhead),
         untraced_gaps(table, ctx, starved, overhead),
     ]
     causes = np.select(tests, [int(c) for c in IdleCause][: len(tests)], int(IdleCause.OTHER))
