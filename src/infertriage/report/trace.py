@@ -41,7 +41,7 @@ _CAUSE_TEXT = {
     IdleCause.BETWEEN_STEPS: "between steps",
     IdleCause.HOST_STARVED: "host-starved (CPU busy)",
     IdleCause.LAUNCH_OVERHEAD: "launch overhead",
-    IdleCause.HELD: "launched, held back (an event, a stream or work not in the trace)",
+    IdleCause.HELD: "launched, then held (cause not traced)",
     IdleCause.UNTRACED: "untraced host time",
     IdleCause.OTHER: "other",
 }
