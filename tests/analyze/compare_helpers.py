@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infertriage.schemas import Chunk, ErrorKind, JsonlWriter, RequestRecord, RunDir, RunInfo
+from infertriage.schemas import BenchRunInfo, Chunk, ErrorKind, JsonlWriter, RequestRecord, RunDir
 
 LEVEL = {"level": "c=4"}
 
@@ -98,7 +98,7 @@ def with_failures(records: Sequence[RequestRecord], num_failed: int) -> list[Req
 def write_run(root: Path, records: Sequence[RequestRecord]) -> Path:
     """A bench-like run directory holding `records`."""
     run = RunDir.create(root)
-    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0))
+    run.write_info(BenchRunInfo(wall_anchor_s=0.0))
     with JsonlWriter(run.requests) as writer:
         for record in records:
             writer.write(record)

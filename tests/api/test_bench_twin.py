@@ -74,8 +74,8 @@ def _assert_run_dir(root: Path, num: int) -> None:
     assert all(r.prompt_tokens_source is TokenSource.USAGE for r in records)
     assert all(r.chunks and r.end_ts is not None for r in records)
     info = run.read_info()
-    assert info.command == "bench" and info.summary["status"] == "complete"
-    assert info.summary["token_check"]["tokenize"] == "vllm"
-    assert info.server_config["max_model_len"] == 8192
+    assert info.command == "bench" and info.summary.status == "complete"
+    assert info.summary.token_check["tokenize"] == "vllm"
+    assert info.server_config.max_model_len == 8192
     with (root / "requests.csv").open(encoding="utf-8") as handle:
         assert len(list(csv.DictReader(handle))) == num

@@ -18,7 +18,7 @@ from infertriage.api.specs import CompareABSpec, CompareRunsSpec, ValidateSpec
 from infertriage.api.validate import validate
 from infertriage.cli.app import main
 from infertriage.report.compare import compare_to_json, verdict_line
-from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
+from infertriage.schemas import BenchRunInfo, RequestRecord, RunDir, UserError
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.twin.process import TwinProcess
 
@@ -114,7 +114,7 @@ def test_compare_user_errors(tmp_path: Path) -> None:
 
 def _bench_like_run(root: Path, lines: list[bytes]) -> Path:
     run = RunDir.create(root)
-    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0))
+    run.write_info(BenchRunInfo(wall_anchor_s=0.0))
     run.requests.write_bytes(b"".join(lines))
     return root
 

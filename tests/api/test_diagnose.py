@@ -10,7 +10,15 @@ import pytest
 from infertriage.api.diagnose import diagnose, keep_traces
 from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
-from infertriage.schemas import Layer, RunDir, RunInfo, Status
+from infertriage.schemas import (
+    DiagnoseConfig,
+    DiagnoseRunInfo,
+    DiagnoseSummary,
+    Layer,
+    Phases,
+    RunDir,
+    Status,
+)
 from infertriage_testing.tracesynth import SynthSpec, trace_chunks
 
 # scenario → the layer its injected fault lives in (None: no bottleneck at all)
@@ -111,8 +119,10 @@ def test_trace_given_with_the_run_is_kept_and_read_by_from_run(tmp_path: Path) -
     keep_traces(run, [trace])
     phases = {"load_start_ts": 0.0, "load_end_ts": 1.0}
     run.write_info(
-        RunInfo(
-            command="diagnose", wall_anchor_s=0.0, summary={"phases": phases, "main_level": "x"}
+        DiagnoseRunInfo(
+            wall_anchor_s=0.0,
+            config=DiagnoseConfig(target="x"),
+            summary=DiagnoseSummary(phases=Phases(**phases), main_level="x"),
         )
     )
     result = diagnose(DiagnoseSpec(from_run=run.root))

@@ -9,10 +9,10 @@ import pytest
 
 from infertriage.api.evidence import plan_signals
 from infertriage.api.topology import keep_interconnect, kept_interconnect
-from infertriage.schemas import Signal, UserError
+from infertriage.schemas import Deployment, RunServerConfig, Signal, UserError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
-DEPLOYMENT = {"model": "llama-3.1-70b", "gpu": "H100-SXM", "tensor_parallel": 8}
+DEPLOYMENT = Deployment(model="llama-3.1-70b", gpu="H100-SXM", tensor_parallel=8)
 MEASURED = [
     Signal(name="client.max_concurrency", value=64.0, unit="requests", source="client"),
     Signal(name="client.mean_prompt_tokens", value=1024.0, unit="tokens", source="client"),
@@ -33,8 +33,8 @@ def test_the_measured_bus_bandwidth_slows_the_planned_decode(tmp_path: Path) -> 
     )
     kept = kept_interconnect(raw)
     assert kept is not None and kept[0] is not None and len(kept[1]) == 1
-    catalogue = plan_signals(DEPLOYMENT, {}, MEASURED)
-    measured = plan_signals(DEPLOYMENT, {}, MEASURED, kept)
+    catalogue = plan_signals(DEPLOYMENT, RunServerConfig(), MEASURED)
+    measured = plan_signals(DEPLOYMENT, RunServerConfig(), MEASURED, kept)
     # 83.8 GB/s measured at the 1 MiB all-reduce, where the catalogue says 450 GB/s
     assert _itl(measured) > 1.1 * _itl(catalogue)
     assert kept_interconnect(tmp_path / "other") is None

@@ -186,6 +186,6 @@ def test_a_sigkilled_server_leaves_one_record_per_request_and_a_diagnosable_run(
     kinds = Counter(_kind(r) for r in records)
     assert kinds["none"] >= 10 and sum(n for k, n in kinds.items() if k != "none") > 0, kinds
     assert bench.returncode == 0, err  # some requests succeeded before the kill
-    assert RunDir.open(out).read_info().summary["levels"]
+    assert RunDir.open(out).read_info().summary.levels
     capsys.readouterr()
     assert main(["diagnose", "--from-run", str(out), "--json"]) == 0

@@ -16,7 +16,15 @@ import pytest
 from infertriage.api.diagnose import diagnose
 from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
-from infertriage.schemas import Layer, RunDir, RunInfo, Status
+from infertriage.schemas import (
+    DiagnoseConfig,
+    DiagnoseRunInfo,
+    DiagnoseSummary,
+    Layer,
+    Phases,
+    RunDir,
+    Status,
+)
 from infertriage_testing.tracesynth import SynthSpec, trace_chunks
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"
@@ -27,8 +35,10 @@ def stored(tmp_path: Path) -> Path:
     run = RunDir.create(tmp_path / "run")
     phases = {"load_start_ts": 0.0, "load_end_ts": 1.0}
     run.write_info(
-        RunInfo(
-            command="diagnose", wall_anchor_s=0.0, summary={"phases": phases, "main_level": "x"}
+        DiagnoseRunInfo(
+            wall_anchor_s=0.0,
+            config=DiagnoseConfig(target="x"),
+            summary=DiagnoseSummary(phases=Phases(**phases), main_level="x"),
         )
     )
     run.release()

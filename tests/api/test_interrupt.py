@@ -180,8 +180,8 @@ def test_ctrl_c_in_diagnose_keeps_the_run_diagnoses_it_and_stops_the_twin_last(
     assert _one_line(stderr).startswith("infertriage: interrupted; the map judges only")
     run = RunDir.open(out)
     info = run.read_info()
-    assert info.command == "diagnose" and info.summary["status"] == "interrupted"
-    assert "phases" in info.summary and info.summary["main_level"] in info.config["levels"]
+    assert info.command == "diagnose" and info.summary.status == "interrupted"
+    assert info.summary.phases is not None and info.summary.main_level in info.config.levels
     records = list(run.iter_records(run.requests, RequestRecord))
     assert len(records) >= 3 and run.diagnosis.is_file()
     assert "Bottleneck map" in stdout
@@ -227,7 +227,7 @@ def test_ctrl_c_before_any_request_finished_says_why_there_is_no_map(tmp_path: P
     assert "nothing to diagnose" in _one_line(stderr)
     assert not (out / "diagnosis.json").exists()
     assert _gone(twin)
-    assert RunDir.open(out).read_info().summary["status"] == "interrupted"
+    assert RunDir.open(out).read_info().summary.status == "interrupted"
     assert main(["diagnose", "--from-run", str(out)]) == 2  # one sentence: no request
 
 
@@ -256,7 +256,7 @@ def test_ctrl_c_to_the_group_in_bench_stops_the_load_and_keeps_the_records(
     assert _one_line(stderr).startswith("infertriage: interrupted; the records")
     run = RunDir.open(out)
     assert len(list(run.iter_records(run.requests, RequestRecord))) == sent
-    assert run.read_info().summary["status"] == "interrupted"
+    assert run.read_info().summary.status == "interrupted"
 
 
 def test_a_second_ctrl_c_in_bench_exits_at_once(tmp_path: Path) -> None:
@@ -298,7 +298,7 @@ def test_ctrl_c_in_validate_judges_what_ran_and_stops_the_twin_last(tmp_path: Pa
     assert proc.returncode == 130 and time.monotonic() - started < STOP_BOUND_S, stderr
     assert _one_line(stderr).startswith("infertriage: interrupted; the checklist judges only")
     run = RunDir.open(out)
-    assert run.read_info().summary["status"] == "interrupted"
+    assert run.read_info().summary.status == "interrupted"
     assert (out / "validate.json").is_file() and "Go-live checklist" in stdout
     assert _gone(twin)
 
@@ -323,5 +323,5 @@ def test_ctrl_c_in_an_ab_comparison_compares_what_finished(tmp_path: Path) -> No
                 os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, stderr
     assert _one_line(stderr).startswith("infertriage: interrupted; the comparison judges only")
-    assert RunDir.open(out).read_info().summary["status"] == "interrupted"
+    assert RunDir.open(out).read_info().summary.status == "interrupted"
     assert (out / "compare.json").is_file()

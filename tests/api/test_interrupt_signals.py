@@ -178,7 +178,7 @@ def test_a_stop_signal_in_diagnose_keeps_the_run_and_stops_the_twin(
     name = signal.Signals(signum).name
     assert _one_line(stderr).startswith(f"infertriage: interrupted by {name}; the map judges")
     run = RunDir.open(out)
-    assert run.read_info().summary["status"] == "interrupted"
+    assert run.read_info().summary.status == "interrupted"
     assert len(list(run.iter_records(run.requests, RequestRecord))) >= 3
     assert run.diagnosis.is_file() and "Bottleneck map" in stdout
     assert all(_gone(child) for child in children)  # the twin no longer listens
@@ -208,7 +208,7 @@ def test_a_stop_signal_to_bench_with_workers_keeps_every_finished_request(
     assert _one_line(stderr).startswith(f"infertriage: interrupted by {name}; the records")
     run = RunDir.open(out)
     assert len(list(run.iter_records(run.requests, RequestRecord))) == sent
-    assert run.read_info().summary["status"] == "interrupted"
+    assert run.read_info().summary.status == "interrupted"
     assert all(_gone(child) for child in children)
 
 

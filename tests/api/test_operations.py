@@ -17,7 +17,7 @@ from infertriage.api.specs import ValidateSpec
 from infertriage.api.target import Target
 from infertriage.api.validate import validate
 from infertriage.cli import main
-from infertriage.schemas import CheckGroup, CheckStatus, Thresholds
+from infertriage.schemas import CheckGroup, CheckStatus, Deployment, Thresholds
 from infertriage.twin.process import TwinProcess
 
 from .test_diagnose_proxy import cutting_proxy
@@ -110,7 +110,9 @@ def test_validate_measures_the_twins_cold_start_and_plan_leads_with_it(
 
 
 def test_a_server_already_up_has_no_measurable_cold_start() -> None:
-    target = Target("http://127.0.0.1:9", None, None, None, {}, "http://127.0.0.1:9", False)
+    target = Target(
+        "http://127.0.0.1:9", None, None, None, Deployment(), "http://127.0.0.1:9", False
+    )
     check = cold_start_check(target, ValidateSpec(url=target.url))
     assert check.status is CheckStatus.SKIP
     assert "already running" in check.detail and "plan --cold-start" in check.detail

@@ -16,7 +16,7 @@ import pytest
 
 from infertriage.api.runview import measured_view
 from infertriage.cli import main
-from infertriage.schemas import ErrorKind, JsonlWriter, RequestRecord, RunDir, RunInfo
+from infertriage.schemas import BenchRunInfo, ErrorKind, JsonlWriter, RequestRecord, RunDir
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 SMALL = ["--workload", "synthetic:input=8,output=5"]
@@ -85,7 +85,7 @@ def test_a_run_without_requests_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = RunDir.create(tmp_path / "r")
-    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0, summary={"status": "running"}))
+    run.write_info(BenchRunInfo(wall_anchor_s=0.0, summary={"status": "running"}))
     _refused(run.root, capsys, "holds no request records")
 
 
@@ -93,7 +93,7 @@ def test_a_run_whose_requests_were_all_cut_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = RunDir.create(tmp_path / "r")
-    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0, summary={"status": "interrupted"}))
+    run.write_info(BenchRunInfo(wall_anchor_s=0.0, summary={"status": "interrupted"}))
     cut = RequestRecord(
         id="x-0", scheduled_ts=0.0, sent_ts=0.1, end_ts=0.5, error_kind=ErrorKind.CLIENT,
         fault="cancelled", labels={"level": "concurrency=1"},

@@ -37,7 +37,7 @@ from infertriage.api.specs import (
     ValidateSpec,
     parse_endpoint,
 )
-from infertriage.schemas import RunDir, RunInfo, Thresholds, UserError
+from infertriage.schemas import BenchRunInfo, RunDir, Thresholds, UserError, write_json
 from infertriage.twin.traffic import Stage
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
@@ -205,6 +205,7 @@ def test_run_json_keeps_the_bench_spec_and_from_run_reads_it_back(tmp_path: Path
     stored = run_spec(info)
     assert isinstance(stored, BenchSpec)
     # what was run: the URL normalised and the model the server served chosen
+    assert isinstance(info, BenchRunInfo)
     assert stored.url == info.config["url"] and stored.url.endswith("/v1")
     assert stored.client.model == info.config["model"] and stored.client.model
     assert stored.concurrencies == (2,) and stored.num_requests == 6
@@ -217,23 +218,20 @@ def test_run_json_keeps_the_bench_spec_and_from_run_reads_it_back(tmp_path: Path
 
 
 def test_a_run_without_a_spec_is_read_by_its_config(tmp_path: Path) -> None:
-    info = RunInfo(command="bench", wall_anchor_s=0.0, config={"url": "http://h:1/v1"})
+    info = BenchRunInfo(wall_anchor_s=0.0, config={"url": "http://h:1/v1"})
     assert run_spec(info) is None and run_target(info, "?") == "http://h:1/v1"
-    assert run_target(RunInfo(command="bench", wall_anchor_s=0.0), "fallback") == "fallback"
+    assert run_target(BenchRunInfo(wall_anchor_s=0.0), "fallback") == "fallback"
 
 
 def test_the_summary_is_read_through_its_model(tmp_path: Path) -> None:
-    summary = RunSummary.model_validate(
-        {"status": "complete", "main_level": "c=16", "phases": {"load_start_ts": 0.0,
-         "load_end_ts": 2.0}, "levels": []}
-    )  # fmt: skip
-    assert summary.main_level == "c=16" and summary.phases is not None
-    assert summary.phases.load_end_ts == 2.0 and summary.client_bound is False
     run = RunDir.create(tmp_path / "run")
-    run.write_info(
-        RunInfo(
-            command="diagnose", wall_anchor_s=0.0, summary={"phases": "soon", "main_level": "x"}
-        )
-    )
-    with pytest.raises(UserError, match="invalid phases in its summary"):
+    document = {"command": "diagnose", "wall_anchor_s": 0.0, "config": {"target": "t"}}
+    phases = {"load_start_ts": 0.0, "load_end_ts": 2.0}
+    summary = {"status": "complete", "main_level": "c=16", "phases": phases, "levels": []}
+    write_json(run.run_json, {**document, "summary": summary})
+    got = RunSummary.of(run)
+    assert got.main_level == "c=16" and got.phases is not None
+    assert got.phases.load_end_ts == 2.0 and got.client_bound is False
+    write_json(run.run_json, {**document, "summary": {"phases": "soon", "main_level": "x"}})
+    with pytest.raises(UserError, match=r"invalid run.json \(diagnose.summary.phases"):
         measured_view(run)

@@ -95,7 +95,7 @@ def test_json_is_one_document_and_the_run_directory_is_complete(
     for name in ("run.json", "requests.jsonl", "signals.jsonl", "requests.csv", "summary.csv"):
         assert (out / name).is_file(), name
     info = RunDir.open(out).read_info()
-    assert info.command == "bench" and info.summary["status"] == "complete"
+    assert info.command == "bench" and info.summary.status == "complete"
     assert (out / "requests.csv").read_text().count("\n") == 7
 
 
@@ -174,7 +174,7 @@ def test_ctrl_c_keeps_every_record_and_writes_a_partial_summary(
     assert cancelled and all(r.error_kind is ErrorKind.CLIENT for r in cancelled)
     assert any(len(r.chunks) > 0 for r in cancelled)  # what they measured is kept
     info = run.read_info()
-    assert info.summary["status"] == "interrupted" and info.summary["interrupted"] is True
+    assert info.summary.status == "interrupted" and info.summary.interrupted is True
     assert "Interrupted" in stdout
 
 
@@ -188,4 +188,4 @@ def test_a_killed_run_keeps_its_finished_records(tmp_path: Path) -> None:
     run = RunDir.open(out)
     records = list(run.iter_records(run.requests, RequestRecord))
     assert len(records) >= 3 and all(r.ok for r in records)
-    assert run.read_info().summary["status"] == "running"
+    assert run.read_info().summary.status == "running"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infertriage.cli import main
-from infertriage.schemas import Chunk, JsonlWriter, RequestRecord, RunDir, RunInfo
+from infertriage.schemas import BenchRunInfo, Chunk, JsonlWriter, RequestRecord, RunDir
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,7 +81,7 @@ def test_plan_from_run_takes_lengths_and_throughput(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = RunDir.create(tmp_path / "run")
-    run.write_info(RunInfo(command="bench", wall_anchor_s=0.0))
+    run.write_info(BenchRunInfo(wall_anchor_s=0.0))
     with JsonlWriter(run.requests) as writer:
         for i in range(10):
             start = i * 0.5

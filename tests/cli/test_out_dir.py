@@ -97,4 +97,4 @@ def test_force_never_replaces_a_run_still_being_written(tmp_path: Path) -> None:
     assert second.returncode == 2 and first.returncode == 0, kept
     line = _one_line(refused)
     assert f"is in use by another run (pid {first.pid})" in line and "--out" in line
-    assert RunDir.open(out).read_info().summary["status"] == "complete"
+    assert RunDir.open(out).read_info().summary.status == "complete"

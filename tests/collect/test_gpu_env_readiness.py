@@ -53,7 +53,7 @@ def test_nvml_reads_real_values() -> None:
 
 def test_environment_snapshot() -> None:
     snapshot = snapshot_environment(engine="vllm", engine_version="0.10.1")
-    document = snapshot.to_json()
+    document = snapshot.model_dump(mode="json")
     orjson.dumps(document)  # JSON-ready for run.json
     assert document["python"].count(".") == 2
     assert "aiohttp" in document["packages"] and "prometheus-client" in document["packages"]

@@ -243,7 +243,7 @@ def test_the_collect_stage_fills_the_run_directory(
     assert collected.view.engine == "vllm" and collected.view.exporters == ("dcgm",)
     assert collected.view.window is not None
     assert collected.server_config is not None and collected.server_config.max_model_len == 2048
-    assert collected.environment["python"] and collected.host_samples
+    assert collected.environment.python and collected.host_samples
     # This test's own process serves the port, so its tree is the "server" here.
     assert collected.host_samples[-1].rss_bytes
     names = {s.name for s in read_jsonl(run.metrics, Sample)}

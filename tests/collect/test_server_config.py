@@ -8,14 +8,15 @@ from typing import Any
 import aiohttp
 
 from infertriage.analyze.signals.deployment import config_signals
-from infertriage.collect import ServerConfig, fetch_server_config, parse_metrics_text
+from infertriage.collect import fetch_server_config, parse_metrics_text
 from infertriage.collect.server_config import config_from_metrics
+from infertriage.schemas import Deployment, RunServerConfig
 
 
-def _fetch(server: Any, engine: str | None, text: str | None = None) -> ServerConfig:
+def _fetch(server: Any, engine: str | None, text: str | None = None) -> RunServerConfig:
     exposition = parse_metrics_text(text, "m") if text else None
 
-    async def run() -> ServerConfig:
+    async def run() -> RunServerConfig:
         async with aiohttp.ClientSession() as session:
             return await fetch_server_config(
                 session, server.url, engine=engine, exposition=exposition, timeout_s=2.0
@@ -47,7 +48,7 @@ def test_vllm_live(shared_fixture, live_server: Any) -> None:  # type: ignore[no
     assert (config.num_gpu_blocks, config.block_size, config.kv_tokens_total) == (7281, 16, 116496)
     assert config.enable_prefix_caching is False
     assert set(config.answered) == {"/v1/models", "/version"} and not config.notes
-    document = config.to_json()
+    document = config.model_dump(mode="json")
     assert document["details"]["cache_config_info"]["swap_space_bytes"] == 4294967296
 
 
@@ -91,7 +92,7 @@ def test_sglang_server_info(live_server: Any) -> None:
     assert config.enable_prefix_caching is True
     # the step budget and CUDA graphs under the names the rules read
     assert config.max_num_batched_tokens == 256 and config.cuda_graphs is False
-    signals = {s.name: s.value for s in config_signals(config.to_json(), {})}
+    signals = {s.name: s.value for s in config_signals(config, Deployment())}
     assert signals["config.max_num_batched_tokens"] == 256 and signals["config.cuda_graphs"] == 0
     assert "nested" not in config.details["/get_server_info"]
 
@@ -119,5 +120,5 @@ def test_nothing_answers_is_notes_not_errors(free_port: int) -> None:
         url = f"http://127.0.0.1:{free_port}"
 
     config = _fetch(Nowhere(), "vllm")
-    assert config.answered == () and len(config.notes) == 2
+    assert config.answered == [] and len(config.notes) == 2
     assert all("connection refused" in note for note in config.notes)

@@ -69,7 +69,7 @@ def test_figures_match_the_servers_schedule(tmp_path: Path) -> None:
         assert violations(summary, ttft_s, itl_s), (ttft_s, itl_s)
     # Per request, against the server's own write times (one system-wide monotonic clock):
     # the first-token stamp within 2 ms of the write, the TPOT within 0.2 ms.
-    base_ns = run.read_info().environment["perf_counter_start_ns"]
+    base_ns = run.read_info().environment.perf_counter_start_ns
     stamp_errors, tpot_errors = [], []
     for record in records:
         first_ns, last_ns, tokens = truth[record.id]

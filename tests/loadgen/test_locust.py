@@ -77,7 +77,7 @@ def test_two_locust_workers_agree_with_the_native_client(tmp_path: Path) -> None
     # And with the server's own write times, through the wall-clock start the workers got:
     # the first-token stamps within 2 ms of the writes, the TPOT within 0.2 ms.
     run = RunDir.open(tmp_path / "locust")
-    base_ns = run.read_info().environment["perf_counter_start_ns"]
+    base_ns = run.read_info().environment.perf_counter_start_ns
     stamp_errors, tpot_errors = [], []
     for record in records:
         first_ns, last_ns, tokens = truth[record.id]
@@ -89,8 +89,8 @@ def test_two_locust_workers_agree_with_the_native_client(tmp_path: Path) -> None
     assert abs(float(np.median(stamp_errors))) < 0.002
     assert float(np.median(tpot_errors)) < 0.0002
     info = run.read_info()
-    assert info.environment["load_engine"] == "locust"
-    assert info.environment["locust_workers"] == 2
+    assert info.environment.load_engine == "locust"
+    assert info.environment.locust_workers == 2
 
 
 def _kill_one_worker_when_records_flow(requests: Path, killed: list[int]) -> None:
@@ -139,7 +139,7 @@ def test_a_killed_worker_is_reported_and_its_records_kept(
     assert len(records) > sent_by_lost
     assert result.levels[0].client.num_workers == 1  # the survivor's report
     info = RunDir.open(out).read_info()
-    assert any("was lost mid-run" in w for w in info.summary["warnings"])
+    assert any("was lost mid-run" in w for w in info.summary.warnings)
 
 
 def test_locust_flags_refused_in_one_sentence(tmp_path: Path) -> None:

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.schemas import BaselineStore, RunDir, RunInfo, UserError, default_store_root
+from infertriage.schemas import (
+    BaselineStore,
+    BenchRunInfo,
+    RunDir,
+    RunServerConfig,
+    UserError,
+    default_store_root,
+)
 
 
 def _run(tmp_path: Path) -> RunDir:
     run = RunDir.create(tmp_path / "run")
-    run.write_info(RunInfo(command="bench", wall_anchor_s=1.0, server_config={"x": 1}))
+    run.write_info(BenchRunInfo(wall_anchor_s=1.0, server_config=RunServerConfig(engine="x")))
     run.requests.write_text('{"id": "a"}\n')
     (run.raw / "big.trace.json").write_text("{}")
     return run
@@ -23,7 +30,7 @@ def test_save_copies_the_measurements_but_not_raw(tmp_path: Path) -> None:
     saved = store.save("v1.2_prod", _run(tmp_path))
     assert saved.command == "bench" and saved.source.endswith("run")
     copy = store.get("v1.2_prod")
-    assert copy.read_info().server_config == {"x": 1}
+    assert copy.read_info().server_config.engine == "x"
     assert copy.requests.read_text() == '{"id": "a"}\n'
     assert not (copy.root / "raw").exists()
     assert [b.name for b in store.list()] == ["v1.2_prod"]

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from infertriage.schemas import (
+    BenchRunInfo,
     Chunk,
     ErrorKind,
     JsonlWriter,
     RequestRecord,
     RunDir,
-    RunInfo,
     Sample,
     TokenSource,
     UserError,
@@ -113,7 +113,7 @@ def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
 def test_run_dir_layout_and_info(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "r")
     assert run.raw.is_dir()
-    run.write_info(RunInfo(command="bench", wall_anchor_s=123.0, config={"rate": 4}))
+    run.write_info(BenchRunInfo(wall_anchor_s=123.0, config={"rate": 4}))
     info = RunDir.open(run.root).read_info()
     assert info.command == "bench" and info.wall_anchor_s == 123.0
     assert info.schema_id == "infertriage.run/v1"
@@ -145,7 +145,7 @@ def test_create_refuses_a_directory_that_holds_a_run(tmp_path: Path) -> None:
 
 def test_create_with_force_empties_the_old_run(tmp_path: Path) -> None:
     old = RunDir.create(tmp_path / "r")
-    old.write_info(RunInfo(command="bench", wall_anchor_s=1.0))
+    old.write_info(BenchRunInfo(wall_anchor_s=1.0))
     old.requests.write_text("{}\n")
     (old.raw / "arm-A").mkdir()
     old.release()  # the run that wrote it has ended

@@ -69,11 +69,15 @@ from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.net import auth_headers, normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
 from infertriage.schemas import (
+    BenchRunInfo,
+    BenchSummary,
     JsonlWriter,
     RequestRecord,
     RunClock,
     RunDir,
-    RunInfo,
+    RunEnvironment,
+    RunServerConfig,
+    RunStatus,
     Thresholds,
     TokenSource,
     UserError,
@@ -377,17 +381,19 @@ def _diagnose(
     )
 
 
-def _environment(config: BenchConfig, engine: LoadEngine) -> dict[str, object]:
-    return {
-        "infertriage": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "uvloop": engine.uses_uvloop(),
-        "workers": config.workers,
-        "load_engine": engine.load_engine,
-        "locust_workers": config.locust_workers,
-    }
+def _environment(config: BenchConfig, engine: LoadEngine, clock: RunClock) -> RunEnvironment:
+    return RunEnvironment(
+        infertriage=__version__,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        cpu_count=os.cpu_count(),
+        uvloop=engine.uses_uvloop(),
+        workers=config.workers,
+        load_engine=engine.load_engine,
+        locust_workers=config.locust_workers,
+        # Joins the run's clock to same-host monotonic stamps (a server's own log).
+        perf_counter_start_ns=clock.start_ns,
+    )
 
 
 def _validated(**fields: object) -> BenchConfig:
@@ -400,32 +406,28 @@ def _validated(**fields: object) -> BenchConfig:
         raise UserError(f"{flag}: {detail['msg'].lower()}.") from err
 
 
-def _write_info(session: _Session, info: ServerInfo, status: str, knee: Knee | None) -> None:
+def _write_info(session: _Session, info: ServerInfo, status: RunStatus, knee: Knee | None) -> None:
     result = session.result(status == "interrupted", knee)
+    summary = {"status": status, **bench_to_json(result, session.thresholds)}
     session.run.write_info(
-        RunInfo(
-            command="bench",
+        BenchRunInfo(
             wall_anchor_s=session.clock.wall_anchor_s,
             config=session.config.model_dump(mode="json"),
             spec=session.spec.model_dump(mode="json"),
-            environment={
-                **_environment(session.config, session.engine),
-                # Joins the run's clock to same-host monotonic stamps (a server's own log).
-                "perf_counter_start_ns": session.clock.start_ns,
-            },
+            environment=_environment(session.config, session.engine, session.clock),
             server_config=_server_config(session, info),
-            summary={"status": status, **bench_to_json(result, session.thresholds)},
+            summary=BenchSummary.model_validate(summary),
         )
     )
 
 
-def _server_config(session: _Session, info: ServerInfo) -> dict[str, object]:
+def _server_config(session: _Session, info: ServerInfo) -> RunServerConfig:
     limit = session.fitting.limit if session.fitting is not None else None
-    return {
-        "models": list(info.models),
-        "max_model_len": limit.max_model_len if limit else None,
-        "max_model_len_source": limit.source if limit else None,
-    }
+    return RunServerConfig(
+        models=list(info.models),
+        max_model_len=limit.max_model_len if limit else None,
+        max_model_len_source=limit.source if limit else None,
+    )
 
 
 def _finish(session: _Session, info: ServerInfo, interrupted: bool, knee: Knee | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from infertriage.collect import Collected, Collector
 from infertriage.net import open_session
-from infertriage.schemas import RunClock, RunDir
+from infertriage.schemas import RunClock, RunDir, RunEnvironment, RunServerConfig
 
 __all__ = ["CollectedInfo", "CollectorThread"]
 
@@ -27,11 +27,11 @@ _START_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class CollectedInfo:
-    """What a collection gives run.json: the server's own configuration (as JSON) and the
-    environment; both empty when the collector never ran."""
+    """What a collection gives run.json: the server's own configuration and the environment;
+    both empty when the collector never ran."""
 
-    server_config: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)
+    server_config: RunServerConfig = field(default_factory=RunServerConfig)
+    environment: RunEnvironment = field(default_factory=RunEnvironment)
     notes: tuple[str, ...] = ()
 
 
@@ -78,7 +78,7 @@ class CollectorThread:
             return CollectedInfo()
         config = self._result.server_config
         return CollectedInfo(
-            server_config=config.to_json() if config is not None else {},
-            environment=dict(self._result.environment),
+            server_config=config or RunServerConfig(),
+            environment=self._result.environment,
             notes=tuple(self._result.notes),
         )

@@ -18,9 +18,10 @@ and compares the requests that finished, if both arms have some.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from infertriage.analyze.compare.comparison import compare_records, config_diff
+from pydantic import BaseModel
+
+from infertriage.analyze.compare.comparison import ConfigChange, compare_records, config_diff
 from infertriage.api.bench import SharedRun, run_bench
 from infertriage.api.collect_thread import CollectedInfo
 from infertriage.api.interrupt import interruptible
@@ -31,11 +32,15 @@ from infertriage.loadgen.results import RunObserver, within
 from infertriage.report.compare import CompareResult, LevelComparison, compare_to_json
 from infertriage.schemas import (
     BaselineStore,
+    CompareConfig,
+    CompareRunInfo,
+    CompareSummary,
+    Deployment,
     Interrupted,
     RequestRecord,
     RunClock,
     RunDir,
-    RunInfo,
+    RunStatus,
     SavedBaseline,
     UserError,
     write_json,
@@ -133,6 +138,14 @@ def _compare_dirs(
     return levels, notes
 
 
+def _diff(base: BaseModel, run: BaseModel) -> tuple[ConfigChange, ...]:
+    """What differs between two sections of run.json, as their writers set them."""
+    return config_diff(
+        base.model_dump(mode="json", exclude_defaults=True),
+        run.model_dump(mode="json", exclude_defaults=True),
+    )
+
+
 def compare_runs(spec: CompareRunsSpec) -> CompareResult:
     """`compare BASE RUN`; see the module docstring."""
     base, run, threshold, seed = spec.base, spec.run, spec.threshold, spec.seed
@@ -147,8 +160,8 @@ def compare_runs(spec: CompareRunsSpec) -> CompareResult:
         base=base,
         run=str(run),
         levels=levels,
-        environment=config_diff(base_info.environment, run_info.environment),
-        server_config=config_diff(base_info.server_config, run_info.server_config),
+        environment=_diff(base_info.environment, run_info.environment),
+        server_config=_diff(base_info.server_config, run_info.server_config),
         notes=tuple(notes),
     )
 
@@ -159,7 +172,7 @@ def compare_runs(spec: CompareRunsSpec) -> CompareResult:
 def _arm_config(url: str, run: RunDir, clock: RunClock, arm: str) -> CollectedInfo:
     """Each arm's server configuration and environment, from one short collection."""
     folder = RunDir.create(run.raw / f"arm-{arm}")
-    target = Target(url, None, None, None, {}, f"arm {arm}", profile=False)
+    target = Target(url, None, None, None, Deployment(), f"arm {arm}", profile=False)
     collector = collector_for(target, folder, clock, metrics_optional=True)
     collector.start()
     return collector.stop()
@@ -186,10 +199,10 @@ def compare_ab(spec: CompareABSpec, *, observer: RunObserver | None = None) -> C
     interrupted = _run_blocks(spec, shared, observer)
     records = list(run.iter_records(run.requests, RequestRecord))
     arms = [[r for r in records if r.labels.get("arm") == a] for a in _ARMS]
-    status = "interrupted" if interrupted else "complete"
-    config = {"urls": list(urls), "blocks": blocks, "rate": rate, "concurrency": concurrency}
+    status: RunStatus = "interrupted" if interrupted else "complete"
+    config = CompareConfig(urls=list(urls), blocks=blocks, rate=rate, concurrency=concurrency)
     if interrupted and not all(any(r.ok for r in arm) for arm in arms):
-        _write_ab_info(shared, spec, config, {"status": status})
+        _write_ab_info(shared, spec, config, CompareSummary(status=status))
         raise Interrupted(
             f"the interrupt came before both servers had answered a request, so there is "
             f"nothing to compare; what was sent is kept in {run.root}."
@@ -199,18 +212,18 @@ def compare_ab(spec: CompareABSpec, *, observer: RunObserver | None = None) -> C
         base=f"A {urls[0]}",
         run=f"B {urls[1]}",
         levels=(LevelComparison("A", "B", comparison),),
-        environment=config_diff(configs[0].environment, configs[1].environment),
-        server_config=config_diff(configs[0].server_config, configs[1].server_config),
+        environment=_diff(configs[0].environment, configs[1].environment),
+        server_config=_diff(configs[0].server_config, configs[1].server_config),
         notes=(f"{blocks} interleaved blocks; each block's requests went to both servers",),
         run_dir=run.root,
         interrupted=interrupted,
     )
-    summary = {
-        "status": status,
-        "verdict": result.verdict,
-        "regressed": result.regressed,
-        "inconclusive": result.inconclusive,
-    }
+    summary = CompareSummary(
+        status=status,
+        verdict=result.verdict,
+        regressed=result.regressed,
+        inconclusive=result.inconclusive,
+    )
     _write_ab_info(shared, spec, config, summary)
     write_json(run.root / "compare.json", compare_to_json(result))
     return result
@@ -246,11 +259,10 @@ def _run_blocks(spec: CompareABSpec, shared: SharedRun, observer: RunObserver | 
 
 
 def _write_ab_info(
-    shared: SharedRun, spec: CompareABSpec, config: dict[str, Any], summary: dict[str, Any]
+    shared: SharedRun, spec: CompareABSpec, config: CompareConfig, summary: CompareSummary
 ) -> None:
     shared.run.write_info(
-        RunInfo(
-            command="compare",
+        CompareRunInfo(
             wall_anchor_s=shared.clock.wall_anchor_s,
             config=config,
             summary=summary,

@@ -24,7 +24,6 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from infertriage.analyze.signals.client import judged_window
 from infertriage.analyze.signals.metrics import Phases, metric_signals
@@ -42,8 +41,15 @@ from infertriage.api.fromrun import add_evidence
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.report import check_html_path, write_report
 from infertriage.api.run_signals import COMPARE_FILE, kept_logs, signals_of_run, slowest_in_logs
-from infertriage.api.runview import RunView, finished, load_phases, measured_view, run_target
-from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec
+from infertriage.api.runview import (
+    RunView,
+    finished,
+    load_phases,
+    measured_view,
+    run_spec,
+    run_target,
+)
+from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec, ValidateSpec
 from infertriage.api.target import Target, collector_for, twin_target
 from infertriage.api.topology import keep_interconnect
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
@@ -53,13 +59,19 @@ from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.results import BenchResult, RunObserver, in_phase, within
 from infertriage.loadgen.runner import DRAIN_SETTLE_GRACE_S
 from infertriage.schemas import (
+    Deployment,
+    DiagnoseConfig,
+    DiagnoseRunInfo,
+    DiagnoseSummary,
     Diagnosis,
     Interrupted,
     JsonlWriter,
     RequestRecord,
     RunClock,
     RunDir,
-    RunInfo,
+    RunEnvironment,
+    RunServerConfig,
+    RunStatus,
     Signal,
     Thresholds,
     UserError,
@@ -237,8 +249,8 @@ class _Measured:
     levels: list[str]
     main_level: str | None
     client_bound: bool
-    server_config: dict[str, Any]
-    environment: dict[str, Any]
+    server_config: RunServerConfig
+    environment: RunEnvironment
     notes: list[str]
 
 
@@ -371,7 +383,7 @@ def _diagnose_run(
     with JsonlWriter(run.signals) as writer:
         for signal in signals:
             writer.write(signal)
-    engine = view.info.server_config.get("engine")
+    engine = view.info.server_config.engine
     diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
     if records:  # say which window the client's SLO figures were judged over
         diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
@@ -457,7 +469,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
         )
         sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency, observer)
         measured = _measure(target, sweep, capture, interrupt)
-        status = "interrupted" if interrupt.requested else "complete"
+        status: RunStatus = "interrupted" if interrupt.requested else "complete"
         run.write_info(_run_info(shared.clock, spec, target, measured, status))
         if measured.phases is None:
             raise Interrupted(
@@ -475,8 +487,9 @@ def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
     run, compare_run, slo = RunDir.open(from_run), spec.compare_run, spec.slo
     other = _other_run_signals(compare_run) if compare_run is not None else None
     view = measured_view(run)  # a run it cannot read says so before anything is written
-    stored = view.info.spec.get("slo")
-    thresholds = load_thresholds(slo if slo is not None or not isinstance(stored, str) else stored)
+    stored = run_spec(view.info)
+    stored_slo = stored.slo if isinstance(stored, DiagnoseSpec | ValidateSpec) else None
+    thresholds = load_thresholds(slo if slo is not None or stored_slo is None else stored_slo)
     add_evidence(spec, run)  # an option it would ignore is refused; --trace, --log are kept
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
@@ -489,36 +502,40 @@ def _target(spec: DiagnoseSpec, run: RunDir) -> contextlib.AbstractContextManage
         return twin_target(spec.scenario, run.raw)
     url, profile = spec.url, spec.profile_s is not None
     given = Target(
-        url, spec.metrics_url, spec.dcgm_url, spec.server_pid, dict(spec.deployment), url, profile
+        url,
+        spec.metrics_url,
+        spec.dcgm_url,
+        spec.server_pid,
+        Deployment.model_validate(spec.deployment),
+        url,
+        profile,
     )
     fleet = dataclasses.replace(given, prometheus=spec.prometheus, selector=spec.selector)
     return contextlib.nullcontext(fleet)
 
 
 def _run_info(
-    clock: RunClock, spec: DiagnoseSpec, target: Target, measured: _Measured, status: str
-) -> RunInfo:
-    phases = {"phases": dataclasses.asdict(measured.phases)} if measured.phases is not None else {}
-    config = {
-        "target": target.name,
-        "deployment": target.deployment,
-        "levels": measured.levels,
-        "workload": spec.workload,
-        "notes": measured.notes,
-    }
-    return RunInfo(
-        command="diagnose",
+    clock: RunClock, spec: DiagnoseSpec, target: Target, measured: _Measured, status: RunStatus
+) -> DiagnoseRunInfo:
+    config = DiagnoseConfig(
+        target=target.name,
+        deployment=target.deployment,
+        levels=measured.levels,
+        workload=spec.workload,
+        notes=measured.notes,
+    )
+    return DiagnoseRunInfo(
         wall_anchor_s=clock.wall_anchor_s,
         config=config,
         spec=spec.model_dump(mode="json"),
         environment=measured.environment,
         server_config=measured.server_config,
-        summary={
-            "status": status,
-            **phases,
-            "main_level": measured.main_level,
-            "client_bound": measured.client_bound,
-        },
+        summary=DiagnoseSummary(
+            status=status,
+            phases=measured.phases,
+            main_level=measured.main_level,
+            client_bound=measured.client_bound,
+        ),
     )
 
 

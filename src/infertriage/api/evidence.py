@@ -8,9 +8,8 @@ and ITL at the batch the run reached.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from infertriage.api.topology import Interconnect
 from infertriage.api.trace import trace_report
@@ -22,7 +21,7 @@ from infertriage.plan import (
     smallest_replica_tp,
 )
 from infertriage.plan.topology import measured_gpu
-from infertriage.schemas import Signal, UserError
+from infertriage.schemas import Deployment, RunServerConfig, Signal, UserError
 
 __all__ = ["plan_signals", "trace_signals"]
 
@@ -45,20 +44,20 @@ def _fewer_gpus(inputs: PlanInputs) -> list[Signal]:
 
 
 def plan_signals(
-    deployment: Mapping[str, Any],
-    server_config: Mapping[str, Any],
+    deployment: Deployment,
+    server_config: RunServerConfig,
     measured: Sequence[Signal],
     interconnect: Interconnect | None = None,
 ) -> list[Signal]:
     """The roofline at the batch and prompt length the run reached, when the deployment is known;
     on the measured interconnect (`--nvidia-smi-topo`, `--nccl-tests`) when given."""
-    model, gpu = deployment.get("model"), deployment.get("gpu")
+    model, gpu = deployment.model, deployment.gpu
     batch = _value(measured, "client.max_concurrency")
-    if not isinstance(model, str) or not isinstance(gpu, str) or not batch:
+    if model is None or gpu is None or not batch:
         return []
     prompt = int(_value(measured, "client.mean_prompt_tokens") or 512)
     output = int(_value(measured, "client.mean_output_tokens") or 256)
-    max_len = int(server_config.get("max_model_len") or deployment.get("max_model_len") or 8192)
+    max_len = server_config.max_model_len or deployment.max_model_len or 8192
     try:
         inputs = PlanInputs(
             model=load_model(model),
@@ -67,9 +66,9 @@ def plan_signals(
             concurrency=max(1, int(batch)),
             input_len=min(prompt, max_len - 1),
             output_len=max(1, min(output, max_len - prompt)),
-            tp=int(deployment.get("tensor_parallel") or 1),
-            dtype=str(deployment.get("dtype") or "bf16"),
-            interconnect=str(deployment.get("interconnect") or "auto"),
+            tp=deployment.tensor_parallel or 1,
+            dtype=deployment.dtype or "bf16",
+            interconnect=deployment.interconnect or "auto",
         )
         if interconnect is not None:
             topo, runs = interconnect

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any
 
 from infertriage.analyze.signals.metrics import Phases
 from infertriage.api.target import Target
@@ -25,7 +24,14 @@ from infertriage.collect.prometheus_api import (
     selector_matchers,
 )
 from infertriage.net import open_session
-from infertriage.schemas import JsonlWriter, RunClock, RunDir, UserError, write_json
+from infertriage.schemas import (
+    JsonlWriter,
+    RunClock,
+    RunDir,
+    RunServerConfig,
+    UserError,
+    write_json,
+)
 
 __all__ = ["FLEET_FILE", "check_fleet", "read_fleet"]
 
@@ -63,7 +69,7 @@ async def _catch_up(client: PrometheusClient, matchers: str, until_unix: float) 
         await asyncio.sleep(_POLL_S)
 
 
-async def _read(run: RunDir, clock: RunClock, target: Target, phases: Phases) -> dict[str, Any]:
+async def _read(run: RunDir, clock: RunClock, target: Target, phases: Phases) -> RunServerConfig:
     prometheus_url, selector = target.prometheus or "", target.selector
     anchor = clock.wall_anchor_s
     end_ts = phases.drain_end_ts or clock.now_ts()
@@ -96,9 +102,9 @@ async def _read(run: RunDir, clock: RunClock, target: Target, phases: Phases) ->
         config = await fetch_server_config(
             session, target.url, engine=fleet.engine, exposition=fleet.first
         )
-    return config.to_json()
+    return config
 
 
-def read_fleet(run: RunDir, clock: RunClock, target: Target, phases: Phases) -> dict[str, Any]:
+def read_fleet(run: RunDir, clock: RunClock, target: Target, phases: Phases) -> RunServerConfig:
     """The fleet's samples into metrics.jsonl, its view into raw/; the server configuration."""
     return asyncio.run(_read(run, clock, target, phases))

@@ -222,7 +222,7 @@ def cold_start_check(target: Target, spec: ValidateSpec) -> Check:
             "starts the server (the twin). Time yours from the pod's start to its first token "
             "and give it to `plan --cold-start SECONDS`.",
         )
-    context = int(target.deployment.get("max_model_len") or spec.client.max_model_len or 0)
+    context = target.deployment.max_model_len or spec.client.max_model_len or 0
     prefix = min(_MAX_PREFIX_TOKENS, (context or _DEFAULT_CONTEXT) // 2)
     config = ClientConfig(
         base_url=api_url(target.url),

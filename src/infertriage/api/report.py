@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -26,7 +25,7 @@ from pydantic import ValidationError
 from infertriage.analyze.compare.comparison import compare_records
 from infertriage.analyze.stats.latency import default_slos, itl_samples, summarize
 from infertriage.api.runview import RunSummary, group_key, run_spec, run_target
-from infertriage.api.specs import BenchSpec, CompareABSpec, ReportSpec
+from infertriage.api.specs import BenchSpec, CompareABSpec, DiagnoseSpec, ReportSpec, ValidateSpec
 from infertriage.report.bench import level_slos
 from infertriage.report.compare import CompareResult, LevelComparison
 from infertriage.report.html import (
@@ -39,9 +38,10 @@ from infertriage.report.html import (
     span_of,
 )
 from infertriage.schemas import (
+    BenchRunInfo,
     Check,
-    CheckGroup,
-    CheckStatus,
+    CompareRunInfo,
+    DiagnoseRunInfo,
     Diagnosis,
     RequestRecord,
     RunDir,
@@ -50,6 +50,7 @@ from infertriage.schemas import (
     Signal,
     Thresholds,
     UserError,
+    ValidateRunInfo,
     load_thresholds,
     read_json,
 )
@@ -125,21 +126,7 @@ def _diagnosis(run: RunDir) -> Diagnosis | None:
 
 def _checks(info: RunInfo) -> tuple[Check, ...]:
     """validate's checklist, as run.json keeps it."""
-    out = []
-    for item in info.summary.get("checks") or []:
-        try:
-            out.append(
-                Check(
-                    group=CheckGroup(item["group"]),
-                    name=str(item["name"]),
-                    status=CheckStatus(item["status"]),
-                    detail=str(item.get("detail", "")),
-                    figures={str(k): float(v) for k, v in (item.get("figures") or {}).items()},
-                )
-            )
-        except (KeyError, TypeError, ValueError) as err:
-            raise UserError(f"invalid check in run.json's summary ({err}).") from err
-    return tuple(out)
+    return tuple(info.summary.checks) if isinstance(info, ValidateRunInfo) else ()
 
 
 def _comparison(info: RunInfo, records: Sequence[RequestRecord]) -> CompareResult | None:
@@ -165,34 +152,48 @@ def _comparison(info: RunInfo, records: Sequence[RequestRecord]) -> CompareResul
     )
 
 
+def _asked(info: RunInfo) -> BenchSpec | DiagnoseSpec | ValidateSpec | CompareABSpec | None:
+    """The spec the run was made with (an A/B run's: None when it no longer reads)."""
+    if not isinstance(info, CompareRunInfo):
+        return run_spec(info)
+    try:
+        return CompareABSpec.model_validate(info.spec)
+    except ValidationError:
+        return None
+
+
+def _workload(info: RunInfo) -> str | None:
+    if isinstance(info, DiagnoseRunInfo | ValidateRunInfo):
+        return info.config.workload
+    spec = run_spec(info) if isinstance(info, BenchRunInfo) else None
+    return spec.workload if isinstance(spec, BenchSpec) else None
+
+
 def _facts(info: RunInfo) -> tuple[tuple[str, str], ...]:
     server, env = info.server_config, info.environment
-    gpus = env.get("gpus") or []
-    asked = (info.spec.get("client") or {}).get("model")
-    pairs: list[tuple[str, Any]] = [
-        ("engine", server.get("engine")),
-        ("engine version", server.get("version")),
-        ("model", server.get("model")),
-        ("model asked for", asked if asked != server.get("model") else None),
-        ("max_model_len", server.get("max_model_len")),
-        ("KV-cache blocks", server.get("num_gpu_blocks")),
-        ("gpu_memory_utilization", server.get("gpu_memory_utilization")),
-        ("workload", info.config.get("workload")),
-        ("levels", ", ".join(str(x) for x in info.config.get("levels") or []) or None),
-        (
-            "GPUs",
-            ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in gpus)
-            or None,
-        ),
-        ("host", f"{env.get('platform')}, {env.get('cpu_count')} CPUs" if env else None),
-        ("infertriage", env.get("infertriage")),
+    spec = _asked(info)
+    asked = spec.client.model if spec is not None else None
+    levels = info.config.levels if isinstance(info, DiagnoseRunInfo) else []
+    pairs: list[tuple[str, object]] = [
+        ("engine", server.engine),
+        ("engine version", server.version),
+        ("model", server.model),
+        ("model asked for", asked if asked != server.model else None),
+        ("max_model_len", server.max_model_len),
+        ("KV-cache blocks", server.num_gpu_blocks),
+        ("gpu_memory_utilization", server.gpu_memory_utilization),
+        ("workload", _workload(info)),
+        ("levels", ", ".join(levels) or None),
+        ("GPUs", ", ".join(gpu.name for gpu in env.gpus) or None),
+        ("host", f"{env.platform}, {env.cpu_count} CPUs" if env.platform else None),
+        ("infertriage", env.infertriage),
     ]
     return tuple((key, str(value)) for key, value in pairs if value not in (None, ""))
 
 
 def _notes(info: RunInfo, summary: RunSummary) -> list[str]:
-    notes = [str(n) for n in info.config.get("notes") or []]
-    notes += [str(w) for w in info.summary.get("warnings") or []]
+    notes = list(info.config.notes) if isinstance(info, DiagnoseRunInfo) else []
+    notes += info.summary.warnings if isinstance(info, BenchRunInfo) else []
     if summary.status == "interrupted":
         notes.insert(0, "the run was interrupted (Ctrl-C): it shows only what it measured.")
     elif summary.status == "running":
@@ -203,8 +204,8 @@ def _notes(info: RunInfo, summary: RunSummary) -> list[str]:
 
 
 def _target(info: RunInfo, root: Path) -> str:
-    if info.command == "compare":
-        urls = info.config.get("urls") or []
+    if isinstance(info, CompareRunInfo):
+        urls = info.config.urls
         return " vs ".join(f"{arm} {url}" for arm, url in zip(_ARMS, urls, strict=False))
     return run_target(info, str(root))
 

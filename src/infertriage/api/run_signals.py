@@ -18,7 +18,16 @@ from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE
 from infertriage.api.runview import RunView
 from infertriage.api.topology import kept_interconnect
-from infertriage.schemas import LoggedRequest, RunDir, RunInfo, Sample, Signal, read_json
+from infertriage.schemas import (
+    Deployment,
+    DiagnoseRunInfo,
+    LoggedRequest,
+    RunDir,
+    RunInfo,
+    Sample,
+    Signal,
+    read_json,
+)
 
 __all__ = ["COMPARE_FILE", "kept_logs", "signals_of_run", "slowest_in_logs"]
 
@@ -68,7 +77,7 @@ def slowest_in_logs(logs: Sequence[str], view: RunView) -> tuple[LoggedRequest, 
 def signals_of_run(run: RunDir, view: RunView, logs: Sequence[str]) -> list[Signal]:
     info, phases = view.info, view.phases
     samples = list(run.iter_records(run.metrics, Sample))
-    deployment = info.config.get("deployment", {})
+    deployment = info.config.deployment if isinstance(info, DiagnoseRunInfo) else Deployment()
     signals = [
         *client_signals(view.records, client_bound=view.client_bound),
         *metric_signals(samples, phases),

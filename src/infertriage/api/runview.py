@@ -19,13 +19,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from infertriage.analyze.signals.client import judged_window
-from infertriage.analyze.signals.metrics import Phases
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.specs import BenchSpec, DiagnoseSpec, ValidateSpec
-from infertriage.schemas import RequestRecord, RunDir, RunInfo, UserError
+from infertriage.schemas import (
+    BenchRunInfo,
+    BenchSummary,
+    DiagnoseRunInfo,
+    DiagnoseSummary,
+    Phases,
+    RequestRecord,
+    RunDir,
+    RunInfo,
+    RunStatus,
+    UserError,
+    ValidateRunInfo,
+    ValidateSummary,
+)
 
 __all__ = [
     "RunSummary",
@@ -45,28 +57,26 @@ _SPECS: dict[str, type[BenchSpec | DiagnoseSpec | ValidateSpec]] = {
 }
 
 
-class RunSummary(BaseModel):
-    """What `--from-run` reads of run.json's summary; each command writes more beside it."""
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What `--from-run` reads of run.json's summary, whichever command wrote it."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-    status: str | None = None  # complete, interrupted, or running (killed mid-run)
+    status: RunStatus | None = None  # complete, interrupted, or running (killed mid-run)
     main_level: str | None = None  # the measured level (validate: its performance phase)
     client_bound: bool = False
     phases: Phases | None = None  # diagnose: the windows its metrics are read over
 
     @classmethod
     def of(cls, run: RunDir, info: RunInfo | None = None) -> RunSummary:
-        """`run`'s summary (from `info` when read already); a bad one is a `UserError`."""
-        info = info or run.read_info()
-        try:
-            return cls.model_validate(info.summary)
-        except ValidationError as err:
-            detail = err.errors()[0]
-            where = ".".join(str(part) for part in detail["loc"])
-            raise UserError(
-                f"{run.run_json}: invalid {where} in its summary ({detail['msg'].lower()})."
-            ) from err
+        """`run`'s summary (from `info` when read already)."""
+        summary = (info or run.read_info()).summary
+        if isinstance(summary, DiagnoseSummary):
+            return cls(summary.status, summary.main_level, summary.client_bound, summary.phases)
+        if isinstance(summary, ValidateSummary):
+            return cls(summary.status, summary.main_level)
+        if isinstance(summary, BenchSummary):
+            return cls(summary.status, client_bound=summary.client_bound)
+        return cls(summary.status)
 
 
 def group_key(record: RequestRecord) -> str:
@@ -91,8 +101,10 @@ def run_target(info: RunInfo, default: str) -> str:
     spec = run_spec(info)
     if isinstance(spec, BenchSpec):
         return spec.url
-    target = info.config.get("target") or info.config.get("url")
-    return str(target) if target else default
+    if isinstance(info, DiagnoseRunInfo | ValidateRunInfo):
+        return info.config.target or default
+    url = info.config.get("url") if isinstance(info, BenchRunInfo) else None  # an older bench
+    return url if isinstance(url, str) and url else default
 
 
 @dataclass(frozen=True, slots=True)

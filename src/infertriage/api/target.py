@@ -11,13 +11,13 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infertriage.api.collect_thread import CollectorThread
 from infertriage.net import metrics_url_of, sync_request
-from infertriage.schemas import RunClock, RunDir
+from infertriage.schemas import Deployment, RunClock, RunDir
 from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
+from infertriage.twin.scenario_model import Scenario
 
 __all__ = ["Target", "collector_for", "has_metrics", "twin_target"]
 
@@ -28,7 +28,7 @@ class Target:
     metrics_url: str | None
     dcgm_url: str | None
     server_pid: int | None
-    deployment: dict[str, Any]
+    deployment: Deployment
     name: str
     profile: bool  # may the command ask it for a profile (/start_profile)?
     # A fleet behind `url` whose replicas Prometheus scrapes: read them there, scrape nothing.
@@ -53,7 +53,7 @@ def twin_target(
             metrics_url=None,
             dcgm_url=f"{twin.url}/dcgm/metrics",
             server_pid=twin.pid,
-            deployment={**_twin_deployment(loaded), "replicas": 1},
+            deployment=_twin_deployment(loaded),
             name=f"twin:{scenario}",
             profile=profile_dir is not None,
             started_s=twin.started_s,
@@ -61,17 +61,18 @@ def twin_target(
         )
 
 
-def _twin_deployment(scenario: Any) -> dict[str, Any]:
-    return {
-        "model": scenario.model,
-        "gpu": scenario.gpu,
-        "dtype": scenario.dtype,
-        "tensor_parallel": scenario.tensor_parallel,
-        "interconnect": scenario.interconnect,
-        "max_num_seqs": scenario.engine.max_num_seqs,
-        "max_model_len": scenario.engine.max_model_len,
-        "num_draft_tokens": scenario.speculative.num_draft_tokens,
-    }
+def _twin_deployment(scenario: Scenario) -> Deployment:
+    return Deployment(
+        model=scenario.model,
+        gpu=scenario.gpu,
+        dtype=scenario.dtype,
+        tensor_parallel=scenario.tensor_parallel,
+        interconnect=scenario.interconnect,
+        max_num_seqs=scenario.engine.max_num_seqs,
+        max_model_len=scenario.engine.max_model_len,
+        num_draft_tokens=scenario.speculative.num_draft_tokens,
+        replicas=1,
+    )
 
 
 def has_metrics(url: str) -> bool:

@@ -60,14 +60,17 @@ from infertriage.schemas import (
     Check,
     CheckGroup,
     CheckStatus,
+    Deployment,
     JudgedWindow,
     RequestRecord,
     RunClock,
     RunDir,
-    RunInfo,
     Sample,
     Thresholds,
     UserError,
+    ValidateConfig,
+    ValidateRunInfo,
+    ValidateSummary,
     check_out,
     checklist_ready,
     load_thresholds,
@@ -305,7 +308,9 @@ def _target(spec: ValidateSpec) -> contextlib.AbstractContextManager[Target]:
         return twin_target(spec.scenario, load_time_s=None)
     url = spec.url
     return contextlib.nullcontext(
-        Target(url, spec.metrics_url, spec.dcgm_url, spec.server_pid, {}, url, profile=False)
+        Target(
+            url, spec.metrics_url, spec.dcgm_url, spec.server_pid, Deployment(), url, profile=False
+        )
     )
 
 
@@ -383,29 +388,28 @@ def _write(
     document = validate_to_json(result)
     write_json(run.root / "validate.json", document)
     spec = load.spec
-    config = {
-        "target": result.target,
-        "rate": load.rate,
-        "concurrency": load.concurrency,
-        "duration_s": spec.duration_s,
-        "num_requests": spec.num_requests,
-        "soak_s": spec.soak_s,
-        "workload": spec.workload,
-        "seed": spec.seed,
-    }
+    config = ValidateConfig(
+        target=result.target,
+        rate=load.rate,
+        concurrency=load.concurrency,
+        duration_s=spec.duration_s,
+        num_requests=spec.num_requests,
+        soak_s=spec.soak_s,
+        workload=spec.workload,
+        seed=spec.seed,
+    )
     run.write_info(
-        RunInfo(
-            command="validate",
+        ValidateRunInfo(
             wall_anchor_s=clock.wall_anchor_s,
             config=config,
             spec=spec.model_dump(mode="json"),
             environment=collected.environment,
             server_config=collected.server_config,
-            summary={
-                "status": "interrupted" if result.interrupted else "complete",
-                "ready": result.ready,
-                "main_level": PERFORMANCE,
-                "checks": document["checks"],
-            },
+            summary=ValidateSummary(
+                status="interrupted" if result.interrupted else "complete",
+                ready=result.ready,
+                main_level=PERFORMANCE,
+                checks=list(result.checks),
+            ),
         )
     )

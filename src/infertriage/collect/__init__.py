@@ -19,7 +19,7 @@ from infertriage.collect.adapters import (
     adapt_scrape,
     detect,
 )
-from infertriage.collect.environment import EnvironmentSnapshot, snapshot_environment
+from infertriage.collect.environment import snapshot_environment
 from infertriage.collect.fleet_samples import FleetSamples, fleet_samples
 from infertriage.collect.gpu import GpuDevice, NvmlSampler, gpu_inventory, open_nvml
 from infertriage.collect.host import (
@@ -47,7 +47,6 @@ from infertriage.collect.prometheus_api import (
 from infertriage.collect.readiness import GpuMemory, Readiness, check_readiness, wait_until_ready
 from infertriage.collect.scraper import Scraper, ScrapeTarget, samples_of
 from infertriage.collect.server_config import (
-    ServerConfig,
     config_from_metrics,
     fetch_server_config,
 )
@@ -73,7 +72,6 @@ __all__ = [
     "Collector",
     "DerivedFigure",
     "Detection",
-    "EnvironmentSnapshot",
     "Exposition",
     "FetchError",
     "FleetFigure",
@@ -94,7 +92,6 @@ __all__ = [
     "Scrape",
     "ScrapeTarget",
     "Scraper",
-    "ServerConfig",
     "ServerEvent",
     "ServerProcess",
     "ThreadCpu",

@@ -1,7 +1,7 @@
 """collect, level 2: the environment snapshot for run.json.
 
 Takes nothing but the machine (and the engine version the server reported);
-gives an `EnvironmentSnapshot`: Python, OS, CPU and memory, the versions of
+gives run.json's `RunEnvironment` (`schemas`): Python, OS, CPU and memory, the versions of
 infertriage and the packages it leans on, GPU models with driver and CUDA
 versions (NVML, or `nvidia-smi` when nvidia-ml-py is missing) and the GPU
 topology (`nvidia-smi topo -m`) where available. What could not be learned
@@ -15,16 +15,15 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
 
 import psutil
 
 from infertriage import __version__
 from infertriage.collect.gpu import gpu_inventory
+from infertriage.schemas import GpuInfo, RunEnvironment
 
-__all__ = ["PACKAGES", "EnvironmentSnapshot", "snapshot_environment"]
+__all__ = ["PACKAGES", "snapshot_environment"]
 
 PACKAGES = (
     "aiohttp",
@@ -40,42 +39,6 @@ PACKAGES = (
     "tensorrt-llm",
 )
 _CUDA_IN_SMI = re.compile(r"CUDA Version:\s*([0-9.]+)")
-
-
-@dataclass(frozen=True)
-class EnvironmentSnapshot:
-    python: str
-    platform: str
-    machine: str
-    cpu_count: int | None
-    mem_total_bytes: int
-    infertriage: str
-    packages: dict[str, str]
-    gpus: list[dict[str, Any]] = field(default_factory=list)
-    driver_version: str | None = None
-    cuda_version: str | None = None
-    topology: str | None = None
-    engine: str | None = None
-    engine_version: str | None = None
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "python": self.python,
-            "platform": self.platform,
-            "machine": self.machine,
-            "cpu_count": self.cpu_count,
-            "mem_total_bytes": self.mem_total_bytes,
-            "infertriage": self.infertriage,
-            "packages": self.packages,
-            "gpus": self.gpus,
-            "driver_version": self.driver_version,
-            "cuda_version": self.cuda_version,
-            "topology": self.topology,
-            "engine": self.engine,
-            "engine_version": self.engine_version,
-            "notes": list(self.notes),
-        }
 
 
 def _packages() -> dict[str, str]:
@@ -101,7 +64,7 @@ def _nvidia_smi(args: list[str], timeout_s: float) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _gpus_from_smi(timeout_s: float) -> tuple[list[dict[str, Any]], str | None, str | None]:
+def _gpus_from_smi(timeout_s: float) -> tuple[list[GpuInfo], str | None, str | None]:
     query = "--query-gpu=index,name,uuid,memory.total,driver_version"
     text = _nvidia_smi([query, "--format=csv,noheader,nounits"], timeout_s)
     if not text:
@@ -111,12 +74,12 @@ def _gpus_from_smi(timeout_s: float) -> tuple[list[dict[str, Any]], str | None, 
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 5:
             gpus.append(
-                {
-                    "index": int(parts[0]),
-                    "name": parts[1],
-                    "uuid": parts[2],
-                    "memory_total_bytes": int(float(parts[3]) * 1024**2),
-                }
+                GpuInfo(
+                    index=int(parts[0]),
+                    name=parts[1],
+                    uuid=parts[2],
+                    memory_total_bytes=int(float(parts[3]) * 1024**2),
+                )
             )
             driver = parts[4]
     header = _nvidia_smi([], timeout_s) or ""
@@ -129,17 +92,12 @@ def snapshot_environment(
     engine: str | None = None,
     engine_version: str | None = None,
     nvidia_smi_timeout_s: float = 10.0,
-) -> EnvironmentSnapshot:
+) -> RunEnvironment:
     """What this machine is; GPUs from NVML first, then nvidia-smi, else a note."""
     notes: list[str] = []
     devices, versions, note = gpu_inventory()
     gpus = [
-        {
-            "index": d.index,
-            "name": d.name,
-            "uuid": d.uuid,
-            "memory_total_bytes": d.memory_total_bytes,
-        }
+        GpuInfo(index=d.index, name=d.name, uuid=d.uuid, memory_total_bytes=d.memory_total_bytes)
         for d in devices
     ]
     driver, cuda = versions.get("driver"), versions.get("cuda")
@@ -150,7 +108,7 @@ def snapshot_environment(
     topology = _nvidia_smi(["topo", "-m"], nvidia_smi_timeout_s) if gpus else None
     if gpus and topology is None:
         notes.append("nvidia-smi topo -m is not available: GPU topology unknown.")
-    return EnvironmentSnapshot(
+    return RunEnvironment(
         python=sys.version.split()[0],
         platform=platform.platform(),
         machine=platform.machine(),
@@ -164,5 +122,5 @@ def snapshot_environment(
         topology=topology.strip() if topology else None,
         engine=engine,
         engine_version=engine_version,
-        notes=tuple(notes),
+        notes=notes,
     )

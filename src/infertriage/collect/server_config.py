@@ -1,7 +1,7 @@
 """collect, level 2: what a live server reports about its own configuration.
 
 Takes a scrape (`vllm:cache_config_info`, TensorRT-LLM's `max` gauges) and
-the server's base URL; gives a `ServerConfig` for run.json's `server_config`:
+the server's base URL; gives run.json's `server_config` (`schemas.RunServerConfig`):
 `max_model_len` and the served models from `/v1/models`, then what the
 engine's adapter (`infertriage.engines`) names as its config endpoints and
 reads from them: the version (vLLM `/version`, TGI `/info`, SGLang
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -23,8 +22,9 @@ import aiohttp
 from infertriage.collect.http import FetchError, fetch_json
 from infertriage.collect.parse import Exposition
 from infertriage.engines import EngineAdapter, as_int, engine_of, read_model_list, registered
+from infertriage.schemas import RunServerConfig
 
-__all__ = ["ServerConfig", "config_from_metrics", "fetch_server_config"]
+__all__ = ["config_from_metrics", "fetch_server_config"]
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -36,48 +36,6 @@ def _flat(document: Mapping[str, Any]) -> dict[str, Any]:
         for key, value in document.items()
         if isinstance(value, _SCALARS) and not (isinstance(value, str) and len(value) > 200)
     }
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """What the server said about itself; None where it did not say."""
-
-    engine: str | None = None
-    version: str | None = None
-    model: str | None = None
-    models: tuple[str, ...] = ()
-    max_model_len: int | None = None
-    num_gpu_blocks: int | None = None
-    block_size: int | None = None
-    kv_tokens_total: int | None = None
-    gpu_memory_utilization: float | None = None
-    enable_prefix_caching: bool | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None  # the step budget (SGLang, TGI say it)
-    cuda_graphs: bool | None = None  # SGLang says whether they are disabled
-    details: dict[str, Any] = field(default_factory=dict)  # per source, scalar fields only
-    answered: tuple[str, ...] = ()  # the endpoints that answered
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "version": self.version,
-            "model": self.model,
-            "models": list(self.models),
-            "max_model_len": self.max_model_len,
-            "num_gpu_blocks": self.num_gpu_blocks,
-            "block_size": self.block_size,
-            "kv_tokens_total": self.kv_tokens_total,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "enable_prefix_caching": self.enable_prefix_caching,
-            "max_num_seqs": self.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "cuda_graphs": self.cuda_graphs,
-            "details": self.details,
-            "answered": list(self.answered),
-            "notes": list(self.notes),
-        }
 
 
 def config_from_metrics(exposition: Exposition) -> dict[str, Any]:
@@ -142,7 +100,7 @@ async def fetch_server_config(
     engine: str | None,
     exposition: Exposition | None = None,
     timeout_s: float = 3.0,
-) -> ServerConfig:
+) -> RunServerConfig:
     """Ask the server about itself (each probe bounded by `timeout_s`) and merge the answers."""
     found: dict[str, Any] = {"details": {}}
     if exposition is not None:
@@ -166,12 +124,12 @@ async def fetch_server_config(
         and found.get("block_size")
     ):
         found["kv_tokens_total"] = found["num_gpu_blocks"] * found["block_size"]
-    version = found.get("version")
-    return ServerConfig(
+    version, model = found.get("version"), found.get("model")
+    return RunServerConfig(
         engine=engine,
         version=str(version) if version is not None else None,
-        model=found.get("model"),
-        models=tuple(found.get("models", ())),
+        model=model if isinstance(model, str) else None,  # server text: a name or nothing
+        models=list(found.get("models", ())),
         max_model_len=found.get("max_model_len"),
         num_gpu_blocks=found.get("num_gpu_blocks"),
         block_size=found.get("block_size"),
@@ -182,6 +140,6 @@ async def fetch_server_config(
         max_num_batched_tokens=found.get("max_num_batched_tokens"),
         cuda_graphs=found.get("cuda_graphs"),
         details=found["details"],
-        answered=tuple(answered),
-        notes=tuple(notes),
+        answered=answered,
+        notes=notes,
     )

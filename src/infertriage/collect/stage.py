@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
@@ -25,9 +24,16 @@ from infertriage.collect.gpu import NvmlSampler, open_nvml
 from infertriage.collect.host import HostSample, HostSampler, find_server_process, is_local_url
 from infertriage.collect.http import base_url_of, metrics_url_of
 from infertriage.collect.scraper import Scraper, ScrapeTarget
-from infertriage.collect.server_config import ServerConfig, fetch_server_config
+from infertriage.collect.server_config import fetch_server_config
 from infertriage.collect.view import MetricsView, build_view
-from infertriage.schemas import JsonlWriter, RunClock, RunDir, UserError
+from infertriage.schemas import (
+    JsonlWriter,
+    RunClock,
+    RunDir,
+    RunEnvironment,
+    RunServerConfig,
+    UserError,
+)
 
 __all__ = ["Collected", "Collector"]
 
@@ -35,8 +41,8 @@ __all__ = ["Collected", "Collector"]
 @dataclass(frozen=True)
 class Collected:
     view: MetricsView
-    server_config: ServerConfig | None
-    environment: dict[str, Any]
+    server_config: RunServerConfig | None
+    environment: RunEnvironment
     host_samples: tuple[HostSample, ...]
     notes: tuple[str, ...]
 
@@ -80,7 +86,7 @@ class Collector:
         self._notes: list[str] = []
         self._stop = asyncio.Event()
         self._sampler: asyncio.Task[None] | None = None
-        self._config: asyncio.Task[ServerConfig] | None = None
+        self._config: asyncio.Task[RunServerConfig] | None = None
 
     async def start(self, session: aiohttp.ClientSession) -> None:
         """Check the targets answer (raises a `UserError` when one does not), then run."""
@@ -104,7 +110,7 @@ class Collector:
         if self._host is not None or self._nvml is not None:
             self._sampler = asyncio.create_task(self._sample_loop(), name="infertriage-host")
 
-    async def _fetch_config(self, session: aiohttp.ClientSession) -> ServerConfig:
+    async def _fetch_config(self, session: aiohttp.ClientSession) -> RunServerConfig:
         state = self.scraper.state_of("engine")
         engine = state.detection.engine if state.detection else None
         return await fetch_server_config(
@@ -157,7 +163,7 @@ class Collector:
         return Collected(
             view=view,
             server_config=config,
-            environment=environment.to_json(),
+            environment=environment,
             host_samples=tuple(self._host_samples),
             notes=tuple(self._notes),
         )

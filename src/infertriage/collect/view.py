@@ -28,8 +28,7 @@ from infertriage.analyze.signals.prom import (
 from infertriage.collect.adapters import Adapted, Availability, NormHistogram
 from infertriage.collect.adapters.dcgm import DCGM_PROFILING
 from infertriage.collect.parse import Labels
-from infertriage.collect.server_config import ServerConfig
-from infertriage.schemas import VOCABULARY, Layer, MetricKind
+from infertriage.schemas import VOCABULARY, Layer, MetricKind, RunServerConfig
 
 __all__ = [
     "QUANTILES",
@@ -107,7 +106,7 @@ class MetricsView:
     derived: tuple[DerivedFigure, ...] = ()
     notes: tuple[str, ...] = ()
     events: tuple[ServerEvent, ...] = ()
-    server_config: ServerConfig | None = None
+    server_config: RunServerConfig | None = None
 
     def entry(self, name: str, source: str | None = None) -> MetricEntry | None:
         """The entry for `name`, the present one first when several sources report it."""
@@ -313,7 +312,7 @@ def build_view(
     *,
     source: str,
     events: Sequence[ServerEvent] = (),
-    server_config: ServerConfig | None = None,
+    server_config: RunServerConfig | None = None,
 ) -> MetricsView:
     """The view of one scrape (`len(scrapes) == 1` per target) or of a window of them."""
     if not scrapes:

@@ -98,7 +98,7 @@ def metrics_to_json(view: MetricsView) -> dict[str, Any]:
         "events": [
             {"t": e.t, "target": e.target, "kind": e.kind, "detail": e.detail} for e in view.events
         ],
-        "server_config": view.server_config.to_json() if view.server_config else None,
+        "server_config": view.server_config.model_dump(mode="json") if view.server_config else None,
         "notes": list(view.notes),
     }
 
@@ -252,7 +252,7 @@ def _render_tail(view: MetricsView, console: Console) -> None:
     if config is not None:
         known = {
             key: value
-            for key, value in config.to_json().items()
+            for key, value in config.model_dump(mode="json").items()
             if value not in (None, [], {}) and key not in {"details", "answered", "notes"}
         }
         if known:

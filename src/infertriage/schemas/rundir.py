@@ -34,9 +34,10 @@ from types import TracebackType
 from typing import IO, Any, Self, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.runinfo import RUN_SCHEMA, RunInfo, first_error, parse_run_info
 
 if sys.platform != "win32":  # Windows has no flock: its runs go unclaimed
     import fcntl
@@ -54,7 +55,6 @@ __all__ = [
     "write_json",
 ]
 
-RUN_SCHEMA = "infertriage.run/v1"
 LOCK_NAME = ".infertriage.lock"  # held by the run writing into the directory
 T = TypeVar("T")
 
@@ -139,12 +139,6 @@ def _naming(err: OSError, path: Path) -> OSError:
     return err
 
 
-def _first_error(err: ValidationError) -> str:
-    detail = err.errors()[0]
-    where = ".".join(str(part) for part in detail["loc"]) or "record"
-    return f"{where}: {detail['msg']}"
-
-
 def read_jsonl(path: Path, record_type: type[T], *, skip_partial_tail: bool = True) -> Iterator[T]:
     """Yield validated records; a malformed line is a `UserError` naming file and line.
 
@@ -171,7 +165,7 @@ def read_jsonl(path: Path, record_type: type[T], *, skip_partial_tail: bool = Tr
             try:
                 yield adapter.validate_python(value)
             except ValidationError as err:
-                raise UserError(f"{path}:{lineno}: invalid record ({_first_error(err)}).") from err
+                raise UserError(f"{path}:{lineno}: invalid record ({first_error(err)}).") from err
 
 
 def write_json(path: Path, document: object) -> None:
@@ -196,22 +190,6 @@ def read_json(path: Path) -> Any:
         raise UserError(f"cannot read {path}: {err.strerror}.") from err
     except orjson.JSONDecodeError as err:
         raise UserError(f"{path} is not valid JSON ({err.msg}).") from err
-
-
-class RunInfo(BaseModel):
-    """run.json: what was run, against what, and the wall-clock anchor of the run's clock."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    schema_id: str = Field(default=RUN_SCHEMA, alias="schema")
-    command: str
-    created_unix_s: float = Field(default_factory=time.time)
-    wall_anchor_s: float
-    config: dict[str, Any] = Field(default_factory=dict)
-    environment: dict[str, Any] = Field(default_factory=dict)
-    server_config: dict[str, Any] = Field(default_factory=dict)
-    summary: dict[str, Any] = Field(default_factory=dict)
-    spec: dict[str, Any] = Field(default_factory=dict)  # the command's spec (`api.specs`)
 
 
 def holds_run(folder: Path) -> bool:
@@ -459,10 +437,8 @@ class RunDir:
         return self.root / "report.html"
 
     def read_info(self) -> RunInfo:
-        try:
-            return RunInfo.model_validate(read_json(self.run_json))
-        except ValidationError as err:
-            raise UserError(f"{self.run_json}: invalid run.json ({_first_error(err)}).") from err
+        """run.json through its command's model (`schemas.runinfo`)."""
+        return parse_run_info(read_json(self.run_json), str(self.run_json))
 
     def write_info(self, info: RunInfo) -> None:
         write_json(self.run_json, info)

@@ -14,55 +14,44 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infertriage.schemas import Signal
+from infertriage.schemas import Deployment, RunServerConfig, Signal
 
 __all__ = ["config_signals", "fleet_signals"]
 
 # the fleet figures that measure work: how evenly the replicas share the load
 _WORK_FIGURES = ("tokens.generation rate", "requests.finished rate", "queue.running mean")
 
-# signal name → (key in the deployment or server config, unit)
-_CONFIG_KEYS = {
-    "config.max_num_seqs": ("max_num_seqs", "requests"),
-    "config.num_gpu_blocks": ("num_gpu_blocks", "1"),
-    "config.block_size": ("block_size", "tokens"),
-    "config.gpu_memory_utilization": ("gpu_memory_utilization", "fraction"),
-    "config.max_model_len": ("max_model_len", "tokens"),
-    "config.max_num_batched_tokens": ("max_num_batched_tokens", "tokens"),
-    "config.tensor_parallel": ("tensor_parallel", "1"),
-    "spec.num_draft_tokens": ("num_draft_tokens", "tokens"),
-    "fleet.replicas": ("replicas", "1"),
-}
+
+def _settings(
+    server: RunServerConfig, deployment: Deployment
+) -> dict[str, tuple[str, float | None, float | None]]:
+    """signal name → (unit, what the server reported, what the deployment says)."""
+    return {
+        "config.max_num_seqs": ("requests", server.max_num_seqs, deployment.max_num_seqs),
+        "config.num_gpu_blocks": ("1", server.num_gpu_blocks, None),
+        "config.block_size": ("tokens", server.block_size, None),
+        "config.gpu_memory_utilization": ("fraction", server.gpu_memory_utilization, None),
+        "config.max_model_len": ("tokens", server.max_model_len, deployment.max_model_len),
+        "config.max_num_batched_tokens": ("tokens", server.max_num_batched_tokens, None),
+        "config.tensor_parallel": ("1", None, deployment.tensor_parallel),
+        "spec.num_draft_tokens": ("tokens", None, deployment.num_draft_tokens),
+        "fleet.replicas": ("1", None, deployment.replicas),
+    }
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def config_signals(server_config: Mapping[str, Any], deployment: Mapping[str, Any]) -> list[Signal]:
+def config_signals(server_config: RunServerConfig, deployment: Deployment) -> list[Signal]:
     """What the server reported wins over what the deployment claims."""
     out: list[Signal] = []
-    graphs = server_config.get("cuda_graphs")  # as the engine's adapter read it
-    if isinstance(graphs, bool):
+    graphs = server_config.cuda_graphs  # as the engine's adapter read it
+    if graphs is not None:
         out.append(Signal("config.cuda_graphs", float(graphs), "bool", "server"))
-    for name, (key, unit) in _CONFIG_KEYS.items():
-        value = _number(server_config.get(key))
-        source = "server"
-        if value is None:
-            value, source = _number(deployment.get(key)), "deployment"
-        if value is not None:
-            out.append(Signal(name=name, value=value, unit=unit, source=source))
-    interconnect = deployment.get("interconnect")
-    if isinstance(interconnect, str):
+    for name, (unit, reported, claimed) in _settings(server_config, deployment).items():
+        if reported is not None:
+            out.append(Signal(name=name, value=float(reported), unit=unit, source="server"))
+        elif claimed is not None:
+            out.append(Signal(name=name, value=float(claimed), unit=unit, source="deployment"))
+    interconnect = deployment.interconnect
+    if interconnect is not None:
         pcie = 1.0 if interconnect == "pcie" else 0.0
         out.append(Signal("config.interconnect_pcie", pcie, "bool", "deployment"))
     return out

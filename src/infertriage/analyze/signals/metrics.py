@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,7 +34,7 @@ from infertriage.analyze.signals.prom import (
     histogram_quantile,
 )
 from infertriage.analyze.signals.ranks import rank_signals
-from infertriage.schemas import VOCABULARY, Sample, Signal
+from infertriage.schemas import VOCABULARY, Phases, Sample, Signal
 from infertriage.schemas.artefacts import (
     ARTEFACT_KINDS,
     ARTEFACT_SAMPLE,
@@ -49,17 +48,6 @@ __all__ = ["Phases", "metric_signals"]
 
 _Points = list[tuple[float, float]]
 _Key = tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Phases:
-    """When the load ran, which part of it was the overload step, and when the drain ended."""
-
-    load_start_ts: float
-    load_end_ts: float
-    overload_start_ts: float | None = None
-    overload_end_ts: float | None = None
-    drain_end_ts: float | None = None
 
 
 class _Series:
