@@ -77,5 +77,6 @@ def _assert_run_dir(root: Path, num: int) -> None:
     assert info.command == "bench" and info.summary.status == "complete"
     assert info.summary.token_check["tokenize"] == "vllm"
     assert info.server_config.max_model_len == 8192
+    assert not info.summary.model_extra  # each key of bench's --json document is a field
     with (root / "requests.csv").open(encoding="utf-8") as handle:
         assert len(list(csv.DictReader(handle))) == num
