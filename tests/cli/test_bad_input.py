@@ -13,19 +13,16 @@ the twin, which binds a socket.
 from __future__ import annotations
 
 import gzip
-import inspect
 import json
 import socket
 import subprocess
 import sys
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from infertriage.cli import main
-from infertriage.cli.app import app
 from infertriage.schemas import UserError
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
@@ -363,31 +360,6 @@ def test_every_time_option_takes_the_same_units(
     assert main(_fill([*words, flag, value], request)) == 2  # the refused port, not the time
     line = capsys.readouterr().err.strip()
     assert flag not in line and "\n" not in line, line
-
-
-def _numeric_options() -> list[tuple[str, str, object]]:
-    """(command, parameter, its typer default) of every int or float option of every command."""
-    commands = [*app.registered_commands]
-    for group in app.registered_groups:
-        assert group.typer_instance is not None
-        commands += group.typer_instance.registered_commands
-    found = []
-    for command in commands:
-        assert command.callback is not None
-        hints = typing.get_type_hints(command.callback)
-        for name, parameter in inspect.signature(command.callback).parameters.items():
-            kinds = {hints[name], *typing.get_args(hints[name])}
-            if kinds & {int, float}:
-                found.append((str(command.name), name, parameter.default))
-    return found
-
-
-def test_every_numeric_option_is_checked_at_the_edge() -> None:
-    """A new int or float option without a range check (`cli/options.py`) fails here."""
-    numeric = _numeric_options()
-    assert len(numeric) > 40
-    unchecked = [(c, n) for c, n, default in numeric if getattr(default, "callback", None) is None]
-    assert unchecked == []
 
 
 # --- as a real process: the real stderr and exit code, and the twin's socket ----------------

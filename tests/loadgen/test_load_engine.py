@@ -24,7 +24,6 @@ from infertriage.loadgen.load_engine import (
     engine_kind,
     make_engine,
 )
-from infertriage.loadgen.results import BenchConfig
 from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.schemas import UserError
 from infertriage_testing.testserver import ServerConfig, serve_in_thread
@@ -32,8 +31,8 @@ from infertriage_testing.testserver import ServerConfig, serve_in_thread
 BENCH = Path(__file__).resolve().parents[2] / "src" / "infertriage" / "api" / "bench.py"
 
 
-def _config(**fields: object) -> BenchConfig:
-    return BenchConfig.model_validate({"url": "http://127.0.0.1:1/v1", "model": "m", **fields})
+def _config(**fields: object) -> BenchSpec:
+    return BenchSpec.model_validate({"url": "http://127.0.0.1:1/v1", **fields})
 
 
 def _context(tmp_path: Path) -> LoadContext:
@@ -83,7 +82,7 @@ def test_the_environment_names_the_engine(tmp_path: Path) -> None:
 class _Fake:
     """Answers each level with no request sent, and remembers the plans and the context."""
 
-    config: BenchConfig
+    config: BenchSpec
     context: LoadContext
     plans: list[LoadPlan] = field(default_factory=list)
     load_engine: ClassVar[str] = "fake"

@@ -4,7 +4,7 @@ Takes a `BenchSpec` (URL, client, load levels, workload, bounds, workers,
 SLOs; `api.specs`); does the whole load test — checks the URL
 fails fast, learns the server's context (`api.preflight`), builds one seeded
 schedule per level and fits it to that context, runs it on the load engine the
-config asks for (`loadgen.load_engine`: one event loop, `--workers` processes or a
+spec asks for (`loadgen.load_engine`: one event loop, `--workers` processes or a
 Locust master and `--locust-workers`), appends every record to requests.jsonl as it
 finishes, counts a sample of the prompts with the server's `/tokenize`
 (`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
@@ -15,7 +15,8 @@ the partial result with `interrupted` set; run.json's status says so. A
 caller that writes several loads into one run passes a `SharedRun` (its
 `RunDir` and clock). run.json stores the spec (`spec`, the URL normalised —
 never with its `user:password@`, `api.specs` — and the model chosen) beside
-the resolved `config`. The API key and header values are sent, never stored.
+the resolved `config` (`BenchSpec.run_config`: the same keys for every reader). The
+API key and header values are sent, never stored.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-from pydantic import ValidationError
 
 from infertriage import __version__
 from infertriage.analyze.stats.distribution import Distribution, describe
@@ -56,7 +56,6 @@ from infertriage.loadgen import caveats, tokencheck
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.load_engine import LoadContext, LoadEngine, engine_kind, make_engine
 from infertriage.loadgen.results import (
-    BenchConfig,
     BenchResult,
     ClientDiagnostics,
     Knee,
@@ -65,6 +64,7 @@ from infertriage.loadgen.results import (
     TokenCheck,
 )
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_sync
+from infertriage.loadgen.spec import client_config
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.net import auth_headers, normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
@@ -87,11 +87,9 @@ from infertriage.workload import (
     LocalTokenizer,
     Schedule,
     TextRenderer,
-    WorkloadSpec,
     make_schedule,
     make_specs,
     parse_arrivals,
-    parse_workload,
 )
 
 __all__ = ["BenchResult", "BenchSpec", "SharedRun", "normalize_base_url", "reach", "run_bench"]
@@ -123,22 +121,22 @@ class _Level(NamedTuple):
     value: float
 
 
-def _levels(config: BenchConfig, ws: WorkloadSpec) -> list[_Level]:
+def _levels(spec: BenchSpec) -> list[_Level]:
     """The levels known up front; a sweep adds its rates after the probe."""
-    if config.rates and config.concurrencies:
+    if spec.rates and spec.concurrencies:
         raise UserError("give --rate or --concurrency, not both (use --max-concurrency to cap).")
-    if config.sweep:
-        if config.rates or config.concurrencies:
+    if spec.sweep:
+        if spec.rates or spec.concurrencies:
             raise UserError("--sweep chooses its own rates: drop --rate and --concurrency.")
-        probe = config.max_concurrency or _SWEEP_PROBE_CONCURRENCY
+        probe = spec.max_concurrency or _SWEEP_PROBE_CONCURRENCY
         return [_Level(f"probe concurrency={probe}", LoadMode.CONCURRENCY, float(probe))]
-    if config.rates:
-        return [_Level(f"rate={_fmt(r)}", LoadMode.RATE, r) for r in config.rates]
-    if config.concurrencies:
+    if spec.rates:
+        return [_Level(f"rate={_fmt(r)}", LoadMode.RATE, r) for r in spec.rates]
+    if spec.concurrencies:
         return [
-            _Level(f"concurrency={c}", LoadMode.CONCURRENCY, float(c)) for c in config.concurrencies
+            _Level(f"concurrency={c}", LoadMode.CONCURRENCY, float(c)) for c in spec.concurrencies
         ]
-    if ws.is_replay:
+    if spec.workload.is_replay:
         return [_Level("replay", LoadMode.REPLAY, 0.0)]
     default = _DEFAULT_CONCURRENCY
     return [_Level(f"concurrency={default}", LoadMode.CONCURRENCY, float(default))]
@@ -149,31 +147,30 @@ def _fmt(rate: float) -> str:
 
 
 def _schedule(
-    config: BenchConfig,
-    ws: WorkloadSpec,
+    spec: BenchSpec,
     level: _Level,
     *,
     max_model_len: int,
     tokenizer: LocalTokenizer | None,
 ) -> Schedule:
     mode, value = level.mode, level.value
-    num = config.num_requests
-    if num is None and config.duration_s is None:
+    num = spec.num_requests
+    if num is None and spec.duration_s is None:
         num = _DEFAULT_NUM_REQUESTS
     if mode is LoadMode.RATE and math.isinf(value):
         if num is None:
             raise UserError("--rate inf sends everything at once: give --num-requests.")
         specs = make_specs(
-            ws, num, seed=config.seed, max_model_len=max_model_len, tokenizer=tokenizer
+            spec.workload, num, seed=spec.seed, max_model_len=max_model_len, tokenizer=tokenizer
         )
         return Schedule(specs, np.zeros(len(specs)))
     return make_schedule(
-        ws,
-        parse_arrivals(config.arrival, value) if mode is LoadMode.RATE else None,
+        spec.workload,
+        parse_arrivals(spec.arrival, value) if mode is LoadMode.RATE else None,
         num_requests=num,
-        duration_s=config.duration_s,
+        duration_s=spec.duration_s,
         concurrency=round(value) if mode is LoadMode.CONCURRENCY else 1,
-        seed=config.seed,
+        seed=spec.seed,
         max_model_len=max_model_len,
         tokenizer=tokenizer,
     )
@@ -184,7 +181,6 @@ class _Session:
     """One bench run's state: its directory, clock, writer and the records of the current level."""
 
     spec: BenchSpec  # as asked, the URL normalised and the model chosen: run.json's `spec`
-    config: BenchConfig
     client: ClientConfig
     shared: SharedRun  # diagnose shares one clock with its collector
     thresholds: Thresholds
@@ -201,7 +197,7 @@ class _Session:
     token_check: TokenCheck | None = None
     fitting: WorkloadFit | None = None  # set once the server's context is known
     interrupt: Interrupt = field(default_factory=Interrupt)  # the command's Ctrl-C, once started
-    engine: LoadEngine = field(init=False)  # the one `config` asks for (`loadgen.load_engine`)
+    engine: LoadEngine = field(init=False)  # the one `spec` asks for (`loadgen.load_engine`)
 
     def should_stop(self) -> bool:  # the loads' `stop=`: a signal, or a record not written
         return self.interrupt.requested or self.writer.failed is not None
@@ -209,7 +205,7 @@ class _Session:
     def __post_init__(self) -> None:
         self.writer = JsonlWriter(self.run.requests)
         self.engine = make_engine(
-            self.config,
+            self.spec,
             LoadContext(
                 self.client,
                 self.clock.start_ns,
@@ -243,7 +239,7 @@ class _Session:
             self.observer.request_finished(record)
 
     def run_level(self, index: int, at: _Level, schedule: Schedule) -> LevelResult:
-        cfg = self.config
+        cfg = self.spec
         name, mode, value = at
         plan = LoadPlan(
             schedule=schedule,
@@ -251,7 +247,7 @@ class _Session:
             max_concurrency=cfg.max_concurrency,
             think_time_s=cfg.think_time_s,
             duration_s=cfg.duration_s,
-            drain_timeout_s=cfg.drain_timeout_s,
+            drain_timeout_s=cfg.drain_s,
             drain_settle_share=cfg.drain_settle_share,
             id_prefix=f"{self.tag}-{index}",
             labels=(("level", name), *self.labels),
@@ -292,7 +288,7 @@ class _Session:
         fit = self.fitting.sent(self.all_records) if self.fitting is not None else None
         return BenchResult(
             run_dir=self.run.root,
-            config=self.config,
+            spec=self.spec,
             levels=tuple(self.levels),
             knee=knee,
             interrupted=interrupted,
@@ -324,9 +320,9 @@ class _Session:
             return
         check = run_sync(
             tokencheck.check_tokens(
-                base_url=self.config.url,
-                model=self.config.model,
-                endpoint=self.config.endpoint,
+                base_url=self.spec.url,
+                model=self.client.model,
+                endpoint=self.client.endpoint,
                 sample=sample,
                 renderer=TextRenderer(self.tokenizer),
                 headers=auth_headers(self.client.api_key, self.client.headers),
@@ -381,7 +377,7 @@ def _diagnose(
     )
 
 
-def _environment(config: BenchConfig, engine: LoadEngine, clock: RunClock) -> RunEnvironment:
+def _environment(config: BenchSpec, engine: LoadEngine, clock: RunClock) -> RunEnvironment:
     return RunEnvironment(
         infertriage=__version__,
         python=sys.version.split()[0],
@@ -396,25 +392,15 @@ def _environment(config: BenchConfig, engine: LoadEngine, clock: RunClock) -> Ru
     )
 
 
-def _validated(**fields: object) -> BenchConfig:
-    try:
-        return BenchConfig.model_validate(fields)
-    except ValidationError as err:
-        detail = err.errors()[0]
-        name = str(detail["loc"][0]) if detail["loc"] else "bench"
-        flag = "--" + name.removesuffix("_s").replace("_", "-")
-        raise UserError(f"{flag}: {detail['msg'].lower()}.") from err
-
-
 def _write_info(session: _Session, info: ServerInfo, status: RunStatus, knee: Knee | None) -> None:
     result = session.result(status == "interrupted", knee)
     summary = {"status": status, **bench_to_json(result, session.thresholds)}
     session.run.write_info(
         BenchRunInfo(
             wall_anchor_s=session.clock.wall_anchor_s,
-            config=session.config.model_dump(mode="json"),
+            config=session.spec.run_config(),
             spec=session.spec.model_dump(mode="json"),
-            environment=_environment(session.config, session.engine, session.clock),
+            environment=_environment(session.spec, session.engine, session.clock),
             server_config=_server_config(session, info),
             summary=BenchSummary.model_validate(summary),
         )
@@ -451,116 +437,56 @@ def run_bench(
     them) instead of creating `spec.out` (refused when it holds a run, unless `spec.force`).
     """
     asked = spec.client
-    base, pairs = normalize_base_url(spec.url), asked.header_pairs()
-    timeout_s = spec.timeout_s
-    config = _validated(
-        url=base,
-        model=asked.model or "",
-        endpoint=asked.endpoint,
-        rates=spec.rates,
-        concurrencies=spec.concurrencies,
-        sweep=spec.sweep,
-        workload=spec.workload,
-        arrival=spec.arrival,
-        duration_s=spec.duration_s,
-        num_requests=spec.num_requests,
-        workers=spec.workers,
-        max_concurrency=spec.max_concurrency,
-        locust_workers=spec.locust_workers,
-        locust_master_host=spec.locust_master_host,
-        think_time_s=spec.think_time_s,
-        timeout_s=timeout_s,
-        stall_timeout_s=spec.stall_timeout_s or min(timeout_s, 60.0),
-        drain_timeout_s=(
-            min(timeout_s, 30.0) if spec.drain_timeout_s is None else spec.drain_timeout_s
-        ),
-        drain_settle_share=spec.drain_settle_share,
-        goodput=spec.goodput,
-        seed=spec.seed,
-        tokenizer=asked.tokenizer,
-        max_model_len=asked.max_model_len,
-        continuous_usage=spec.continuous_usage,
-        ignore_eos=spec.ignore_eos,
-        check_tokens=spec.check_tokens,
-        header_names=tuple(name for name, _ in pairs),
-        use_uvloop=spec.use_uvloop,
-    )
-    engine_kind(config)  # a config that asks for two engines fails before any network
-    ws = parse_workload(spec.workload)
-    levels = _levels(config, ws)
+    base = normalize_base_url(spec.url)
+    engine_kind(spec)  # a spec that asks for two engines fails before any network
+    levels = _levels(spec)
     if shared is None:
         check_out(spec.out, force=spec.force)  # refused before any request
-    if config.rates:
-        parse_arrivals(config.arrival, 1.0)  # a bad --arrival fails before any network
+    if spec.rates:
+        parse_arrivals(spec.arrival, 1.0)  # a bad --arrival fails before any network
     thresholds = spec.thresholds or Thresholds()
     slos = parse_slos(spec.goodput) if spec.goodput else default_slos(thresholds)
     local_tokenizer = LocalTokenizer(asked.tokenizer) if asked.tokenizer is not None else None
-    info = preflight(base, auth_headers(asked.api_key, pairs), need_model=asked.model is None)
+    headers = auth_headers(asked.api_key, asked.header_pairs())
+    info = preflight(base, headers, need_model=asked.model is None)
     chosen = choose_model(asked.model, info, base)
-    config = config.model_copy(update={"model": chosen})
-    client = _client_config(config, asked.api_key, pairs, keep_text=local_tokenizer is not None)
-    shared = shared or SharedRun(RunDir.create(spec.out, prefix="bench", force=spec.force))
     resolved = spec.model_copy(
         update={"url": base, "client": asked.model_copy(update={"model": chosen})}
     )
-    session = _Session(
-        resolved, config, client, shared, thresholds, slos, local_tokenizer, observer
-    )
-    limit = context_limit(info, chosen, config.max_model_len)
+    client = client_config(resolved, keep_text=local_tokenizer is not None)
+    shared = shared or SharedRun(RunDir.create(spec.out, prefix="bench", force=spec.force))
+    session = _Session(resolved, client, shared, thresholds, slos, local_tokenizer, observer)
+    limit = context_limit(info, chosen, asked.max_model_len)
     session.fitting = WorkloadFit(
-        limit, info, model=chosen, endpoint=config.endpoint, tokenizer=local_tokenizer
+        limit, info, model=chosen, endpoint=asked.endpoint, tokenizer=local_tokenizer
     )
-    return _run_levels(session, info, ws, levels, limit.max_model_len)
-
-
-def _client_config(
-    config: BenchConfig,
-    api_key: str | None,
-    headers: tuple[tuple[str, str], ...],
-    *,
-    keep_text: bool,
-) -> ClientConfig:
-    return ClientConfig(
-        base_url=config.url,
-        model=config.model,
-        endpoint=config.endpoint,
-        api_key=api_key,
-        headers=headers,
-        timeout_s=config.timeout_s,
-        stall_timeout_s=config.stall_timeout_s,
-        connect_timeout_s=min(10.0, config.timeout_s),
-        continuous_usage=config.continuous_usage,
-        send_ignore_eos=config.ignore_eos,
-        keep_text=keep_text,
-    )
+    return _run_levels(session, info, levels, limit.max_model_len)
 
 
 def _run_levels(
     session: _Session,
     info: ServerInfo,
-    ws: WorkloadSpec,
     levels: list[_Level],
     max_len: int,
 ) -> BenchResult:
     with interruptible() as interrupt:
         session.interrupt = interrupt
-        return _run_interruptibly(session, info, ws, levels, max_len)
+        return _run_interruptibly(session, info, levels, max_len)
 
 
 def _run_interruptibly(
     session: _Session,
     info: ServerInfo,
-    ws: WorkloadSpec,
     levels: list[_Level],
     max_len: int,
 ) -> BenchResult:
-    config, knee, interrupted = session.config, None, session.interrupt.requested
+    spec, knee, interrupted = session.spec, None, session.interrupt.requested
     _write_info(session, info, "running", None)
     try:
         index = 0
         while index < len(levels) and not interrupted:
             schedule = _schedule(
-                config, ws, levels[index], max_model_len=max_len, tokenizer=session.tokenizer
+                spec, levels[index], max_model_len=max_len, tokenizer=session.tokenizer
             )
             if session.fitting is not None:  # prompt + max_tokens within the context
                 schedule = session.fitting.fit(schedule)
@@ -568,12 +494,12 @@ def _run_interruptibly(
             level = session.run_level(index, levels[index], schedule)
             caveats.stop_if_unauthorized(level)  # a key refused mid-run: no load reaches the model
             interrupted = level.interrupted or session.interrupt.requested
-            if config.sweep and index == 0:
+            if spec.sweep and index == 0:
                 peak = level.summary.request_throughput
                 levels += [_Level(f"rate={r:.3g}", LoadMode.RATE, r) for r in sweep_rates(peak)]
             index += 1
             _write_info(session, info, "running", None)
-        if not interrupted and config.check_tokens:
+        if not interrupted and spec.check_tokens:
             session.check_tokens()
     except KeyboardInterrupt:
         interrupted = True
@@ -582,7 +508,7 @@ def _run_interruptibly(
     if session.writer.failed is not None:  # one sentence; the records before it are kept
         raise session.writer.failed
     interrupted = interrupted or session.interrupt.requested  # Ctrl-C in the token check too
-    if config.sweep and session.levels:
+    if spec.sweep and session.levels:
         probe = session.levels[0].summary.request_throughput
         knee = find_knee(probe, [lv for lv in session.levels[1:] if lv.mode == "rate"])
     _finish(session, info, interrupted, knee)

@@ -166,7 +166,7 @@ def _workload(info: RunInfo) -> str | None:
     if isinstance(info, DiagnoseRunInfo | ValidateRunInfo):
         return info.config.workload
     spec = run_spec(info) if isinstance(info, BenchRunInfo) else None
-    return spec.workload if isinstance(spec, BenchSpec) else None
+    return spec.workload.text if isinstance(spec, BenchSpec) else None
 
 
 def _facts(info: RunInfo) -> tuple[tuple[str, str], ...]:

@@ -16,21 +16,17 @@ from rich.console import Console
 
 from infertriage.api.bench import BenchResult, run_bench
 from infertriage.api.specs import BenchSpec, ClientSpec, parse_endpoint
+from infertriage.cli import flags
 from infertriage.cli.common import live_view, print_json
-from infertriage.cli.options import (
-    arrival_spec,
-    http_url,
-    non_negative,
-    positive,
-    seconds,
-    workload_spec,
-)
+from infertriage.cli.options import arrival_spec, seconds
 from infertriage.report.bench import bench_to_json, render_bench
 from infertriage.schemas import Interrupted, UserError, load_thresholds
 from infertriage.schemas.errors import EXIT_NO_SUCCESS
+from infertriage.workload import WorkloadSpec
 
 
 def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[float]:
+    """`--rate 1,2,4 --rate 8`: the numbers, in order (their range is the spec's)."""
     out: list[float] = []
     for value in values:
         for part in value.split(","):
@@ -41,82 +37,48 @@ def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[
                 number = float("inf") if text == "inf" and kind is float else kind(text)
             except ValueError:
                 raise UserError(f"{flag} {value!r}: {part.strip()!r} is not a number.") from None
-            if not number > 0:  # nan too; inf is a rate ("all at once"), never a count
-                raise UserError(f"{flag} {value!r}: values must be positive.")
             out.append(float(number))
     return out
 
 
 def bench(
-    url: str = typer.Option(
-        ..., "--url", callback=http_url, help="Server base URL (a trailing /v1 is fine)."
-    ),
-    model: str | None = typer.Option(None, "--model", help="Served model (default: the first)."),
-    endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
-    api_key: str | None = typer.Option(
-        None,
-        "--api-key",
-        envvar="OPENAI_API_KEY",
-        show_default=False,
-        help="Bearer key (or OPENAI_API_KEY); sent, never stored.",
-    ),
-    rate: list[str] = typer.Option([], "--rate", help="Requests/s, e.g. 1,2,4 or inf (open loop)."),
-    concurrency: list[str] = typer.Option([], "--concurrency", help="Closed-loop users: 1,4,16."),
+    url: str = flags.url(...),
+    model: str | None = flags.served_model(),
+    endpoint: str = flags.endpoint(),
+    api_key: str | None = flags.api_key(),
+    rate: list[str] = flags.rate([]),
+    concurrency: list[str] = flags.concurrency([]),
     sweep: bool = typer.Option(False, "--sweep", help="Find max throughput and the knee."),
-    workload: str = typer.Option(
-        "chat-mix", "--workload", callback=workload_spec, help="chat-mix, synthetic:…, …"
-    ),
+    workload: WorkloadSpec = flags.workload(),
     arrival: str = typer.Option(
         "poisson", "--arrival", callback=arrival_spec, help="poisson, constant, gamma:B, ramp:R0."
     ),
-    duration: float | None = typer.Option(
-        None, "--duration", parser=seconds, callback=positive, help="Issue for this long: 60s."
-    ),
-    num_requests: int | None = typer.Option(
-        None, "--num-requests", callback=positive, help="Requests per level."
-    ),
-    workers: int = typer.Option(
-        1, "--workers", callback=positive, help="Client processes (one event loop each)."
-    ),
-    locust_workers: int | None = typer.Option(
-        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
-    ),
-    locust_master_host: str | None = typer.Option(
-        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
-    ),
+    duration: float | None = flags.duration(),
+    num_requests: int | None = flags.num_requests(),
+    workers: int = typer.Option(1, "--workers", help="Client processes (one event loop each)."),
+    locust_workers: int | None = flags.locust_workers(),
+    locust_master_host: str | None = flags.locust_master_host(),
     max_concurrency: int | None = typer.Option(
-        None,
-        "--max-concurrency",
-        callback=positive,
-        help="Cap on in-flight requests (the wait is reported).",
+        None, "--max-concurrency", help="Cap on in-flight requests (the wait is reported)."
     ),
     think_time: float = typer.Option(
-        "0", "--think-time", parser=seconds, callback=non_negative, help="Closed loop: pause."
+        "0", "--think-time", parser=seconds, help="Closed loop: pause."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Run directory (default runs/bench-…)."),
-    force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
-    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    out: Path | None = flags.out(),
+    force: bool = flags.force(),
+    slo: str | None = flags.slo(),
     goodput: str | None = typer.Option(None, "--goodput", help="Per-request SLOs: ttft=200ms,…"),
     header: list[str] = typer.Option([], "--header", help="NAME:VALUE, repeatable."),
-    timeout: float = typer.Option(
-        "600s", "--timeout", parser=seconds, callback=positive, help="Per-request timeout."
-    ),
+    timeout: float = flags.timeout("600s"),
     stall_timeout: float | None = typer.Option(
-        None, "--stall-timeout", parser=seconds, callback=positive, help="No byte for this."
+        None, "--stall-timeout", parser=seconds, help="No byte for this."
     ),
     drain_timeout: float | None = typer.Option(
-        None, "--drain-timeout", parser=seconds, callback=non_negative, help="Wait after issuing."
+        None, "--drain-timeout", parser=seconds, help="Wait after issuing."
     ),
-    seed: int = typer.Option(
-        0, "--seed", callback=non_negative, help="Seed of lengths and arrivals."
-    ),
-    tokenizer: Path | None = typer.Option(None, "--tokenizer", help="A local tokenizer.json."),
-    max_model_len: int | None = typer.Option(
-        None,
-        "--max-model-len",
-        callback=positive,
-        help="The server's context, where it does not say it.",
-    ),
+    seed: int = flags.seed(),
+    tokenizer: Path | None = flags.tokenizer(),
+    max_model_len: int | None = flags.server_max_model_len(),
     continuous_usage: bool = typer.Option(
         True, "--continuous-usage/--no-continuous-usage", help="Ask for usage in every chunk."
     ),
@@ -127,10 +89,8 @@ def bench(
         True, "--tokenize-check/--no-tokenize-check", help="Count prompts with /tokenize."
     ),
     uvloop: bool = typer.Option(True, "--uvloop/--no-uvloop", help="Use uvloop where installed."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
-    progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
-    ),
+    json_out: bool = flags.json_out(),
+    progress: bool = flags.progress(),
 ) -> int:
     thresholds = load_thresholds(slo)
     rates = _split(rate, "--rate", float)

@@ -10,7 +10,6 @@ and none regressed; 2 for a user error, as every command.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import typer
@@ -24,16 +23,9 @@ from infertriage.api.compare import (
     save_baseline,
 )
 from infertriage.api.specs import ClientSpec, CompareABSpec, CompareRunsSpec, parse_endpoint
+from infertriage.cli import flags
 from infertriage.cli.commands import HELP
 from infertriage.cli.common import live_view, print_json
-from infertriage.cli.options import (
-    http_url,
-    new_file,
-    non_negative,
-    positive,
-    seconds,
-    workload_spec,
-)
 from infertriage.report.compare import (
     CompareResult,
     compare_markdown,
@@ -43,9 +35,9 @@ from infertriage.report.compare import (
 from infertriage.schemas import Interrupted, UserError, default_store_root, parse_fraction
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.schemas.text import show_controls
+from infertriage.workload import WorkloadSpec
 
 baseline_app = typer.Typer(help=HELP["baseline"], no_args_is_help=True)
-_STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
 EXIT_REGRESSION = 1
 _FAIL_HELP = (
     f"Exit {EXIT_REGRESSION} when any metric regressed; exit {EXIT_INCONCLUSIVE} when none did "
@@ -59,7 +51,7 @@ def save(
     name: str = typer.Argument(..., help="Baseline name."),
     run: Path = typer.Argument(..., help="Run directory (bench, diagnose or validate)."),
     force: bool = typer.Option(False, "--force", help="Replace a baseline of that name."),
-    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store: Path | None = flags.store(),
 ) -> None:
     saved = save_baseline(name, run, store=store, force=force)
     typer.echo(
@@ -72,8 +64,8 @@ def save(
 
 @baseline_app.command("list", help="The saved baselines.")
 def list_(
-    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    store: Path | None = flags.store(),
+    json_out: bool = flags.json_out(),
 ) -> None:
     saved = list_baselines(store=store)
     if json_out:
@@ -99,7 +91,7 @@ def list_(
 @baseline_app.command("delete", help="Delete the baseline NAME.")
 def delete(
     name: str = typer.Argument(..., help="Baseline name."),
-    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store: Path | None = flags.store(),
 ) -> None:
     delete_baseline(name, store=store)
     typer.echo(f"deleted baseline {name!r}")
@@ -119,45 +111,25 @@ def _positive_change(text: str) -> float:
 def compare(
     base: str | None = typer.Argument(None, help="Saved baseline name or run directory."),
     run: Path | None = typer.Argument(None, help="The run directory to judge."),
-    url: list[str] = typer.Option(
-        [], "--url", callback=http_url, help="A/B: give --url A --url B."
-    ),
+    url: list[str] = flags.url([]),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help=_FAIL_HELP),
     threshold: str = typer.Option("10%", "--threshold", help="Smallest change that matters."),
-    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
-    rate: float | None = typer.Option(None, "--rate", callback=positive, help="A/B: requests/s."),
-    concurrency: int | None = typer.Option(
-        None, "--concurrency", callback=positive, help="A/B: closed loop."
-    ),
-    duration: float = typer.Option(
-        "60s",
-        "--duration",
-        parser=seconds,
-        callback=positive,
-        help="A/B: load per server, in all: 60, 90s, 2m.",
-    ),
-    num_requests: int | None = typer.Option(
-        None, "--num-requests", callback=positive, help="A/B: per server."
-    ),
-    blocks: int = typer.Option(4, "--blocks", callback=positive, help="A/B: interleaved blocks."),
-    workload: str = typer.Option(
-        "chat-mix", "--workload", callback=workload_spec, help="A/B: workload spec or file."
-    ),
-    model: str | None = typer.Option(None, "--model", help="A/B: served model name."),
-    endpoint: str = typer.Option("chat", "--endpoint", help="A/B: chat or completions."),
-    api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
-    seed: int = typer.Option(
-        0, "--seed", callback=non_negative, help="Workload and bootstrap seed."
-    ),
-    out: Path | None = typer.Option(None, "--out", help="A/B: run directory."),
-    force: bool = typer.Option(False, "--force", help="A/B: replace the run already in --out."),
-    markdown: Path | None = typer.Option(
-        None, "--markdown", callback=new_file, help="Also write Markdown here."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
-    progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
-    ),
+    store: Path | None = flags.store(),
+    rate: float | None = flags.rate(),
+    concurrency: int | None = flags.concurrency(),
+    duration: float = flags.duration("60s"),
+    num_requests: int | None = flags.num_requests(),
+    blocks: int = typer.Option(4, "--blocks", help="A/B: interleaved blocks."),
+    workload: WorkloadSpec = flags.workload(),
+    model: str | None = flags.served_model(),
+    endpoint: str = flags.endpoint(),
+    api_key: str | None = flags.api_key(),
+    seed: int = flags.seed(),
+    out: Path | None = flags.out(),
+    force: bool = flags.force(),
+    markdown: Path | None = flags.markdown(),
+    json_out: bool = flags.json_out(),
+    progress: bool = flags.progress(),
 ) -> int:
     limit = _positive_change(threshold)
     if url:
@@ -166,7 +138,7 @@ def compare(
         client = ClientSpec(
             model=model,
             endpoint=parse_endpoint(endpoint),
-            api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+            api_key=api_key,
         )
         spec = CompareABSpec(
             urls=(url[0], url[1]),
@@ -176,7 +148,7 @@ def compare(
             duration_s=duration,
             num_requests=num_requests,
             blocks=blocks,
-            workload=workload,
+            workload=workload.text,
             threshold=limit,
             seed=seed,
             out=out,

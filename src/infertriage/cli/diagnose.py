@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -10,62 +9,37 @@ from rich.console import Console
 
 from infertriage.api.diagnose import diagnose as run_diagnose
 from infertriage.api.specs import ClientSpec, DiagnoseSpec, parse_endpoint
+from infertriage.cli import flags
 from infertriage.cli.common import live_view, print_json
-from infertriage.cli.options import (
-    gpu_name,
-    http_url,
-    model_name,
-    new_file,
-    nonempty_files,
-    positive,
-    scenario_name,
-    seconds,
-    workload_spec,
-)
+from infertriage.cli.options import model_name, nonempty_files, seconds
 from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
 from infertriage.schemas import Interrupted
 from infertriage.schemas.text import show_controls
+from infertriage.workload import WorkloadSpec
 
 
 def diagnose(
-    url: str | None = typer.Option(
-        None, "--url", callback=http_url, help="Server base URL; without it, the twin."
-    ),
-    scenario: str = typer.Option(
-        "healthy", "--scenario", callback=scenario_name, help="Twin scenario (name or YAML)."
-    ),
-    metrics_url: str | None = typer.Option(
-        None, "--metrics-url", callback=http_url, help="Default URL/metrics."
-    ),
-    dcgm_url: str | None = typer.Option(
-        None, "--dcgm-url", callback=http_url, help="dcgm-exporter /metrics."
-    ),
-    prometheus: str | None = typer.Option(
-        None,
-        "--prometheus",
-        callback=http_url,
-        help="Read the replicas' metrics from this Prometheus instead.",
-    ),
-    selector: str = typer.Option("", "--selector", help='With --prometheus: job="vllm".'),
-    server_pid: int | None = typer.Option(
-        None, "--server-pid", callback=positive, help="The server's process."
-    ),
-    duration: float = typer.Option(
-        "60s", "--duration", parser=seconds, callback=positive, help="Load in all: 60, 90s, 2m."
-    ),
+    url: str | None = flags.url(),
+    scenario: str = flags.scenario(),
+    metrics_url: str | None = flags.metrics_url(),
+    dcgm_url: str | None = flags.dcgm_url(),
+    prometheus: str | None = flags.prometheus(),
+    selector: str = flags.selector(),
+    server_pid: int | None = flags.server_pid(),
+    duration: float = flags.duration("60s"),
     from_run: Path | None = typer.Option(None, "--from-run", help="Re-diagnose a run dir."),
     metrics_file: Path | None = typer.Option(None, "--metrics-file", help="One scrape."),
-    model: str | None = typer.Option(None, "--model", help="Served model name."),
+    model: str | None = flags.served_model(),
     model_config: str | None = typer.Option(
         None, "--model-config", callback=model_name, help="Preset or config."
     ),
-    gpu: str | None = typer.Option(None, "--gpu", callback=gpu_name, help="GPU, for the roofline."),
-    tp: int = typer.Option(1, "--tp", callback=positive, help="Tensor-parallel size (roofline)."),
-    endpoint: str = typer.Option("chat", "--endpoint", help="chat or completions."),
-    api_key: str | None = typer.Option(None, "--api-key", help="Or OPENAI_API_KEY."),
-    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
-    out: Path | None = typer.Option(None, "--out", help="Run directory."),
-    force: bool = typer.Option(False, "--force", help="Replace the run already in --out."),
+    gpu: str | None = flags.gpu(None),
+    tp: int = flags.tp(),
+    endpoint: str = flags.endpoint(),
+    api_key: str | None = flags.api_key(),
+    slo: str | None = flags.slo(),
+    out: Path | None = flags.out(),
+    force: bool = flags.force(),
     trace: list[Path] = typer.Option(
         [],
         "--trace",
@@ -76,12 +50,9 @@ def diagnose(
         None,
         "--profile",
         parser=seconds,
-        callback=positive,
         help="Server profile (/start_profile) this long in the measured level: 10, 10s.",
     ),
-    profile_dir: Path | None = typer.Option(
-        None, "--profile-dir", help="Where the server writes traces (VLLM_TORCH_PROFILER_DIR)."
-    ),
+    profile_dir: Path | None = flags.profile_dir(),
     log: list[Path] = typer.Option(
         [],
         "--log",
@@ -91,38 +62,17 @@ def diagnose(
     compare_run: Path | None = typer.Option(
         None, "--compare-run", help="A diagnosed run of the service at another GPU count."
     ),
-    workload: str = typer.Option(
-        "chat-mix", "--workload", callback=workload_spec, help="Workload spec or file."
-    ),
-    concurrency: int = typer.Option(
-        16, "--concurrency", callback=positive, help="The measured level's streams."
-    ),
-    tokenizer: Path | None = typer.Option(None, "--tokenizer", help="The model's tokenizer.json."),
-    max_model_len: int | None = typer.Option(
-        None,
-        "--max-model-len",
-        callback=positive,
-        help="The server's context, where it does not say it.",
-    ),
-    html: Path | None = typer.Option(
-        None, "--html", callback=new_file, help="Also write the run's HTML report to this file."
-    ),
-    locust_workers: int | None = typer.Option(
-        None, "--locust-workers", callback=positive, help="Drive the load with Locust: N workers."
-    ),
-    locust_master_host: str | None = typer.Option(
-        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
-    ),
-    nvidia_smi_topo: Path | None = typer.Option(
-        None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file (the plan's link)."
-    ),
-    nccl_tests: list[Path] = typer.Option(
-        [], "--nccl-tests", help="nccl-tests all_reduce_perf output: the measured bandwidth."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
-    progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
-    ),
+    workload: WorkloadSpec = flags.workload(),
+    concurrency: int = flags.concurrency(16),
+    tokenizer: Path | None = flags.tokenizer(),
+    max_model_len: int | None = flags.server_max_model_len(),
+    html: Path | None = flags.html(),
+    locust_workers: int | None = flags.locust_workers(),
+    locust_master_host: str | None = flags.locust_master_host(),
+    nvidia_smi_topo: Path | None = flags.nvidia_smi_topo(),
+    nccl_tests: list[Path] = flags.nccl_tests(),
+    json_out: bool = flags.json_out(),
+    progress: bool = flags.progress(),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
     if model_config:
@@ -132,7 +82,7 @@ def diagnose(
     client = ClientSpec(
         model=model,
         endpoint=parse_endpoint(endpoint),
-        api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+        api_key=api_key,
         tokenizer=tokenizer,
         max_model_len=max_model_len,
     )
@@ -147,7 +97,7 @@ def diagnose(
         selector=selector,
         duration_s=duration,
         concurrency=concurrency,
-        workload=workload,
+        workload=workload.text,
         from_run=from_run,
         metrics_file=metrics_file,
         compare_run=compare_run,

@@ -9,8 +9,9 @@ from rich.console import Console
 
 from infertriage.api.logs import triage_logs
 from infertriage.api.specs import LogsSpec
+from infertriage.cli import flags
 from infertriage.cli.common import print_json
-from infertriage.cli.options import positive, seconds
+from infertriage.cli.options import seconds
 from infertriage.report.logs import logs_to_json, render_logs
 
 
@@ -29,11 +30,10 @@ def logs(
         None,
         "--interval",
         parser=seconds,
-        callback=positive,
         help="Timeline rows: 10s, 1m (default: the engine's stats interval, widened to fit).",
     ),
-    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    slo: str | None = flags.slo(),
+    json_out: bool = flags.json_out(),
 ) -> None:
     spec = LogsSpec(
         files=tuple(files), engine=engine, since=since, until=until, interval_s=interval, slo=slo

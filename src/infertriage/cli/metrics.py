@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 
 from infertriage.api.metrics import FleetSpec, fleet_metrics, scrape_metrics
+from infertriage.cli import flags
 from infertriage.cli.common import print_json
-from infertriage.cli.options import http_url, positive, seconds
+from infertriage.cli.options import positive, seconds
 from infertriage.collect.prometheus_api import required_matchers
 from infertriage.report.fleet import fleet_to_json, render_fleet
 from infertriage.report.metrics import metrics_to_json, render_metrics
@@ -31,14 +32,9 @@ def metrics(
         callback=positive,
         help="Scrape for this long (e.g. 30s) and show rates and quantiles.",
     ),
-    prometheus: str | None = typer.Option(
-        None,
-        "--prometheus",
-        callback=http_url,
-        help="A Prometheus server: show the replicas it scrapes instead.",
-    ),
-    selector: str = typer.Option("", "--selector", help='With --prometheus: job="vllm".'),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    prometheus: str | None = flags.prometheus(),
+    selector: str = flags.selector(),
+    json_out: bool = flags.json_out(),
 ) -> None:
     if prometheus is not None:
         if source is not None:

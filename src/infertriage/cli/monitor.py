@@ -11,14 +11,12 @@ from rich.console import Console
 
 from infertriage.api.monitor import monitor_config as make_config
 from infertriage.api.specs import MonitorConfigSpec
+from infertriage.cli import flags
 from infertriage.cli.common import print_json
-from infertriage.cli.options import non_negative, positive, seconds
+from infertriage.cli.options import seconds
 from infertriage.engines import engine_choices
 from infertriage.report.monitoring.render import monitor_to_json, render_monitor
 from infertriage.schemas import load_thresholds
-
-_STORE_HELP = "Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder)."
-
 
 # `--engine`'s values, `engines.engine_choices()` as the CLI is built (mypy reads a str)
 if TYPE_CHECKING:
@@ -36,13 +34,9 @@ def monitor_config(
     baseline: str | None = typer.Option(
         None, "--baseline", help="Thresholds from this saved baseline (`baseline save`)."
     ),
-    store: Path | None = typer.Option(None, "--store", help=_STORE_HELP),
-    slo: str | None = typer.Option(
-        None, "--slo", help="SLO file or ttft_p95=200ms,itl_p95=50ms,alert_ttft_p95=500ms."
-    ),
-    selector: str = typer.Option(
-        "", "--selector", help='Label matchers of the engine\'s series, e.g. job="vllm".'
-    ),
+    store: Path | None = flags.store(),
+    slo: str | None = flags.slo(),
+    selector: str = flags.selector(),
     gpu_selector: str = typer.Option(
         "", "--gpu-selector", help='Label matchers of dcgm-exporter\'s series, e.g. job="dcgm".'
     ),
@@ -50,21 +44,19 @@ def monitor_config(
         "5m",
         "--rate-window",
         parser=seconds,
-        callback=positive,
         help="Window of rates and quantiles (5m).",
     ),
     for_scale: float = typer.Option(
-        1.0, "--for-scale", callback=non_negative, help="Multiply every `for:` (demos: 0.01)."
+        1.0, "--for-scale", help="Multiply every `for:` (demos: 0.01)."
     ),
     evaluation_interval: float = typer.Option(
         "30s",
         "--evaluation-interval",
         parser=seconds,
-        callback=positive,
         help="Rule groups' interval.",
     ),
-    force: bool = typer.Option(False, "--force", help="Replace files already in --out."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    force: bool = flags.force(),
+    json_out: bool = flags.json_out(),
 ) -> None:
     spec = MonitorConfigSpec(
         engine=str(engine),

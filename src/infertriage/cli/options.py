@@ -1,27 +1,27 @@
-"""cli, level 6: every command's options checked at the edge, before any work starts.
+"""cli, level 6: the parsers and callbacks of the command line, one per unit.
 
-Typer callbacks and parsers that turn a bad value into one sentence naming
-the flag (a `UserError`, exit 2):
+Each turns a value the user typed into what the spec takes, or refuses it in one
+sentence naming the flag (a `UserError`, exit 2); ranges are not checked here but
+once, on the command's spec (`schemas.spec.CommandSpec`):
 
-- numbers: `positive` (finite, above 0; an integer at least 1), `non_negative`
-  (finite, 0 or more), `fraction` (above 0, at most 1), `tcp_port` (0 to
-  65535); nan and inf are never a count, a rate, a length or a time;
 - durations: `seconds`, the parser of every time option, through the one
   `schemas.parse_duration` (`30` is seconds, `30s`, `2m`, `500ms`), so every
   command takes the same units (`milliseconds` is the same parser where a
-  bare number is a per-token time in ms); the callbacks above check its range;
+  bare number is a per-token time in ms);
 - `http_url`: an http:// or https:// URL with a host (and a port that can be);
   one refused is quoted without its `user:password@`;
 - names and specs: `gpu_name`, `model_name` (a preset or a config.json),
   `scenario_name` (a packaged twin scenario or a YAML file, read now),
-  `workload_spec` and `arrival_spec`, each refused as `plan`, the twin and
-  `bench` refuse them, with the known names;
+  `workload_spec` (parsed once into a `WorkloadSpec`) and `arrival_spec`, each
+  refused as `plan`, the twin and `bench` refuse them, with the known names;
 - files: `workload_spec`'s file and `nonempty_files` (read after the load)
   must be there, be files and not be empty; `new_file` (written after it)
-  needs its folder now.
+  needs its folder now;
+- `positive`: `metrics --duration`'s range, the one number with no spec to hold it.
 
-A callback runs while the command line is parsed, so a refused value starts no
-server, sends no request and creates no run directory.
+A callback runs while the command line is parsed, and the command makes its spec
+before any work, so a refused value starts no server, sends no request and creates
+no run directory.
 """
 
 from __future__ import annotations
@@ -38,26 +38,22 @@ from infertriage.net import strip_userinfo
 from infertriage.plan import get_gpu, load_model
 from infertriage.schemas import UserError, parse_duration
 from infertriage.twin import load_scenario
-from infertriage.workload import make_specs, parse_arrivals, parse_workload
+from infertriage.workload import WorkloadSpec, make_specs, parse_arrivals, parse_workload
 
 __all__ = [
     "arrival_spec",
-    "fraction",
     "gpu_name",
     "http_url",
     "milliseconds",
     "model_name",
     "new_file",
-    "non_negative",
     "nonempty_files",
     "positive",
     "scenario_name",
     "seconds",
-    "tcp_port",
     "workload_spec",
 ]
 
-_MAX_PORT = 65_535
 _TEXT_PROBE_BYTES = 64 * 1024
 N = TypeVar("N", int, float)
 U = TypeVar("U", str, list[str])
@@ -72,33 +68,12 @@ def _shown(value: float) -> str:
 
 
 def positive(param: typer.CallbackParam, value: N | None) -> N | None:
-    """A count, rate, length or time: finite and above 0 (an integer: at least 1)."""
+    """A time with no spec to check it (`metrics --duration`): finite and above 0."""
     if value is None or (math.isfinite(value) and value > 0):
         return value
     if isinstance(value, int):
         raise UserError(f"{_flag(param)} must be at least 1, not {value}.")
     raise UserError(f"{_flag(param)} must be a positive number, not {_shown(value)}.")
-
-
-def non_negative(param: typer.CallbackParam, value: N | None) -> N | None:
-    """A pause, a cost or a seed: finite, 0 or more."""
-    if value is None or (math.isfinite(value) and value >= 0):
-        return value
-    raise UserError(f"{_flag(param)} must be 0 or more, not {_shown(value)}.")
-
-
-def fraction(param: typer.CallbackParam, value: float | None) -> float | None:
-    """A share of something: above 0 and at most 1."""
-    if value is None or (math.isfinite(value) and 0 < value <= 1):
-        return value
-    raise UserError(f"{_flag(param)} must be above 0 and at most 1, not {_shown(value)}.")
-
-
-def tcp_port(param: typer.CallbackParam, value: int) -> int:
-    """A TCP port: 0 (the OS picks a free one) to 65535."""
-    if not 0 <= value <= _MAX_PORT:
-        raise UserError(f"{_flag(param)} must be a port from 0 to {_MAX_PORT}, not {value}.")
-    return value
 
 
 def seconds(text: str) -> float:
@@ -186,17 +161,16 @@ def nonempty_files(param: typer.CallbackParam, value: list[Path]) -> list[Path]:
     return value
 
 
-def workload_spec(value: str | None) -> str | None:
-    """`--workload`: a known kind with its options; a file it names is there, text, not empty
-    (None where the option is optional and not given)."""
-    if value is None:
-        return None
-    spec = parse_workload(value)
+def workload_spec(text: str) -> WorkloadSpec:
+    """`--workload`'s parser: a known kind with its options, parsed once; a file it names is
+    there, text, not empty, and one request of any other kind is built (every option's
+    value checked)."""
+    spec = parse_workload(text)
     if spec.path is not None:
         _check_text_file(spec.path, "--workload")
-    else:  # one request built: every option's value is checked
+    else:
         make_specs(spec, 1)
-    return value
+    return spec
 
 
 def gpu_name(value: str | None) -> str | None:

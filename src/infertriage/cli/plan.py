@@ -9,59 +9,45 @@ from rich.console import Console
 
 from infertriage import api
 from infertriage.api.specs import PlanSpec
+from infertriage.cli import flags
 from infertriage.cli.common import print_json
-from infertriage.cli.options import fraction, milliseconds, non_negative, positive
+from infertriage.cli.options import milliseconds
 from infertriage.report.plan import plan_to_json, render_plan
 
 
 def plan(
-    model: str = typer.Option(..., "--model", help="Catalog preset or path to an HF config.json."),
-    gpu: str = typer.Option(..., "--gpu", help="GPU from the catalog, e.g. H100-SXM."),
-    max_model_len: int = typer.Option(
-        8192, "--max-model-len", callback=positive, help="Longest request (tokens)."
-    ),
-    concurrency: int | None = typer.Option(
-        None, "--concurrency", callback=positive, help="Concurrent requests."
-    ),
-    num_gpus: int | None = typer.Option(
-        None, "--num-gpus", callback=positive, help="GPUs available (default TP×PP)."
-    ),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", callback=positive),
-    tp: int = typer.Option(1, "--tp", callback=positive, help="Tensor-parallel size."),
-    pp: int = typer.Option(1, "--pp", callback=positive, help="Pipeline-parallel size."),
-    ep: int = typer.Option(1, "--ep", callback=positive, help="Expert-parallel size."),
-    input_len: int | None = typer.Option(
-        None, "--input-len", callback=positive, help="Prompt tokens per request."
-    ),
-    output_len: int | None = typer.Option(
-        None, "--output-len", callback=positive, help="Output tokens per request."
-    ),
-    dtype: str = typer.Option("bf16", "--dtype", help="Weights: bf16, fp8, int8, int4, awq…"),
+    model: str = flags.catalog_model(),
+    gpu: str = flags.gpu(),
+    max_model_len: int = flags.planned_max_model_len(),
+    concurrency: int | None = flags.planned_concurrency(None),
+    num_gpus: int | None = typer.Option(None, "--num-gpus", help="GPUs available (default TP×PP)."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node"),
+    tp: int = flags.tp(),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel size."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size."),
+    input_len: int | None = flags.input_len(),
+    output_len: int | None = flags.output_len(),
+    dtype: str = flags.dtype(),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 or fp8."),
-    gpu_memory_utilization: float = typer.Option(
-        0.9, "--gpu-memory-utilization", callback=fraction
-    ),
-    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", callback=positive),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens"),
     what_if: list[str] = typer.Option([], "--what-if", help="KEY=V1,V2,… sweep (repeatable)."),
     measured_itl: float | None = typer.Option(
         None,
         "--measured-itl",
         parser=milliseconds,
-        callback=positive,
         help="e.g. 21ms (a bare number is ms).",
     ),
     measured_throughput: float | None = typer.Option(
-        None, "--measured-throughput", callback=positive, help="Output tokens/s measured."
+        None, "--measured-throughput", help="Output tokens/s measured."
     ),
-    gpu_hour_cost: float | None = typer.Option(
-        None, "--gpu-hour-cost", callback=positive, help="$ per GPU-hour."
-    ),
+    gpu_hour_cost: float | None = typer.Option(None, "--gpu-hour-cost", help="$ per GPU-hour."),
     from_run: Path | None = typer.Option(None, "--from-run", help="Take lengths from a run."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    json_out: bool = flags.json_out(),
     traffic: Path | None = typer.Option(
         None, "--traffic", help="CSV: time, requests_per_s[, input_tokens, output_tokens]."
     ),
-    slo: str | None = typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms."),
+    slo: str | None = flags.slo(),
     hpa: Path | None = typer.Option(
         None, "--hpa", help="Write a HorizontalPodAutoscaler (autoscaling/v2) manifest here."
     ),
@@ -70,30 +56,23 @@ def plan(
     cold_start: float | None = typer.Option(
         None,
         "--cold-start",
-        callback=non_negative,
         help="Seconds from a replica's start to its first token.",
     ),
     spot_cost: float | None = typer.Option(
-        None, "--spot-cost", callback=positive, help="$ per GPU-hour on spot instances."
+        None, "--spot-cost", help="$ per GPU-hour on spot instances."
     ),
     spot_interruptions: float = typer.Option(
         0.05,
         "--spot-interruptions-per-hour",
-        callback=non_negative,
         help="Assumed interruptions per replica-hour.",
     ),
     spot_notice: float = typer.Option(
         120.0,
         "--spot-notice",
-        callback=non_negative,
         help="Seconds of notice before an interruption (AWS: 120).",
     ),
-    nvidia_smi_topo: Path | None = typer.Option(
-        None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file."
-    ),
-    nccl_tests: list[Path] = typer.Option(
-        [], "--nccl-tests", help="nccl-tests all_reduce_perf output: the measured bandwidth."
-    ),
+    nvidia_smi_topo: Path | None = flags.nvidia_smi_topo(),
+    nccl_tests: list[Path] = flags.nccl_tests(),
 ) -> None:
     spec = PlanSpec(
         model=model,

@@ -8,17 +8,15 @@ import typer
 
 from infertriage.api.report import write_report
 from infertriage.api.specs import ReportSpec
+from infertriage.cli import flags
 from infertriage.cli.common import print_json
-from infertriage.cli.options import new_file
 from infertriage.schemas.text import show_controls
 
 
 def report(
     run: Path = typer.Argument(..., help="A run directory (diagnose, bench, validate, compare)."),
-    html: Path | None = typer.Option(
-        None, "--html", callback=new_file, help="Where to write (default RUN/report.html)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    html: Path | None = flags.html(),
+    json_out: bool = flags.json_out(),
 ) -> None:
     result = write_report(ReportSpec(run=run, html=html))
     if json_out:

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from infertriage.api.trace import analyze_trace
+from infertriage.cli import flags
 from infertriage.cli.common import print_json
 from infertriage.report.trace import render_trace, trace_to_json
 
@@ -20,7 +21,7 @@ def trace(
     log: Path | None = typer.Option(
         None, "--log", help="A TORCH_LOGS=recompiles log to count recompilations from."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    json_out: bool = flags.json_out(),
 ) -> None:
     report = analyze_trace(files, log=log)
     if json_out:

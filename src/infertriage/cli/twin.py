@@ -8,32 +8,25 @@ import typer
 
 from infertriage import api
 from infertriage.api.specs import TwinSpec
-from infertriage.cli.options import non_negative, positive, scenario_name, seconds, tcp_port
+from infertriage.cli import flags
+from infertriage.cli.options import seconds
 
 
 def twin(
-    scenario: str = typer.Option(
-        "healthy", "--scenario", callback=scenario_name, help="Packaged name or YAML path."
-    ),
-    port: int = typer.Option(
-        8000, "--port", callback=tcp_port, help="Port on 127.0.0.1 (0 picks a free one)."
-    ),
+    scenario: str = flags.scenario(),
+    port: int = typer.Option(8000, "--port", help="Port on 127.0.0.1 (0 picks a free one)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
     load_time: float | None = typer.Option(
         None,
         "--load-time",
         parser=seconds,
-        callback=non_negative,
         help="How long /health answers 503: 0, 5s (default: the scenario's).",
     ),
-    profile_dir: Path | None = typer.Option(
-        None, "--profile-dir", help="Serve /start_profile and /stop_profile; traces go here."
-    ),
+    profile_dir: Path | None = flags.profile_dir(),
     parent_pid: int | None = typer.Option(
         None,
         "--parent-pid",
         hidden=True,
-        callback=positive,
         help="Stop when this process, the parent, ends.",
     ),
 ) -> None:

@@ -9,14 +9,14 @@ deadlines, closed loop, `max_concurrency` with client queue time), `workers`
 Locust master and workers, `--locust-workers N`), `load_engine` (those three
 behind one `LoadEngine` protocol, and the one table that picks one), `preflight`
 (what bench asks the server before any load, each call blocking), `sweep` (rates to probe, the
-knee) and `results` (the typed results `report` renders). The loopback test
+knee), `spec` (`BenchSpec`, the one model of a load test) and `results` (the typed
+results `report` renders). The loopback test
 server and the raw-reader floor live outside the product, in
 `infertriage_testing`.
 """
 
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState
 from infertriage.loadgen.results import (
-    BenchConfig,
     BenchResult,
     ClientDiagnostics,
     Knee,
@@ -26,15 +26,17 @@ from infertriage.loadgen.results import (
     within,
 )
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
+from infertriage.loadgen.spec import BenchSpec, ClientSpec
 from infertriage.loadgen.sse import SseEvent, SseParser
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.loadgen.workers import run_parallel, split_plan
 
 __all__ = [
-    "BenchConfig",
     "BenchResult",
+    "BenchSpec",
     "ClientConfig",
     "ClientDiagnostics",
+    "ClientSpec",
     "Endpoint",
     "Knee",
     "LevelResult",

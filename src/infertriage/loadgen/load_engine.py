@@ -1,6 +1,6 @@
 """loadgen, level 2: the load engines behind one seam, and the one table that picks them.
 
-Takes a `BenchConfig` and a `LoadContext` (the client, the run's clock, the sink every
+Takes a `BenchSpec` and a `LoadContext` (the client, the run's clock, the sink every
 record goes to, the `stop` a caller polls, the local tokenizer, where process logs go);
 gives a `LoadEngine`, whose `run_level(plan)` sends one level's `LoadPlan` and gives a
 `LoadRun` (the workers' reports, whether it was stopped, what was lost on the way).
@@ -21,8 +21,8 @@ from typing import ClassVar, Protocol
 
 from infertriage.loadgen.client import ClientConfig
 from infertriage.loadgen.locust import run_locust
-from infertriage.loadgen.results import BenchConfig
 from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_load, run_sync
+from infertriage.loadgen.spec import BenchSpec
 from infertriage.loadgen.workers import run_parallel
 from infertriage.schemas import RequestRecord, UserError
 from infertriage.workload import LocalTokenizer, TextRenderer
@@ -75,7 +75,7 @@ class LoadEngine(Protocol):
 class AsyncioEngine:
     """One event loop in this process (`runner.run_load`)."""
 
-    config: BenchConfig
+    config: BenchSpec
     context: LoadContext
     load_engine: ClassVar[str] = "infertriage"
 
@@ -104,7 +104,7 @@ class AsyncioEngine:
 class WorkersEngine:
     """`--workers N`: one event loop per process on one schedule (`workers.run_parallel`)."""
 
-    config: BenchConfig
+    config: BenchSpec
     context: LoadContext
     load_engine: ClassVar[str] = "infertriage"
 
@@ -129,7 +129,7 @@ class WorkersEngine:
 class LocustEngine:
     """`--locust-workers N`: a Locust master and its workers (`locust.run_locust`)."""
 
-    config: BenchConfig
+    config: BenchSpec
     context: LoadContext
     load_engine: ClassVar[str] = "locust"
 
@@ -142,7 +142,7 @@ class LocustEngine:
             master_host=cfg.locust_master_host,
             clock_start_ns=ctx.clock_start_ns,
             sink=ctx.sink,
-            tokenizer=cfg.tokenizer,
+            tokenizer=cfg.client.tokenizer,
             log_dir=ctx.run_root / "locust",
             stop=ctx.stop,
             on_note=ctx.on_note,
@@ -153,7 +153,7 @@ class LocustEngine:
         return False  # gevent, in processes of their own
 
 
-EngineFactory = Callable[[BenchConfig, LoadContext], LoadEngine]
+EngineFactory = Callable[[BenchSpec, LoadContext], LoadEngine]
 
 # The one table of load engines: a name, and how it is built from the config and context.
 LOAD_ENGINES: dict[str, EngineFactory] = {
@@ -163,7 +163,7 @@ LOAD_ENGINES: dict[str, EngineFactory] = {
 }
 
 
-def engine_kind(config: BenchConfig) -> str:
+def engine_kind(config: BenchSpec) -> str:
     """The engine a config asks for: `--locust-workers`, `--workers N`, else one event loop."""
     if config.locust_workers is not None and config.workers > 1:
         raise UserError("--workers and --locust-workers both spread the load; give one of them.")
@@ -174,6 +174,6 @@ def engine_kind(config: BenchConfig) -> str:
     return "workers" if config.workers > 1 else "asyncio"
 
 
-def make_engine(config: BenchConfig, context: LoadContext) -> LoadEngine:
+def make_engine(config: BenchSpec, context: LoadContext) -> LoadEngine:
     """The engine `config` asks for (`engine_kind`), from `LOAD_ENGINES`."""
     return LOAD_ENGINES[engine_kind(config)](config, context)

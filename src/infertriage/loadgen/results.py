@@ -1,7 +1,6 @@
 """loadgen, level 2: the typed results of `bench`, and the hook a progress display implements.
 
-Takes nothing; gives `BenchConfig` (the validated run configuration that
-run.json stores; never the API key or header values), `ClientDiagnostics`
+Takes nothing; gives `ClientDiagnostics`
 (the client's own health and the `client_bound` verdict), `LevelResult` (one
 load level: its summary and diagnostics), `Knee` (a sweep's saturation
 point and the criterion used), `TokenCheck` (the server's `/tokenize` against
@@ -20,16 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
-from infertriage.loadgen.client import Endpoint
+from infertriage.loadgen.spec import BenchSpec
 from infertriage.schemas import RequestRecord, Thresholds
 from infertriage.workload import FitReport
 
 __all__ = [
-    "BenchConfig",
     "BenchResult",
     "ClientDiagnostics",
     "Knee",
@@ -39,41 +35,6 @@ __all__ = [
     "in_phase",
     "within",
 ]
-
-
-class BenchConfig(BaseModel):
-    """What was asked for; safe to write to run.json (no key, no header values)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    url: str
-    model: str
-    endpoint: Endpoint = Endpoint.CHAT
-    rates: tuple[float, ...] = ()
-    concurrencies: tuple[int, ...] = ()
-    sweep: bool = False
-    workload: str = "chat-mix"
-    arrival: str = "poisson"
-    duration_s: float | None = Field(default=None, gt=0)
-    num_requests: int | None = Field(default=None, gt=0)
-    workers: int = Field(default=1, ge=1, le=256)
-    locust_workers: int | None = Field(default=None, ge=1, le=1024)  # Locust's runner
-    locust_master_host: str | None = None  # None: a local master and local workers
-    max_concurrency: int | None = Field(default=None, ge=1)
-    think_time_s: float = Field(default=0.0, ge=0)
-    timeout_s: float = Field(default=600.0, gt=0)
-    stall_timeout_s: float = Field(default=60.0, gt=0)
-    drain_timeout_s: float = Field(default=30.0, ge=0)
-    drain_settle_share: float | None = Field(default=None, gt=0, le=1)  # `runner.drain_settled`
-    goodput: str | None = None
-    seed: int = 0
-    tokenizer: Path | None = None
-    max_model_len: int | None = Field(default=None, gt=0)
-    continuous_usage: bool = True
-    ignore_eos: bool = True  # send ignore_eos and min_tokens = max_tokens (exact lengths)
-    check_tokens: bool = True  # count a sample of prompts with the server's /tokenize
-    header_names: tuple[str, ...] = ()
-    use_uvloop: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +92,7 @@ class TokenCheck:
 @dataclass(frozen=True, slots=True)
 class BenchResult:
     run_dir: Path
-    config: BenchConfig
+    spec: BenchSpec  # as run: the URL normalised and the model chosen
     levels: tuple[LevelResult, ...]
     knee: Knee | None
     interrupted: bool

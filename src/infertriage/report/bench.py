@@ -202,9 +202,9 @@ def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> 
     return {
         "schema": BENCH_SCHEMA,
         "run_dir": str(result.run_dir),
-        "url": result.config.url,
-        "model": result.config.model,
-        "endpoint": result.config.endpoint.value,
+        "url": result.spec.url,
+        "model": result.spec.client.model,
+        "endpoint": result.spec.client.endpoint.value,
         "interrupted": result.interrupted,
         "client_bound": any(level.client.client_bound for level in result.levels),
         "levels": [level_to_json(level, t) for level in result.levels],
@@ -365,7 +365,7 @@ def _token_check_line(check: TokenCheck | None, text: Text) -> None:
 
 
 def render_bench(result: BenchResult, console: Console) -> None:
-    console.print(terminal_text(f"{result.config.model} at {result.config.url}", "bold"))
+    console.print(terminal_text(f"{result.spec.client.model} at {result.spec.url}", "bold"))
     console.print(_levels_table(result))
     text = Text()
     for level in result.levels:

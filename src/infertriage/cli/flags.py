@@ -1,0 +1,320 @@
+"""cli, level 6: every flag two or more commands take, each declared once.
+
+One function per flag: its name, help, parser (the one per unit: `seconds`, a URL, a
+workload), environment variable and callback are written here and nowhere else; the
+command passes the default it starts from (its spec's, e.g. `bench --duration` none,
+`diagnose --duration 60s`) and the type is the command's parameter's (`bench --rate`
+takes a list of levels, `validate --rate` one). A flag one command takes is declared
+in that command's module, once too. Ranges are not checked here: a value is checked
+once, on the command's spec (`schemas.spec.CommandSpec`), which the command makes
+before any work. A flag name two definitions share means two things; `tests/cli/
+test_flags.py` lists each such name with its reason, and fails on any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from infertriage.cli.options import (
+    gpu_name,
+    http_url,
+    new_file,
+    scenario_name,
+    seconds,
+    workload_spec,
+)
+
+__all__ = [
+    "api_key",
+    "catalog_model",
+    "concurrency",
+    "dcgm_url",
+    "dtype",
+    "duration",
+    "endpoint",
+    "force",
+    "gpu",
+    "html",
+    "input_len",
+    "json_out",
+    "locust_master_host",
+    "locust_workers",
+    "markdown",
+    "metrics_url",
+    "nccl_tests",
+    "num_requests",
+    "nvidia_smi_topo",
+    "out",
+    "output_len",
+    "planned_concurrency",
+    "planned_max_model_len",
+    "profile_dir",
+    "progress",
+    "prometheus",
+    "rate",
+    "scenario",
+    "seed",
+    "selector",
+    "served_model",
+    "server_max_model_len",
+    "server_pid",
+    "slo",
+    "store",
+    "timeout",
+    "tokenizer",
+    "tp",
+    "url",
+    "workload",
+]
+
+
+# --- the server and how requests reach it (bench, diagnose, validate, compare) -------------
+
+
+def url(default: Any = None) -> Any:
+    return typer.Option(
+        default,
+        "--url",
+        callback=http_url,
+        help=(
+            "Server base URL (a trailing /v1 is fine); diagnose and validate use the twin "
+            "without it, compare A/B takes two."
+        ),
+    )
+
+
+def served_model() -> Any:
+    return typer.Option(None, "--model", help="Served model (default: the first).")
+
+
+def endpoint() -> Any:
+    return typer.Option("chat", "--endpoint", help="chat or completions.")
+
+
+def api_key() -> Any:
+    return typer.Option(
+        None,
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        show_default=False,
+        help="Bearer key (or OPENAI_API_KEY); sent, never stored.",
+    )
+
+
+def tokenizer() -> Any:
+    return typer.Option(None, "--tokenizer", help="The model's tokenizer.json, a local file.")
+
+
+def server_max_model_len() -> Any:
+    return typer.Option(
+        None, "--max-model-len", help="The server's context, where it does not say it."
+    )
+
+
+def metrics_url() -> Any:
+    return typer.Option(None, "--metrics-url", callback=http_url, help="Default URL/metrics.")
+
+
+def dcgm_url() -> Any:
+    return typer.Option(None, "--dcgm-url", callback=http_url, help="dcgm-exporter /metrics.")
+
+
+def server_pid() -> Any:
+    return typer.Option(None, "--server-pid", help="The server's process.")
+
+
+def prometheus() -> Any:
+    return typer.Option(
+        None,
+        "--prometheus",
+        callback=http_url,
+        help="A Prometheus server: read the replicas it scrapes instead.",
+    )
+
+
+def selector() -> Any:
+    return typer.Option(
+        "", "--selector", help='Label matchers of the engine\'s series, e.g. job="vllm".'
+    )
+
+
+# --- the load ------------------------------------------------------------------------------
+
+
+def workload(default: str | None = "chat-mix") -> Any:
+    return typer.Option(
+        default,
+        "--workload",
+        parser=workload_spec,
+        metavar="<spec>",
+        help="chat-mix, synthetic:…, prefix:…, trace:F, … (a spec or a file).",
+    )
+
+
+def rate(default: Any = None) -> Any:
+    return typer.Option(
+        default,
+        "--rate",
+        help="Open-loop requests/s (bench: levels, e.g. 1,2,4 or inf; simulate: default 4).",
+    )
+
+
+def concurrency(default: Any = None) -> Any:
+    return typer.Option(
+        default, "--concurrency", help="Closed-loop users (bench: levels, e.g. 1,4,16)."
+    )
+
+
+def duration(default: str | None = None) -> Any:
+    return typer.Option(
+        default, "--duration", parser=seconds, help="Load for this long: 60, 90s, 2m."
+    )
+
+
+def num_requests() -> Any:
+    return typer.Option(
+        None,
+        "--num-requests",
+        help="Requests to send (bench: per level; compare: per server; simulate: default 1000).",
+    )
+
+
+def seed(default: int | None = 0) -> Any:
+    return typer.Option(
+        default,
+        "--seed",
+        help="Seed of the workload and arrivals (simulate: default the scenario's).",
+    )
+
+
+def timeout(default: str | None) -> Any:
+    return typer.Option(default, "--timeout", parser=seconds, help="Per-request timeout.")
+
+
+def locust_workers() -> Any:
+    return typer.Option(None, "--locust-workers", help="Drive the load with Locust: N workers.")
+
+
+def locust_master_host() -> Any:
+    return typer.Option(
+        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+    )
+
+
+# --- the twin ------------------------------------------------------------------------------
+
+
+def scenario() -> Any:
+    return typer.Option(
+        "healthy", "--scenario", callback=scenario_name, help="Twin scenario (name or YAML)."
+    )
+
+
+def profile_dir() -> Any:
+    return typer.Option(
+        None,
+        "--profile-dir",
+        help=(
+            "Where the server writes profiler traces (VLLM_TORCH_PROFILER_DIR; the twin "
+            "serves /start_profile with it)."
+        ),
+    )
+
+
+# --- the model and the hardware (plan, topology, diagnose's roofline) ----------------------
+
+
+def catalog_model(default: Any = ...) -> Any:
+    return typer.Option(default, "--model", help="Catalog preset or path to an HF config.json.")
+
+
+def gpu(default: Any = ...) -> Any:
+    return typer.Option(
+        default, "--gpu", callback=gpu_name, help="GPU from the catalog, e.g. H100-SXM."
+    )
+
+
+def tp() -> Any:
+    return typer.Option(1, "--tp", help="Tensor-parallel size.")
+
+
+def planned_max_model_len() -> Any:
+    return typer.Option(8192, "--max-model-len", help="Longest request (tokens).")
+
+
+def planned_concurrency(default: int | None) -> Any:
+    return typer.Option(
+        default, "--concurrency", help="Concurrent requests (the batch per replica)."
+    )
+
+
+def input_len() -> Any:
+    return typer.Option(None, "--input-len", help="Prompt tokens per request.")
+
+
+def output_len() -> Any:
+    return typer.Option(None, "--output-len", help="Output tokens per request.")
+
+
+def dtype() -> Any:
+    return typer.Option("bf16", "--dtype", help="Weights: bf16, fp8, int8, int4, awq…")
+
+
+def nvidia_smi_topo() -> Any:
+    return typer.Option(None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file.")
+
+
+def nccl_tests() -> Any:
+    return typer.Option(
+        [],
+        "--nccl-tests",
+        help="nccl-tests all_reduce_perf output (repeatable, per rank count).",
+    )
+
+
+# --- what a run reads and writes -----------------------------------------------------------
+
+
+def slo() -> Any:
+    return typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms.")
+
+
+def out() -> Any:
+    return typer.Option(None, "--out", help="Run directory (default runs/COMMAND-…).")
+
+
+def force() -> Any:
+    return typer.Option(False, "--force", help="Replace what --out holds already.")
+
+
+def store() -> Any:
+    return typer.Option(
+        None,
+        "--store",
+        help="Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder).",
+    )
+
+
+def html() -> Any:
+    return typer.Option(
+        None,
+        "--html",
+        callback=new_file,
+        help="Write the run's HTML report to this file (report: default RUN/report.html).",
+    )
+
+
+def markdown() -> Any:
+    return typer.Option(None, "--markdown", callback=new_file, help="Also write Markdown here.")
+
+
+def json_out() -> Any:
+    return typer.Option(False, "--json", help="Print one JSON document.")
+
+
+def progress() -> Any:
+    return typer.Option(
+        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
+    )
