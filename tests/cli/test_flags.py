@@ -284,3 +284,37 @@ def test_every_numeric_option_is_checked_once() -> None:
 @pytest.mark.parametrize("flag", sorted(MEANINGS))
 def test_each_meaning_has_its_reason(flag: str) -> None:
     assert len(MEANINGS[flag]) >= 2 and all(m.strip() for m in MEANINGS[flag])
+
+
+# An option whose default is not its field's, on purpose.
+DEFAULT_APART = {
+    ("validate", "--skip-functional"): "the flag is the field's negation (functional=True)",
+}
+
+
+def _plain(value: Any) -> Any:
+    """A default as the spec would hold it: a list as a tuple, a parsed workload as its text."""
+    if isinstance(value, list | tuple):
+        return tuple(_plain(item) for item in value)
+    return getattr(value, "text", value)
+
+
+def test_every_flag_starts_from_its_spec_fields_default() -> None:
+    """A default is written twice (the option, the field): they must agree, so `bench` and
+    `api.run_bench(BenchSpec(url=…))` run the same load."""
+    apart, compared = [], 0
+    for name, command in _commands().items():
+        if name not in SPECS:
+            continue
+        ctx = command.make_context(name, [], resilient_parsing=True)
+        for option in _options(command):
+            info = _spec_field(name, option.opts[0])
+            if info is None or info.is_required() or option.required:
+                continue
+            default = ctx.params[str(option.name)]  # parsed, as a command line without it
+            field = info.get_default(call_default_factory=True)
+            compared += 1
+            if _plain(default) != _plain(field) and (name, option.opts[0]) not in DEFAULT_APART:
+                apart.append((name, option.opts[0], default, field))
+    assert compared > 100
+    assert apart == []

@@ -377,16 +377,16 @@ def _diagnose(
     )
 
 
-def _environment(config: BenchSpec, engine: LoadEngine, clock: RunClock) -> RunEnvironment:
+def _environment(spec: BenchSpec, engine: LoadEngine, clock: RunClock) -> RunEnvironment:
     return RunEnvironment(
         infertriage=__version__,
         python=sys.version.split()[0],
         platform=platform.platform(),
         cpu_count=os.cpu_count(),
         uvloop=engine.uses_uvloop(),
-        workers=config.workers,
+        workers=spec.workers,
         load_engine=engine.load_engine,
-        locust_workers=config.locust_workers,
+        locust_workers=spec.locust_workers,
         # Joins the run's clock to same-host monotonic stamps (a server's own log).
         perf_counter_start_ns=clock.start_ns,
     )

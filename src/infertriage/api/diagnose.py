@@ -521,7 +521,7 @@ def _run_info(
         target=target.name,
         deployment=target.deployment,
         levels=measured.levels,
-        workload=spec.workload,
+        workload=spec.workload.text,
         notes=measured.notes,
     )
     return DiagnoseRunInfo(

@@ -25,7 +25,13 @@ from pydantic import Field, field_serializer, field_validator, model_validator
 
 from infertriage.engines import engine_choices
 from infertriage.loadgen.client import Endpoint
-from infertriage.loadgen.spec import BenchSpec, ClientSpec, userinfo_to_header
+from infertriage.loadgen.spec import (
+    BenchSpec,
+    ClientSpec,
+    Workload,
+    default_workload,
+    userinfo_to_header,
+)
 from infertriage.net import strip_userinfo
 from infertriage.schemas import Thresholds, UserError
 from infertriage.schemas.spec import CommandSpec
@@ -90,7 +96,7 @@ class DiagnoseSpec(CommandSpec):
     selector: str = ""
     duration_s: float = Field(default=60.0, gt=0)
     concurrency: int = Field(default=16, ge=1)
-    workload: str = DEFAULT_WORKLOAD
+    workload: Workload = Field(default_factory=default_workload)  # parsed once, dumped as text
     from_run: Path | None = None
     metrics_file: Path | None = None
     compare_run: Path | None = None
@@ -172,7 +178,7 @@ class CompareRunsSpec(CommandSpec):
 
     base: str
     run: Path
-    threshold: float = 0.10
+    threshold: float = Field(default=0.10, gt=0)  # the smallest change that matters
     store: Path | None = None
     seed: int = Field(default=0, ge=0)
 
@@ -188,7 +194,7 @@ class CompareABSpec(CommandSpec):
     num_requests: int | None = Field(default=None, ge=1)
     blocks: int = Field(default=4, ge=1)
     workload: str = DEFAULT_WORKLOAD
-    threshold: float = 0.10
+    threshold: float = Field(default=0.10, gt=0)  # the smallest change that matters
     seed: int = Field(default=0, ge=0)
     out: Path | None = None
     force: bool = False

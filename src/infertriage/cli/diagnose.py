@@ -97,7 +97,7 @@ def diagnose(
         selector=selector,
         duration_s=duration,
         concurrency=concurrency,
-        workload=workload.text,
+        workload=workload,
         from_run=from_run,
         metrics_file=metrics_file,
         compare_run=compare_run,

@@ -34,7 +34,14 @@ from infertriage.schemas import Thresholds, UserError
 from infertriage.schemas.spec import CommandSpec
 from infertriage.workload import DEFAULT_WORKLOAD, WorkloadSpec, parse_workload
 
-__all__ = ["BenchSpec", "ClientSpec", "Workload", "client_config", "userinfo_to_header"]
+__all__ = [
+    "BenchSpec",
+    "ClientSpec",
+    "Workload",
+    "client_config",
+    "default_workload",
+    "userinfo_to_header",
+]
 
 _STALL_CAP_S = 60.0  # --stall-timeout not given: min(--timeout, this)
 _DRAIN_CAP_S = 30.0  # --drain-timeout not given: min(--timeout, this)
@@ -51,6 +58,11 @@ Workload = Annotated[
     BeforeValidator(_parsed),
     PlainSerializer(lambda spec: spec.text, return_type=str),
 ]
+
+
+def default_workload() -> WorkloadSpec:
+    """The chat mix, when no `--workload` is given."""
+    return parse_workload(DEFAULT_WORKLOAD)
 
 
 class ClientSpec(CommandSpec):
@@ -147,7 +159,7 @@ class BenchSpec(CommandSpec):
         default=(), json_schema_extra={"flag": "--concurrency"}
     )
     sweep: bool = False
-    workload: Workload = Field(default_factory=lambda: parse_workload(DEFAULT_WORKLOAD))
+    workload: Workload = Field(default_factory=default_workload)
     arrival: str = "poisson"
     duration_s: float | None = Field(default=None, gt=0)
     num_requests: int | None = Field(default=None, ge=1)
