@@ -7,7 +7,9 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +115,23 @@ def test_the_console_script_exits_2_without_a_traceback(tmp_path: Path, trace_fi
 def test_missing_log_is_exit_2(trace_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", str(trace_file), "--log", "/nonexistent/recompiles.log"]) == 2
     assert "--log" in capsys.readouterr().err
+
+
+def test_hta_convention_leaves_the_last_profiler_step_out(
+    shared_fixture: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--hta-convention`: HTA's window (a real DDP trace of three ProfilerSteps), said so on
+    screen and in the JSON; the whole capture without it."""
+    path = str(shared_fixture("traces/pytorch/ddp_2rank_nccl_rank0_a100.json.gz"))
+
+    def kernels(document: dict[str, Any]) -> float:
+        return next(s["value"] for s in document["signals"] if s["name"] == "trace.kernels")
+
+    assert main(["trace", "--json", path]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert main(["trace", "--json", "--hta-convention", path]) == 0
+    hta = json.loads(capsys.readouterr().out)
+    assert (ours["hta_convention"], hta["hta_convention"]) == (False, True)
+    assert 0 < kernels(hta) < kernels(ours)
+    assert main(["trace", "--hta-convention", path]) == 0
+    assert "HTA's convention" in capsys.readouterr().out

@@ -21,9 +21,14 @@ def trace(
     log: Path | None = typer.Option(
         None, "--log", help="A TORCH_LOGS=recompiles log to count recompilations from."
     ),
+    hta_convention: bool = typer.Option(
+        False,
+        "--hta-convention",
+        help="Figures as HTA computes them: each rank's last ProfilerStep left out.",
+    ),
     json_out: bool = flags.json_out(),
 ) -> None:
-    report = analyze_trace(files, log=log)
+    report = analyze_trace(files, log=log, hta_convention=hta_convention)
     if json_out:
         print_json(trace_to_json(report))
     else:

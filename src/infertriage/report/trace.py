@@ -181,8 +181,6 @@ def _idle(report: TraceReport) -> Table:
             text = f"{said} in {top}"
         share = _pct(report, f"trace.idle.cause.{cause.label}_fraction")
         table.add_row(terminal_text(text), format_seconds(seconds), share)
-    if report.hta_convention:
-        table.caption = "HTA's convention: the last profiler step is left out"
     return table
 
 
@@ -265,7 +263,12 @@ def render_trace(report: TraceReport, console: Console) -> None:
     console.print(
         terminal_text(
             f"{len(ranks)} rank(s) from {len(report.paths)} trace(s) ({', '.join(formats)}) on "
-            f"{', '.join(devices) or 'unknown GPU'}",
+            f"{', '.join(devices) or 'unknown GPU'}"
+            + (
+                " — HTA's convention: each rank's last profiler step left out"
+                if report.hta_convention
+                else ""
+            ),
             style="bold",
         )
     )
