@@ -67,6 +67,7 @@ HEALTHY: dict[str, float | None] = {
     "server.queue_time_mean_s": 0.005,
     "server.prefill_time_mean_s": 0.02,
     "server.step_tokens_max": 8192.0,
+    "server.steps_per_s": 50.0,
     "server.restarts": 0.0,
     "queue.waiting_max": 0.0,
     "queue.waiting_slope": 0.0,

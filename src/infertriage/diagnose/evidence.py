@@ -81,6 +81,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "server.queue_time_mean_s": SignalDef("s", _METRICS, _AT_FINISH),
         "server.prefill_time_mean_s": SignalDef("s", _METRICS, _AT_FINISH),
         "server.step_tokens_max": SignalDef("tokens", _METRICS),
+        "server.steps_per_s": SignalDef("1/s", _METRICS),
         "server.ttft_mean_s": SignalDef("s", _METRICS),
         "server.itl_p50_s": SignalDef("s", _METRICS),
         "server.restarts": SignalDef("1", _METRICS),

@@ -59,6 +59,16 @@ class Thresholds:
     # scheduled) this share of TTFT, and prompts this many budgets long on average
     prefill_ttft_share: float = 0.50
     prompt_steps: float = 1.5
+    # ... or, when requests queue with seats free and KV room, by the budget's throughput:
+    # the tokens a step leaves after its decodes hold less than this many typical prompts
+    # (hits excluded), so prompts are prefilled one at a time and arrivals wait in line, or
+    # the prompts arriving need this share of the prefill tokens the budget's steps leave
+    budget_prompt_fit: float = 1.0
+    budget_load: float = 0.5
+    # ... or, with the budget known only as the histogram bucket that holds the largest step
+    # (up to twice the setting), by the wait itself: a request that waits this many steps
+    # with seats and KV free was left out by step after step's budget
+    budget_wait_steps: float = 3.0
     # kernel layer, from a trace. The GPU idle with no kernel queued this share of the time
     # waits on the host (scheduling, sampling).
     host_wait_fraction: float = 0.30

@@ -141,6 +141,19 @@ def _step_tokens_max(series: _Series, start: float, end: float) -> list[Signal]:
     return _signal("server.step_tokens_max", bound, "tokens", (start, end))
 
 
+def _steps_per_s(series: _Series, start: float, end: float) -> list[Signal]:
+    """Engine steps a second over the window: `iteration_tokens_total` counts one a step
+    (summed over data-parallel engines), so the budget's throughput is budget × this."""
+    counts = series.hist.get("server.step_tokens", {})
+    times = sorted(t for t in counts if start - 1e-9 <= t <= end + 1e-9)
+    if len(times) < 2 or times[-1] <= times[0]:
+        return []
+    grown = counts[times[-1]].get("count", 0.0) - counts[times[0]].get("count", 0.0)
+    if grown <= 0:
+        return []
+    return _signal("server.steps_per_s", grown / (times[-1] - times[0]), "1/s", (start, end))
+
+
 def _histogram(
     series: _Series, name: str, start: float, end: float, *, closing: bool = False
 ) -> list[Signal]:
@@ -177,6 +190,7 @@ def _server(series: _Series, phases: Phases) -> list[Signal]:
     for name in ("server.queue_time", "server.prefill_time"):
         out += _histogram(series, name, start, min(hist_end, end), closing=True)
     out += _step_tokens_max(series, start, hist_end)
+    out += _steps_per_s(series, start, hist_end)
     # The measured level's own queue: what its TTFT waited behind (the overload step after
     # it fills the seats by design, and must not explain the measured level's latency).
     measured = (start, end)

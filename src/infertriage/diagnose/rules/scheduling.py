@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
 from infertriage.diagnose.rules.memory import kv_blocks_short
@@ -134,7 +136,7 @@ def prefill_token_budget(ev: Evidence, t: Thresholds) -> Finding | None:
     seats_free = seats is not None and running < seats
     starved = prefill_share + (queue_share if seats_free else 0.0)
     if starved < t.prefill_ttft_share or steps < t.prompt_steps:
-        return None
+        return _budget_queue(ev, t, budget, said)
     waited = f" and the wait for it {queue_share:.0%}" if seats_free else ""
     return make_finding(
         "scheduling.prefill_token_budget",
@@ -156,17 +158,143 @@ def prefill_token_budget(ev: Evidence, t: Thresholds) -> Finding | None:
             "prefilled in chunks over several steps, each also carrying every running decode, "
             "so the first token waits for all of them."
         ),
-        next_steps=(
-            f"raise `{flag(ev, Knob.TOKEN_BUDGET)}`"
-            + current(ev, "config.max_num_batched_tokens", "{:,.0f}")
-            + f" to at least the typical prompt ({prompt:,.0f} tokens"
-            + (
-                ")"
-                if engine_flag(ev, Knob.TOKEN_BUDGET)
-                else "; SGLang: `--chunked-prefill-size`, TGI: `--max-batch-prefill-tokens`)"
-            ),
-            "if ITL must stay flat while prompts arrive, raise it in steps and watch ITL p95",
+        next_steps=_budget_steps(ev, prompt),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _BudgetLoad:
+    """The step budget's throughput against the prompts arriving (tokens, seconds)."""
+
+    budget: float  # tokens a step may schedule
+    num_decodes: float  # running requests, a token each a step
+    prompt_tokens: float  # a typical prompt's tokens to compute (prefix-cache hits excluded)
+    steps_per_s: float | None  # engine steps a second, when measured
+    arriving_tok_s: float | None  # prompt tokens to compute arriving a second
+
+    @property
+    def left(self) -> float:
+        """Tokens a step leaves for prefill after its decodes."""
+        return max(self.budget - self.num_decodes, 0.0)
+
+    @property
+    def prompts_per_step(self) -> float:
+        return self.left / self.prompt_tokens if self.prompt_tokens > 0 else float("inf")
+
+    @property
+    def prefill_tok_s(self) -> float | None:
+        return None if self.steps_per_s is None else self.left * self.steps_per_s
+
+    @property
+    def load(self) -> float:
+        """The share of the budget's prefill throughput the arriving prompts need."""
+        room, arriving = self.prefill_tok_s, self.arriving_tok_s
+        if room is None or arriving is None:
+            return 0.0
+        return arriving / room if room > 0 else float("inf")
+
+
+def _budget_load(ev: Evidence, budget: float) -> _BudgetLoad:
+    """Steps a second from `iteration_tokens_total` (one count a step), else one decode step a
+    token gap; prompts arriving from the requests finished a second (output ÷ output each)."""
+    hit = min(max(ev.get("prefix_cache.hit_rate") or 0.0, 0.0), 1.0)
+    prompt = (ev.get("client.mean_prompt_tokens") or 0.0) * (1.0 - hit)
+    steps = ev.get("server.steps_per_s")
+    gap = ev.get("server.itl_p50_s")
+    if steps is None and gap is not None and gap > 0:
+        steps = 1.0 / gap
+    done, each = ev.get("client.throughput_tok_s"), ev.get("client.mean_output_tokens")
+    arriving = done / each * prompt if done is not None and each else None
+    return _BudgetLoad(budget, engine_running(ev), prompt, steps, arriving)
+
+
+def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Finding | None:
+    """Requests queue with seats free and KV room: the budget's throughput is what they wait
+    for when a step's tokens after its decodes hold less than a prompt (prompts prefill one
+    at a time, each arrival behind the ones before it) or the prompts arriving need most of
+    the prefill tokens its steps leave. The prefill share says nothing then: it is hidden
+    behind the wait."""
+    ttft, seats = ev.get("server.ttft_mean_s") or 0.0, ev.get("config.max_num_seqs")
+    share = (ev.get("server.queue_time_mean_s") or 0.0) / ttft if ttft > 0 else 0.0
+    usage = ev.get("kv.usage_max") or 0.0
+    if seats is None or engine_running(ev) >= seats or share < t.queue_share:
+        return None  # every seat taken: queue_dominates_ttft's
+    if usage >= t.kv_room or kv_blocks_short(ev, t) is not None:
+        return None  # waiting for memory: the memory layer's
+    b = _budget_load(ev, budget)
+    waited = share * ttft * b.steps_per_s if b.steps_per_s is not None else 0.0
+    # a bucket's bound may be twice the setting: the steps waited show the budget was full
+    bounded = not ev.has("config.max_num_batched_tokens") and waited >= t.budget_wait_steps
+    if b.prompt_tokens <= 0 or (
+        b.prompts_per_step >= t.budget_prompt_fit and b.load < t.budget_load and not bounded
+    ):
+        return None
+    prefill = (ev.get("server.prefill_time_mean_s") or 0.0) / ttft
+    return make_finding(
+        "scheduling.prefill_token_budget",
+        _L,
+        bottleneck=ttft_missed(ev, t),
+        severity=max(
+            severity_above(share, t.queue_share, 0.95),
+            severity_above(t.budget_prompt_fit / max(b.prompts_per_step, 1e-9), 1.0, 4.0),
+            severity_above(b.load, t.budget_load, 1.0),
         ),
+        explains=min(1.0, share + prefill),
+        title=f"queueing is {share:.0%} of TTFT with {seats - b.num_decodes:.0f} of {seats:.0f} "
+        f"seats free"
+        + (f", {waited:.1f} steps a request" if waited > 0 else "")
+        + f": {said}; {_throughput_words(b)}",
+        evidence=ev,
+        used=(
+            ("server.queue_time_mean_s", t.queue_share * ttft),
+            ("config.max_num_seqs", None),
+            ("kv.usage_max", t.kv_room),
+            ("client.mean_prompt_tokens", b.left / t.budget_prompt_fit),
+            ("server.steps_per_s", None),
+        ),
+        explanation=(
+            "A step schedules its running decodes first and prompt chunks in what the token "
+            "budget leaves; when that is less than a prompt, or the prompts arriving need most "
+            "of it, each new request waits step after step for the prompts before it to be "
+            "prefilled, with seats and KV cache to spare."
+        ),
+        next_steps=_budget_steps(
+            ev, (ev.get("client.mean_prompt_tokens") or 0.0) + b.num_decodes, b.num_decodes
+        ),
+    )
+
+
+def _throughput_words(b: _BudgetLoad) -> str:
+    arriving = (
+        f"prompts arrive at {b.arriving_tok_s:,.0f} tok/s ({b.prompt_tokens:,.0f} tokens each "
+        "to compute); "
+        if b.arriving_tok_s is not None
+        else f"prompts need {b.prompt_tokens:,.0f} tokens each; "
+    )
+    rate = "" if b.steps_per_s is None else f" at {b.steps_per_s:,.1f} steps/s"
+    room = "" if b.prefill_tok_s is None else f" {b.prefill_tok_s:,.0f} tok/s ("
+    close = "" if b.prefill_tok_s is None else ")"
+    return (
+        f"{arriving}the budget of {b.budget:,.0f} tokens/step{rate} leaves{room}"
+        f"{b.left:,.0f} a step{close} for prefill after {b.num_decodes:.0f} decodes: "
+        f"{b.prompts_per_step:.1f} prompts a step"
+        + (f", {b.load:.0%} of it needed" if b.load > 0 else "")
+    )
+
+
+def _budget_steps(ev: Evidence, tokens: float, num_decodes: float = 0.0) -> tuple[str, ...]:
+    """`tokens`: the least budget to ask for (a prompt and the decodes sharing its step)."""
+    fits = " and the running decodes" if num_decodes > 0 else ""
+    return (
+        f"raise `{flag(ev, Knob.TOKEN_BUDGET)}`"
+        + current(ev, "config.max_num_batched_tokens", "{:,.0f}")
+        + f" to at least the typical prompt{fits} ({tokens:,.0f} tokens"
+        + (
+            ")"
+            if engine_flag(ev, Knob.TOKEN_BUDGET)
+            else "; SGLang: `--chunked-prefill-size`, TGI: `--max-batch-prefill-tokens`)"
+        ),
+        "if ITL must stay flat while prompts arrive, raise it in steps and watch ITL p95",
     )
 
 
