@@ -83,7 +83,7 @@ def test_the_budget_fires_by_its_throughput_on_every_magnitude(d: Deployment) ->
     finding = RULES[RULE].fn(d.evidence(), t)
     assert finding is not None
     assert finding.status is Status.BOTTLENECK
-    assert f"queueing is {d.queue_share:.0%} of TTFT" in finding.title
+    assert f"queueing is {d.queue_share:.0%} and prefill 15% of TTFT" in finding.title
     assert f"the budget of {d.budget:,.0f} tokens/step at {d.steps_per_s:,.1f} steps/s" in (
         finding.title
     )
@@ -136,11 +136,12 @@ def test_at_the_load_threshold(inside: bool) -> None:
 
 
 @pytest.mark.parametrize("inside", [True, False])
-def test_at_the_queue_share_threshold(inside: bool) -> None:
+def test_at_the_share_of_ttft_spent_on_the_budget(inside: bool) -> None:
+    # the wait to be scheduled and the prefill count together: the wait hides the prefill
     t = Thresholds()
-    share = t.queue_share * (1.05 if inside else 0.95)
-    d = Deployment("qwen2.5-7b TP1 A10G", 1, 512, 16, 700, 30.0, 480.0, queue_share=share,
-                   prefill_share=0.0)  # fmt: skip
+    share = t.prefill_ttft_share * (1.05 if inside else 0.95)
+    split = {"queue_share": share * 0.6, "prefill_share": share * 0.4}
+    d = Deployment("qwen2.5-7b TP1 A10G", 1, 512, 16, 700, 30.0, 480.0, **split)
     assert (RULES[RULE].fn(d.evidence(), t) is not None) is inside
 
 
@@ -163,7 +164,7 @@ def test_a_budget_with_room_is_not_blamed_for_a_queue(d: Deployment) -> None:
     [
         ("every seat taken", {"queue__running_max": 16.0, "config__max_num_seqs": 16.0}),
         ("the KV cache full", {"kv__usage_max": 0.97}),
-        ("no queue", {"server__queue_time_mean_s": 0.04}),
+        ("no queue", {"server__queue_time_mean_s": 0.04, "server__prefill_time_mean_s": 0.1}),
         ("seats unknown", {"config__max_num_seqs": None}),
     ],
 )
@@ -179,7 +180,7 @@ def test_without_a_step_rate_the_fit_alone_is_said() -> None:
     ev = d.evidence(server__steps_per_s=None, server__itl_p50_s=None)
     finding = RULES[RULE].fn(ev, Thresholds())
     assert finding is not None
-    assert "steps/s" not in finding.title and "0.7 prompts a step" in finding.title
+    assert "steps/s" not in finding.title and "0.69 prompts a step" in finding.title
 
 
 def test_the_step_rate_falls_back_to_the_token_gap() -> None:

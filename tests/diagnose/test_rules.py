@@ -673,8 +673,10 @@ def test_prefill_token_budget_at_its_steps_threshold(inside: bool) -> None:
     t = Thresholds()
     budget = 256.0
     prompt = _at(t.prompt_steps, inside) * budget
+    # every seat taken: the steps alone decide (with seats free, a prompt longer than what
+    # a step leaves after its decodes is the budget's too: test_budget_throughput.py)
     ev = make_evidence(config__max_num_batched_tokens=budget, client__mean_prompt_tokens=prompt,
-                       server__prefill_time_mean_s=0.04)  # fmt: skip
+                       server__prefill_time_mean_s=0.04, queue__running_max=256)  # fmt: skip
     assert (RULES["scheduling.prefill_token_budget"].fn(ev, t) is not None) is inside
 
 

@@ -212,13 +212,16 @@ def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Find
     """Requests queue with seats free and KV room: the budget's throughput is what they wait
     for when a step's tokens after its decodes hold less than a prompt (prompts prefill one
     at a time, each arrival behind the ones before it) or the prompts arriving need most of
-    the prefill tokens its steps leave. The prefill share says nothing then: it is hidden
-    behind the wait."""
+    the prefill tokens its steps leave. The prefill share alone says little then: the wait
+    to be scheduled hides it, so the two count together."""
     ttft, seats = ev.get("server.ttft_mean_s") or 0.0, ev.get("config.max_num_seqs")
-    share = (ev.get("server.queue_time_mean_s") or 0.0) / ttft if ttft > 0 else 0.0
-    usage = ev.get("kv.usage_max") or 0.0
-    if seats is None or engine_running(ev) >= seats or share < t.queue_share:
+    if ttft <= 0 or seats is None or engine_running(ev) >= seats:
         return None  # every seat taken: queue_dominates_ttft's
+    share = (ev.get("server.queue_time_mean_s") or 0.0) / ttft
+    prefill = (ev.get("server.prefill_time_mean_s") or 0.0) / ttft
+    usage = ev.get("kv.usage_max") or 0.0
+    if share + prefill < t.prefill_ttft_share:
+        return None
     if usage >= t.kv_room or kv_blocks_short(ev, t) is not None:
         return None  # waiting for memory: the memory layer's
     b = _budget_load(ev, budget)
@@ -229,7 +232,6 @@ def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Find
         b.prompts_per_step >= t.budget_prompt_fit and b.load < t.budget_load and not bounded
     ):
         return None
-    prefill = (ev.get("server.prefill_time_mean_s") or 0.0) / ttft
     return make_finding(
         "scheduling.prefill_token_budget",
         _L,
@@ -240,13 +242,15 @@ def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Find
             severity_above(b.load, t.budget_load, 1.0),
         ),
         explains=min(1.0, share + prefill),
-        title=f"queueing is {share:.0%} of TTFT with {seats - b.num_decodes:.0f} of {seats:.0f} "
+        title=f"queueing is {share:.0%} and prefill {prefill:.0%} of TTFT with "
+        f"{seats - b.num_decodes:.0f} of {seats:.0f} "
         f"seats free"
         + (f", {waited:.1f} steps a request" if waited > 0 else "")
         + f": {said}; {_throughput_words(b)}",
         evidence=ev,
         used=(
-            ("server.queue_time_mean_s", t.queue_share * ttft),
+            ("server.queue_time_mean_s", None),
+            ("server.prefill_time_mean_s", None),
             ("config.max_num_seqs", None),
             ("kv.usage_max", t.kv_room),
             ("client.mean_prompt_tokens", b.left / t.budget_prompt_fit),
@@ -277,7 +281,7 @@ def _throughput_words(b: _BudgetLoad) -> str:
     return (
         f"{arriving}the budget of {b.budget:,.0f} tokens/step{rate} leaves{room}"
         f"{b.left:,.0f} a step{close} for prefill after {b.num_decodes:.0f} decodes: "
-        f"{b.prompts_per_step:.1f} prompts a step"
+        f"{b.prompts_per_step:.2f} prompts a step"
         + (f", {b.load:.0%} of it needed" if b.load > 0 else "")
     )
 
