@@ -129,3 +129,38 @@ def test_a_fresh_configuration_gets_its_primary_layer(which: int, tmp_path: Path
     if result.verdict == "contended":
         pytest.skip(f"host contention, not scored: {context}")
     assert result.verdict == "ok", context
+
+
+@pytest.mark.parametrize("seed", _SEEDS)
+def test_families_restrict_the_plan_to_their_faults(seed: int) -> None:
+    plan = gen.plan_cases(20, seed=seed, only=("prefill-budget",))
+    assert plan == gen.plan_cases(20, seed=seed, only=("prefill-budget",)), seed
+    singles = {(f[0], s) for f, s in plan if len(f) == 1}
+    assert singles == {("prefill-budget", s) for s in gen.SEVERITIES}, seed
+    assert all("prefill-budget" in f for f, s in plan if s == "pair"), seed
+    assert gen.plan_cases(40, seed=seed) == gen.plan_cases(40, seed=seed, only=gen.FAMILIES)
+
+
+@pytest.mark.parametrize("seed", _SEEDS)
+def test_a_starved_budget_is_drawn_on_large_sharded_models(seed: int) -> None:
+    """Issue 32's class: moderate and severe budgets on ≥ 30 B models at TP ≥ 2 only (seats
+    free, KV cache nearly empty); a small or unsharded base is redrawn. Mild on any base."""
+    rng = random.Random(seed)
+    drawn = {True: 0, False: 0}
+    for model in gen.MODELS:
+        for tp in (1, 2, 8):
+            base = gen._base(rng, model, "H200")
+            base["tensor_parallel"], base["interconnect"] = tp, "nvlink"
+            large = gen.is_large(model) and tp >= 2
+            for severity in ("moderate", "severe"):
+                made = gen._faulty(rng, base, ("prefill-budget",), severity)
+                assert (made is not None) is large or made is None, (seed, model, tp)
+                if made is not None:
+                    drawn[large] += 1
+                    assert 32 <= made[0]["engine"]["max_num_batched_tokens"] <= 512
+            assert gen._prefill_budget(rng, dict(base, engine=dict(base["engine"])), "mild")
+    assert drawn[True] > 0 and drawn[False] == 0, seed
+    large = {m for m in gen.MODELS if gen.is_large(m)}
+    assert large == {"qwen3-30b-a3b", "mixtral-8x7b", "llama-3.1-70b", "llama-3.1-405b"} | {
+        "deepseek-v3"
+    }
