@@ -308,13 +308,14 @@ def large_sharded(s: dict[str, Any]) -> bool:
 
 def _prefill_budget(rng: random.Random, s: dict[str, Any], severity: str) -> str | None:
     """Step budget (`max_num_batched_tokens`): mild 1,024–2,048 for ~1,000-token prompts;
-    moderate and severe 32–512 for the chat mix on a large model at TP ≥ 2 (issue 32's
-    class: requests queue for the budget with seats free and the KV cache nearly empty;
-    other bases are redrawn). Chunked prefill on; the symptom band decides which: with
-    these SLOs a 256–512 budget alone stays mild on most deployments."""
+    moderate 32–128 and severe 20–48 for the chat mix on a large model at TP ≥ 2 (issue
+    32's class: requests queue for the budget with seats free and the KV cache nearly
+    empty; other bases are redrawn). Chunked prefill on; the symptom band decides which:
+    with these SLOs a 128–512 budget alone stays mild on the class (simulated: ratio 0.4–1.3
+    at 128 and 256, 1.2–4 at 48, 2–11 at 32)."""
     if severity != "mild" and not large_sharded(s):
         return None
-    low, high = _pick(severity, (1024, 2048), (32, 512), (32, 512))
+    low, high = _pick(severity, (1024, 2048), (32, 128), (20, 48))
     s["engine"]["max_num_batched_tokens"] = rng.randint(int(low), int(high))
     s["engine"]["enable_chunked_prefill"] = True
     return f"max_num_batched_tokens {s['engine']['max_num_batched_tokens']}, 1,000-token prompts"
