@@ -318,7 +318,8 @@ def _prefill_budget(rng: random.Random, s: dict[str, Any], severity: str) -> str
     low, high = _pick(severity, (1024, 2048), (32, 128), (20, 48))
     s["engine"]["max_num_batched_tokens"] = rng.randint(int(low), int(high))
     s["engine"]["enable_chunked_prefill"] = True
-    return f"max_num_batched_tokens {s['engine']['max_num_batched_tokens']}, 1,000-token prompts"
+    prompts = "1,000-token prompts" if severity == "mild" else "the chat mix"
+    return f"max_num_batched_tokens {s['engine']['max_num_batched_tokens']}, {prompts}"
 
 
 def _launch_bound(rng: random.Random, s: dict[str, Any], severity: str) -> str | None:

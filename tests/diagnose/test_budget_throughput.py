@@ -194,20 +194,10 @@ def test_without_the_budget_the_rule_says_nothing() -> None:
     assert RULES[RULE].fn(ev, Thresholds()) is None
 
 
-@pytest.mark.parametrize("inside", [True, False])
-def test_a_bucket_bound_budget_is_judged_by_the_steps_waited(inside: bool) -> None:
-    # vLLM does not say its budget: the 1,024 bucket holds every step of a 600-token budget,
-    # so 1,008 tokens seem left for 700-token prompts; the wait (320 ms) in steps tells
-    t = Thresholds()
-    steps_per_s = t.budget_wait_steps * (1.05 if inside else 0.95) / 0.32
-    d = Deployment("llama-3.1-70b TP4 H100", 4, 1024, 16, 700, steps_per_s, 480.0)
+def test_a_bucket_bound_that_holds_a_prompt_is_not_blamed() -> None:
+    # vLLM does not say its budget: the 1,024 bucket may hold every step of a 600-token
+    # budget, or be a 4,096 one's largest steps; the rule stays silent rather than count
+    # steps waited from the time waited (a burst waits behind long prefill steps)
+    d = Deployment("llama-3.1-70b TP4 H100", 4, 1024, 16, 700, 30.0, 480.0)
     ev = d.evidence(config__max_num_batched_tokens=None)
-    finding = RULES[RULE].fn(ev, t)
-    assert (finding is not None) is inside
-    if finding is not None:
-        assert "no engine step exceeded 1,024 tokens" in finding.title
-        assert f"{t.budget_wait_steps * 1.05:.1f} steps a request" in finding.title
-        moved = t.replace(budget_wait_steps=t.budget_wait_steps * 1.2)
-        assert RULES[RULE].fn(ev, moved) is None
-    # the setting known to hold a prompt: the wait is not the budget's
-    assert RULES[RULE].fn(d.evidence(), t) is None
+    assert RULES[RULE].fn(ev, Thresholds()) is None

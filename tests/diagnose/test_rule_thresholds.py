@@ -1,8 +1,8 @@
 """Every rule threshold in `Thresholds`, tested at the threshold: 5 % inside fires, 5 % outside
 is quiet, so a threshold moved by 10 % breaks a test; and the evidence shows the threshold the
 rule applied. (launch_gap_fraction, launch_gap_roofline_share, prefill_ttft_share and
-prompt_steps are tested this way in test_rules.py; budget_prompt_fit, budget_load and
-budget_wait_steps in test_budget_throughput.py.)
+prompt_steps are tested this way in test_rules.py; budget_prompt_fit and budget_load in
+test_budget_throughput.py.)
 """
 
 from __future__ import annotations
@@ -402,7 +402,6 @@ def test_every_module_threshold_is_a_field_tested_here() -> None:
         "prompt_steps",
         "budget_prompt_fit",
         "budget_load",
-        "budget_wait_steps",
     }
     fields = set(Thresholds.__dataclass_fields__)
     assert fields - elsewhere == set(CASES)

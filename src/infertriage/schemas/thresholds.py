@@ -65,10 +65,6 @@ class Thresholds:
     # the prompts arriving need this share of the prefill tokens the budget's steps leave
     budget_prompt_fit: float = 1.0
     budget_load: float = 0.5
-    # ... or, with the budget known only as the histogram bucket that holds the largest step
-    # (up to twice the setting), by the wait itself: a request that waits this many steps
-    # with seats and KV free was left out by step after step's budget
-    budget_wait_steps: float = 3.0
     # kernel layer, from a trace. The GPU idle with no kernel queued this share of the time
     # waits on the host (scheduling, sampling).
     host_wait_fraction: float = 0.30

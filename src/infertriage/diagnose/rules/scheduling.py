@@ -225,11 +225,11 @@ def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Find
     if usage >= t.kv_room or kv_blocks_short(ev, t) is not None:
         return None  # waiting for memory: the memory layer's
     b = _budget_load(ev, budget)
-    waited = share * ttft * b.steps_per_s if b.steps_per_s is not None else 0.0
-    # a bucket's bound may be twice the setting: the steps waited show the budget was full
-    bounded = not ev.has("config.max_num_batched_tokens") and waited >= t.budget_wait_steps
+    # A histogram bucket's bound may be twice the setting: the fit is then an upper bound
+    # and the rule errs towards silence. (The time waited over the mean step rate is no
+    # count of steps: a burst waits behind long prefill steps, on a healthy budget too.)
     if b.prompt_tokens <= 0 or (
-        b.prompts_per_step >= t.budget_prompt_fit and b.load < t.budget_load and not bounded
+        b.prompts_per_step >= t.budget_prompt_fit and b.load < t.budget_load
     ):
         return None
     return make_finding(
@@ -243,10 +243,7 @@ def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Find
         ),
         explains=min(1.0, share + prefill),
         title=f"queueing is {share:.0%} and prefill {prefill:.0%} of TTFT with "
-        f"{seats - b.num_decodes:.0f} of {seats:.0f} "
-        f"seats free"
-        + (f", {waited:.1f} steps a request" if waited > 0 else "")
-        + f": {said}; {_throughput_words(b)}",
+        f"{seats - b.num_decodes:.0f} of {seats:.0f} seats free: {said}; {_throughput_words(b)}",
         evidence=ev,
         used=(
             ("server.queue_time_mean_s", None),
