@@ -168,9 +168,9 @@ class _BudgetLoad:
 
     budget: float  # tokens a step may schedule
     num_decodes: float  # running requests, a token each a step
-    prompt_tokens: float  # a typical prompt's tokens to compute (prefix-cache hits excluded)
+    prompt_tokens: float  # a typical prompt's tokens (a cache hit is the shared-prefix group's)
     steps_per_s: float | None  # engine steps a second, when measured
-    arriving_tok_s: float | None  # prompt tokens to compute arriving a second
+    arriving_tok_s: float | None  # prompt tokens to compute (hits excluded) arriving a second
 
     @property
     def left(self) -> float:
@@ -196,15 +196,17 @@ class _BudgetLoad:
 
 def _budget_load(ev: Evidence, budget: float) -> _BudgetLoad:
     """Steps a second from `iteration_tokens_total` (one count a step), else one decode step a
-    token gap; prompts arriving from the requests finished a second (output ÷ output each)."""
+    token gap; prompts arriving from the requests finished a second (output ÷ output each),
+    less the prefix cache's hits. The typical prompt keeps its hits: they fall on the few
+    requests that share a prefix, not evenly on each."""
     hit = min(max(ev.get("prefix_cache.hit_rate") or 0.0, 0.0), 1.0)
-    prompt = (ev.get("client.mean_prompt_tokens") or 0.0) * (1.0 - hit)
+    prompt = ev.get("client.mean_prompt_tokens") or 0.0
     steps = ev.get("server.steps_per_s")
     gap = ev.get("server.itl_p50_s")
     if steps is None and gap is not None and gap > 0:
         steps = 1.0 / gap
     done, each = ev.get("client.throughput_tok_s"), ev.get("client.mean_output_tokens")
-    arriving = done / each * prompt if done is not None and each else None
+    arriving = done / each * prompt * (1.0 - hit) if done is not None and each else None
     return _BudgetLoad(budget, engine_running(ev), prompt, steps, arriving)
 
 
@@ -267,8 +269,8 @@ def _budget_queue(ev: Evidence, t: Thresholds, budget: float, said: str) -> Find
 
 def _throughput_words(b: _BudgetLoad) -> str:
     arriving = (
-        f"prompts arrive at {b.arriving_tok_s:,.0f} tok/s ({b.prompt_tokens:,.0f} tokens each "
-        "to compute); "
+        f"prompts of {b.prompt_tokens:,.0f} tokens arrive at {b.arriving_tok_s:,.0f} tok/s "
+        "to compute; "
         if b.arriving_tok_s is not None
         else f"prompts need {b.prompt_tokens:,.0f} tokens each; "
     )
