@@ -108,6 +108,36 @@ def test_vllm_worker_process_is_not_the_front_end() -> None:
     assert got["proc.engine_thread_cpu"] == pytest.approx(0.62)
 
 
+def test_api_server_cpu_per_streamed_token() -> None:
+    # vLLM V1 with `--api-server-count 2`: the root process manages, two VLLM::APIServer_N
+    # children serve HTTP and detokenise; their CPU together is the API server's
+    samples = []
+    for t in range(0, 11):
+        samples.append(_thread(t, 0.3, "VLLM::APIServer", "110", "110", "child"))
+        samples.append(_thread(t, 0.2, "VLLM::APIServer", "120", "120", "child"))
+        samples.append(_thread(t, 0.01, "python", "100", "100", "server"))
+        samples.append(_thread(t, 0.62, "VLLM::EngineCor", "200", "200", "child"))
+        samples.append(_thread(t, 0.92, "VLLM::Worker_TP0", "300", "300", "child"))
+        samples.append(Sample(t, "tokens.generation", 1000.0 * t))  # 1,000 tokens/s
+    got = _by_name(samples, PHASES)
+    assert got["proc.frontend_cpu"] == pytest.approx(0.51)
+    assert got["proc.engine_cpu"] == pytest.approx(0.62)
+    assert got["proc.frontend_cpu_per_token_s"] == pytest.approx(0.51 / 1000)
+    assert got["proc.frontend_thread_cpu"] == pytest.approx(0.3)
+
+
+def test_sglang_detokenizer_is_the_front_end_and_its_scheduler_the_engine() -> None:
+    samples = []
+    for t in range(0, 11):
+        samples.append(_thread(t, 0.1, "python3", "100", "100", "server"))  # HTTP, tokenizer
+        samples.append(_thread(t, 0.4, "sglang::detokenizer", "150", "150", "child"))
+        samples.append(_thread(t, 0.9, "sglang::scheduler_TP0", "200", "200", "child"))
+    got = _by_name(samples, PHASES)
+    assert got["proc.frontend_cpu"] == pytest.approx(0.5)
+    assert got["proc.engine_thread_cpu"] == pytest.approx(0.9)
+    assert "proc.frontend_cpu_per_token_s" not in got  # no generation counter scraped
+
+
 def test_one_process_of_like_named_threads_names_no_front_end() -> None:
     # llama-server: HTTP, slots and compute threads share the process and its name.
     samples = [

@@ -76,6 +76,17 @@ CASES: dict[str, At] = {
         _ev()("proc__frontend_thread_cpu"),
         shown="proc.frontend_thread_cpu",
     ),
+    "frontend_token_cost_s": At(
+        "application.frontend_per_token",
+        _ev(client__throughput_tok_s=1e5)("proc__frontend_cpu_per_token_s"),
+        shown="proc.frontend_cpu_per_token_s",
+    ),
+    "frontend_token_share": At(
+        "application.frontend_per_token",
+        lambda v: make_evidence(
+            proc__frontend_cpu_per_token_s=1e-3, client__throughput_tok_s=v * 1e3
+        ),
+    ),
     "client_itl_over_server": At(
         "application.buffering_proxy",
         lambda v: make_evidence(server__itl_p95_s=0.02, client__itl_p95_s=v * 0.02),
@@ -302,6 +313,8 @@ PINNED: dict[str, float] = {
     "engine_thread_busy": 0.95,
     "error_rate_full": 0.1,
     "frontend_thread_busy": 0.8,
+    "frontend_token_cost_s": 150e-6,
+    "frontend_token_share": 0.3,
     "hbm_min_decode_batch": 8.0,
     "host_wait_fraction": 0.3,
     "kv_drain_residue": 0.02,

@@ -163,6 +163,11 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         {"proc__frontend_thread_cpu": 0.5},
         "proc.frontend_thread_cpu",
     ),
+    "application.frontend_per_token": (
+        {"proc__frontend_cpu_per_token_s": 400e-6},
+        {"proc__frontend_cpu_per_token_s": 60e-6},
+        "proc.frontend_cpu_per_token_s",
+    ),
     "application.buffering_proxy": (
         {"client__itl_p95_s": 0.2, "server__itl_p95_s": 0.02},
         {"client__itl_p95_s": 0.03, "server__itl_p95_s": 0.02},

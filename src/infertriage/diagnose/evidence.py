@@ -197,6 +197,13 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         # host and server process
         "proc.frontend_thread_cpu": SignalDef("fraction", _HOST),
         "proc.engine_thread_cpu": SignalDef("fraction", _HOST),
+        # each role's processes and threads together (engines' `host_roles`), in cores
+        "proc.frontend_cpu": SignalDef("cores", _HOST),
+        "proc.engine_cpu": SignalDef("cores", _HOST),
+        # the API server's CPU seconds over the output tokens the server streamed
+        "proc.frontend_cpu_per_token_s": SignalDef(
+            "s/token", _HOST + ", and scrape the server's generation-token counter"
+        ),
         # CPU contention on the load client's host (a caveat when the server shares it)
         "host.cpu_mean": SignalDef("fraction", _LOAD),
         "host.server_local": SignalDef("bool", _LOAD),

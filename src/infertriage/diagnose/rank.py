@@ -62,8 +62,22 @@ CAUSES: dict[str, tuple[str, ...]] = {
         "scheduling.step_cpu_gap",
         "hardware.below_roofline",
     ),
-    "scheduling.engine_loop_cpu": ("kernel.host_wait", "hardware.busy_not_computing"),
+    "scheduling.engine_loop_cpu": (
+        "kernel.host_wait",
+        "hardware.busy_not_computing",
+        "scheduling.step_cpu_gap",
+    ),
     "scheduling.step_cpu_gap": ("kernel.host_wait", "hardware.below_roofline"),
+    # last, so that a present engine-core finding is the root of the host wait it shares
+    # (`_root_of` takes the first present cause): host time defers to the API server only
+    # when the engine core is not CPU-bound
+    "application.frontend_per_token": (
+        "application.client_vs_server_ttft",
+        "kernel.host_wait",
+        "scheduling.step_cpu_gap",
+        "hardware.below_roofline",
+        "hardware.busy_not_computing",
+    ),
 }
 
 

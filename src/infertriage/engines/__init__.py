@@ -23,6 +23,7 @@ from infertriage.engines.base import (
     Endpoint,
     EngineAdapter,
     EventKind,
+    HostRoles,
     Knob,
     LogEvent,
     LogFormat,
@@ -61,6 +62,7 @@ __all__ = [
     "Endpoint",
     "EngineAdapter",
     "EventKind",
+    "HostRoles",
     "Knob",
     "LogEvent",
     "LogFormat",
@@ -77,6 +79,7 @@ __all__ = [
     "as_int",
     "engine_choices",
     "engine_of",
+    "host_roles",
     "knob_flag",
     "limit_from_card",
     "log_title",
@@ -100,6 +103,17 @@ def registered() -> tuple[EngineAdapter, ...]:
 def engine_of(name: str | None) -> EngineAdapter | None:
     """The adapter of an engine as detection names it (`vllm`, `triton`, …); None if unknown."""
     return next((e for e in registered() if name is not None and name in e.names), None)
+
+
+def host_roles() -> HostRoles:
+    """Every engine's process and thread names by role, together: a host sample does not say
+    which engine it came from, and no engine's API-server name is another's engine core."""
+    engines = registered()
+    return HostRoles(
+        api_server=tuple(word for e in engines for word in e.host_roles.api_server),
+        engine_core=tuple(word for e in engines for word in e.host_roles.engine_core),
+        worker=tuple(word for e in engines for word in e.host_roles.worker),
+    )
 
 
 def engine_choices() -> dict[str, EngineAdapter]:

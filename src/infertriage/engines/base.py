@@ -27,6 +27,7 @@ __all__ = [
     "Endpoint",
     "EngineAdapter",
     "EventKind",
+    "HostRoles",
     "Knob",
     "LimitReader",
     "LogEvent",
@@ -57,6 +58,9 @@ class Knob(StrEnum):
     PREFIX_CACHING = "prefix_caching"  # the flag that turns it on
     TENSOR_PARALLEL = "tensor_parallel"
     EAGER = "eager"  # the flag that turns CUDA graphs off
+    API_SERVERS = "api_servers"  # how many API-server (HTTP, tokenizer) processes run
+    STREAM_INTERVAL = "stream_interval"  # tokens the server gathers into one streamed chunk
+    SKIP_TOKENIZER = "skip_tokenizer"  # token ids in and out: the client (de)tokenises
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +241,19 @@ class MetricLookup(Protocol):
 ConfigInMetrics = Callable[[MetricLookup], Mapping[str, object]]
 
 
+@dataclass(frozen=True, slots=True)
+class HostRoles:
+    """How an engine names its processes and threads on the host, by role: words (lower
+    case) that a thread's name contains. The API server (HTTP, tokenisation,
+    detokenisation, serialisation) is matched first, then the engine core (the
+    scheduler's loop), then model execution; a thread of the server's own process that
+    none names is the API server's, a child process's is model execution's."""
+
+    api_server: tuple[str, ...] = ()
+    engine_core: tuple[str, ...] = ()
+    worker: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class EngineAdapter:
     """Everything engine-specific about one engine (see the module docstring)."""
@@ -251,6 +268,7 @@ class EngineAdapter:
     tokenize: TokenizeForm | None = None  # its `/tokenize`, where it has one
     config_in_metrics: ConfigInMetrics | None = None  # settings its `/metrics` carries
     option: str = ""  # what `monitor-config --engine` takes for it; "": its name
+    host_roles: HostRoles = HostRoles()  # its processes and threads by role (host sampling)
 
     @property
     def choice(self) -> str:

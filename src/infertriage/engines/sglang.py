@@ -23,6 +23,7 @@ from infertriage.engines.base import (
     Endpoint,
     EngineAdapter,
     EventKind,
+    HostRoles,
     Knob,
     LogEvent,
     LogFormat,
@@ -232,5 +233,12 @@ SGLANG = EngineAdapter(
         Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
         Knob.TENSOR_PARALLEL: "--tp-size",
         Knob.EAGER: "--disable-cuda-graph",
+        Knob.API_SERVERS: "--tokenizer-worker-num",
+        Knob.STREAM_INTERVAL: "--stream-interval",
+        Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
     },
+    # the HTTP server and TokenizerManager are the main process, detokenisation runs in the
+    # `sglang::detokenizer` process: both are the front end; `sglang::scheduler_TPn` runs the
+    # scheduler's loop and the model
+    host_roles=HostRoles(api_server=("tokenizer",), engine_core=("scheduler",)),
 )

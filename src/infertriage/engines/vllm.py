@@ -22,6 +22,7 @@ from infertriage.engines.base import (
     Endpoint,
     EngineAdapter,
     EventKind,
+    HostRoles,
     Knob,
     LogEvent,
     LogFormat,
@@ -396,9 +397,18 @@ VLLM = EngineAdapter(
         Knob.PREFIX_CACHING: "--enable-prefix-caching",
         Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
         Knob.EAGER: "--enforce-eager",
+        Knob.API_SERVERS: "--api-server-count",
+        Knob.STREAM_INTERVAL: "--stream-interval",
+        Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
     },
     tokenize=TokenizeForm(
         "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize
     ),
     config_in_metrics=config_in_metrics,
+    # V1: the API server is the `vllm serve` process itself (one) or `VLLM::APIServer_N`
+    # processes (`--api-server-count`), and detokenises in its output processor; the engine
+    # core is `VLLM::EngineCore` (comm truncates it to `VLLM::EngineCor`), model execution
+    # `VLLM::Worker_TPn`. V0 runs HTTP and the engine loop in one process: its threads carry
+    # no such names and the engine loop is not told apart.
+    host_roles=HostRoles(api_server=("apiserver",), engine_core=("engine",), worker=("worker",)),
 )

@@ -94,6 +94,12 @@ class Thresholds:
     # the API server's event loop (one thread) this busy queues every stream behind the
     # others; lower than the engine thread's, whose busy loop is its normal work
     frontend_thread_busy: float = 0.80
+    # the API server's CPU per streamed token (HTTP, detokenising, serialising each chunk):
+    # a lean one spends tens of µs; at this much, per-token front-end work is a finding when
+    # it also takes `frontend_token_share` of every inter-token interval (its CPU cost per
+    # token × the tokens streamed per second: the share of each interval it works)
+    frontend_token_cost_s: float = 150e-6
+    frontend_token_share: float = 0.30
     # client ITL p95 this many times the server's: something between buffers the stream
     client_itl_over_server: float = 3.0
     # streams cut before their end, as a share of requests

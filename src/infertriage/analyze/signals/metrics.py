@@ -34,6 +34,7 @@ from infertriage.analyze.signals.prom import (
     histogram_quantile,
 )
 from infertriage.analyze.signals.ranks import rank_signals
+from infertriage.engines import host_roles
 from infertriage.schemas import VOCABULARY, Phases, Sample, Signal
 from infertriage.schemas.artefacts import (
     ARTEFACT_KINDS,
@@ -326,30 +327,55 @@ def _gpu(series: _Series, phases: Phases) -> list[Signal]:
     return out
 
 
-_ENGINE_WORDS = ("engine", "scheduler")  # vLLM's VLLM::EngineCore, the twin's engine-core, SGLang
-_WORKER_WORDS = ("worker", "gloo", "nccl")  # model execution, not the API server
+_TORCH_WORDS = ("gloo", "nccl")  # PyTorch's collective threads, in any engine's workers
 
 
 def _role(labels: dict[str, str]) -> str:
     """engine, worker or frontend: what a server's thread does, from its name and process.
 
-    The front end is a thread of the server's own process (the one serving HTTP) that
-    is neither the engine loop nor model execution; threads of child processes (vLLM's
-    EngineCore and Worker) are never the front end.
+    The engines' adapters name their API-server, engine-core and worker processes and
+    threads (`engines.host_roles`); a thread of the server's own process (the one serving
+    HTTP) that none names is the API server's, and one of a child process (vLLM's
+    EngineCore and Worker) is never the front end unless its name says it is (vLLM's
+    `VLLM::APIServer_N` under `--api-server-count`, SGLang's detokenizer).
     """
-    name = labels.get("thread", "").lower()
-    if any(word in name for word in _ENGINE_WORDS):
+    name, roles = labels.get("thread", "").lower(), host_roles()
+    if any(word in name for word in roles.api_server):
+        return "frontend"
+    if any(word in name for word in roles.engine_core):
         return "engine"
-    if any(word in name for word in _WORKER_WORDS) or labels.get("process") == "child":
+    workers = (*roles.worker, *_TORCH_WORDS)
+    if any(word in name for word in workers) or labels.get("process") == "child":
         return "worker"
     return "frontend"
 
 
+def _role_cores(series: _Series, role: str, span: tuple[float, float]) -> float | None:
+    """A role's threads' CPU together (its processes'), in cores, averaged over the load."""
+    sums: dict[float, float] = defaultdict(float)
+    for (found, _key), points in series.threads.items():
+        if found == role:
+            for t, v in points:
+                if span[0] <= t <= span[1]:
+                    sums[t] += v
+    return float(np.mean(list(sums.values()))) if sums else None
+
+
+def _token_rate(series: _Series, span: tuple[float, float]) -> float | None:
+    """Output tokens the server generated (and streamed) per second over the load."""
+    times = [t for t, _ in series.within("tokens.generation", *span)]
+    grown = _increase(series, "tokens.generation", *span)
+    if grown is None or len(times) < 2 or max(times) <= min(times):
+        return None
+    return grown / (max(times) - min(times))
+
+
 def _threads(series: _Series, phases: Phases) -> list[Signal]:
-    """The busiest engine thread and the busiest front-end thread, over the load.
+    """The busiest engine and front-end threads, each role's CPU, and the API server's CPU
+    per streamed token, over the load.
 
     With no engine thread to tell them apart (llama.cpp runs HTTP, scheduling and compute
-    in one process of like-named threads), no thread is called the front end.
+    in one process of like-named threads; vLLM V0), no thread is called the front end.
     """
     span = (phases.load_start_ts, phases.load_end_ts)
     busiest: dict[str, list[float]] = defaultdict(list)
@@ -358,9 +384,18 @@ def _threads(series: _Series, phases: Phases) -> list[Signal]:
         if inside:
             busiest[role].append(float(np.median(inside)))
     engine = max(busiest["engine"], default=None)
-    frontend = max(busiest["frontend"], default=None) if engine is not None else None
+    if engine is None:
+        return []
+    frontend = max(busiest["frontend"], default=None)
     out = _signal("proc.engine_thread_cpu", engine, "fraction", span)
-    return out + _signal("proc.frontend_thread_cpu", frontend, "fraction", span)
+    out += _signal("proc.frontend_thread_cpu", frontend, "fraction", span)
+    out += _signal("proc.engine_cpu", _role_cores(series, "engine", span), "cores", span)
+    api_server = _role_cores(series, "frontend", span)
+    out += _signal("proc.frontend_cpu", api_server, "cores", span)
+    rate = _token_rate(series, span)
+    if api_server is not None and rate:
+        out += _signal("proc.frontend_cpu_per_token_s", api_server / rate, "s/token", span)
+    return out
 
 
 def _host(series: _Series, phases: Phases) -> list[Signal]:

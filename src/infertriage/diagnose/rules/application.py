@@ -12,7 +12,8 @@ from infertriage.diagnose.contention import (
 )
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
-from infertriage.diagnose.symptom import error_counts, ttft_missed
+from infertriage.diagnose.symptom import engine_flag, error_counts, flag, slo_missed, ttft_missed
+from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.APPLICATION
@@ -90,6 +91,76 @@ def frontend_saturated(ev: Evidence, t: Thresholds) -> Finding | None:
                 "stream fewer, larger chunks; disable per-chunk usage (`continuous_usage_stats`)",
             ),
         ),
+    )
+
+
+def _frontend_steps(ev: Evidence) -> tuple[str, ...]:
+    """What lowers the API server's per-token work, in the engine's own flags."""
+    known = engine_flag(ev, Knob.API_SERVERS) is not None
+    servers = f"run more API-server processes (`{flag(ev, Knob.API_SERVERS)} N`" + (
+        ")" if known else "; SGLang: `--tokenizer-worker-num N`), or more replicas"
+    )
+    return (
+        servers,
+        f"stream fewer, larger chunks: `{flag(ev, Knob.STREAM_INTERVAL)} N` gathers N tokens "
+        "a chunk; leave per-chunk usage off (`stream_options.continuous_usage_stats`)",
+        f"take detokenising off the API server's hot path: `{flag(ev, Knob.SKIP_TOKENIZER)}` "
+        "with token ids in and out (the client detokenises), or a fast (Rust) tokenizer",
+    )
+
+
+@rule(
+    "application.frontend_per_token",
+    _L,
+    ("proc.frontend_cpu_per_token_s", "client.throughput_tok_s"),
+)
+def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The API server's work per streamed token takes a share of every inter-token interval.
+
+    Its CPU per token × the tokens streamed per second is the share of each interval it
+    works (detokenising, serialising, writing every stream's chunk). Where the API server
+    shares a GIL or a loop with the engine (vLLM V0, the twin) that time is added to every
+    step; apart (vLLM V1) it delays every chunk once it nears a core. It is CPU time, not
+    wall time, so a co-runner on the host does not make it: no contention caveat.
+    """
+    cost = ev.get("proc.frontend_cpu_per_token_s") or 0.0
+    share = min(1.0, cost * (ev.get("client.throughput_tok_s") or 0.0))
+    if cost < t.frontend_token_cost_s or share < t.frontend_token_share:
+        return None
+    # the engine core's thread saturated too: the host time between steps is its own
+    # (`scheduling.engine_loop_cpu`), and this one a warning beside it
+    engine_bound = (ev.get("proc.engine_thread_cpu") or 0.0) >= t.engine_thread_busy
+    itl = ev.get("client.itl_p50_s")
+    of_itl = "" if not itl else f" ({share * itl * 1e3:.1f} of its {itl * 1e3:.1f} ms p50)"
+    return make_finding(
+        "application.frontend_per_token",
+        _L,
+        bottleneck=slo_missed(ev, t) and not engine_bound,
+        severity=max(
+            severity_above(share, t.frontend_token_share, 1.0),
+            severity_above(cost, t.frontend_token_cost_s, 10 * t.frontend_token_cost_s),
+        ),
+        explains=share,
+        title=(
+            f"the API server spends {cost * 1e6:.0f} µs of CPU per streamed token: "
+            f"{share:.0%} of every inter-token interval{of_itl}"
+        ),
+        evidence=ev,
+        used=(
+            ("proc.frontend_cpu_per_token_s", t.frontend_token_cost_s),
+            ("client.throughput_tok_s", t.frontend_token_share / cost),
+            ("proc.frontend_cpu", None),
+            ("proc.engine_cpu", None),
+            ("client.itl_p50_s", None),
+            ("proc.engine_thread_cpu", t.engine_thread_busy),
+        ),
+        explanation=(
+            "Each streamed token costs the API-server process CPU (detokenising, building and "
+            "writing its chunk), and one process serves every stream in turn: the engine's "
+            "steps and the prompts waiting to be tokenised wait behind that work, so the GPU "
+            "waits on the host and ITL and TTFT grow although the engine core is not busy."
+        ),
+        next_steps=_frontend_steps(ev),
     )
 
 
