@@ -126,6 +126,18 @@ def test_api_server_cpu_per_streamed_token() -> None:
     assert got["proc.frontend_thread_cpu"] == pytest.approx(0.3)
 
 
+def test_the_samplers_role_sums_count_threads_it_did_not_list() -> None:
+    samples = []
+    for t in range(0, 11):
+        samples.append(_thread(t, 0.99, "VLLM::EngineCor", "200", "200", "child"))
+        samples.append(Sample(t, "proc.cpu_role", 0.4, {"role": "frontend"}))
+        samples.append(Sample(t, "proc.cpu_role", 0.99, {"role": "engine"}))
+        samples.append(Sample(t, "tokens.generation", 2000.0 * t))
+    got = _by_name(samples, PHASES)
+    assert got["proc.frontend_cpu"] == pytest.approx(0.4)  # no API-server thread listed
+    assert got["proc.frontend_cpu_per_token_s"] == pytest.approx(0.2e-3)
+
+
 def test_sglang_detokenizer_is_the_front_end_and_its_scheduler_the_engine() -> None:
     samples = []
     for t in range(0, 11):

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from infertriage.collect import HostSampler, find_server_process, py_spy_dump
+from infertriage.collect.host import HostSample, ThreadCpu
 from infertriage.schemas import VOCABULARY, RunClock, UserError
 
 # A stand-in server: listens on an ephemeral port, prints it, and spins one named thread.
@@ -158,3 +159,20 @@ def test_a_server_sharing_a_saturated_host_waits_for_a_cpu(busy_server) -> None:
     assert sample.client_cpu is not None and sample.client_cpu > 0.0  # ours and our hogs'
     names = {s.name for s in sample.to_samples()}
     assert {"host.run_queue", "proc.cpu_wait", "host.client_cpu", "host.server_local"} <= names
+
+
+def test_every_threads_cpu_is_summed_by_role() -> None:
+    # vLLM V1 at TP 8: eight spinning workers and the engine core outrank the API server,
+    # which the top threads alone would leave out
+    workers = [ThreadCpu(300 + k, 300 + k, f"VLLM::Worker_TP{k}", 1.0) for k in range(8)]
+    threads = (
+        *workers,
+        ThreadCpu(200, 200, "VLLM::EngineCor", 0.99),
+        ThreadCpu(100, 100, "vllm", 0.3),
+        ThreadCpu(100, 101, "python", 0.05),
+        ThreadCpu(300, 309, "pt_nccl_watchdg", 0.01),
+    )
+    sample = HostSample(0.0, 0.5, 1, 2, threads=threads, root_pid=100)
+    roles = {s.labels["role"]: s.value for s in sample.to_samples() if s.name == "proc.cpu_role"}
+    assert roles == pytest.approx({"frontend": 0.35, "engine": 0.99, "worker": 8.01})
+    assert "proc.cpu_role" in VOCABULARY

@@ -4,6 +4,8 @@ to it only when the engine core is not the one spending the host's time."""
 
 from __future__ import annotations
 
+import pytest
+
 from infertriage.diagnose import RULES, Evidence, diagnose_evidence
 from infertriage.schemas import Finding, Layer, Status, Thresholds
 
@@ -46,6 +48,21 @@ def test_the_finding_states_its_cost_share_and_the_engines_flags() -> None:
         Evidence(ev.signals, "sglang"), Thresholds()
     )
     assert sglang is not None and "--tokenizer-worker-num N" in " ".join(sglang.next_steps)
+
+
+def test_a_ttft_miss_in_front_of_the_engine_is_its_share() -> None:
+    # the engine's first token at 40 ms, the client's at 500 ms: prompts wait to be tokenised
+    ev = make_evidence(
+        proc__frontend_cpu_per_token_s=400e-6,
+        client__throughput_tok_s=800.0,
+        client__ttft_p50_s=0.5,
+        client__ttft_p95_s=0.9,
+        server__ttft_p50_s=0.04,
+    )
+    finding = RULES["application.frontend_per_token"].fn(ev, Thresholds())
+    assert finding is not None and finding.status is Status.BOTTLENECK
+    assert finding.explains == pytest.approx(0.92)
+    assert "92% of TTFT p50 is spent in front of the engine" in finding.title
 
 
 def test_a_warning_while_the_slos_hold() -> None:

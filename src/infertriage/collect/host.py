@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from infertriage.engines import host_role
 from infertriage.schemas import RunClock, Sample, UserError
 
 __all__ = [
@@ -93,6 +94,7 @@ class HostSample:
             out.append(Sample(self.t, "proc.rss_bytes", float(self.rss_bytes)))
         if self.proc_cpu is not None:
             out.append(Sample(self.t, "proc.cpu", self.proc_cpu))
+        out += self._role_samples()
         for rank, thread in enumerate(self.threads[:top_threads]):
             labels = {"thread": thread.name, "tid": str(thread.tid), "pid": str(thread.pid)}
             if self.root_pid is not None:
@@ -101,6 +103,16 @@ class HostSample:
                 out.append(Sample(self.t, "proc.cpu_thread_max", thread.cpu, dict(labels)))
             out.append(Sample(self.t, "proc.cpu_thread", thread.cpu, labels))
         return out
+
+    def _role_samples(self) -> list[Sample]:
+        """Every thread's CPU summed by role (API server, engine core, workers), in cores:
+        the top threads alone would leave a busy API server out beside eight busy workers."""
+        if self.root_pid is None or not self.threads:
+            return []
+        cores: dict[str, float] = dict.fromkeys(("frontend", "engine", "worker"), 0.0)
+        for thread in self.threads:
+            cores[host_role(thread.name, child=thread.pid != self.root_pid)] += thread.cpu
+        return [Sample(self.t, "proc.cpu_role", v, {"role": r}) for r, v in cores.items()]
 
     def _contention_samples(self) -> list[Sample]:
         out = [Sample(self.t, "host.server_local", 1.0 if self.server_local else 0.0)]

@@ -79,6 +79,7 @@ __all__ = [
     "as_int",
     "engine_choices",
     "engine_of",
+    "host_role",
     "host_roles",
     "knob_flag",
     "limit_from_card",
@@ -114,6 +115,25 @@ def host_roles() -> HostRoles:
         engine_core=tuple(word for e in engines for word in e.host_roles.engine_core),
         worker=tuple(word for e in engines for word in e.host_roles.worker),
     )
+
+
+_TORCH_THREADS = ("gloo", "nccl")  # PyTorch's collective threads: model execution, any engine
+
+
+def host_role(thread: str, *, child: bool) -> str:
+    """ "frontend" (the API server), "engine" (the engine core) or "worker" (model execution):
+    what a server's thread does, from its name (`host_roles`) and whether its process is a
+    child of the server's. A thread of the server's own process that no engine names is the
+    API server's (the one serving HTTP); one of a child process is model execution's unless
+    its name says otherwise (vLLM's `VLLM::APIServer_N`, SGLang's detokenizer)."""
+    name, roles = thread.lower(), host_roles()
+    if any(word in name for word in roles.api_server):
+        return "frontend"
+    if any(word in name for word in roles.engine_core):
+        return "engine"
+    if child or any(word in name for word in (*roles.worker, *_TORCH_THREADS)):
+        return "worker"
+    return "frontend"
 
 
 def engine_choices() -> dict[str, EngineAdapter]:

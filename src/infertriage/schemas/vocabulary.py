@@ -144,6 +144,9 @@ _DEFS: tuple[MetricDef, ...] = (
     ),
     MetricDef("proc.cpu_thread", "fraction", _G, _L.SCHEDULING, "one server thread's CPU"),
     MetricDef(
+        "proc.cpu_role", "cores", _G, _L.APPLICATION, "server threads' CPU by role (API server…)"
+    ),
+    MetricDef(
         "proc.cpu_thread_max", "fraction", _G, _L.SCHEDULING, "busiest server thread's CPU (GIL)"
     ),
     MetricDef("proc.rss_bytes", "bytes", _G, _L.MEMORY, "server process resident memory"),

@@ -34,7 +34,7 @@ from infertriage.analyze.signals.prom import (
     histogram_quantile,
 )
 from infertriage.analyze.signals.ranks import rank_signals
-from infertriage.engines import host_roles
+from infertriage.engines import host_role
 from infertriage.schemas import VOCABULARY, Phases, Sample, Signal
 from infertriage.schemas.artefacts import (
     ARTEFACT_KINDS,
@@ -327,31 +327,18 @@ def _gpu(series: _Series, phases: Phases) -> list[Signal]:
     return out
 
 
-_TORCH_WORDS = ("gloo", "nccl")  # PyTorch's collective threads, in any engine's workers
-
-
 def _role(labels: dict[str, str]) -> str:
-    """engine, worker or frontend: what a server's thread does, from its name and process.
-
-    The engines' adapters name their API-server, engine-core and worker processes and
-    threads (`engines.host_roles`); a thread of the server's own process (the one serving
-    HTTP) that none names is the API server's, and one of a child process (vLLM's
-    EngineCore and Worker) is never the front end unless its name says it is (vLLM's
-    `VLLM::APIServer_N` under `--api-server-count`, SGLang's detokenizer).
-    """
-    name, roles = labels.get("thread", "").lower(), host_roles()
-    if any(word in name for word in roles.api_server):
-        return "frontend"
-    if any(word in name for word in roles.engine_core):
-        return "engine"
-    workers = (*roles.worker, *_TORCH_WORDS)
-    if any(word in name for word in workers) or labels.get("process") == "child":
-        return "worker"
-    return "frontend"
+    """What a server's thread does (`engines.host_role`): engine, worker or frontend."""
+    return host_role(labels.get("thread", ""), child=labels.get("process") == "child")
 
 
 def _role_cores(series: _Series, role: str, span: tuple[float, float]) -> float | None:
-    """A role's threads' CPU together (its processes'), in cores, averaged over the load."""
+    """A role's threads' CPU together (its processes'), in cores, averaged over the load:
+    the sampler's sum over every thread (`proc.cpu_role`), else the threads it listed."""
+    summed = series.series.get("proc.cpu_role", {}).get((("role", role),), [])
+    inside = [v for t, v in summed if span[0] <= t <= span[1]]
+    if inside:
+        return float(np.mean(inside))
     sums: dict[float, float] = defaultdict(float)
     for (found, _key), points in series.threads.items():
         if found == role:

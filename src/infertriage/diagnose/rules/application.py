@@ -132,6 +132,13 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
     engine_bound = (ev.get("proc.engine_thread_cpu") or 0.0) >= t.engine_thread_busy
     itl = ev.get("client.itl_p50_s")
     of_itl = "" if not itl else f" ({share * itl * 1e3:.1f} of its {itl * 1e3:.1f} ms p50)"
+    # prompts queue behind that work to be tokenised: the wait in front of the engine is its
+    # part of a TTFT miss
+    client, server = ev.get("client.ttft_p50_s") or 0.0, ev.get("server.ttft_p50_s")
+    waited = (client - server) / client if client > 0 and server is not None else 0.0
+    waited = min(1.0, waited) if ttft_missed(ev, t) else 0.0
+    if waited > 0:
+        of_itl += f"; {waited:.0%} of TTFT p50 is spent in front of the engine"
     return make_finding(
         "application.frontend_per_token",
         _L,
@@ -140,7 +147,7 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
             severity_above(share, t.frontend_token_share, 1.0),
             severity_above(cost, t.frontend_token_cost_s, 10 * t.frontend_token_cost_s),
         ),
-        explains=share,
+        explains=max(share, waited),
         title=(
             f"the API server spends {cost * 1e6:.0f} µs of CPU per streamed token: "
             f"{share:.0%} of every inter-token interval{of_itl}"
@@ -152,6 +159,8 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
             ("proc.frontend_cpu", None),
             ("proc.engine_cpu", None),
             ("client.itl_p50_s", None),
+            ("client.ttft_p50_s", None),
+            ("server.ttft_p50_s", None),
             ("proc.engine_thread_cpu", t.engine_thread_busy),
         ),
         explanation=(
