@@ -130,7 +130,8 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
     # the engine core's thread saturated too: the host time between steps is its own
     # (`scheduling.engine_loop_cpu`), and this one a warning beside it
     engine_bound = (ev.get("proc.engine_thread_cpu") or 0.0) >= t.engine_thread_busy
-    itl = ev.get("client.itl_p50_s")
+    # the interval as the engine streams it: a client behind a slow API server reads bursts
+    itl = ev.get("server.itl_p50_s") or ev.get("client.itl_p50_s")
     of_itl = "" if not itl else f" ({share * itl * 1e3:.1f} of its {itl * 1e3:.1f} ms p50)"
     # prompts queue behind that work to be tokenised: the wait in front of the engine is its
     # part of a TTFT miss
@@ -158,7 +159,7 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
             ("client.throughput_tok_s", t.frontend_token_share / cost),
             ("proc.frontend_cpu", None),
             ("proc.engine_cpu", None),
-            ("client.itl_p50_s", None),
+            ("server.itl_p50_s", None),
             ("client.ttft_p50_s", None),
             ("server.ttft_p50_s", None),
             ("proc.engine_thread_cpu", t.engine_thread_busy),
