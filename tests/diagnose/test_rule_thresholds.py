@@ -314,7 +314,7 @@ PINNED: dict[str, float] = {
     "error_rate_full": 0.1,
     "frontend_thread_busy": 0.8,
     "frontend_token_cost_s": 150e-6,
-    "frontend_token_share": 0.3,
+    "frontend_token_share": 0.2,
     "hbm_min_decode_batch": 8.0,
     "host_wait_fraction": 0.3,
     "kv_drain_residue": 0.02,

@@ -99,7 +99,7 @@ class Thresholds:
     # it also takes `frontend_token_share` of every inter-token interval (its CPU cost per
     # token × the tokens streamed per second: the share of each interval it works)
     frontend_token_cost_s: float = 150e-6
-    frontend_token_share: float = 0.30
+    frontend_token_share: float = 0.20
     # client ITL p95 this many times the server's: something between buffers the stream
     client_itl_over_server: float = 3.0
     # streams cut before their end, as a share of requests
