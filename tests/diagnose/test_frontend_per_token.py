@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infertriage.diagnose import RULES, Evidence, diagnose_evidence
+from infertriage.report.diagnosis import evidence_value
 from infertriage.schemas import Finding, Layer, Status, Thresholds
 
 from .evidence_helpers import make_evidence
@@ -101,3 +102,11 @@ def test_cpu_per_token_is_not_held_back_by_a_contended_host() -> None:
     # CPU seconds per token count the API server's work; a co-runner adds waits, not work
     d = diagnose_evidence(make_evidence(**FRONT_BOUND, **CONTENDED), Thresholds())
     assert d.primary is not None and d.primary.finding == "application.frontend_per_token"
+
+
+def test_cost_per_token_reads_in_microseconds_on_screen() -> None:
+    finding = RULES["application.frontend_per_token"].fn(make_evidence(**FRONT_BOUND), Thresholds())
+    assert finding is not None
+    shown = {item.signal: evidence_value(item) for item in finding.evidence}
+    assert shown["proc.frontend_cpu_per_token_s"] == "400 µs/token"
+    assert shown["proc.frontend_cpu"] == "0.95 cores"

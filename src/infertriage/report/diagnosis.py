@@ -37,6 +37,10 @@ def evidence_value(item: EvidenceItem) -> str:
         return f"{value:.0%}"
     if unit == "bool":
         return "yes" if value else "no"
+    if unit == "s/token":  # CPU a streamed token costs: tens to thousands of µs
+        return f"{value * 1e6:,.0f} µs/token"
+    if unit == "cores":
+        return f"{value:,.0f} cores" if float(value).is_integer() else f"{value:.2f} cores"
     if float(value).is_integer() and abs(value) < 1e12:
         return f"{value:,.0f}"  # 1,000, not 1e+03
     return f"{value:,.3g}"
