@@ -145,8 +145,14 @@ def host_wait(ev: Evidence, t: Thresholds) -> Finding | None:
         title=f"the GPU waits on the host {share:.0%} of the time",
         evidence=ev,
         used=(("trace.host_wait_fraction", t.host_wait_fraction),),
-        explanation="Idle time with no kernel queued: the CPU side (scheduling, sampling) is late.",
-        next_steps=("look at the scheduling layer's engine-loop CPU; enable async scheduling",),
+        explanation=(
+            "Idle time with no kernel queued: the CPU side (scheduling, sampling, or an API "
+            "server sharing the engine's process or host) is late."
+        ),
+        next_steps=(
+            "look at the scheduling layer's engine-loop CPU; enable async scheduling",
+            "look at the application layer's API-server CPU per streamed token",
+        ),
     )
 
 
