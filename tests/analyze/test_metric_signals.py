@@ -124,6 +124,18 @@ def test_api_server_cpu_per_streamed_token() -> None:
     assert got["proc.engine_cpu"] == pytest.approx(0.62)
     assert got["proc.frontend_cpu_per_token_s"] == pytest.approx(0.51 / 1000)
     assert got["proc.frontend_thread_cpu"] == pytest.approx(0.3)
+    assert got["proc.engine_apart"] == 1.0  # EngineCore in a process of its own
+
+
+def test_an_engine_core_thread_in_the_api_servers_process_is_not_apart() -> None:
+    # the twin and vLLM V0: the engine loop is a thread of the serving process
+    samples = []
+    for t in range(0, 11):
+        samples.append(_thread(t, 0.4, "python", "100", "100", "server"))
+        samples.append(_thread(t, 0.7, "engine-core", "100", "101", "server"))
+    got = _by_name(samples, PHASES)
+    assert got["proc.engine_apart"] == 0.0
+    assert got["proc.frontend_thread_cpu"] == pytest.approx(0.4)
 
 
 def test_the_samplers_role_sums_count_threads_it_did_not_list() -> None:

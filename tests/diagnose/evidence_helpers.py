@@ -135,6 +135,7 @@ HEALTHY: dict[str, float | None] = {
     "proc.frontend_thread_cpu": 0.3,
     "proc.engine_thread_cpu": 0.5,
     "proc.frontend_cpu": 0.3,
+    "proc.engine_apart": 0.0,
     "proc.engine_cpu": 0.6,
     "proc.frontend_cpu_per_token_s": 60e-6,
     "host.cpu_mean": 0.4,

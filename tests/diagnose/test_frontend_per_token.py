@@ -110,3 +110,14 @@ def test_cost_per_token_reads_in_microseconds_on_screen() -> None:
     shown = {item.signal: evidence_value(item) for item in finding.evidence}
     assert shown["proc.frontend_cpu_per_token_s"] == "400 µs/token"
     assert shown["proc.frontend_cpu"] == "0.95 cores"
+
+
+def test_apart_from_the_engine_core_it_waits_until_the_api_server_nears_a_core() -> None:
+    """vLLM V1: the engine core steps on in its own process; the API server's per-token work
+    delays the streams only when its busiest thread is near a core."""
+    idle = _findings(**FRONT_BOUND, proc__engine_apart=1, proc__frontend_thread_cpu=0.4)
+    assert "application.frontend_per_token" not in idle
+    busy = _findings(**FRONT_BOUND, proc__engine_apart=1, proc__frontend_thread_cpu=0.9)
+    assert "application.frontend_per_token" in busy
+    shared = _findings(**FRONT_BOUND, proc__engine_apart=0, proc__frontend_thread_cpu=0.4)
+    assert "application.frontend_per_token" in shared

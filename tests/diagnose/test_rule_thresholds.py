@@ -87,6 +87,15 @@ CASES: dict[str, At] = {
             proc__frontend_cpu_per_token_s=1e-3, client__throughput_tok_s=v * 1e3
         ),
     ),
+    "frontend_busy_apart": At(
+        "application.frontend_per_token",
+        lambda v: make_evidence(
+            proc__frontend_cpu_per_token_s=1e-3,
+            client__throughput_tok_s=1e3,
+            proc__engine_apart=1,
+            proc__frontend_thread_cpu=v,
+        ),
+    ),
     "client_itl_over_server": At(
         "application.buffering_proxy",
         lambda v: make_evidence(server__itl_p95_s=0.02, client__itl_p95_s=v * 0.02),
@@ -312,6 +321,7 @@ PINNED: dict[str, float] = {
     "engine_stuck_s": 60.0,
     "engine_thread_busy": 0.95,
     "error_rate_full": 0.1,
+    "frontend_busy_apart": 0.7,
     "frontend_thread_busy": 0.8,
     "frontend_token_cost_s": 150e-6,
     "frontend_token_share": 0.2,

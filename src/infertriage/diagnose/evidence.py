@@ -200,6 +200,8 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         # each role's processes and threads together (engines' `host_roles`), in cores
         "proc.frontend_cpu": SignalDef("cores", _HOST),
         "proc.engine_cpu": SignalDef("cores", _HOST),
+        # the engine core runs in a process of its own, apart from the API server (vLLM V1)
+        "proc.engine_apart": SignalDef("bool", _HOST),
         # the API server's CPU seconds over the output tokens the server streamed
         "proc.frontend_cpu_per_token_s": SignalDef(
             "s/token", _HOST + ", and scrape the server's generation-token counter"

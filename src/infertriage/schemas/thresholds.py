@@ -100,6 +100,10 @@ class Thresholds:
     # token × the tokens streamed per second: the share of each interval it works)
     frontend_token_cost_s: float = 150e-6
     frontend_token_share: float = 0.20
+    # ... where the API server shares a process (a GIL, a loop) with the engine core. Apart
+    # from it (vLLM V1) the engine steps on regardless: per-token work delays the chunks only
+    # once the API server's busiest thread nears a core
+    frontend_busy_apart: float = 0.70
     # client ITL p95 this many times the server's: something between buffers the stream
     client_itl_over_server: float = 3.0
     # streams cut before their end, as a share of requests

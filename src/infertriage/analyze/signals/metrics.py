@@ -61,6 +61,7 @@ class _Series:
         self.hist: dict[str, dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
         self.per_pos: dict[str, _Points] = defaultdict(list)
         self.threads: dict[tuple[str, str], _Points] = defaultdict(list)
+        self.engine_apart = False  # the engine core's thread in a process of its own (V1)
         for s in samples:
             self._add(s)
 
@@ -72,8 +73,9 @@ class _Series:
         elif s.name == "spec.accepted_tokens_per_pos":
             self.per_pos[labels.get("position", "0")].append((s.t, s.value))
         elif s.name == "proc.cpu_thread":
-            key = f"{labels.get('pid', '')}:{labels.get('tid', '')}"
-            self.threads[(_role(labels), key)].append((s.t, s.value))
+            key, role = f"{labels.get('pid', '')}:{labels.get('tid', '')}", _role(labels)
+            self.threads[(role, key)].append((s.t, s.value))
+            self.engine_apart |= role == "engine" and labels.get("process") == "child"
         elif s.name == ARTEFACT_SAMPLE:
             self.artefacts.append(s)
         else:
@@ -376,6 +378,7 @@ def _threads(series: _Series, phases: Phases) -> list[Signal]:
     frontend = max(busiest["frontend"], default=None)
     out = _signal("proc.engine_thread_cpu", engine, "fraction", span)
     out += _signal("proc.frontend_thread_cpu", frontend, "fraction", span)
+    out += _signal("proc.engine_apart", float(series.engine_apart), "bool", span)
     out += _signal("proc.engine_cpu", _role_cores(series, "engine", span), "cores", span)
     api_server = _role_cores(series, "frontend", span)
     out += _signal("proc.frontend_cpu", api_server, "cores", span)

@@ -127,6 +127,11 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
     share = min(1.0, cost * (ev.get("client.throughput_tok_s") or 0.0))
     if cost < t.frontend_token_cost_s or share < t.frontend_token_share:
         return None
+    # apart from the engine core the API server's work costs the streams nothing until its
+    # busiest thread nears a core
+    apart = (ev.get("proc.engine_apart") or 0.0) > 0
+    if apart and (ev.get("proc.frontend_thread_cpu") or 0.0) < t.frontend_busy_apart:
+        return None
     # the engine core's thread saturated too: the host time between steps is its own
     # (`scheduling.engine_loop_cpu`), and this one a warning beside it
     engine_bound = (ev.get("proc.engine_thread_cpu") or 0.0) >= t.engine_thread_busy
@@ -163,6 +168,8 @@ def frontend_per_token(ev: Evidence, t: Thresholds) -> Finding | None:
             ("client.ttft_p50_s", None),
             ("server.ttft_p50_s", None),
             ("proc.engine_thread_cpu", t.engine_thread_busy),
+            ("proc.engine_apart", None),
+            ("proc.frontend_thread_cpu", t.frontend_busy_apart if apart else None),
         ),
         explanation=(
             "Each streamed token costs the API-server process CPU (detokenising, building and "
