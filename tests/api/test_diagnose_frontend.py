@@ -58,8 +58,11 @@ def test_per_token_front_end_work_is_the_application_layers(
     scenario = _DEPLOYMENTS[deployment] + _FRONT_END.format(*costs)
     d = _run(tmp_path, "front", scenario, _SLO[deployment])
     assert d.primary is not None, d.unexplained
-    assert d.primary.finding == "application.frontend_per_token"
-    finding = next(f for f in d.layer(Layer.APPLICATION).findings if f.id == d.primary.finding)
+    # the API server's work is the primary: per token, or (at ×150, when a busy host leaves
+    # its thread at a core) the saturated front end it amounts to, with the per-token beside
+    assert d.primary.finding in {"application.frontend_per_token", "application.frontend_saturated"}
+    application = d.layer(Layer.APPLICATION).findings
+    finding = next(f for f in application if f.id == "application.frontend_per_token")
     assert "µs of CPU per streamed token" in finding.title
     assert any("--api-server-count" in step for step in finding.next_steps)
 
