@@ -63,7 +63,7 @@ from infertriage.loadgen.results import (
     RunObserver,
     TokenCheck,
 )
-from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_sync
+from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.loadgen.spec import client_config
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.net import auth_headers, normalize_base_url
@@ -318,16 +318,13 @@ class _Session:
                 break
         if not sample:
             return
-        check = run_sync(
-            tokencheck.check_tokens(
-                base_url=self.spec.url,
-                model=self.client.model,
-                endpoint=self.client.endpoint,
-                sample=sample,
-                renderer=TextRenderer(self.tokenizer),
-                headers=auth_headers(self.client.api_key, self.client.headers),
-            ),
-            use_uvloop=False,
+        check = tokencheck.check_tokens(
+            base_url=self.spec.url,
+            model=self.client.model,
+            endpoint=self.client.endpoint,
+            sample=sample,
+            renderer=TextRenderer(self.tokenizer),
+            headers=auth_headers(self.client.api_key, self.client.headers),
         )
         self.token_check = check
         self.warnings += tokencheck.token_check_warnings(

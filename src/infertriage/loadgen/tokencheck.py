@@ -32,6 +32,7 @@ import orjson
 from infertriage.engines import TokenizeForm, tokenize_forms
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.results import TokenCheck
+from infertriage.loadgen.runner import run_sync
 from infertriage.net import open_session, root_url
 from infertriage.workload import RequestSpec, TextRenderer
 
@@ -117,7 +118,7 @@ def _sum(counts: Sequence[int | None]) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-async def check_tokens(
+def check_tokens(
     *,
     base_url: str,
     model: str,
@@ -126,7 +127,28 @@ async def check_tokens(
     renderer: TextRenderer,
     headers: Mapping[str, str],
 ) -> TokenCheck:
-    """Count the sample's prompts with the server's `/tokenize`; see the module docstring."""
+    """Count the sample's prompts with the server's `/tokenize` (a loop of its own, after
+    the load); see the module docstring."""
+    asked = _check_tokens(
+        base_url=base_url,
+        model=model,
+        endpoint=endpoint,
+        sample=sample,
+        renderer=renderer,
+        headers=headers,
+    )
+    return run_sync(asked, use_uvloop=False)
+
+
+async def _check_tokens(
+    *,
+    base_url: str,
+    model: str,
+    endpoint: Endpoint,
+    sample: Sequence[tuple[RequestSpec, int | None]],
+    renderer: TextRenderer,
+    headers: Mapping[str, str],
+) -> TokenCheck:
     chat = endpoint is Endpoint.CHAT
     all_headers = {**headers, "Content-Type": "application/json"}
     intended = sum(spec.prompt_tokens for spec, _ in sample)
