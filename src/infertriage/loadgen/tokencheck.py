@@ -24,7 +24,8 @@ server without `/tokenize` gives `form="none"`. Errors never raise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import aiohttp
 import orjson
@@ -37,6 +38,9 @@ from infertriage.net import open_session, root_url
 from infertriage.workload import RequestSpec, TextRenderer
 
 __all__ = ["TOKEN_CHECK_LIMIT", "ServerTokenizer", "check_tokens", "token_check_warnings"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 TOKEN_CHECK_LIMIT = 0.10  # the disagreement above which bench warns
 _TIMEOUT_S = 5.0
@@ -118,28 +122,6 @@ def _sum(counts: Sequence[int | None]) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def check_tokens(
-    *,
-    base_url: str,
-    model: str,
-    endpoint: Endpoint,
-    sample: Sequence[tuple[RequestSpec, int | None]],
-    renderer: TextRenderer,
-    headers: Mapping[str, str],
-) -> TokenCheck:
-    """Count the sample's prompts with the server's `/tokenize` (a loop of its own, after
-    the load); see the module docstring."""
-    asked = _check_tokens(
-        base_url=base_url,
-        model=model,
-        endpoint=endpoint,
-        sample=sample,
-        renderer=renderer,
-        headers=headers,
-    )
-    return run_sync(asked, use_uvloop=False)
-
-
 async def _check_tokens(
     *,
     base_url: str,
@@ -149,6 +131,7 @@ async def _check_tokens(
     renderer: TextRenderer,
     headers: Mapping[str, str],
 ) -> TokenCheck:
+    """Count the sample's prompts with the server's `/tokenize`; see the module docstring."""
     chat = endpoint is Endpoint.CHAT
     all_headers = {**headers, "Content-Type": "application/json"}
     intended = sum(spec.prompt_tokens for spec, _ in sample)
@@ -180,6 +163,19 @@ async def _check_tokens(
         usage_tokens=usage_total if num_usage == len(sample) and num_usage else None,
         request_tokens=request_total if num_usage == len(sample) and num_usage else None,
     )
+
+
+def _in_own_loop(ask: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """`ask` run to its end on an event loop of its own (the load's has ended)."""
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(ask(*args, **kwargs), use_uvloop=False)
+
+    return call
+
+
+# Count the sample's prompts with the server's `/tokenize` after the load; module docstring.
+check_tokens = _in_own_loop(_check_tokens)
 
 
 def _off(measured: int, reference: int) -> float:
