@@ -78,6 +78,9 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.PREFIX_CACHING: "--enable-prefix-caching",
         Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
         Knob.EAGER: "--enforce-eager",
+        Knob.API_SERVERS: "--api-server-count",  # "How many API server processes to run."
+        Knob.STREAM_INTERVAL: "--stream-interval",
+        Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -87,6 +90,9 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
         Knob.TENSOR_PARALLEL: "--tp-size",
         Knob.EAGER: "--disable-cuda-graph",
+        Knob.API_SERVERS: "--tokenizer-worker-num",
+        Knob.STREAM_INTERVAL: "--stream-interval",
+        Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",

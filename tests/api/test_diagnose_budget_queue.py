@@ -1,12 +1,12 @@
 """Queueing for the step budget is the budget's finding, end to end on the twin (issue 32).
 
-Large models at TP ≥ 2 with a 512-token `max_num_batched_tokens` and the chat mix
-(prompts of ~700 tokens, fewer than 1.5 budgets each): requests wait with 240 of 256
+Large models at TP ≥ 2 with a 512-token `max_num_batched_tokens` and prompts of 700
+tokens (fewer than 1.5 budgets each): requests wait with 240 of 256
 seats free and the KV cache a few percent full. Before, the map said "no bottleneck
 explains it"; the rule now measures the budget's throughput (the tokens a step leaves
 after its decodes against a prompt, the prompts arriving against what its steps leave)
 and names it. A healthy budget on the same model is not blamed. Each run is a few seconds
-of load on the real-time twin (fixed scenario seed and the seeded default workload); no
+of load on the real-time twin (fixed scenario seed, a seeded synthetic workload); no
 assertion depends on a latency figure.
 """
 
@@ -20,6 +20,9 @@ from infertriage.api.diagnose import DiagnoseSpec, diagnose
 from infertriage.schemas import Diagnosis, Layer
 
 RULE = "scheduling.prefill_token_budget"
+# prompts of 700 tokens (under 1.5 budgets of 512), short answers: the level's streams end
+# within seconds of its end, so the run is not the drain's
+WORKLOAD = "synthetic:input=700,output=48"
 
 
 def _scenario(model: str, gpu: str, tp: int, budget: int) -> str:
@@ -42,7 +45,13 @@ seed: 0
 def _run(tmp_path: Path, text: str, slo: str) -> Diagnosis:
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(text)
-    spec = DiagnoseSpec(scenario=str(scenario), duration_s=6.0, out=tmp_path / "run", slo=slo)
+    spec = DiagnoseSpec(
+        scenario=str(scenario),
+        duration_s=6.0,
+        out=tmp_path / "run",
+        slo=slo,
+        workload=WORKLOAD,
+    )
     return diagnose(spec).diagnosis
 
 
