@@ -9,7 +9,7 @@ loop here, so `api.preflight` orchestrates without one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +17,12 @@ import aiohttp
 import orjson
 
 from infertriage.engines import read_model_list
-from infertriage.loadgen.client import Endpoint
 from infertriage.loadgen.context import find_context_limit
 from infertriage.loadgen.promptcount import learn_prompt_model
-from infertriage.loadgen.runner import run_sync
+from infertriage.loadgen.runner import blocking, run_sync
 from infertriage.net import open_session, root_url
 from infertriage.schemas import UserError
-from infertriage.workload import ContextLimit, PromptModel, RequestSpec, TextRenderer
+from infertriage.workload import ContextLimit
 
 __all__ = ["ServerInfo", "ask_models", "find_limit", "learn_prompts"]
 
@@ -104,28 +103,5 @@ def find_limit(info: ServerInfo, model: str, override: int | None) -> ContextLim
     return run_sync(_find(info, model, override), use_uvloop=False)
 
 
-def learn_prompts(
-    *,
-    base_url: str,
-    model: str,
-    endpoint: Endpoint,
-    specs: Sequence[RequestSpec],
-    renderer: TextRenderer,
-    count_text: Callable[[str], int],
-    headers: Mapping[str, str],
-    have_tokenizer: bool,
-) -> PromptModel:
-    """Count a sample of `specs` with the server's `/tokenize` (`promptcount`), blocking."""
-    return run_sync(
-        learn_prompt_model(
-            base_url=base_url,
-            model=model,
-            endpoint=endpoint,
-            specs=specs,
-            renderer=renderer,
-            count_text=count_text,
-            headers=headers,
-            have_tokenizer=have_tokenizer,
-        ),
-        use_uvloop=False,
-    )
+# Count a sample of specs with the server's `/tokenize` (`promptcount`), blocking.
+learn_prompts = blocking(learn_prompt_model)

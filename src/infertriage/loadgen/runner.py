@@ -23,7 +23,7 @@ import gc
 import time
 from collections.abc import Callable, Collection, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from infertriage.loadgen.client import ClientConfig, RequestClient, StreamState, make_session
 from infertriage.schemas import ErrorKind, RequestRecord
@@ -34,6 +34,7 @@ __all__ = [
     "LoadPlan",
     "WorkerReport",
     "backoff_s",
+    "blocking",
     "drain_deadline_ns",
     "drain_poll",
     "drain_settled",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Sink = Callable[[RequestRecord], None]
 _LAG_INTERVAL_S = 0.010
 _STOP_POLL_S = 0.05
@@ -112,6 +114,16 @@ def run_sync(coro: Coroutine[Any, Any, T], *, use_uvloop: bool = True) -> T:
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
+
+
+def blocking(ask: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """`ask` as a blocking call: each call runs to its end on a stdlib loop of its own (an
+    HTTP exchange before or after the load, whose own loop has ended)."""
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(ask(*args, **kwargs), use_uvloop=False)
+
+    return call
 
 
 def failed_fast(state: StreamState) -> bool:

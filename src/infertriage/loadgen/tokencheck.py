@@ -24,8 +24,7 @@ server without `/tokenize` gives `form="none"`. Errors never raise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Mapping, Sequence
 
 import aiohttp
 import orjson
@@ -33,14 +32,11 @@ import orjson
 from infertriage.engines import TokenizeForm, tokenize_forms
 from infertriage.loadgen.client import Endpoint, prompt_fields
 from infertriage.loadgen.results import TokenCheck
-from infertriage.loadgen.runner import run_sync
+from infertriage.loadgen.runner import blocking
 from infertriage.net import open_session, root_url
 from infertriage.workload import RequestSpec, TextRenderer
 
 __all__ = ["TOKEN_CHECK_LIMIT", "ServerTokenizer", "check_tokens", "token_check_warnings"]
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 TOKEN_CHECK_LIMIT = 0.10  # the disagreement above which bench warns
 _TIMEOUT_S = 5.0
@@ -165,17 +161,8 @@ async def _check_tokens(
     )
 
 
-def _in_own_loop(ask: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """`ask` run to its end on an event loop of its own (the load's has ended)."""
-
-    def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run_sync(ask(*args, **kwargs), use_uvloop=False)
-
-    return call
-
-
-# Count the sample's prompts with the server's `/tokenize` after the load; module docstring.
-check_tokens = _in_own_loop(_check_tokens)
+# Count the sample's prompts with the server's `/tokenize` after the load, blocking.
+check_tokens = blocking(_check_tokens)
 
 
 def _off(measured: int, reference: int) -> float:
