@@ -81,6 +81,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--api-server-count",  # "How many API server processes to run."
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--kv-transfer-config",  # "The configurations for distributed KV
+        # cache transfer." (a JSON: kv_connector NixlConnector, kv_role, kv_buffer_device)
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -93,6 +95,7 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--disaggregation-transfer-backend",  # mooncake (default), nixl
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",

@@ -7,7 +7,7 @@ import pytest
 from infertriage.diagnose import RULES, SIGNALS, diagnose_evidence
 from infertriage.schemas import Layer, Status, Thresholds
 
-from .evidence_helpers import DP_EVEN, HEALTHY, make_evidence
+from .evidence_helpers import DP_EVEN, HEALTHY, PD_HEALTHY, make_evidence
 
 SLOW = {"client__ttft_p95_s": 0.9, "client__itl_p95_s": 0.12}
 
@@ -256,6 +256,21 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
             "dp__idlest_kv_usage": 0.05,
         },
         {**DP_EVEN, "dp__imbalance": 1.2},
+        "dp.ranks",
+    ),
+    "parallelism.kv_transfer_bound": (
+        {**PD_HEALTHY, "pd__transfer_time_mean_s": 0.6, "pd__transfer_ttft_share": 0.72},
+        PD_HEALTHY,
+        "pd.transfer_time_mean_s",
+    ),
+    "parallelism.pd_ratio_mismatch": (
+        {**PD_HEALTHY, "pd__prefill_waiting_per_instance": 40, "pd__decode_kv_usage": 0.08},
+        PD_HEALTHY,
+        "pd.prefill_instances",
+    ),
+    "parallelism.prefix_affinity_lost": (
+        {**DP_EVEN, "dp__prefix_hit_rate_spread": 0.78},
+        {**DP_EVEN, "dp__prefix_hit_rate_spread": 0.03},
         "dp.ranks",
     ),
     "application.replica_imbalance": (

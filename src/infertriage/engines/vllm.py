@@ -36,7 +36,14 @@ from infertriage.engines.base import (
     positive,
     typed_label,
 )
-from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
+from infertriage.engines.metrics import (
+    ENGINE_DOMAIN,
+    PD_DOMAIN,
+    MetricTable,
+    Product,
+    Source,
+    metric,
+)
 
 __all__ = [
     "CACHE_CONFIG_INFO",
@@ -50,12 +57,19 @@ __all__ = [
 
 _V0 = "vLLM V0 name"
 _SPEC = "exported only with speculative decoding on (--speculative-config)"
+# vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py, `NixlPromMetrics` (vLLM
+# 0.11+, commit 002a1057): per engine (labels model_name, engine). The transfer histograms and
+# failures are recorded by the side that reads the KV (the decode instance pulls it: READ);
+# `nixl_num_kv_expired_reqs` (added later, PR #32340) by the prefill instance, whose KV waited
+# for a decode that never read it. Buckets: xfer time 5 ms … 5 s, post time 1 ms … 5 s, bytes
+# 2 KiB … 8 GiB (×4), descriptors 10 … 50,000. Counters carry `_total` on the wire.
+_NIXL = 'only with --kv-transfer-config \'{"kv_connector":"NixlConnector",…}\' (P/D)'
 
 VLLM_METRICS = MetricTable(
     engine="vllm",
     title="vLLM",
     prefixes=("vllm:",),
-    domain=ENGINE_DOMAIN,
+    domain=ENGINE_DOMAIN | PD_DOMAIN,
     mappings=(
         metric("queue.waiting", "vllm:num_requests_waiting"),
         metric("queue.running", "vllm:num_requests_running"),
@@ -110,11 +124,37 @@ VLLM_METRICS = MetricTable(
             "vllm:spec_decode_num_accepted_tokens_per_pos_total",
             enable=_SPEC,
         ),
+        metric("kv_transfer.time", "vllm:nixl_xfer_time_seconds", enable=_NIXL),
+        metric("kv_transfer.post_time", "vllm:nixl_post_time_seconds", enable=_NIXL),
+        metric("kv_transfer.bytes", "vllm:nixl_bytes_transferred", enable=_NIXL),
+        metric("kv_transfer.descriptors", "vllm:nixl_num_descriptors", enable=_NIXL),
+        metric("kv_transfer.failed", "vllm:nixl_num_failed_transfers_total", enable=_NIXL),
+        metric(
+            "kv_transfer.failed_notifications",
+            "vllm:nixl_num_failed_notifications_total",
+            enable=_NIXL,
+        ),
+        metric(
+            "kv_transfer.expired",
+            "vllm:nixl_num_kv_expired_reqs_total",
+            note="counted on the prefill instance",
+            enable=_NIXL + "; newer vLLM only",
+        ),
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
     ),
     unsupported={
+        "kv_transfer.speed": "vLLM's NIXL connector exports bytes and time per transfer instead",
+        "kv_transfer.latency": "vLLM's NIXL connector exports a histogram (kv_transfer.time)",
+        "kv_transfer.bootstrap_time": "vLLM's NIXL connector exports no handshake time",
+        "kv_transfer.alloc_time": "vLLM exports no wait for decode KV space",
+        "kv_transfer.last_bytes": "vLLM's NIXL connector exports a histogram (kv_transfer.bytes)",
+        "kv_transfer.bootstrap_failed": "vLLM counts failed transfers (kv_transfer.failed)",
+        "pd.prefill_bootstrap_queue": "vLLM has no P/D queues of its own",
+        "pd.prefill_inflight_queue": "vLLM has no P/D queues of its own",
+        "pd.decode_prealloc_queue": "vLLM has no P/D queues of its own",
+        "pd.decode_transfer_queue": "vLLM has no P/D queues of its own",
         "requests.failed": "vLLM counts no failed requests (aborts appear as finished_reason)",
         "kv.blocks_free": "vLLM exports usage as a fraction (kv.usage), not free blocks",
         "kv.blocks_used": "vLLM exports usage as a fraction (kv.usage), not used blocks",
@@ -126,6 +166,9 @@ VLLM_METRICS = MetricTable(
     products=(Product("kv.tokens_total", "kv.blocks_total", "kv.block_size"),),
     # V1 `PrometheusStatLogger`: labelnames ["model_name", "engine"], one engine per DP rank
     rank_label="engine",
+    # vLLM names no role itself: a P/D deployment's pods carry one (llm-d's `llm-d.ai/role`,
+    # relabelled `llm_d_ai_role`; others `role`, or `engine_type` as SGLang names it)
+    role_labels=("engine_type", "llm_d_ai_role", "role"),
 )
 
 
@@ -400,6 +443,7 @@ VLLM = EngineAdapter(
         Knob.API_SERVERS: "--api-server-count",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--kv-transfer-config",
     },
     tokenize=TokenizeForm(
         "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize

@@ -3,6 +3,7 @@
 from infertriage.diagnose.rules import (
     application,
     artefacts,
+    disagg,
     hardware,
     kernel,
     logs,
@@ -15,6 +16,7 @@ from infertriage.diagnose.rules import (
 __all__ = [
     "application",
     "artefacts",
+    "disagg",
     "hardware",
     "kernel",
     "logs",
