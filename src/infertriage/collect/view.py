@@ -364,8 +364,4 @@ def _without_unused_pd(entries: list[MetricEntry]) -> list[MetricEntry]:
     pd = [e for e in entries if e.name.startswith(PD_PREFIXES)]
     if any(e.status is Availability.PRESENT for e in pd):
         return entries
-    return [
-        e
-        for e in entries
-        if not (e.name.startswith(PD_PREFIXES) and e.status is Availability.ABSENT)
-    ]
+    return [e for e in entries if not e.name.startswith(PD_PREFIXES)]
