@@ -115,6 +115,23 @@ def test_a_server_that_names_no_role_gives_nothing() -> None:
     assert disagg_signals(plain, 0.0, 0.0) == []
 
 
+def test_one_decode_instance_scraped_alone_gives_its_transfers() -> None:
+    """No role label (one pod's /metrics, or SGLang ≤ 0.4 labelling every instance
+    `unified`): the transfers are read, the roles and the TTFT share are not."""
+    alone = [
+        Sample(t, name, value, {"dp_rank": "0", **extra})
+        for t in (0.0,)
+        for name, value, extra in (
+            ("queue.running", 5.0, {}),
+            ("kv_transfer.time", 4.0, {"le": "+Inf"}),
+            ("kv_transfer.time", 2.0, {"stat": "sum"}),
+            ("kv_transfer.time", 4.0, {"stat": "count"}),
+        )
+    ]
+    got = _got(alone, 0.0, 0.0)
+    assert got == {"pd.transfer_count": 4.0, "pd.transfer_time_mean_s": 0.5}
+
+
 def _prefix(t: float, rank: str, queries: float, hits: float) -> list[Sample]:
     labels = {"dp_rank": rank}
     return [

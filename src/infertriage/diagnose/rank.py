@@ -126,6 +126,7 @@ def _not_applicable(layer: Layer, evidence: Evidence) -> bool:
             or (evidence.get("dp.ranks") or 0) >= 2
             or evidence.has("pd.prefill_instances")  # prefill/decode on separate instances
             or evidence.has("pd.decode_instances")
+            or evidence.has("pd.transfer_time_mean_s")
         )
         return (tp is None or tp <= 1) and not multi_rank
     return False

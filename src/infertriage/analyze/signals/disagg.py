@@ -3,15 +3,15 @@
 Takes the normalised samples of a scrape or a run, whose series carry the label
 `pd_role` (`prefill` or `decode`: collect copies it from SGLang's `engine_type`, or
 from the pod label a vLLM deployment's Prometheus relabelled), and a window; gives,
-only where some series names a role:
+where some series names a role or is a KV transfer's:
 
 - each role's instances and load: `pd.<role>_instances` (its engines: an instance per
   `instance`/`pod`, and per data-parallel rank), `pd.<role>_waiting` and
   `pd.<role>_running` (the role's total, its mean over the window's scrapes), the
   same per instance (`pd.<role>_waiting_per_instance`, `_running_per_instance`), and
   its KV usage (`pd.<role>_kv_usage`: the mean instance's mean);
-- the KV transfers (vLLM's NIXL histograms, SGLang's per-stage histogram and its
-  last-transfer gauges): `pd.transfer_count`, `pd.transfer_time_mean_s`,
+- the KV transfers, with or without roles (vLLM's NIXL histograms, SGLang's per-stage
+  histogram and its last-transfer gauges): `pd.transfer_count`, `pd.transfer_time_mean_s`,
   `pd.transfer_time_p90_s`, `pd.transfer_bytes_mean`, the achieved rate
   `pd.transfer_bytes_per_s` (bytes over time, both summed; SGLang's own speed gauge
   where no byte histogram is), failures (`pd.transfer_failures`: failed transfers,
@@ -73,6 +73,7 @@ class _Window:
             lambda: defaultdict(lambda: defaultdict(float))
         )
         self.roles: set[str] = set()
+        self.transfers = False  # a KV-transfer or P/D queue series, with or without a role
         for s in samples:
             if start - _EPS <= s.t <= end + _EPS:
                 self._add(s)
@@ -81,6 +82,7 @@ class _Window:
         role = s.labels.get("pd_role", "")
         if role in ROLES:
             self.roles.add(role)
+        self.transfers |= s.name.startswith(("kv_transfer.", "pd."))
         key = s.labels.get("le") or s.labels.get("stat")
         if key is not None:
             self.hist[(s.name, role)][s.t][key] += s.value
@@ -239,9 +241,11 @@ def _ttft(w: _Window, out: _Out, transfer: float | None) -> None:
 
 
 def disagg_signals(samples: Iterable[Sample], start: float, end: float) -> list[Signal]:
-    """See the module docstring; nothing where no series names a prefill or decode role."""
+    """See the module docstring; nothing where no series names a prefill or decode role
+    and none is a KV transfer's (one instance scraped alone, an older SGLang that labels
+    every instance `unified`: its transfers without the roles)."""
     w = _Window(samples, start, end)
-    if not w.roles:
+    if not w.roles and not w.transfers:
         return []
     out = _Out((start, end))
     _roles(w, out)
