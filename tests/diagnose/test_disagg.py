@@ -173,6 +173,25 @@ def test_both_pools_full_is_no_ratio_mismatch() -> None:
     assert RATIO.fn(ev, Thresholds()) is None
 
 
+def test_decode_requests_waiting_for_their_kv_are_not_a_decode_shortage() -> None:
+    """vLLM counts a request waiting for its KV to arrive as waiting: with the decode KV
+    cache mostly free the queue is the link's, not too few decode instances."""
+    idle_prefill = {
+        **PD_HEALTHY,
+        "pd__prefill_running_per_instance": 0,
+        "pd__prefill_kv_usage": 0.02,
+    }
+    waiting_for_kv = {
+        **idle_prefill,
+        "pd__decode_waiting_per_instance": 30,
+        "pd__decode_kv_usage": 0.2,
+    }
+    assert RATIO.fn(make_evidence(**waiting_for_kv), Thresholds()) is None
+    full = make_evidence(**{**waiting_for_kv, "pd__decode_kv_usage": 0.9})
+    finding = RATIO.fn(full, Thresholds())
+    assert finding is not None and finding.title.startswith("too few decode instances")
+
+
 def test_decode_far_below_its_seats_counts_only_with_room_in_them() -> None:
     """KV has room, but each decode instance runs 200 of 256 seats: not far below capacity."""
     busy = {**PD_HEALTHY, "pd__prefill_waiting_per_instance": 40, "pd__decode_kv_usage": 0.3}

@@ -252,9 +252,14 @@ CASES: dict[str, At] = {
     ),
     "pd_idle_running": At(
         "parallelism.pd_ratio_mismatch",
-        _ev(**{**PD_HEALTHY, "pd__decode_waiting_per_instance": 30, "pd__prefill_kv_usage": 0.02})(
-            "pd__prefill_running_per_instance"
-        ),
+        _ev(
+            **{
+                **PD_HEALTHY,
+                "pd__decode_waiting_per_instance": 30,
+                "pd__decode_kv_usage": 0.9,
+                "pd__prefill_kv_usage": 0.02,
+            }
+        )("pd__prefill_running_per_instance"),
         below_fires=True,
         shown="pd.prefill_running_per_instance",
     ),

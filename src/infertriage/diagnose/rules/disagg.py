@@ -85,6 +85,11 @@ def kv_transfer_bound(ev: Evidence, t: Thresholds) -> Finding | None:
         severity_above(queued, t.pd_transfer_queue, 4 * t.pd_transfer_queue),
         severity_below(rate, t.pd_slow_link_bytes_s, 0.0) if slow and rate is not None else 0.0,
     )
+    head = (
+        "the KV transfer from prefill to decode sets the first token's pace: "
+        if costly or slow
+        else "KV transfers between prefill and decode fail or queue: "
+    )
     return make_finding(
         "parallelism.kv_transfer_bound",
         _L,
@@ -96,8 +101,7 @@ def kv_transfer_bound(ev: Evidence, t: Thresholds) -> Finding | None:
         ),
         severity=worst,
         explains=min(1.0, max(share or 0.0, 0.5 if failing or backed_up else 0.0)),
-        title="the KV transfer from prefill to decode sets the first token's pace: "
-        + "; ".join(said),
+        title=head + "; ".join(said),
         evidence=ev,
         used=(
             ("pd.transfer_time_mean_s", None),
@@ -164,11 +168,12 @@ def pd_ratio_mismatch(ev: Evidence, t: Thresholds) -> Finding | None:
 
     Too few prefill instances: `pd_pool_queue` requests wait per prefill instance while the
     decode instances have room (KV under `pd_pool_room`, nothing waiting). Too few decode
-    instances: requests wait per decode instance (or its KV cache is full with ITL over its
-    SLO) while the prefill instances idle (at most `pd_idle_running` running, nothing
-    waiting, KV under `pd_pool_room`). A bottleneck with the SLO the starved pool sets
-    missed, or a queue of the starved pool itself; silent where both pools keep up or both
-    are full (then more of both is the answer, which the queue rules say).
+    instances: requests wait per decode instance with its KV cache at least `pd_pool_room`
+    used (or full, with ITL over its SLO) while the prefill instances idle (at most
+    `pd_idle_running` running, nothing waiting, KV under `pd_pool_room`). A bottleneck with
+    the SLO the starved pool sets missed, or a queue of the starved pool itself; silent where
+    both pools keep up or both are full (then more of both is the answer, which the queue
+    rules say).
     """
     p_wait = ev.get("pd.prefill_waiting_per_instance") or 0.0
     d_wait = ev.get("pd.decode_waiting_per_instance") or 0.0
@@ -179,8 +184,11 @@ def pd_ratio_mismatch(ev: Evidence, t: Thresholds) -> Finding | None:
         and (ev.get("pd.prefill_running_per_instance") or 0.0) <= t.pd_idle_running
         and _seats_room(ev, "prefill", t)
     )
-    decode_full = d_wait >= t.pd_pool_queue or (
-        d_kv is not None and d_kv >= t.kv_full and itl_missed(ev, t)
+    # a decode queue counts where the decode KV cache is in use: requests that wait for
+    # their KV to arrive (vLLM counts them waiting) are the link's, not the pool's
+    decode_full = d_kv is not None and (
+        (d_wait >= t.pd_pool_queue and d_kv >= t.pd_pool_room)
+        or (d_kv >= t.kv_full and itl_missed(ev, t))
     )
     decode_short = decode_full and p_idle
     if not (prefill_short or decode_short):
