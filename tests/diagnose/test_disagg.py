@@ -159,6 +159,21 @@ def test_too_few_decode_instances_are_the_root_of_the_full_kv_cache() -> None:
     assert diagnosis.chain[0].finding == "parallelism.pd_ratio_mismatch"
 
 
+def test_a_prefill_queue_seen_in_its_queue_time_counts_too() -> None:
+    """The waiting gauge caught between scrapes reads ~0, but requests spent 74 % of TTFT in
+    the prefill instance's queue (its queue-time histogram) while decode idles."""
+    ev = make_evidence(
+        **{**PD_HEALTHY, "pd__prefill_queue_share": 0.74, "pd__decode_kv_usage": 0.02},
+    )
+    finding = RATIO.fn(ev, Thresholds())
+    assert finding is not None and finding.status is Status.BOTTLENECK
+    assert "(the prefill queue 74% of TTFT)" in finding.title
+    assert (
+        RATIO.fn(make_evidence(**{**PD_HEALTHY, "pd__prefill_queue_share": 0.3}), Thresholds())
+        is None
+    )
+
+
 def test_both_pools_full_is_no_ratio_mismatch() -> None:
     """Prefill queues and decode is full too: more of both, not another split."""
     ev = make_evidence(

@@ -72,7 +72,8 @@ def kv_transfer_bound(ev: Evidence, t: Thresholds) -> Finding | None:
         return None
     said = []
     if share is not None:
-        said.append(f"the mean KV transfer ({mean * 1e3:.0f} ms) is {share:.0%} {against}")
+        part = "as long as all" if share >= 1.0 else f"{share:.0%}"
+        said.append(f"the mean KV transfer ({mean * 1e3:.0f} ms) is {part} {against}")
     if _link_text(ev):
         said.append(_link_text(ev))
     if failing:
@@ -166,19 +167,23 @@ def pd_ratio_mismatch(ev: Evidence, t: Thresholds) -> Finding | None:
     """The prefill:decode split does not fit the load: one pool queues while the other runs
     far below its capacity.
 
-    Too few prefill instances: `pd_pool_queue` requests wait per prefill instance while the
-    decode instances have room (KV under `pd_pool_room`, nothing waiting). Too few decode
-    instances: requests wait per decode instance with its KV cache at least `pd_pool_room`
-    used (or full, with ITL over its SLO) while the prefill instances idle (at most
-    `pd_idle_running` running, nothing waiting, KV under `pd_pool_room`). A bottleneck with
-    the SLO the starved pool sets missed, or a queue of the starved pool itself; silent where
-    both pools keep up or both are full (then more of both is the answer, which the queue
-    rules say).
+    Too few prefill instances: `pd_pool_queue` requests wait per prefill instance, or the
+    prefill queue takes `queue_share` of TTFT, while the decode instances have room (KV
+    under `pd_pool_room`, nothing waiting). Too few decode instances: requests wait per
+    decode instance with its KV cache at least `pd_pool_room` used (or full, with ITL over
+    its SLO) while the prefill instances idle (at most `pd_idle_running` running, nothing
+    waiting, KV under `pd_pool_room`). A bottleneck with the SLO the starved pool sets
+    missed, or a queue of the starved pool itself; silent where both pools keep up or both
+    are full (then more of both is the answer, which the queue rules say).
     """
     p_wait = ev.get("pd.prefill_waiting_per_instance") or 0.0
     d_wait = ev.get("pd.decode_waiting_per_instance") or 0.0
     d_kv = ev.get("pd.decode_kv_usage")
-    prefill_short = p_wait >= t.pd_pool_queue and d_wait < 1 and _seats_room(ev, "decode", t)
+    # the prefill queue seen in the gauge at the scrapes, or in the time requests queued
+    # there (the prefill instance's queue-time histogram against TTFT)
+    p_share = ev.get("pd.prefill_queue_share") or 0.0
+    p_queues = p_wait >= t.pd_pool_queue or p_share >= t.queue_share
+    prefill_short = p_queues and d_wait < 1 and _seats_room(ev, "decode", t)
     p_idle = (
         p_wait < 1
         and (ev.get("pd.prefill_running_per_instance") or 0.0) <= t.pd_idle_running
@@ -195,13 +200,16 @@ def pd_ratio_mismatch(ev: Evidence, t: Thresholds) -> Finding | None:
         return None
     pools = f"{_pool(ev, 'prefill')} against {_pool(ev, 'decode')}"
     if prefill_short:
+        share = f" (the prefill queue {p_share:.0%} of TTFT)" if p_share else ""
         title = (
-            f"too few prefill instances: requests queue for prefill while decode has room: {pools}"
+            "too few prefill instances: requests queue for prefill while decode has room"
+            f"{share}: {pools}"
         )
-        bottleneck = (
-            ttft_missed(ev, t) or (ev.get("pd.prefill_queue_share") or 0.0) >= t.queue_share
+        bottleneck = ttft_missed(ev, t) or p_share >= t.queue_share
+        severity = max(
+            severity_above(p_wait, t.pd_pool_queue, 8 * t.pd_pool_queue),
+            severity_above(p_share, t.queue_share, 1.0),
         )
-        severity = severity_above(p_wait, t.pd_pool_queue, 8 * t.pd_pool_queue)
         move = "add prefill instances (or move a decode instance to prefill): a larger P in xPyD"
     else:
         title = f"too few decode instances: decode queues or runs full while prefill idles: {pools}"
