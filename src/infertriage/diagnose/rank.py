@@ -65,6 +65,11 @@ CAUSES: dict[str, tuple[str, ...]] = {
     ),
     # requests waiting for their KV to arrive read as a decode queue
     "parallelism.kv_transfer_bound": ("parallelism.kv_transfer", "parallelism.pd_ratio_mismatch"),
+    # requests stranded on one data-parallel rank are the server's queue
+    "parallelism.dp_rank_imbalance": (
+        "scheduling.queue_dominates_ttft",
+        "scheduling.unbounded_queue",
+    ),
     # prefixes prefilled again on a replica that lacks them: the queue and the prefill work
     "parallelism.prefix_affinity_lost": ("scheduling.queue_dominates_ttft",),
     # requests held up in front of the engine reach it late: the GPU waits, the queue looks long
