@@ -29,6 +29,7 @@ from infertriage.plan.pdpools import (
     prefill_instance,
 )
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.units import format_seconds as _ms
 
 __all__ = ["DisaggPlan", "Pool", "make_disagg_plan"]
 
@@ -155,10 +156,6 @@ def _colocated_side(
             if one is not None:
                 options.append((_pool(rate, one.capacity_req_s, tp, inputs.headroom), one))
     return _cheapest(options)
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.0f} ms" if seconds >= 0.01 else f"{seconds * 1e3:.1f} ms"
 
 
 def _colocated_limit(one: ColocatedInstance, slo: ServingSlo) -> str:

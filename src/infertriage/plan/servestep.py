@@ -12,6 +12,7 @@ is the cost model's (`plan.roofline`); nothing here is a fitted figure of its ow
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from infertriage.plan.capacity import PlanInputs, make_capacity_plan
 from infertriage.plan.roofline import (
@@ -29,6 +30,7 @@ __all__ = [
     "decode_s",
     "interconnect_of",
     "kv_batch_limit",
+    "largest_batch",
     "max_utilisation",
     "mixed_s",
     "prefill_s",
@@ -156,17 +158,23 @@ def kv_batch_limit(inputs: PlanInputs) -> int:
     return min(plan.max_concurrency, inputs.max_num_seqs)
 
 
-def batch_within(inputs: PlanInputs, limit_s: float, ceiling: int) -> int:
-    """The largest decode batch up to `ceiling` whose step takes at most `limit_s` (0: none)."""
-    if ceiling < 1 or decode_s(inputs, 1) > limit_s:
+def largest_batch(step_at: Callable[[int], float], limit_s: float, ceiling: int) -> int:
+    """The largest batch up to `ceiling` whose step (`step_at`, growing with the batch) takes
+    at most `limit_s` (0: none)."""
+    if ceiling < 1 or step_at(1) > limit_s:
         return 0
-    if decode_s(inputs, ceiling) <= limit_s:
+    if step_at(ceiling) <= limit_s:
         return ceiling
-    low, high = 1, ceiling  # decode steps grow with the batch: the largest that meets
+    low, high = 1, ceiling
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if decode_s(inputs, middle) <= limit_s else (low, middle)
+        low, high = (middle, high) if step_at(middle) <= limit_s else (low, middle)
     return low
+
+
+def batch_within(inputs: PlanInputs, limit_s: float, ceiling: int) -> int:
+    """The largest decode batch up to `ceiling` whose step takes at most `limit_s` (0: none)."""
+    return largest_batch(lambda batch: decode_s(inputs, batch), limit_s, ceiling)
 
 
 def queue_wait_s(utilisation: float, service_s: float, quantile: float) -> float:
