@@ -32,6 +32,8 @@ __all__ = [
     "RooflineSummary",
     "activation_peak_bytes",
     "make_capacity_plan",
+    "pp_bubble",
+    "pp_hop_s",
     "runtime_bytes",
 ]
 
@@ -213,7 +215,9 @@ def _length_cap(inputs: PlanInputs, kv: KvCachePlan) -> int:
     return min(cap, inputs.max_model_len)
 
 
-def _pp_bubble(pp: int, micro_batches: int) -> float:
+def pp_bubble(pp: int, micro_batches: int) -> float:
+    """The share of a stage's time idle with `micro_batches` in flight over `pp` stages:
+    `(p − 1) / (m + p − 1)` (GPipe's; 0 without pipeline parallelism)."""
     return (pp - 1) / (micro_batches + pp - 1) if pp > 1 else 0.0
 
 
@@ -231,7 +235,7 @@ def _decode(inputs: PlanInputs, batch: int, context: int) -> StepCost:
     )
 
 
-def _pp_hop_s(inputs: PlanInputs, num_tokens: int) -> float:
+def pp_hop_s(inputs: PlanInputs, num_tokens: int) -> float:
     """Sending hidden states from one stage to the next, per step."""
     if inputs.pp == 1:
         return 0.0
@@ -260,15 +264,15 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
     # The batch that runs: what is asked for, unless the slots or the KV cache cap it.
     batch = max(1, min(inputs.concurrency, kv_batch))
     decode = _decode(inputs, batch, context)
-    itl = decode.total_s + _pp_hop_s(inputs, batch)
-    kv_step = _decode(inputs, kv_batch, context).total_s + _pp_hop_s(inputs, kv_batch)
+    itl = decode.total_s + pp_hop_s(inputs, batch)
+    kv_step = _decode(inputs, kv_batch, context).total_s + pp_hop_s(inputs, kv_batch)
     # A pipeline keeps `pp` micro-batches in flight, one per stage, as vLLM's virtual engines do.
-    bubble = _pp_bubble(inputs.pp, inputs.pp)
+    bubble = pp_bubble(inputs.pp, inputs.pp)
     pp_gain = inputs.pp * (1 - bubble) if inputs.pp > 1 else 1.0
     return RooflineSummary(
         prefill=prefill,
         decode=decode,
-        ttft_s=inputs.cost_params.request_overhead_s + prefill.total_s + _pp_hop_s(inputs, prompt),
+        ttft_s=inputs.cost_params.request_overhead_s + prefill.total_s + pp_hop_s(inputs, prompt),
         itl_s=itl,
         batch_size=batch,
         throughput_tok_s=batch / itl * pp_gain,
