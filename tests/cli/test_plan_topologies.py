@@ -44,7 +44,7 @@ def test_short_prompts_at_a_low_rate_on_screen(capsys: pytest.CaptureFixture[str
     code = main([*ARGS, "--input-len", "128", "--output-len", "128", "--rate", "0.5"])
     assert code == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "disaggregated: 1P1D, 2 GPUs, vs colocated 1 × TP1 = 1 GPUs → colocated" in out
+    assert "disaggregated: 1P1D, 2 GPUs, vs colocated 1 × TP1 = 1 GPU → colocated" in out
 
 
 def test_a_model_beyond_one_node_shows_its_pipeline(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,13 @@ from infertriage.schemas.text import show_controls
 from infertriage.schemas.units import format_bytes
 from infertriage.schemas.units import format_seconds as _ms
 
-__all__ = ["topologies_to_json", "topology_parts"]
+__all__ = ["ASSUMPTIONS", "topologies_to_json", "topology_parts"]
+
+ASSUMPTIONS = (
+    "Poisson arrivals, queueing at the SLO's percentile as M/M/1, every prompt and output of "
+    "the given lengths, one NIC per GPU for the KV link, step times from the roofline (its "
+    "error above applies)"
+)
 
 
 def _pool_json(pool: Pool | None) -> dict[str, object] | None:
@@ -51,6 +57,7 @@ def _disagg_json(plan: DisaggPlan) -> dict[str, object]:
         "kv_link": dataclasses.asdict(plan.link),
         "headroom": plan.headroom,
         "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "assumptions": ASSUMPTIONS,
         "prefill": part(plan.prefill, plan.prefill_pool),
         "decode": part(plan.decode, plan.decode_pool),
         "colocated": part(plan.colocated, plan.colocated_pool),
@@ -111,15 +118,21 @@ def _layout_table(choice: LayoutChoice) -> Table:
     return table
 
 
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
 def _disagg_lines(plan: DisaggPlan) -> Text:
     text = Text()
     colocated = plan.colocated_pool
     versus = (
-        f"colocated {colocated.instances} × TP{colocated.tp} = {colocated.gpus} GPUs"
+        f"colocated {colocated.instances} × TP{colocated.tp} = {_gpus(colocated.gpus)}"
         if colocated is not None
         else "no colocated deployment meets the SLOs"
     )
-    split = f"{plan.name}, {plan.gpus} GPUs" if plan.gpus is not None else "no xPyD meets the SLOs"
+    split = (
+        f"{plan.name}, {_gpus(plan.gpus)}" if plan.gpus is not None else "no xPyD meets the SLOs"
+    )
     style = "bold green" if plan.winner == "disaggregated" else "bold"
     text.append(
         f"disaggregated: {split}, vs {versus} → {plan.winner} "
@@ -149,6 +162,7 @@ def _disagg_lines(plan: DisaggPlan) -> Text:
             f"{_ms(c.ttft_s)}; {c.capacity_req_s:.2f} req/s each ({c.limited_by})\n"
         )
     text.append(f"  why: {plan.reason}\n")
+    text.append(f"  assumes: {ASSUMPTIONS}\n", style="dim")
     return text
 
 
