@@ -36,7 +36,7 @@ def test_short_prompts_at_a_low_rate_stay_colocated() -> None:
 
 
 def test_long_prompts_at_a_high_rate_with_a_tight_itl_disaggregate() -> None:
-    plan = make_disagg_plan(_inputs(4000, 300), 40.0, ServingSlo(1.0, 0.015), RDMA)
+    plan = make_disagg_plan(_inputs(4000, 500), 60.0, ServingSlo(1.0, 0.012), RDMA)
     assert plan.winner == "disaggregated"
     assert plan.gpus is not None and plan.colocated_gpus is not None
     assert plan.gpus < plan.colocated_gpus
