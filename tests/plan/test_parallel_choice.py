@@ -82,3 +82,9 @@ def test_the_all_to_all_grows_with_the_batch_and_vanishes_on_one_rank() -> None:
     assert all_to_all_s(inputs, 1, 64) == 0.0
     assert all_to_all_s(inputs, 8, 256) > all_to_all_s(inputs, 8, 16) > 0
     assert ep_decode_s(inputs, 8, 64) > ep_decode_s(inputs, 8, 1)
+
+
+def test_a_model_beyond_one_node_is_offered_tp_times_pp() -> None:
+    choice = choose_layout(_inputs("llama-3.1-405b", tp=8).replace(pp=2), 16, SLO)
+    assert [(o.tp, o.pp, o.dp) for o in choice.options] == [(8, 2, 1)]
+    assert choice.pick is not None and choice.pick.pp == 2

@@ -31,6 +31,7 @@ __all__ = [
     "PlanInputs",
     "RooflineSummary",
     "activation_peak_bytes",
+    "interconnect_of",
     "make_capacity_plan",
     "pp_bubble",
     "pp_hop_s",
@@ -147,10 +148,12 @@ class CapacityPlan:
     roofline: RooflineSummary
 
 
-def _interconnect(inputs: PlanInputs) -> str:
+def interconnect_of(inputs: PlanInputs) -> str:
+    """The link an instance's all-reduces run over: the GPU's own while its TP group fits one
+    node (pipeline stages across nodes only send hidden states, `pp_hop_s`), PCIe beyond."""
     if inputs.interconnect != "auto":
         return inputs.interconnect
-    return inputs.gpu.link if inputs.gpus_per_instance <= inputs.gpus_per_node else "pcie"
+    return inputs.gpu.link if inputs.tp <= inputs.gpus_per_node else "pcie"
 
 
 def activation_peak_bytes(
@@ -231,7 +234,7 @@ def _decode(inputs: PlanInputs, batch: int, context: int) -> StepCost:
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
         params=inputs.cost_params,
-        interconnect=_interconnect(inputs),
+        interconnect=interconnect_of(inputs),
     )
 
 
@@ -257,7 +260,7 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
         params=inputs.cost_params,
-        interconnect=_interconnect(inputs),
+        interconnect=interconnect_of(inputs),
     )
     kv_batch = max(1, kv.usable_blocks // _blocks_for(context, inputs.block_size))
     kv_batch = min(kv_batch, inputs.max_num_seqs)

@@ -158,6 +158,10 @@ def _colocated_side(
     return _cheapest(options)
 
 
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
 def _colocated_limit(one: ColocatedInstance, slo: ServingSlo) -> str:
     """Why one colocated replica serves no more: its limit in words, with the figures."""
     if one.limited_by.startswith("ITL SLO (prefill"):
@@ -201,17 +205,17 @@ def _verdict(
     if colocated is None:
         return "disaggregated", (
             f"no colocated replica meets the SLOs: a prompt's prefill beside the decode batch "
-            f"breaks them; {gpus} GPUs split into prefill and decode do."
+            f"breaks them; {_gpus(gpus)} split into prefill and decode do."
         )
     pool, one = colocated
     if gpus < pool.gpus:
         return "disaggregated", (
-            f"{gpus} GPUs against {pool.gpus} colocated: {_colocated_limit(one, slo)}; "
+            f"{_gpus(gpus)} against {pool.gpus} colocated: {_colocated_limit(one, slo)}; "
             "decode instances run no prefill, so they keep their batch within the ITL SLO."
         )
     idle = min(split[0].utilisation, split[1].utilisation)
     return "colocated", (
-        f"{pool.gpus} GPUs against {gpus} split: a colocated replica meets the SLOs with "
+        f"{_gpus(pool.gpus)} against {gpus} split: a colocated replica meets the SLOs with "
         f"prefill in {one.mixed_share:.0%} of its steps (ITL {_ms(one.itl_s)}), and at this "
         f"rate the lighter pool of the split would be {idle:.0%} busy; splitting buys no GPU "
         "and adds a KV transfer to every request."

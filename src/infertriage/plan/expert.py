@@ -5,7 +5,8 @@ Takes `PlanInputs` of a mixture-of-experts model and `ep` ranks; gives one rank'
 own sequences' KV cache at full heads, none replicated) and one rank's decode step
 (`ep_decode_s`): its attention over its own `batch` sequences, and the routed experts it
 holds fed by every rank's tokens (`ep · batch`, balanced), with an all-to-all that sends
-each token to its experts and back twice per MoE layer. The step is the cost model's
+each token to its experts and back twice per MoE layer (over the GPU's link inside a node,
+PCIe-class links across nodes). The step is the cost model's
 (`plan.roofline.step_cost`) on that work: the GEMMs at TP 1 with the expert weights the
 rank reads, its attention, and the all-to-all at the interconnect's fitted latency and
 efficiency. Routing is taken as uniform; hot experts (a skewed router) are not modelled.
@@ -21,6 +22,7 @@ from infertriage.plan.capacity import (
     CUDA_GRAPH_POOL_BYTES,
     PlanInputs,
     activation_peak_bytes,
+    interconnect_of,
     runtime_bytes,
 )
 from infertriage.plan.memory import (
@@ -30,7 +32,7 @@ from infertriage.plan.memory import (
     weight_bytes,
 )
 from infertriage.plan.roofline import decode_step_time, moe_experts_touched, step_cost
-from infertriage.plan.servestep import decode_context, interconnect_of
+from infertriage.plan.servestep import decode_context
 
 __all__ = ["EpMemory", "all_to_all_s", "ep_decode_s", "ep_memory"]
 
@@ -79,12 +81,9 @@ def all_to_all_s(inputs: PlanInputs, ep: int, batch: int) -> float:
         return 0.0
     parts = param_breakdown(inputs.model)
     params = inputs.cost_params
-    link = params.link(interconnect_of(inputs.replace(tp=ep)))
-    bandwidth = (
-        inputs.gpu.pcie_bw_bytes_per_s
-        if interconnect_of(inputs.replace(tp=ep)) == "pcie"
-        else inputs.gpu.link_bw_bytes_per_s
-    )
+    kind = interconnect_of(inputs.replace(tp=ep, pp=1))  # PCIe-class beyond one node
+    link = params.link(kind)
+    bandwidth = inputs.gpu.pcie_bw_bytes_per_s if kind == "pcie" else inputs.gpu.link_bw_bytes_per_s
     message = batch * parts.num_experts_per_tok * inputs.model.hidden_size
     message_bytes = message * params.activation_bytes * (ep - 1) / ep
     one = link.latency_s(ep) + message_bytes / (bandwidth * link.bw_efficiency)

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infertriage.plan.capacity import CapacityPlan
+from infertriage.plan.capacity import CapacityPlan, interconnect_of
 from infertriage.plan.memory import kv_bytes_per_token
 from infertriage.plan.roofline import prefill_time
-from infertriage.plan.servestep import interconnect_of
 from infertriage.schemas.errors import UserError
 
 __all__ = ["OffloadPlan", "make_offload_plan"]

@@ -2,8 +2,9 @@
 
 Takes `PlanInputs` (model, GPU, lengths, the deployed TP and the concurrency per replica),
 the GPU count, the SLOs (`ServingSlo`) and optionally a rate; gives a `LayoutChoice`: each
-layout inside one node that fits memory — TP `t` × `N/t` replicas (DP), and for a
-mixture-of-experts model EP `N` with data-parallel attention — with its batch per replica
+layout that fits memory — TP `t` × `N/t` replicas (DP), TP inside one node; TP × PP when
+no node holds the model (`pipeline.pipeline_stages`); and for a mixture-of-experts model
+EP `N` with data-parallel attention, across nodes too — with its batch per replica
 at the load, its ITL and TTFT there, and its capacity within the SLOs in output tokens/s
 per GPU; the pick and one sentence why. The load is the rate when given (each replica's
 batch by Little's law), else the deployed layout's: `concurrency` per replica of `--tp`,
@@ -21,6 +22,7 @@ from infertriage.plan.advice import fits_one_request, tp_candidates
 from infertriage.plan.capacity import PlanInputs, make_capacity_plan
 from infertriage.plan.expert import ep_decode_s, ep_memory
 from infertriage.plan.pdpools import ServingSlo
+from infertriage.plan.pipeline import pipeline_stages
 from infertriage.plan.servestep import largest_batch, prefill_s
 from infertriage.plan.traffic import replica_capacity
 from infertriage.schemas.errors import UserError
@@ -36,6 +38,7 @@ class LayoutOption:
     name: str  # "TP 2 × 4 replicas", "EP 8 with DP attention"
     tp: int
     dp: int  # replicas (EP: the attention's data-parallel ranks)
+    pp: int  # pipeline stages per replica
     ep: int  # 1: experts sliced by TP (or none)
     kv_tokens_per_gpu: int  # KV cache each GPU holds, in tokens of the whole model
     batch: int  # sequences per replica at the load
@@ -81,11 +84,11 @@ def _batch(load: _Load, replicas: int, output_len: int, step_at: Callable[[int],
 
 
 def _tp_option(
-    inputs: PlanInputs, tp: int, num_gpus: int, load: _Load, slo: ServingSlo
+    inputs: PlanInputs, tp: int, num_gpus: int, load: _Load, slo: ServingSlo, *, pp: int = 1
 ) -> LayoutOption:
-    """TP `tp` × `num_gpus / tp` replicas: each replica a plain instance."""
-    dp = num_gpus // tp
-    layout = inputs.replace(tp=tp, pp=1, num_gpus=None)
+    """TP `tp` (× PP `pp`) × `num_gpus / (tp · pp)` replicas: each replica a plain instance."""
+    dp = num_gpus // (tp * pp)
+    layout = inputs.replace(tp=tp, pp=pp, num_gpus=None)
     output = inputs.output_len or 1
 
     def itl_at(batch: int) -> float:
@@ -95,16 +98,18 @@ def _tp_option(
     plan = make_capacity_plan(layout.replace(concurrency=batch))
     ttft = plan.roofline.ttft_s + plan.roofline.itl_s
     try:
-        per_gpu = replica_capacity(layout, slo.ttft_s, slo.itl_s).requests_per_s * output / tp
+        capacity = replica_capacity(layout, slo.ttft_s, slo.itl_s)
+        per_gpu = capacity.requests_per_s * output / (tp * pp)
     except UserError:
         per_gpu = 0.0
     fits = plan.fits_with_headroom
     return LayoutOption(
-        name=f"TP {tp} × {dp} replica{'s' if dp > 1 else ''}",
+        name=f"TP {tp}{f' PP {pp}' if pp > 1 else ''} × {dp} replica{'s' if dp > 1 else ''}",
         tp=tp,
         dp=dp,
+        pp=pp,
         ep=1,
-        kv_tokens_per_gpu=plan.kv.num_tokens // tp,
+        kv_tokens_per_gpu=plan.kv.num_tokens // (tp * pp),  # the replica's tokens, spread
         batch=batch,
         itl_s=plan.roofline.itl_s,
         ttft_s=ttft,
@@ -137,6 +142,7 @@ def _ep_option(
         name=f"EP {num_gpus} with DP attention",
         tp=1,
         dp=num_gpus,
+        pp=1,
         ep=num_gpus,
         kv_tokens_per_gpu=memory.kv_tokens,
         batch=batch,
@@ -161,6 +167,11 @@ def _why(
         )
     elif pick.tp == 1:
         head = f"{pick.name}: the model fits one GPU, so no all-reduce is paid"
+    elif pick.pp > 1:
+        head = (
+            f"{pick.name}: no node holds the model, so TP {pick.tp} inside each node and PP "
+            f"{pick.pp} across nodes"
+        )
     else:
         head = f"{pick.name}: the model fits in {pick.tp} GPUs"
     if not others:
@@ -187,13 +198,13 @@ def choose_layout(
     """Every layout of `num_gpus` GPUs inside one node that fits, and the pick (module doc)."""
     if num_gpus < 1:
         raise UserError(f"--num-gpus must be at least 1, not {num_gpus}.")
-    deployed = max(1, num_gpus // inputs.tp)
+    deployed = max(1, num_gpus // inputs.gpus_per_instance)
     load = _Load(rate, inputs.concurrency * deployed)
     words = (
         f"{rate:g} req/s"
         if rate is not None
-        else f"{load.in_flight} requests in flight ({inputs.concurrency} per TP {inputs.tp} "
-        "replica)"
+        else f"{load.in_flight} requests in flight ({inputs.concurrency} per replica of "
+        f"TP {inputs.tp} PP {inputs.pp})"
     )
     in_node = min(num_gpus, inputs.gpus_per_node)
     options: list[LayoutOption] = []
@@ -201,7 +212,10 @@ def choose_layout(
         if num_gpus % tp or not fits_one_request(inputs.replace(tp=tp, pp=1)):
             continue
         options.append(_tp_option(inputs, tp, num_gpus, load, slo))
-    if inputs.model.is_moe and 1 < num_gpus <= inputs.gpus_per_node:
+    stages = pipeline_stages(inputs)
+    if stages is not None and num_gpus % (stages[0] * stages[1]) == 0:
+        options.append(_tp_option(inputs, stages[0], num_gpus, load, slo, pp=stages[1]))
+    if inputs.model.is_moe and num_gpus > 1:  # across nodes too: its all-to-all crosses them
         ep = _ep_option(inputs, num_gpus, load, slo)
         if ep is not None:
             options.append(ep)
@@ -213,8 +227,8 @@ def choose_layout(
             (),
             None,
             (
-                f"no layout of {num_gpus} GPU(s) inside one node fits {inputs.model.name} with one "
-                f"{inputs.max_model_len}-token request; see the pipeline plan."
+                f"no layout of {num_gpus} GPU(s) fits {inputs.model.name} with one "
+                f"{inputs.max_model_len}-token request."
             ),
         )
     meeting = [o for o in options if o.meets_slo]

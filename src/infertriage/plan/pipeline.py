@@ -23,7 +23,13 @@ from infertriage.plan.advice import fits_one_request, tp_candidates
 from infertriage.plan.capacity import PlanInputs, pp_bubble, pp_hop_s
 from infertriage.plan.roofline import prefill_time
 
-__all__ = ["DEFAULT_BUBBLE_TARGET", "PipelinePlan", "make_pipeline_plan", "micro_batches_for"]
+__all__ = [
+    "DEFAULT_BUBBLE_TARGET",
+    "PipelinePlan",
+    "make_pipeline_plan",
+    "micro_batches_for",
+    "pipeline_stages",
+]
 
 DEFAULT_BUBBLE_TARGET = 0.10  # the share of each stage's time a plan lets it idle
 _MAX_STAGES = 16
@@ -52,7 +58,7 @@ def micro_batches_for(pp: int, target: float) -> int:
     return max(1, math.ceil((pp - 1) * (1 - target) / target - 1e-9))
 
 
-def _stages(inputs: PlanInputs) -> tuple[int, int] | None:
+def pipeline_stages(inputs: PlanInputs) -> tuple[int, int] | None:
     """(tp, pp): None when one node fits the model; else the node's largest TP, fewest stages."""
     tps = tp_candidates(inputs, inputs.gpus_per_node)
     if any(fits_one_request(inputs.replace(tp=tp, pp=1)) for tp in tps):
@@ -68,7 +74,7 @@ def make_pipeline_plan(
     inputs: PlanInputs, target_bubble: float = DEFAULT_BUBBLE_TARGET
 ) -> PipelinePlan | None:
     """The pipeline a model too big for one node needs (module docstring); None otherwise."""
-    stages = _stages(inputs)
+    stages = pipeline_stages(inputs)
     if stages is None:
         return None
     tp, pp = stages

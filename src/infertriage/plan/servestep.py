@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from infertriage.plan.capacity import PlanInputs, make_capacity_plan
+from infertriage.plan.capacity import PlanInputs, interconnect_of, make_capacity_plan
 from infertriage.plan.roofline import (
     decode_step_time,
     prefill_time,
@@ -28,7 +28,6 @@ __all__ = [
     "batch_within",
     "decode_context",
     "decode_s",
-    "interconnect_of",
     "kv_batch_limit",
     "largest_batch",
     "max_utilisation",
@@ -36,13 +35,6 @@ __all__ = [
     "prefill_s",
     "queue_wait_s",
 ]
-
-
-def interconnect_of(inputs: PlanInputs) -> str:
-    """The link an instance's all-reduces run over: its GPU's inside a node, PCIe across."""
-    if inputs.interconnect != "auto":
-        return inputs.interconnect
-    return inputs.gpu.link if inputs.gpus_per_instance <= inputs.gpus_per_node else "pcie"
 
 
 def decode_context(inputs: PlanInputs) -> int:

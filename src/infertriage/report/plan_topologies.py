@@ -199,7 +199,8 @@ def topology_parts(report: PlanReport) -> list[Table | Text]:
     """What the plan sized of the modern topologies, in the order a reader asks."""
     parts: list[Table | Text] = []
     if report.layout is not None:
-        parts.append(_layout_table(report.layout))
+        if report.layout.options:
+            parts.append(_layout_table(report.layout))
         parts.append(Text(f"  pick: {show_controls(report.layout.reason)}\n"))
     if report.disagg is not None:
         parts.append(_disagg_lines(report.disagg))
