@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from infertriage.plan import PlanInputs, get_gpu, load_model, make_capacity_plan
+from infertriage.plan.capacity import interconnect_of, micro_batches_for
 from infertriage.plan.offload import make_offload_plan
-from infertriage.plan.pipeline import make_pipeline_plan, micro_batches_for
+from infertriage.plan.pipeline import make_pipeline_plan
 from infertriage.schemas import UserError
 from infertriage.schemas.units import GIB
 
@@ -51,6 +52,12 @@ def test_the_bubble_falls_with_micro_batches() -> None:
     assert micro_batches_for(4, 0.10) == 27
     assert micro_batches_for(1, 0.10) == 1
     assert dict(plan.bubbles)[plan.micro_batches] <= plan.target_bubble + 1e-12
+
+
+def test_all_reduces_stay_on_nvlink_while_the_tp_group_fits_a_node() -> None:
+    inputs = _inputs("llama-3.1-405b")
+    assert interconnect_of(inputs.replace(tp=8, pp=2)) == "nvlink"  # PP crosses nodes, TP not
+    assert interconnect_of(inputs.replace(tp=16, pp=1)) == "pcie"
 
 
 def test_a_longer_prefix_saves_more_per_hit() -> None:

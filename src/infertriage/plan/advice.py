@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infertriage.plan.capacity import PlanInputs, make_capacity_plan
+from infertriage.plan.capacity import (
+    DEFAULT_BUBBLE_TARGET,
+    PlanInputs,
+    make_capacity_plan,
+    micro_batches_for,
+)
 from infertriage.plan.memory import weight_bytes
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.units import GIB
@@ -134,8 +139,9 @@ def _across_nodes(
         if fits_one_request(inputs.replace(tp=tp, pp=pp)):
             reason = (
                 f"One node ({tp} GPUs) is not enough: TP={tp} inside each node and PP={pp} across "
-                f"nodes; keep at least {pp} micro-batches in flight (enough concurrent requests) "
-                "or the pipeline bubbles."
+                f"nodes; keep at least {micro_batches_for(pp)} micro-batches in flight (enough "
+                f"concurrent requests) or the pipeline idles more than "
+                f"{DEFAULT_BUBBLE_TARGET:.0%} of the time."
             )
             return ParallelAdvice(
                 tp=tp, pp=pp, ep=ep, dp=num_gpus // (tp * pp), reasons=(reason, *ep_reasons)

@@ -25,6 +25,7 @@ from infertriage.schemas.units import GIB
 
 __all__ = [
     "CUDA_GRAPH_POOL_BYTES",
+    "DEFAULT_BUBBLE_TARGET",
     "CapacityPlan",
     "KnobEffect",
     "MemoryBreakdown",
@@ -33,6 +34,7 @@ __all__ = [
     "activation_peak_bytes",
     "interconnect_of",
     "make_capacity_plan",
+    "micro_batches_for",
     "pp_bubble",
     "pp_hop_s",
     "runtime_bytes",
@@ -45,6 +47,7 @@ CUDA_GRAPH_POOL_BYTES = int(0.5 * GIB)
 RUNTIME_BYTES = int(0.35 * GIB)
 NCCL_BYTES = int(0.25 * GIB)
 LOGITS_BYTES_PER_VALUE = 4  # the sampler's fp32 logits
+DEFAULT_BUBBLE_TARGET = 0.10  # the share of each pipeline stage's time a plan lets it idle
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,13 @@ def _length_cap(inputs: PlanInputs, kv: KvCachePlan) -> int:
     spare_blocks = kv.usable_blocks - (inputs.concurrency - 1) * typical
     cap = max(0, spare_blocks) * inputs.block_size
     return min(cap, inputs.max_model_len)
+
+
+def micro_batches_for(pp: int, target: float = DEFAULT_BUBBLE_TARGET) -> int:
+    """The fewest micro-batches `m` with `(p − 1) / (m + p − 1) ≤ target`."""
+    if pp <= 1:
+        return 1
+    return max(1, math.ceil((pp - 1) * (1 - target) / target - 1e-9))
 
 
 def pp_bubble(pp: int, micro_batches: int) -> float:

@@ -16,22 +16,24 @@ never split across stages).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from infertriage.plan.advice import fits_one_request, tp_candidates
-from infertriage.plan.capacity import PlanInputs, pp_bubble, pp_hop_s
+from infertriage.plan.capacity import (
+    DEFAULT_BUBBLE_TARGET,
+    PlanInputs,
+    micro_batches_for,
+    pp_bubble,
+    pp_hop_s,
+)
 from infertriage.plan.roofline import prefill_time
 
 __all__ = [
-    "DEFAULT_BUBBLE_TARGET",
     "PipelinePlan",
     "make_pipeline_plan",
-    "micro_batches_for",
     "pipeline_stages",
 ]
 
-DEFAULT_BUBBLE_TARGET = 0.10  # the share of each stage's time a plan lets it idle
 _MAX_STAGES = 16
 
 
@@ -49,13 +51,6 @@ class PipelinePlan:
     ttft_wide_tp_s: float  # the same prompt at TP `tp · p`, all-reduces across nodes
     ttft_one_domain_s: float  # ... were all `tp · p` GPUs one NVLink domain (what PP gives up)
     reason: str
-
-
-def micro_batches_for(pp: int, target: float) -> int:
-    """The fewest micro-batches `m` with `(p − 1) / (m + p − 1) ≤ target`."""
-    if pp <= 1:
-        return 1
-    return max(1, math.ceil((pp - 1) * (1 - target) / target - 1e-9))
 
 
 def pipeline_stages(inputs: PlanInputs) -> tuple[int, int] | None:
