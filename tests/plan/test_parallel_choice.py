@@ -88,3 +88,14 @@ def test_a_model_beyond_one_node_is_offered_tp_times_pp() -> None:
     choice = choose_layout(_inputs("llama-3.1-405b", tp=8).replace(pp=2), 16, SLO)
     assert [(o.tp, o.pp, o.dp) for o in choice.options] == [(8, 2, 1)]
     assert choice.pick is not None and choice.pick.pp == 2
+
+
+def test_when_none_meets_the_slos_the_pick_serves_the_most_not_the_lowest_itl() -> None:
+    # 70B at 20 req/s of 8,000-token prompts: every layout is short of KV cache; the smallest TP
+    # runs the smallest batch at the lowest ITL, which is not the layout that serves the most
+    inputs = _inputs("llama-3.1-70b", tp=4).replace(input_len=8000, concurrency=64)
+    choice = choose_layout(inputs, 8, ServingSlo(2.0, 0.03), rate=20.0)
+    assert not any(o.meets_slo for o in choice.options)
+    assert choice.pick is not None
+    assert choice.pick.tok_s_per_gpu == max(o.tok_s_per_gpu for o in choice.options)
+    assert "serves the most" in choice.reason

@@ -236,9 +236,12 @@ def choose_layout(
         pick = max(meeting, key=lambda o: (o.tok_s_per_gpu, -o.tp))
         reason = _why(pick, options, slo, inputs)
     else:
-        pick = min(options, key=lambda o: (not o.fits_load, o.itl_s))
+        # the layout that serves most of the load within the SLOs, not the lowest ITL: a layout
+        # whose KV cache holds only a few of the requests runs a small batch at a low ITL
+        pick = max(options, key=lambda o: (o.fits_load, o.tok_s_per_gpu, -o.itl_s))
         reason = (
-            f"no layout meets the SLOs at {words}; {pick.name} comes closest "
-            f"(ITL {_ms(pick.itl_s)}, TTFT {_ms(pick.ttft_s)}): add GPUs or loosen --slo."
+            f"no layout meets the SLOs at {words}; {pick.name} serves the most of it "
+            f"({pick.tok_s_per_gpu:,.0f} tokens/s per GPU within the SLOs, ITL "
+            f"{_ms(pick.itl_s)}, TTFT {_ms(pick.ttft_s)}): add GPUs or loosen --slo."
         )
     return LayoutChoice(num_gpus, words, slo, tuple(options), pick, reason)
