@@ -114,3 +114,18 @@ def test_client_signals_carry_the_reuse() -> None:
     names = {s.name for s in client_signals(_run(replicas=False), client_bound=False)}
     assert {"workload.prefix_reuse", "workload.session_prefix_reuse"} <= names
     assert "client.ttft_p95_s" in names
+
+
+def test_an_earlier_level_of_the_run_is_a_prefix_though_not_counted() -> None:
+    warm_up = _record("w", -1.0, (SYS, U1), session="A", replica="r1")
+    later = _record("z", 9.0, (SYS, V1, A1), session="C", replica="r0")
+    measured = _run()
+    reuse = prefix_reuse(measured, run=[warm_up, *measured, later])
+    assert reuse is not None
+    # a1 now repeats the warm-up whole (140 → 139 → 128); a2 and b1 as before
+    assert (reuse.prompt_tokens, reuse.reused_tokens) == (480, 128 + 128 + 96)
+    assert set(reuse.by_session) == {"A", "B"}  # the other levels' sessions are not counted
+    # r1 had the warm-up: a2 (on r1) reuses sys + u1 there; r0 as before
+    assert reuse.by_replica == pytest.approx({"r0": 96 / 290, "r1": 128 / 190})
+    names = client_signals(measured, client_bound=False, run=[warm_up, *measured])
+    assert {s.name: s.value for s in names}["workload.prefix_reuse"] == pytest.approx(352 / 480)

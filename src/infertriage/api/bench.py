@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from infertriage import __version__
+from infertriage.analyze.signals.reuse import prefix_reuse
 from infertriage.analyze.stats.distribution import Distribution, describe
 from infertriage.analyze.stats.latency import (
     Slo,
@@ -270,6 +271,7 @@ class _Session:
             interrupted=interrupted,
             exhausted=any(r.exhausted for r in reports),
             num_backoffs=sum(r.num_backoffs for r in reports),
+            prefix_reuse=prefix_reuse(self.records, run=self.all_records),
             stable=judge_stable(self.records, summary.window)
             if mode is LoadMode.RATE and not math.isinf(value)
             else None,

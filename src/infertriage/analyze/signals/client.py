@@ -74,7 +74,15 @@ def judged_window(records: Sequence[RequestRecord]) -> JudgedWindow:
     return steady_requests([m for m in (_as_measured(r) for r in records) if m is not None])[1]
 
 
-def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> list[Signal]:
+def client_signals(
+    records: Sequence[RequestRecord],
+    *,
+    client_bound: bool,
+    run: Sequence[RequestRecord] = (),
+) -> list[Signal]:
+    """`records` are the measured level's; `run`, every record of the run (other levels'
+    prompts, sent before, count as prefixes a cache could hold: `reuse`)."""
+    reuse = reuse_signals(records, run=run)
     records = [m for m in (_as_measured(r) for r in records) if m is not None]
     if not records:
         return []
@@ -122,4 +130,4 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
         out.append(signal("client.mean_prompt_tokens", mean_prompt, "tokens"))
         mean_output = sum(r.output_tokens or 0 for r in ok) / len(ok)
         out.append(signal("client.mean_output_tokens", mean_output, "tokens"))
-    return out + reuse_signals(records, window)
+    return out + [dataclasses.replace(s, window=window) for s in reuse]

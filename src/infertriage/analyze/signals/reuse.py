@@ -3,7 +3,8 @@
 Takes the `RequestRecord`s of a level (each with its `prompt_prefix` marks, one per
 message: a digest of the messages so far and their tokens); gives `PrefixReuse` and
 `workload.*` signals. A request's reused tokens are the longest prefix it shares with
-any request sent before it in the run (by message: `workload.prefix_marks`), cut to
+any request sent before it in the run, other levels' included (by message:
+`workload.prefix_marks`), cut to
 whole `REUSE_BLOCK_TOKENS`-token blocks and to one token short of the prompt (vLLM's
 prefix cache hits whole blocks and always computes a prompt's last token): the upper
 bound of what a perfect prefix cache could have hit. Only requests the server answered
@@ -104,27 +105,42 @@ def _session(record: RequestRecord) -> str | None:
     return next((record.labels[k] for k in _SESSION_LABELS if k in record.labels), None)
 
 
-def _counted(records: Iterable[RequestRecord]) -> list[RequestRecord]:
-    """Prompts the server took (HTTP 200) with their marks, in the order they were sent."""
-    kept = [r for r in records if r.http_status == 200 and r.prompt_prefix]
-    return sorted(kept, key=lambda r: (r.sent_ts, r.id))
+def _taken(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """Prompts the server took (HTTP 200) with their marks."""
+    return [r for r in records if r.http_status == 200 and r.prompt_prefix]
 
 
 def prefix_reuse(
-    records: Iterable[RequestRecord], block: int = REUSE_BLOCK_TOKENS
+    records: Iterable[RequestRecord],
+    block: int = REUSE_BLOCK_TOKENS,
+    *,
+    run: Iterable[RequestRecord] = (),
 ) -> PrefixReuse | None:
-    """The reuse over `records`; None when none carries its prompt's marks."""
-    counted = _counted(records)
+    """The reuse over `records`; None when none carries its prompt's marks.
+
+    `run`: every record of the run (it may hold `records`): those sent before one of
+    `records` are prefixes it could reuse (a warm-up level's), though not counted.
+    """
+    counted = _taken(records)
     if not counted:
         return None
+    mine = {id(r) for r in counted}
+    everything = counted + [r for r in _taken(run) if id(r) not in mine]
+    everything.sort(key=lambda r: (r.sent_ts, r.id))
     with_replica = all("replica" in r.labels for r in counted)
     seen: set[str] = set()
     seen_by: dict[str, set[str]] = {}
     total = _Tally()
     sessions: dict[str, _Tally] = {}
     replicas: dict[str, _Tally] = {}
-    for record in counted:
+    for record in everything:
         marks = record.prompt_prefix
+        if id(record) not in mine:  # sent by another level: a prefix to reuse, not counted
+            seen.update(digest for digest, _ in marks)
+            if with_replica and "replica" in record.labels:
+                own = seen_by.setdefault(record.labels["replica"], set())
+                own.update(digest for digest, _ in marks)
+            continue
         prompt, reused = marks[-1][1], reused_tokens(marks, seen, block)
         total = total.add(prompt, reused)
         session = _session(record)
@@ -146,9 +162,15 @@ def prefix_reuse(
     )
 
 
-def reuse_signals(records: Sequence[RequestRecord], window: tuple[float, float]) -> list[Signal]:
-    """The `workload.*` prefix-reuse signals of a level (none when no record has marks)."""
-    reuse = prefix_reuse(records)
+def reuse_signals(
+    records: Sequence[RequestRecord],
+    window: tuple[float, float] = (0.0, 0.0),
+    *,
+    run: Sequence[RequestRecord] = (),
+) -> list[Signal]:
+    """The `workload.*` prefix-reuse signals of a level (none when no record has marks);
+    `run` as `prefix_reuse` takes it."""
+    reuse = prefix_reuse(records, run=run)
     if reuse is None:
         return []
 
