@@ -88,6 +88,7 @@ from infertriage.workload import (
     LocalTokenizer,
     Schedule,
     TextRenderer,
+    WorkloadKind,
     make_schedule,
     make_specs,
     parse_arrivals,
@@ -161,6 +162,16 @@ def _schedule(
     if mode is LoadMode.RATE and math.isinf(value):
         if num is None:
             raise UserError("--rate inf sends everything at once: give --num-requests.")
+        if spec.workload.kind is WorkloadKind.AGENTIC:  # every session at once
+            built = make_schedule(
+                spec.workload,
+                None,
+                num_requests=num,
+                duration_s=None,
+                seed=spec.seed,
+                max_model_len=max_model_len,
+            )
+            return Schedule(built.specs, np.zeros(len(built)), built.sessions)
         specs = make_specs(
             spec.workload, num, seed=spec.seed, max_model_len=max_model_len, tokenizer=tokenizer
         )
