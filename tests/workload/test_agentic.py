@@ -63,7 +63,7 @@ def test_good_agentic_specs_parse(text: str) -> None:
         ("agentic:tool_latency=uniform(3,1)", r"tool_latency='uniform\(3,1\)' is not a delay"),
         ("agentic:think=-1", "is not a delay in seconds"),
         ("agentic:tool_share=1.5", "tool_share=1.5 is a share of turns, not above 1"),
-        ("agentic:tool_share=0.7,fanout=2,fanout_share=0.5", "tool_share \\+ fanout_share"),
+        ("agentic:tool_share=0.7,fanout=2,fanout_share=0.5", "tool_share 0.7 \\+ fanout_share 0.5"),
         ("agentic:fanout=many", "fanout='many' is not a number"),
         ("agentic:turns=0", "turns: a fixed length needs a positive"),
         ("agentic:input=lognormal(50,10)", "input: lognormal"),

@@ -377,8 +377,9 @@ def agentic_shape(ws: WorkloadSpec, *, ignore_eos: bool = True) -> AgenticShape:
     tool_share = _share(ws, "tool_share", 0.5)
     if tool_share + fanout_share > 1:
         raise UserError(
-            f"--workload {ws.text!r}: tool_share + fanout_share is more than 1 (each is a share "
-            "of turns)."
+            f"--workload {ws.text!r}: tool_share {tool_share:g} + fanout_share "
+            f"{fanout_share:g} is more than 1 (each is a share of turns; tool_share is 0.5 "
+            "unless given)."
         )
     return AgenticShape(
         turns=_agentic_length(ws, "turns", "6"),
