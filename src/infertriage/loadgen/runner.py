@@ -276,12 +276,17 @@ class _Run:
         assert offsets is not None
         start, limit = self.load_start_ns, self.issue_until_ns
         if self.plan.schedule.sessions is not None:
+            started = []
             for session in self.plan.schedule.sessions:
                 deadline = start + round(offsets[session[0].indices[0]] * 1e9)
                 if limit is not None and deadline >= limit:
                     break
                 await sleep_until(deadline)
-                self._spawn(self._session(session, deadline))
+                started.append(self._spawn(self._session(session, deadline)))
+            if limit is None and started:
+                # bounded by a count: every session runs to its end (as a closed loop's users
+                # do), so no drain cuts a session's later steps
+                await asyncio.wait(started)
             return
         for spec, offset in zip(self.plan.schedule.specs, offsets.tolist(), strict=True):
             deadline = start + round(offset * 1e9)
