@@ -41,6 +41,7 @@ _CALL = re.compile(r"^\s*(uniform|normal|lognormal)\s*\(\s*([^(),]+),\s*([^(),]+
 _SHARED_KEY = 1 << 42
 _SESSION_KEY = 1 << 43
 _KEYS_PER_SESSION = 1 << 16
+_BATCH = 256  # lengths drawn per numpy call
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,19 +112,45 @@ class AgenticShape:
 
 
 @dataclass(slots=True)
+class _Lengths:
+    """Lengths of one distribution drawn a batch at a time (one numpy call per batch)."""
+
+    dist: LengthDist
+    rng: np.random.Generator
+    batch: list[int] = field(default_factory=list)
+
+    def next(self) -> int:
+        if not self.batch:
+            self.batch = self.dist.sample(self.rng, _BATCH).tolist()[::-1]
+        return self.batch.pop()
+
+
+@dataclass(slots=True)
 class _Builder:
     shape: AgenticShape
     rng: np.random.Generator
     count: int
     specs: list[RequestSpec] = field(default_factory=list)
     sessions: list[Session] = field(default_factory=list)
+    turns: _Lengths = field(init=False)
+    user: _Lengths = field(init=False)
+    output: _Lengths = field(init=False)
+    tool_result: _Lengths = field(init=False)
+
+    def __post_init__(self) -> None:
+        shape, rng = self.shape, self.rng
+        self.turns, self.user = _Lengths(shape.turns, rng), _Lengths(shape.user, rng)
+        self.output, self.tool_result = (
+            _Lengths(shape.output, rng),
+            _Lengths(shape.tool_result, rng),
+        )
 
     def full(self) -> bool:
         return len(self.specs) >= self.count
 
     def _send(self, turns: list[Turn], labels: tuple[tuple[str, str], ...]) -> tuple[int, int]:
         """One request of `turns`; gives its index and its answer's length."""
-        out = int(self.shape.output.sample(self.rng, 1)[0])
+        out = self.output.next()
         total = sum(t.content.num_tokens for t in turns if isinstance(t.content, SynthText))
         index = len(self.specs)
         spec = RequestSpec(index, tuple(turns), total, out, self.shape.ignore_eos, labels)
@@ -137,13 +164,13 @@ class _Builder:
         steps: list[SessionStep] = []
         carried = 0  # fan-out children's answers, folded into the next user message
         delay = 0.0
-        num_turns = int(shape.turns.sample(rng, 1)[0])
+        num_turns = self.turns.next()
         for turn in range(num_turns):
             if self.full():
                 break
             tag = (("session", str(sid)), ("turn", str(turn)))
             kind = rng.random()
-            length = carried + int(shape.user.sample(rng, 1)[0])
+            length = carried + self.user.next()
             history.append(Turn("user", SynthText(length, next(keys))))
             index, out = self._send(history, (*tag, ("step", "turn")))
             steps.append(SessionStep((index,), delay))
@@ -154,7 +181,7 @@ class _Builder:
                 for child in range(shape.fanout):
                     if self.full():
                         break
-                    task = Turn("user", SynthText(int(shape.user.sample(rng, 1)[0]), next(keys)))
+                    task = Turn("user", SynthText(self.user.next(), next(keys)))
                     labels = (*tag, ("step", "fanout_child"), ("child", str(child)))
                     index, out = self._send([*history, task], labels)
                     children.append(index)
@@ -162,7 +189,7 @@ class _Builder:
                 if children:
                     steps.append(SessionStep(tuple(children), 0.0))
             elif kind < shape.fanout_share + shape.tool_share and not self.full():
-                result = int(shape.tool_result.sample(rng, 1)[0])
+                result = self.tool_result.next()
                 history.append(Turn("user", SynthText(result, next(keys))))
                 index, out = self._send(history, (*tag, ("step", "tool_result")))
                 steps.append(SessionStep((index,), shape.tool_latency.sample(rng)))
