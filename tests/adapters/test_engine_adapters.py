@@ -81,6 +81,7 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--api-server-count",  # "How many API server processes to run."
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.OFFLOAD_SIZE: "--kv-offloading-size",  # vllm/config/cache.py, GiB
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -93,6 +94,7 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.OFFLOAD_SIZE: "--hicache-size",  # GB per rank; --hicache-ratio the alternative
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",
