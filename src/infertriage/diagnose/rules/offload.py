@@ -62,7 +62,10 @@ def offload_not_paying(ev: Evidence, t: Thresholds) -> Finding | None:
         "memory.offload_not_paying",
         _L,
         bottleneck=slow is not None and slo_missed(ev, t),
-        severity=max(
+        # full while finding little: it evicts what it just stored, the worst of it
+        severity=1.0
+        if full and few is not None
+        else max(
             severity_below(few, t.offload_hit_share, 0.0) if few is not None else 0.0,
             severity_above(slow, t.offload_load_vs_recompute, 3.0) if slow is not None else 0.0,
         ),
