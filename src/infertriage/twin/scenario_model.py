@@ -9,8 +9,8 @@ number or a boolean. Loading, the error sentences and the packaged files live in
 Keys the twin adds to DESIGN's list: `engine.num_gpu_blocks_override` (vLLM's
 `--num-gpu-blocks-override`, to force KV pressure), `engine.launch_us_per_kernel`
 (host time of one eager kernel launch, paid on every kernel when `cuda_graphs` is
-off) and `speculative.draft_cost_fraction` (one draft forward as a fraction of a
-target decode step).
+off), `speculative.draft_cost_fraction` (one draft forward as a fraction of a
+target decode step) and the `offload` section (a CPU KV-offload tier, `twin.offload`).
 """
 
 from __future__ import annotations
