@@ -1,6 +1,6 @@
 """diagnose end to end on the offload-thrash twin, at the load its scenario documents: the
 real-time twin serves vLLM's offload counters, the scrape maps them, the signals read their
-growth, and the memory layer warns that the tier does not pay (one real-time run, ~10 s)."""
+growth, and the memory layer warns that the tier does not pay (one real-time run, ~12 s)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_offload_thrash_is_found_in_the_memory_layer(tmp_path: Path) -> None:
     spec = DiagnoseSpec(
         scenario="offload-thrash",
         workload=parse_workload(WORKLOAD),
-        duration_s=4.0,
+        duration_s=5.0,
         out=tmp_path / "run",
     )
     diagnosis = diagnose(spec).diagnosis

@@ -141,7 +141,7 @@ class Thresholds:
     # token from it this many times the deployment's recompute (prefill) time per token; a
     # host tier this full evicts what it just stored
     offload_hit_share: float = 0.05
-    offload_min_queries: float = 20_000.0
+    offload_min_queries: float = 10_000.0
     offload_load_vs_recompute: float = 1.0
     offload_tier_full: float = 0.98
     # prompts longer than the plan's tokens per request by this factor
