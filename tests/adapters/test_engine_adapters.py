@@ -83,6 +83,7 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
         Knob.KV_TRANSFER: "--kv-transfer-config",  # "The configurations for distributed KV
         # cache transfer." (a JSON: kv_connector NixlConnector, kv_role, kv_buffer_device)
+        Knob.OFFLOAD_SIZE: "--kv-offloading-size",  # vllm/config/cache.py, GiB
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -96,6 +97,7 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
         Knob.KV_TRANSFER: "--disaggregation-transfer-backend",  # mooncake (default), nixl
+        Knob.OFFLOAD_SIZE: "--hicache-size",  # GB per rank; --hicache-ratio the alternative
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",

@@ -39,7 +39,36 @@ def _ev(**fixed: float | None) -> Callable[[str], Callable[[float], Evidence]]:
     return lambda name: lambda v: make_evidence(**{**fixed, name: v})
 
 
+# a tier that found 1 % of 100,000 tokens asked
+_OFFLOAD = {"offload__tier": 1.0, "offload__hit_share": 0.01, "offload__external_queries": 1e5}
+
 CASES: dict[str, At] = {
+    # memory: a KV offload tier
+    "offload_hit_share": At(
+        "memory.offload_not_paying",
+        _ev(**_OFFLOAD)("offload__hit_share"),
+        below_fires=True,
+        shown="offload.hit_share",
+    ),
+    "offload_min_queries": At(
+        "memory.offload_not_paying",
+        _ev(**_OFFLOAD)("offload__external_queries"),
+        shown="offload.external_queries",
+    ),
+    "offload_load_vs_recompute": At(
+        "memory.offload_not_paying",
+        lambda v: make_evidence(
+            **{**_OFFLOAD, "offload__hit_share": 0.5, "offload__loaded_tokens": 1e5},
+            offload__recompute_s_per_token=1e-4,
+            offload__load_s_per_token=v * 1e-4,
+        ),
+    ),
+    "offload_tier_full": At(
+        "memory.offload_not_paying",
+        _ev(**_OFFLOAD)("offload__host_usage_max"),
+        kind="full",
+        shown="offload.host_usage_max",
+    ),
     # kernel
     "host_wait_fraction": At(
         "kernel.host_wait", _ev()("trace__host_wait_fraction"), shown="trace.host_wait_fraction"
@@ -383,6 +412,10 @@ CASES: dict[str, At] = {
 
 # the thresholds' values, pinned: a default moved by 10 % fails here
 PINNED: dict[str, float] = {
+    "offload_hit_share": 0.05,
+    "offload_min_queries": 10_000.0,
+    "offload_load_vs_recompute": 1.0,
+    "offload_tier_full": 0.98,
     "acceptance_decay": 0.3,
     "client_itl_over_server": 3.0,
     "client_ttft_gap_s": 0.05,

@@ -88,6 +88,11 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         {"kv__usage_max": 0.99, "preemptions__total": 0, "queue__waiting_max": 0},
         "kv.usage_max",
     ),
+    "memory.offload_not_paying": (
+        {"offload__tier": 1.0, "offload__hit_share": 0.01, "offload__external_queries": 1e5},
+        {"offload__tier": 1.0, "offload__hit_share": 0.6, "offload__external_queries": 1e5},
+        "kv.usage_max",
+    ),
     "memory.kv_leak": (
         {"kv__usage_after_drain": 0.2, "kv__usage_idle_slope": 0.001},
         {"kv__usage_after_drain": 0.0},

@@ -23,6 +23,8 @@ PACKAGED = {
     "tp-over-pcie",
     "spec-low-acceptance",
     "frontend-bound",
+    "offload-thrash",
+    "offload-helps",
 }
 
 

@@ -52,6 +52,15 @@ _SPEC = "exported only with speculative decoding on (--speculative-algorithm)"
 _PD = "only on a disaggregated instance (--disaggregation-mode prefill|decode)"
 _GIB, _MIB = float(2**30), float(2**20)
 
+# Issue 33, HiCache's host tier (`--enable-hierarchical-cache`, sized by `--hicache-ratio` or
+# `--hicache-size` GB): its gauges, created only with the tier on
+# (`SchedulerMetricsCollector`, python/sglang/srt/metrics/collector.py, late 2025).
+_HICACHE_ON = "with --enable-hierarchical-cache"
+_HICACHE = (
+    metric("kv.offload_used_tokens", "sglang:hicache_host_used_tokens", enable=_HICACHE_ON),
+    metric("kv.offload_total_tokens", "sglang:hicache_host_total_tokens", enable=_HICACHE_ON),
+)
+
 SGLANG_METRICS = MetricTable(
     engine="sglang",
     title="SGLang",
@@ -110,6 +119,7 @@ SGLANG_METRICS = MetricTable(
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+        *_HICACHE,
     ),
     unsupported={
         "kv_transfer.post_time": "SGLang exports no post time per transfer",
@@ -279,6 +289,7 @@ SGLANG = EngineAdapter(
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
         Knob.KV_TRANSFER: "--disaggregation-transfer-backend",
+        Knob.OFFLOAD_SIZE: "--hicache-size",  # GB of host memory for HiCache (or --hicache-ratio)
     },
     # the HTTP server and TokenizerManager are the main process, detokenisation runs in the
     # `sglang::detokenizer` process: both are the front end; `sglang::scheduler_TPn` runs the

@@ -65,6 +65,59 @@ _SPEC = "exported only with speculative decoding on (--speculative-config)"
 # 2 KiB … 8 GiB (×4), descriptors 10 … 50,000. Counters carry `_total` on the wire.
 _NIXL = 'only with --kv-transfer-config \'{"kv_connector":"NixlConnector",…}\' (P/D)'
 
+# Issue 33, a KV offload tier or connector. V1 `loggers.py` (`PrometheusStatLogger`, vLLM
+# main, late 2025) always serves the connector's prefix-cache counters (queries: the prompt
+# tokens the GPU cache missed, per admission; hits: the tokens the connector gave, from
+# `scheduler.py`) and `prompt_tokens_by_source` (`PromptTokenStats`, `v1/metrics/stats.py`).
+# The native CPU offloading connector (`--kv-offloading-size`, `OffloadPromMetrics` in
+# `kv_connector/v1/offloading_connector.py`) adds bytes and seconds per `transfer_type`
+# (`CPU_to_GPU` = load, `GPU_to_CPU` = store; mediums from `kv_offload` specs); newer main
+# dual-writes flat `kv_offload_{load,store}_{bytes,time}` (its offloading-connector test).
+# LMCache's own gauge (`lmcache/observability.py`) is served on the same endpoint.
+_OFFLOAD_ON = "with a KV connector: --kv-offloading-size N (native CPU) or --kv-transfer-config"
+_LOAD, _STORE = (("transfer_type", "CPU_to_GPU"),), (("transfer_type", "GPU_to_CPU"),)
+_OFFLOAD = (
+    metric("prefix_cache.external_queries", "vllm:external_prefix_cache_queries_total"),
+    metric("prefix_cache.external_hits", "vllm:external_prefix_cache_hits_total"),
+    metric(
+        "tokens.prompt_computed",
+        Source("vllm:prompt_tokens_by_source_total", where=(("source", "local_compute"),)),
+    ),
+    metric(
+        "tokens.prompt_local_hit",
+        Source("vllm:prompt_tokens_by_source_total", where=(("source", "local_cache_hit"),)),
+    ),
+    metric(
+        "tokens.prompt_external",
+        Source("vllm:prompt_tokens_by_source_total", where=(("source", "external_kv_transfer"),)),
+    ),
+    metric(
+        "kv.offload_load_bytes",
+        "vllm:kv_offload_load_bytes_total",
+        Source("vllm:kv_offload_total_bytes_total", where=_LOAD, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric(
+        "kv.offload_store_bytes",
+        "vllm:kv_offload_store_bytes_total",
+        Source("vllm:kv_offload_total_bytes_total", where=_STORE, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric(
+        "kv.offload_load_seconds",
+        "vllm:kv_offload_load_time_total",
+        Source("vllm:kv_offload_total_time_total", where=_LOAD, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric(
+        "kv.offload_store_seconds",
+        "vllm:kv_offload_store_time_total",
+        Source("vllm:kv_offload_total_time_total", where=_STORE, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric("kv.offload_used_bytes", "lmcache:local_cache_usage", enable="LMCache only"),
+)
+
 VLLM_METRICS = MetricTable(
     engine="vllm",
     title="vLLM",
@@ -143,6 +196,7 @@ VLLM_METRICS = MetricTable(
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+        *_OFFLOAD,
     ),
     unsupported={
         "kv_transfer.speed": "vLLM's NIXL connector exports bytes and time per transfer instead",
@@ -444,6 +498,8 @@ VLLM = EngineAdapter(
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
         Knob.KV_TRANSFER: "--kv-transfer-config",
+        # GiB of CPU memory for native KV offloading (vllm/config/cache.py kv_offloading_size)
+        Knob.OFFLOAD_SIZE: "--kv-offloading-size",
     },
     tokenize=TokenizeForm(
         "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize

@@ -136,6 +136,14 @@ class Thresholds:
     kv_usage_rounding: float = 0.005
     # prefix-cache hits below this share of the shared-prefix fraction
     prefix_hit_share: float = 0.50
+    # a KV offload tier (issue 33) that does not pay: its hits below this share of the tokens
+    # asked of it (the GPU cache's misses), once this many tokens were asked; or loading a
+    # token from it this many times the deployment's recompute (prefill) time per token; a
+    # host tier this full evicts what it just stored
+    offload_hit_share: float = 0.05
+    offload_min_queries: float = 10_000.0
+    offload_load_vs_recompute: float = 1.0
+    offload_tier_full: float = 0.98
     # prompts longer than the plan's tokens per request by this factor
     plan_slack: float = 1.2
 

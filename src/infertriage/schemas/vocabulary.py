@@ -76,6 +76,24 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef(
         "prefix_cache.hit_rate", "fraction", _G, _L.MEMORY, "prefix-cache hits per token looked up"
     ),
+    # memory: a KV offload tier or connector beside the GPU's cache (issue 33: vLLM's CPU
+    # offloading and KV connectors, LMCache, SGLang HiCache)
+    MetricDef(
+        "prefix_cache.external_queries", "tokens", _C, _L.MEMORY, "tokens asked of a KV connector"
+    ),
+    MetricDef("prefix_cache.external_hits", "tokens", _C, _L.MEMORY, "tokens a KV connector gave"),
+    MetricDef("tokens.prompt_computed", "tokens", _C, _L.MEMORY, "prompt tokens prefilled"),
+    MetricDef("tokens.prompt_local_hit", "tokens", _C, _L.MEMORY, "prompt tokens the GPU held"),
+    MetricDef(
+        "tokens.prompt_external", "tokens", _C, _L.MEMORY, "prompt tokens loaded from a tier"
+    ),
+    MetricDef("kv.offload_load_bytes", "bytes", _C, _L.MEMORY, "KV bytes loaded host → GPU"),
+    MetricDef("kv.offload_store_bytes", "bytes", _C, _L.MEMORY, "KV bytes stored GPU → host"),
+    MetricDef("kv.offload_load_seconds", "s", _C, _L.MEMORY, "time loading KV host → GPU"),
+    MetricDef("kv.offload_store_seconds", "s", _C, _L.MEMORY, "time storing KV GPU → host"),
+    MetricDef("kv.offload_used_tokens", "tokens", _G, _L.MEMORY, "tokens held in the host tier"),
+    MetricDef("kv.offload_total_tokens", "tokens", _G, _L.MEMORY, "the host tier's capacity"),
+    MetricDef("kv.offload_used_bytes", "bytes", _G, _L.MEMORY, "bytes held in the host tier"),
     # throughput and latency seen by the server
     MetricDef("tokens.prompt", "tokens", _C, _L.SCHEDULING, "prompt tokens processed"),
     MetricDef("tokens.generation", "tokens", _C, _L.SCHEDULING, "tokens generated"),

@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from infertriage.twin.prom_offload import offload_families
 from infertriage.twin.request import FinishReason, RequestTimings
 from infertriage.twin.scheduler import SchedulerStats
 
@@ -258,6 +259,7 @@ class _SnapshotCollector(Collector):
             for position, count in enumerate(spec.num_accepted_tokens_per_pos):
                 per_pos.add_metric([*self._values, str(position)], count)
             yield per_pos
+        yield from offload_families(s, _LABELS, self._values)  # issue 33: the offload tier
 
 
 class VllmMetrics:

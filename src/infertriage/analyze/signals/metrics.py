@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from infertriage.analyze.signals.disagg import disagg_signals
+from infertriage.analyze.signals.offload import offload_signals
 from infertriage.analyze.signals.prom import (
     HistogramWindow,
     counter_increase,
@@ -424,6 +425,7 @@ def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
         *_server(series, phases),
         *rank_signals(samples, phases.load_start_ts, end),
         *disagg_signals(samples, phases.load_start_ts, end),
+        *offload_signals(samples, phases.load_start_ts, end),
         *_drain(series, phases),
         *_ratios(series, phases),
         *_gpu(series, phases),
