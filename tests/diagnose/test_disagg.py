@@ -305,6 +305,22 @@ def test_prefix_affinity_is_silent_without_reuse_or_with_one_rank() -> None:
     assert AFFINITY.fn(make_evidence(**one), Thresholds()) is None
 
 
+def test_hits_lost_to_a_full_kv_cache_are_memorys_not_the_balancers() -> None:
+    """The same lost hits with every rank's KV cache full: the prefixes were evicted wherever
+    they were routed, so the balancer is not blamed; memory says so."""
+    lost = {
+        **DP_EVEN,
+        "dp__ranks": 4,
+        "workload__prefix_reuse": 0.6,
+        "prefix_cache__hit_rate": 0.15,
+        "kv__usage_max": 0.99,
+    }
+    assert AFFINITY.fn(make_evidence(**lost), Thresholds()) is None
+    low = RULES["memory.prefix_cache_low"].fn(make_evidence(**lost), Thresholds())
+    assert low is not None and "evicted" in low.title
+    assert any("offload" in step for step in low.next_steps)
+
+
 # --- as a user reads a dump ---
 
 

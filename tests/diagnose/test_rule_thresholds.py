@@ -194,7 +194,7 @@ CASES: dict[str, At] = {
     ),
     "prefix_hit_share": At(
         "memory.prefix_cache_low",
-        lambda v: make_evidence(client__shared_prefix_fraction=0.4, prefix_cache__hit_rate=v * 0.4),
+        lambda v: make_evidence(workload__prefix_reuse=0.4, prefix_cache__hit_rate=v * 0.4),
         below_fires=True,
     ),
     "plan_slack": At(

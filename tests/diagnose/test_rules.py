@@ -104,8 +104,8 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         "gpu.fb_used_fraction",
     ),
     "memory.prefix_cache_low": (
-        {"client__shared_prefix_fraction": 0.4, "prefix_cache__hit_rate": 0.02},
-        {"client__shared_prefix_fraction": 0.4, "prefix_cache__hit_rate": 0.35},
+        {"workload__prefix_reuse": 0.4, "prefix_cache__hit_rate": 0.02},
+        {"workload__prefix_reuse": 0.4, "prefix_cache__hit_rate": 0.35},
         "prefix_cache.hit_rate",
     ),
     "memory.longer_than_plan": (

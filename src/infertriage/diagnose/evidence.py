@@ -79,9 +79,10 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "client.max_concurrency": SignalDef("requests", _LOAD),
         "client.mean_prompt_tokens": SignalDef("tokens", _LOAD),
         "client.mean_output_tokens": SignalDef("tokens", _LOAD),
-        "client.shared_prefix_fraction": SignalDef(
-            "fraction", "a workload of shared-prefix groups (`bench --workload`)"
-        ),
+        # what the client sent: prompt tokens, in whole blocks, an earlier request had sent
+        "workload.prefix_reuse": SignalDef("fraction", _LOAD),
+        "workload.session_prefix_reuse": SignalDef("fraction", _LOAD),
+        "workload.sessions": SignalDef("sessions", _LOAD),
         # the server's view (Prometheus)
         "server.ttft_p50_s": SignalDef("s", _METRICS),
         "server.ttft_p95_s": SignalDef("s", _METRICS),

@@ -71,7 +71,10 @@ CAUSES: dict[str, tuple[str, ...]] = {
         "scheduling.unbounded_queue",
     ),
     # prefixes prefilled again on a replica that lacks them: the queue and the prefill work
-    "parallelism.prefix_affinity_lost": ("scheduling.queue_dominates_ttft",),
+    "parallelism.prefix_affinity_lost": (
+        "scheduling.queue_dominates_ttft",
+        "memory.prefix_cache_low",
+    ),
     # requests held up in front of the engine reach it late: the GPU waits, the queue looks long
     "application.client_vs_server_ttft": (
         "kernel.host_wait",

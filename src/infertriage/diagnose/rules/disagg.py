@@ -273,11 +273,15 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
     hit = ev.get("prefix_cache.hit_rate")
     hit = hit if hit is not None else ev.get("dp.prefix_hit_rate")
     spread = ev.get("dp.prefix_hit_rate_spread") or 0.0
+    # with the KV cache full the prefixes were evicted, wherever they were routed: that is
+    # memory's finding (`memory.prefix_cache_low`), not the balancer's
+    evicted = (ev.get("kv.usage_max") or 0.0) >= t.kv_full
     lost = (
         reuse is not None
         and reuse >= t.prefix_min_reuse
         and hit is not None
         and hit < t.prefix_affinity_ratio * reuse
+        and not evicted
     )
     uneven = spread >= t.prefix_spread
     if not (lost or uneven):
@@ -310,6 +314,7 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
             ("dp.prefix_hit_rate_min", None),
             ("dp.prefix_hit_rate_max", None),
             ("dp.ranks", None),
+            ("kv.usage_max", t.kv_full),
         ),
         explanation=(
             "Each data-parallel rank or replica holds its own prefix cache. A balancer that "

@@ -142,29 +142,56 @@ def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule(
-    "memory.prefix_cache_low",
-    _L,
-    ("prefix_cache.hit_rate", "client.shared_prefix_fraction"),
-)
+@rule("memory.prefix_cache_low", _L, ("prefix_cache.hit_rate", "workload.prefix_reuse"))
 def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The server's prefix-cache hit rate under `prefix_hit_share` of the prefix reuse the
+    client sent (`workload.prefix_reuse`: prompt tokens, in whole blocks, an earlier request
+    of the run already sent — the most a prefix cache could hit). With the KV cache full
+    (`kv_full`) the prefixes were evicted before their reuse; else the cache is off or the
+    prefix is not byte-identical. With data-parallel ranks `parallelism.prefix_affinity_lost`
+    says whether routing lost them."""
     hit = ev.get("prefix_cache.hit_rate") or 0.0
-    shared = ev.get("client.shared_prefix_fraction") or 0.0
-    if shared < 0.1 or hit >= t.prefix_hit_share * shared:
+    reuse = ev.get("workload.prefix_reuse") or 0.0
+    if reuse < 0.1 or hit >= t.prefix_hit_share * reuse:
         return None
+    evicted = (ev.get("kv.usage_max") or 0.0) >= t.kv_full
+    cause = (
+        "the KV cache was full, so shared prefixes were evicted before they were reused"
+        if evicted
+        else "shared prompt prefixes are being recomputed"
+    )
     return make_finding(
         "memory.prefix_cache_low",
         _L,
         bottleneck=False,
-        severity=severity_below(hit / shared, t.prefix_hit_share, 0.0),
-        explains=shared,
-        title=f"prefix-cache hit rate {hit:.0%} though {shared:.0%} of prompt tokens are shared",
+        severity=severity_below(hit / reuse, t.prefix_hit_share, 0.0),
+        explains=reuse - hit,
+        title=(
+            f"prefix-cache hit rate {hit:.0%} though {reuse:.0%} of prompt tokens repeat an "
+            f"earlier prefix: {cause}"
+        ),
         evidence=ev,
-        used=(("prefix_cache.hit_rate", t.prefix_hit_share * shared),),
-        explanation="Shared system prompts should be computed once; they are being recomputed.",
+        used=(
+            ("prefix_cache.hit_rate", t.prefix_hit_share * reuse),
+            ("workload.prefix_reuse", 0.1),
+            ("kv.usage_max", t.kv_full),
+        ),
+        explanation=(
+            "A prefix cache computes a shared system prompt or a session's history once; "
+            "the clients sent these prefixes again, and the server computed them again."
+        ),
         next_steps=(
-            f"enable prefix caching (`{flag(ev, Knob.PREFIX_CACHING)}`)",
-            "keep the shared prefix byte-identical and at the start of the prompt",
+            (
+                "give the cache room: more KV cache (`"
+                + flag(ev, Knob.MEMORY_FRACTION)
+                + "`, fewer sequences at once) or a host offload tier (`"
+                + flag(ev, Knob.OFFLOAD_SIZE)
+                + "`) so prefixes outlive their reuse"
+            )
+            if evicted
+            else f"enable prefix caching (`{flag(ev, Knob.PREFIX_CACHING)}`)",
+            "keep the shared prefix byte-identical and at the start of the prompt (no "
+            "timestamps or request ids before it)",
         ),
     )
 
