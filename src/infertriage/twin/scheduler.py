@@ -226,7 +226,13 @@ class Scheduler:
             request = self.waiting[0]
             if request.arrival_ts > admit_ts:
                 break
-            hits, num_hit_tokens = self.kv.get_computed_blocks(request)
+            # a prompt whose KV came from a prefill instance (P/D) is not looked up
+            remote = request.status is RequestStatus.WAITING and request.num_computed_tokens > 0
+            hits, num_hit_tokens = (
+                ([], request.num_computed_tokens)
+                if remote
+                else self.kv.get_computed_blocks(request)
+            )
             num_new = request.num_tokens - num_hit_tokens
             if not self.config.enable_chunked_prefill and num_new > budget:
                 break
@@ -235,7 +241,8 @@ class Scheduler:
                 self._blocked_at_free = self.kv.pool.get_num_free_blocks()
                 break
             self.waiting.popleft()
-            self.kv.record_lookup(request.num_tokens, num_hit_tokens)
+            if not remote:
+                self.kv.record_lookup(request.num_tokens, num_hit_tokens)
             request.num_computed_tokens = num_hit_tokens
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_hit_tokens
