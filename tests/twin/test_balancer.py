@@ -31,8 +31,8 @@ def test_round_robin_ignores_load() -> None:
 
 def test_prefix_aware_keeps_a_prefix_on_its_rank_and_spreads_new_ones() -> None:
     balancer = PrefixAware(num_ranks=2, block_size=4, balance_slack=8)
-    group_a = list(range(100, 116)) + [1, 2]
-    group_b = list(range(200, 216)) + [3]
+    group_a = [*range(100, 116), 1, 2]
+    group_b = [*range(200, 216), 3]
     first = balancer.pick(group_a, [IDLE, IDLE])
     assert first == 0
     # group b is new: least loaded, now rank 1 since rank 0 carries group a's request
