@@ -92,3 +92,14 @@ def test_mean_counters_average_the_engines() -> None:
     one, idle = (e.get_gpu_counters() for e in engines)
     mean = mean_counters([one, idle])
     assert mean.kernel_s == pytest.approx(one.kernel_s / 2)
+
+
+def test_waiting_counts_the_requests_the_step_budget_leaves_out() -> None:
+    """A prefill instance's queue under long prompts: the next step (decided under async
+    scheduling) takes what its token budget holds, and the rest are reported waiting."""
+    engine = EngineCore(Scenario(), VirtualClock())
+    for index in range(4):
+        engine.add_request(f"r{index}", [index + 1] * 6000, SamplingParams(max_tokens=2))
+    engine.step()  # r0 whole and a chunk of r1; the next step has room for a chunk of r2
+    assert engine.get_stats().num_running_reqs == 2
+    assert engine.get_stats().num_waiting_reqs == 1

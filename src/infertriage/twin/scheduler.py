@@ -419,14 +419,22 @@ class Scheduler:
     def num_waiting_at(self, now_ts: float, decided_ts: float | None) -> int:
         """Requests the engine core holds in its waiting queue at `now_ts`, not those still
         on their way (hand-off); with the next batch decided at `decided_ts` (async), those
-        that arrived since and those before it the free seats could not take."""
+        that arrived since and those before it the free seats or the step's token budget
+        (after the running requests' tokens) could not take."""
         arrived = [r for r in self.waiting if r.arrival_ts <= now_ts]
-        free_seats = max(0, self.config.max_num_seqs - len(self.running))
         # Blocks ran short at the last admission: the ones before are held, not decided.
         if decided_ts is None or self._blocked_at_free is not None:
             return len(arrived)
-        undecided = sum(1 for r in arrived if r.arrival_ts > decided_ts)
-        return undecided + max(0, len(arrived) - undecided - free_seats)
+        seats = self.config.max_num_seqs - len(self.running)
+        budget = self.config.max_num_batched_tokens
+        budget -= sum(max(1, r.num_tokens - r.num_computed_tokens) for r in self.running)
+        decided = 0
+        for request in arrived:
+            if request.arrival_ts > decided_ts or seats <= decided or budget <= 0:
+                break
+            budget -= request.num_tokens - request.num_computed_tokens
+            decided += 1
+        return len(arrived) - decided
 
     def make_stats(self, num_waiting: int | None = None) -> SchedulerStats:
         pool = self.kv.pool
