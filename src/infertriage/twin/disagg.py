@@ -123,7 +123,7 @@ class DisaggregatedFleet(Fleet):
     async def _serve(self, command: AddCommand) -> None:
         rid = command.request_id
         output = await self._run_prefill(command)
-        if output.finish_reason is FinishReason.ERROR or self._deliver is None:
+        if output.finish_reason is FinishReason.ERROR:  # the client's stream gets the error
             if self._deliver is not None:
                 self._deliver([output])
             return

@@ -72,8 +72,11 @@ class Instance:
         deliver: Deliver,
         on_step: Callable[[StepResult], None],
     ) -> None:
-        name = "engine-core" if self.role is None else f"{self.role[0]}-engine"
-        driver = EngineDriver(self.engine, self.metrics, deliver, loop, f"{name}-{self.index}")
+        # the OS thread's name (15 characters, "engine" in it for the host sampler's roles)
+        name = f"engine-core-{self.index}" if self.index else "engine-core"
+        if self.role is not None:
+            name = f"engine-{self.role}{self.index}"
+        driver = EngineDriver(self.engine, self.metrics, deliver, loop, name)
         driver.on_step = on_step
         self.driver = driver
         driver.start()
