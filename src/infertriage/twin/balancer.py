@@ -11,8 +11,10 @@ once) and the request's prompt token ids; gives the rank's index. Policies:
 - `prefix_aware`: the rank that already holds the longest run of the prompt's
   leading KV blocks (chained block hashes, as the engines' prefix caches key
   them), as cache-aware routers do (SGLang's router, llm-d's prefix scorer);
-  least loaded when no rank holds the first block, or when the holder's load is
-  more than `balance_slack` requests above the least loaded rank's.
+  least loaded when no rank holds the first block (of equal loads, the rank that
+  remembers the fewest blocks, as SGLang's router picks the smallest tree), or
+  when the holder's load is more than `balance_slack` requests above the least
+  loaded rank's.
 """
 
 from __future__ import annotations
@@ -106,7 +108,9 @@ class PrefixAware:
         matched = [self._matched(rank, hashes) for rank in ranks]
         best = max(ranks, key=lambda r: (matched[r], -loads[r].score, -r))
         load_of = [loads[r].running + loads[r].waiting for r in ranks]
-        if matched[best] == 0 or load_of[best] - load_of[least] > self.balance_slack:
+        if matched[best] == 0:  # a new prefix: least loaded, then the rank caching least
+            best = min(ranks, key=lambda r: (loads[r].score, len(self._seen[r]), r))
+        elif load_of[best] - load_of[least] > self.balance_slack:
             best = least
         seen = self._seen[best]
         for block_hash in hashes:
