@@ -15,8 +15,8 @@ disaggregation every series also carries `engine_type` ("prefill" or
 "decode"), the label SGLang gives an instance's P/D role
 (`python/sglang/srt/managers/scheduler_metrics_mixin.py`, `engine_type`);
 decode instances add the NIXL connector's series with vLLM's names and
-buckets (`NixlPromMetrics`, vllm/distributed/kv_transfer/kv_connector/v1/
-nixl_connector.py, v0.11; later `.../v1/nixl/stats.py`).
+buckets (`NixlPromMetrics` in vllm/distributed/kv_transfer/kv_connector/v1/
+nixl_connector.py, moved to `.../v1/nixl/stats.py` in later releases).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 Takes nothing; gives `Scenario` and its sections `EngineSettings`,
 `SpeculativeSettings`, `FrontendSettings` and `FaultSettings`, whose defaults are
-the healthy server of DESIGN.md. Validation is strict: a string is never read as a
+the healthy server of DESIGN.md, and the layouts of several engines:
+`DataParallelSettings` (ranks behind a balancer) and `DisaggregationSettings`
+(prefill/decode instances and their KV link; off by default, not combined with
+data_parallel.size above 1). Validation is strict: a string is never read as a
 number or a boolean. Loading, the error sentences and the packaged files live in
 `twin.scenario`.
 
