@@ -27,6 +27,9 @@ GOAL = 100.0
 MEMORY_GOAL = 1.3  # the 10,000-request peak over the 1,000-request one
 MEMORY_SIZES = (1_000, 10_000)
 
+# issue 33: 96 system prompts of 1,024 tokens, twice the offload scenarios' GPU KV cache
+_OFFLOAD_WORKLOAD = "prefix:groups=96,prefix=1024,input=64,output=64"
+
 SIGNATURE_LOADS: dict[str, dict[str, object]] = {
     "healthy": {"rate": 4, "num_requests": 300},
     "kv-pressure": {"rate": 6, "num_requests": 200},
@@ -43,6 +46,8 @@ SIGNATURE_LOADS: dict[str, dict[str, object]] = {
     "tp-over-pcie": {"rate": 4, "num_requests": 150},
     "spec-low-acceptance": {"rate": 4, "num_requests": 100},
     "frontend-bound": {"rate": 16, "num_requests": 200, "input_len": 1024, "output_len": 16},
+    "offload-thrash": {"rate": 8, "num_requests": 400, "workload": _OFFLOAD_WORKLOAD},
+    "offload-helps": {"rate": 8, "num_requests": 400, "workload": _OFFLOAD_WORKLOAD},
 }
 
 
@@ -78,7 +83,9 @@ def signatures() -> None:
             f"dram_active={r.dram_active:.2f} decode_mem_bound={r.decode_memory_bound_share:.2f} "
             f"comm_share={r.comm_share:.2f} spec_acceptance={acceptance} "
             f"frontend_busy={r.frontend_busy:.2f} leaked={r.num_leaked_blocks} "
-            f"free_blocks_falling={falling} speedup={r.speedup:.0f}x"
+            f"free_blocks_falling={falling} offload_hit_rate={r.offload_hit_rate} "
+            f"offload_stored={r.offload_stored_blocks} offload_loaded={r.offload_loaded_blocks} "
+            f"speedup={r.speedup:.0f}x"
         )
 
 

@@ -81,6 +81,9 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--api-server-count",  # "How many API server processes to run."
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--kv-transfer-config",  # "The configurations for distributed KV
+        # cache transfer." (a JSON: kv_connector NixlConnector, kv_role, kv_buffer_device)
+        Knob.OFFLOAD_SIZE: "--kv-offloading-size",  # vllm/config/cache.py, GiB
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -93,6 +96,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--disaggregation-transfer-backend",  # mooncake (default), nixl
+        Knob.OFFLOAD_SIZE: "--hicache-size",  # GB per rank; --hicache-ratio the alternative
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",

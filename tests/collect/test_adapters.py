@@ -18,6 +18,7 @@ from infertriage.collect import (
     parse_metrics_text,
 )
 from infertriage.collect.adapters import ENGINE_DOMAIN
+from infertriage.engines.metrics import PD_DOMAIN
 from infertriage.schemas import MIB, VOCABULARY
 
 P, A, U = Availability.PRESENT, Availability.ABSENT, Availability.UNSUPPORTED
@@ -56,7 +57,7 @@ def test_vllm_mixes_v1_and_v0_names(shared_fixture) -> None:  # type: ignore[no-
     engine, found = _adapt(shared_fixture("metrics/vllm.txt"))
     assert engine == "vllm" and set(found) == {"vllm"}
     vllm = found["vllm"]
-    assert {s.name for s in vllm.statuses} == ENGINE_DOMAIN
+    assert {s.name for s in vllm.statuses} == ENGINE_DOMAIN | PD_DOMAIN  # P/D: NIXL connector
     kv = vllm.status("kv.usage")
     assert kv is not None and kv.raw_name == "vllm:kv_cache_usage_perc"
     assert "vllm:gpu_cache_usage_perc" in kv.note  # the V0 name is there too

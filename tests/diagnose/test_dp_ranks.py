@@ -102,3 +102,20 @@ def test_an_engines_seats_are_held_against_one_ranks_running() -> None:
         client__ttft_p95_s=0.9,
     )
     assert RULES["scheduling.queue_dominates_ttft"].fn(busy, Thresholds()) is None
+
+
+def test_requests_stranded_on_one_rank_are_the_root_of_the_servers_queue() -> None:
+    """The twin's dp-imbalance shape: rank 3 queues 6 while rank 0 has seats; the server's
+    queue findings are its effects, so the imbalance is the primary."""
+    ev = make_evidence(
+        **SKEWED,
+        client__ttft_p95_s=1.2,
+        server__queue_time_mean_s=0.5,
+        server__ttft_mean_s=0.7,
+        queue__waiting_max=30,
+    )
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is not None
+    assert diagnosis.primary.finding == "parallelism.dp_rank_imbalance"
+    chain = [link.finding for link in diagnosis.chain]
+    assert chain == ["parallelism.dp_rank_imbalance", "scheduling.queue_dominates_ttft"]

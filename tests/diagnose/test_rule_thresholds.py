@@ -15,7 +15,7 @@ import pytest
 from infertriage.diagnose import RULES, Evidence
 from infertriage.schemas import Status, Thresholds
 
-from .evidence_helpers import DP_EVEN, make_evidence
+from .evidence_helpers import DP_EVEN, PD_HEALTHY, make_evidence
 
 SLOW_ITL = {"client__itl_p95_s": 0.12}
 _NO_TTFT: dict[str, float | None] = {
@@ -39,7 +39,36 @@ def _ev(**fixed: float | None) -> Callable[[str], Callable[[float], Evidence]]:
     return lambda name: lambda v: make_evidence(**{**fixed, name: v})
 
 
+# a tier that found 1 % of 100,000 tokens asked
+_OFFLOAD = {"offload__tier": 1.0, "offload__hit_share": 0.01, "offload__external_queries": 1e5}
+
 CASES: dict[str, At] = {
+    # memory: a KV offload tier
+    "offload_hit_share": At(
+        "memory.offload_not_paying",
+        _ev(**_OFFLOAD)("offload__hit_share"),
+        below_fires=True,
+        shown="offload.hit_share",
+    ),
+    "offload_min_queries": At(
+        "memory.offload_not_paying",
+        _ev(**_OFFLOAD)("offload__external_queries"),
+        shown="offload.external_queries",
+    ),
+    "offload_load_vs_recompute": At(
+        "memory.offload_not_paying",
+        lambda v: make_evidence(
+            **{**_OFFLOAD, "offload__hit_share": 0.5, "offload__loaded_tokens": 1e5},
+            offload__recompute_s_per_token=1e-4,
+            offload__load_s_per_token=v * 1e-4,
+        ),
+    ),
+    "offload_tier_full": At(
+        "memory.offload_not_paying",
+        _ev(**_OFFLOAD)("offload__host_usage_max"),
+        kind="full",
+        shown="offload.host_usage_max",
+    ),
     # kernel
     "host_wait_fraction": At(
         "kernel.host_wait", _ev()("trace__host_wait_fraction"), shown="trace.host_wait_fraction"
@@ -208,6 +237,78 @@ CASES: dict[str, At] = {
         kind="bottleneck",
         shown="dp.busiest_running",
     ),
+    # prefill/decode disaggregation and prefix affinity (diagnose.rules.disagg)
+    "pd_transfer_share": At(
+        "parallelism.kv_transfer_bound",
+        _ev(**PD_HEALTHY)("pd__transfer_ttft_share"),
+        shown="pd.transfer_ttft_share",
+    ),
+    "pd_transfer_bound": At(
+        "parallelism.kv_transfer_bound",
+        _ev(**PD_HEALTHY)("pd__transfer_ttft_share"),
+        kind="bottleneck",
+    ),
+    "pd_slow_link_bytes_s": At(
+        "parallelism.kv_transfer_bound",
+        _ev(**{**PD_HEALTHY, "pd__transfer_ttft_share": 0.2})("pd__transfer_bytes_per_s"),
+        below_fires=True,
+        shown="pd.transfer_bytes_per_s",
+    ),
+    "pd_link_share": At(
+        "parallelism.kv_transfer_bound",
+        _ev(**{**PD_HEALTHY, "pd__transfer_bytes_per_s": 1e9})("pd__transfer_ttft_share"),
+    ),
+    "pd_transfer_failures": At(
+        "parallelism.kv_transfer_bound",
+        _ev(**PD_HEALTHY)("pd__transfer_failure_share"),
+        shown="pd.transfer_failure_share",
+    ),
+    "pd_transfer_queue": At(  # per decode instance: PD_HEALTHY has two
+        "parallelism.kv_transfer_bound",
+        lambda v: make_evidence(**PD_HEALTHY, pd__transfer_queue=2 * v),
+        shown="pd.transfer_queue",
+    ),
+    "pd_pool_queue": At(
+        "parallelism.pd_ratio_mismatch",
+        _ev(**{**PD_HEALTHY, "pd__decode_kv_usage": 0.08})("pd__prefill_waiting_per_instance"),
+        shown="pd.prefill_waiting_per_instance",
+    ),
+    "pd_pool_room": At(
+        "parallelism.pd_ratio_mismatch",
+        _ev(**{**PD_HEALTHY, "pd__prefill_waiting_per_instance": 40})("pd__decode_kv_usage"),
+        below_fires=True,
+        shown="pd.decode_kv_usage",
+    ),
+    "pd_idle_running": At(
+        "parallelism.pd_ratio_mismatch",
+        _ev(
+            **{
+                **PD_HEALTHY,
+                "pd__decode_waiting_per_instance": 30,
+                "pd__decode_kv_usage": 0.9,
+                "pd__prefill_kv_usage": 0.02,
+            }
+        )("pd__prefill_running_per_instance"),
+        below_fires=True,
+        shown="pd.prefill_running_per_instance",
+    ),
+    "prefix_affinity_ratio": At(  # hits at v × the reuse the client sent (60 %)
+        "parallelism.prefix_affinity_lost",
+        lambda v: make_evidence(
+            **DP_EVEN, workload__prefix_reuse=0.6, prefix_cache__hit_rate=0.6 * v
+        ),
+        below_fires=True,
+    ),
+    "prefix_min_reuse": At(
+        "parallelism.prefix_affinity_lost",
+        _ev(**{**DP_EVEN, "prefix_cache__hit_rate": 0.0})("workload__prefix_reuse"),
+        shown="workload.prefix_reuse",
+    ),
+    "prefix_spread": At(
+        "parallelism.prefix_affinity_lost",
+        _ev(**DP_EVEN)("dp__prefix_hit_rate_spread"),
+        shown="dp.prefix_hit_rate_spread",
+    ),
     "scaling_of_plan": At(
         "parallelism.scaling_below_plan",
         lambda v: make_evidence(scaling__efficiency=v * 0.9, scaling__plan_efficiency=0.9),
@@ -311,6 +412,10 @@ CASES: dict[str, At] = {
 
 # the thresholds' values, pinned: a default moved by 10 % fails here
 PINNED: dict[str, float] = {
+    "offload_hit_share": 0.05,
+    "offload_min_queries": 10_000.0,
+    "offload_load_vs_recompute": 1.0,
+    "offload_tier_full": 0.98,
     "acceptance_decay": 0.3,
     "client_itl_over_server": 3.0,
     "client_ttft_gap_s": 0.05,
@@ -353,6 +458,18 @@ PINNED: dict[str, float] = {
     "rank_skew": 0.1,
     "dp_imbalance": 1.5,
     "dp_busy_batch": 8.0,
+    "pd_transfer_share": 0.3,
+    "pd_transfer_bound": 0.5,
+    "pd_slow_link_bytes_s": 2e9,
+    "pd_link_share": 0.1,
+    "pd_transfer_failures": 0.01,
+    "pd_transfer_queue": 8.0,
+    "pd_pool_queue": 4.0,
+    "pd_pool_room": 0.5,
+    "pd_idle_running": 1.0,
+    "prefix_affinity_ratio": 0.5,
+    "prefix_min_reuse": 0.2,
+    "prefix_spread": 0.3,
     "recompilations": 1.0,
     "recompilations_full": 8.0,
     "replica_imbalance": 1.5,

@@ -7,7 +7,7 @@ import pytest
 from infertriage.diagnose import RULES, SIGNALS, diagnose_evidence
 from infertriage.schemas import Layer, Status, Thresholds
 
-from .evidence_helpers import DP_EVEN, HEALTHY, make_evidence
+from .evidence_helpers import DP_EVEN, HEALTHY, PD_HEALTHY, make_evidence
 
 SLOW = {"client__ttft_p95_s": 0.9, "client__itl_p95_s": 0.12}
 
@@ -86,6 +86,11 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
     "memory.kv_pressure": (
         {"kv__usage_max": 0.99, "preemptions__total": 12},
         {"kv__usage_max": 0.99, "preemptions__total": 0, "queue__waiting_max": 0},
+        "kv.usage_max",
+    ),
+    "memory.offload_not_paying": (
+        {"offload__tier": 1.0, "offload__hit_share": 0.01, "offload__external_queries": 1e5},
+        {"offload__tier": 1.0, "offload__hit_share": 0.6, "offload__external_queries": 1e5},
         "kv.usage_max",
     ),
     "memory.kv_leak": (
@@ -256,6 +261,21 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
             "dp__idlest_kv_usage": 0.05,
         },
         {**DP_EVEN, "dp__imbalance": 1.2},
+        "dp.ranks",
+    ),
+    "parallelism.kv_transfer_bound": (
+        {**PD_HEALTHY, "pd__transfer_time_mean_s": 0.6, "pd__transfer_ttft_share": 0.72},
+        PD_HEALTHY,
+        "pd.transfer_time_mean_s",
+    ),
+    "parallelism.pd_ratio_mismatch": (
+        {**PD_HEALTHY, "pd__prefill_waiting_per_instance": 40, "pd__decode_kv_usage": 0.08},
+        PD_HEALTHY,
+        "pd.prefill_instances",
+    ),
+    "parallelism.prefix_affinity_lost": (
+        {**DP_EVEN, "dp__prefix_hit_rate_spread": 0.78},
+        {**DP_EVEN, "dp__prefix_hit_rate_spread": 0.03},
         "dp.ranks",
     ),
     "application.replica_imbalance": (

@@ -23,3 +23,16 @@ def test_a_staged_run_with_hostile_names() -> None:
     assert "\x1b" not in text and "\x07" not in text
     assert "[/x][bold]" in text and "stage 2: 4 req/s for 5 s from 5 s" in text
     assert "time-out 60 s" in text
+
+
+def test_an_offload_tier_says_what_it_hit() -> None:
+    """Issue 33: with a CPU offload tier, the summary gives its hits and blocks moved."""
+    scenario = Scenario.model_validate({"offload": {"cpu_blocks": 64}})
+    result = simulate(scenario, rate=2, num_requests=6, workload="synthetic:input=64,output=4")
+    out = io.StringIO()
+    render_simulation(result, Console(file=out, width=300, force_terminal=False))
+    assert "offload tier hits" in out.getvalue() and "blocks stored" in out.getvalue()
+    plain = simulate(Scenario(), rate=2, num_requests=6, workload="synthetic:input=64,output=4")
+    out = io.StringIO()
+    render_simulation(plain, Console(file=out, width=300, force_terminal=False))
+    assert "offload" not in out.getvalue()

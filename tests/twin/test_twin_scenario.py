@@ -29,6 +29,8 @@ PACKAGED = {
     "pd-slow-link",
     "pd-ratio",
     "healthy-pd",
+    "offload-thrash",
+    "offload-helps",
 }
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from infertriage.twin.results import SimulationResult
 from infertriage.twin.scenario import load_scenario
+from infertriage.twin.scenario_model import OffloadSettings
 from infertriage.twin.simulate import simulate
 
 
@@ -36,7 +37,17 @@ SIGNATURES: dict[str, Callable[[SimulationResult], bool]] = {
         r.spec_acceptance_rate is not None and r.spec_acceptance_rate <= 0.3
     ),
     "frontend-bound": lambda r: r.frontend_busy >= 0.95 and r.gpu_util <= 0.5,
+    "offload-thrash": lambda r: (
+        r.offload_hit_rate is not None
+        and r.offload_hit_rate <= 0.05
+        and r.offload_stored_blocks > 10 * r.offload_loaded_blocks
+    ),
 }
+
+
+# 96 system prompts of 1,024 tokens drawn at random: 98k tokens of prefixes, twice the GPU
+# KV cache of offload-thrash and offload-helps
+_OFFLOAD_WORKLOAD = "prefix:groups=96,prefix=1024,input=64,output=64"
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,7 @@ LOADS: dict[str, Load] = {
     "tp-over-pcie": Load(4, 150),
     "spec-low-acceptance": Load(4, 100),
     "frontend-bound": Load(16, 200, {"input_len": 1024, "output_len": 16}),
+    "offload-thrash": Load(8, 400, {"workload": _OFFLOAD_WORKLOAD}),
 }
 
 
@@ -82,3 +94,22 @@ def test_healthy_meets_the_default_slos_at_moderate_load() -> None:
     assert result.num_preemptions == 0 and result.kv_usage_max < 0.5
     assert 0.1 < result.prefix_cache_hit_rate < 0.3  # a fifth share a 1,024-token prefix
     assert not any(signature(result) for signature in SIGNATURES.values())
+
+
+def test_offload_helps_pays_where_offload_thrash_does_not() -> None:
+    """The healthy counterpart: its tier serves half the GPU cache's misses and TTFT p95
+    falls against the same server without a tier; it matches no signature."""
+    load = LOADS["offload-thrash"]
+    helps = load_scenario("offload-helps")
+    with_tier = simulate(helps, rate=load.rate, num_requests=load.num_requests, **load.options)
+    without = simulate(
+        helps.model_copy(update={"offload": OffloadSettings()}),
+        rate=load.rate,
+        num_requests=load.num_requests,
+        **load.options,
+    )
+    assert with_tier.offload_hit_rate is not None and with_tier.offload_hit_rate >= 0.4
+    assert with_tier.offload_loaded_blocks > 0 and without.offload_hit_rate is None
+    assert with_tier.ttft.p95_s < 0.85 * without.ttft.p95_s
+    assert with_tier.num_preemptions == 0 and with_tier.ttft.p95_s < 0.200
+    assert [n for n, signature in SIGNATURES.items() if signature(with_tier)] == []

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from infertriage import __version__
+from infertriage.analyze.signals.reuse import prefix_reuse
 from infertriage.analyze.stats.distribution import Distribution, describe
 from infertriage.analyze.stats.latency import (
     Slo,
@@ -87,6 +88,7 @@ from infertriage.workload import (
     LocalTokenizer,
     Schedule,
     TextRenderer,
+    WorkloadKind,
     make_schedule,
     make_specs,
     parse_arrivals,
@@ -160,6 +162,16 @@ def _schedule(
     if mode is LoadMode.RATE and math.isinf(value):
         if num is None:
             raise UserError("--rate inf sends everything at once: give --num-requests.")
+        if spec.workload.kind is WorkloadKind.AGENTIC:  # every session at once
+            built = make_schedule(
+                spec.workload,
+                None,
+                num_requests=num,
+                duration_s=None,
+                seed=spec.seed,
+                max_model_len=max_model_len,
+            )
+            return Schedule(built.specs, np.zeros(len(built)), built.sessions)
         specs = make_specs(
             spec.workload, num, seed=spec.seed, max_model_len=max_model_len, tokenizer=tokenizer
         )
@@ -270,6 +282,7 @@ class _Session:
             interrupted=interrupted,
             exhausted=any(r.exhausted for r in reports),
             num_backoffs=sum(r.num_backoffs for r in reports),
+            prefix_reuse=prefix_reuse(self.records, run=self.all_records),
             stable=judge_stable(self.records, summary.window)
             if mode is LoadMode.RATE and not math.isinf(value)
             else None,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from infertriage.analyze.signals.client import judged_window
 from infertriage.analyze.signals.metrics import Phases, metric_signals
+from infertriage.analyze.signals.reuse import prefix_reuse
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.capture import (
@@ -163,6 +164,7 @@ class DiagnoseResult:
     notes: tuple[str, ...] = ()
     interrupted: bool = False  # Ctrl-C: the map judges only what was measured before it
     html: Path | None = None  # `--html`: the run's HTML report, written after the map
+    workload: str = ""  # one line on the prompts sent: their prefix reuse (`PrefixReuse.describe`)
 
 
 def _level_s(duration_s: float) -> tuple[float, float, float]:
@@ -391,7 +393,9 @@ def _diagnose_run(
     if slowest:
         diagnosis = diagnosis.model_copy(update={"slowest": slowest})
     write_json(run.diagnosis, diagnosis)
-    return DiagnoseResult(run.root, diagnosis, target, notes=view.notes)
+    reuse = prefix_reuse(records, run=view.run_records)
+    line = reuse.describe() if reuse is not None and reuse.reused_tokens else ""
+    return DiagnoseResult(run.root, diagnosis, target, notes=view.notes, workload=line)
 
 
 def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:

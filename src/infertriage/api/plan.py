@@ -13,6 +13,7 @@ from infertriage.api.specs import PlanSpec
 from infertriage.api.topology import read_interconnect
 from infertriage.api.traffic import traffic_plan
 from infertriage.plan import (
+    CapacityPlan,
     PlanInputs,
     PlanReport,
     RunWorkload,
@@ -23,8 +24,14 @@ from infertriage.plan import (
     normalize_dtype,
     sweep,
 )
+from infertriage.plan.disagg import DisaggPlan, make_disagg_plan
+from infertriage.plan.offload import OffloadPlan, make_offload_plan
+from infertriage.plan.parallel_choice import LayoutChoice, choose_layout
+from infertriage.plan.pdpools import KvLink, ServingSlo
+from infertriage.plan.pipeline import make_pipeline_plan
 from infertriage.plan.topology import measured_gpu
-from infertriage.schemas import RequestRecord, RunDir, UserError
+from infertriage.schemas import RequestRecord, RunDir, UserError, load_thresholds
+from infertriage.schemas.units import GIB
 
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
 
@@ -58,6 +65,32 @@ def _with_measured_link(spec: PlanSpec, inputs: PlanInputs, concurrency: int | N
     topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
     planned = inputs.replace(concurrency=concurrency or inputs.max_num_seqs)
     return inputs.replace(gpu=measured_gpu(planned, runs, topo))
+
+
+def _layout(spec: PlanSpec, inputs: PlanInputs, slo: ServingSlo) -> LayoutChoice | None:
+    """DP vs TP vs EP on the GPUs given, when there is more than one and lengths are known."""
+    num_gpus = spec.num_gpus or inputs.gpus_per_instance
+    if num_gpus < 2 or inputs.input_len is None or inputs.output_len is None:
+        return None
+    return choose_layout(inputs, num_gpus, slo, spec.rate)
+
+
+def _disagg(spec: PlanSpec, inputs: PlanInputs, slo: ServingSlo) -> DisaggPlan | None:
+    """xPyD against colocated for `--rate`."""
+    if spec.rate is None:
+        return None
+    if inputs.input_len is None or inputs.output_len is None:
+        raise UserError("--rate sizes prefill and decode: give --input-len and --output-len too.")
+    link = KvLink(spec.kv_link_gb_s * 1e9, spec.kv_link_latency_s)
+    return make_disagg_plan(inputs, spec.rate, slo, link)
+
+
+def _offload(spec: PlanSpec, capacity: CapacityPlan) -> OffloadPlan | None:
+    if spec.offload_gb is None:
+        return None
+    if spec.prefix_reuse is None:
+        raise UserError("--offload-gb needs --prefix-reuse: the share of a prompt a prefix covers.")
+    return make_offload_plan(capacity, spec.offload_gb * GIB, spec.prefix_reuse, spec.rate)
 
 
 def plan(spec: PlanSpec) -> PlanReport:
@@ -99,6 +132,8 @@ def plan(spec: PlanSpec) -> PlanReport:
             concurrency=peak.concurrency, input_len=peak.input_len, output_len=peak.output_len
         )
     capacity = make_capacity_plan(inputs)
+    thresholds = load_thresholds(spec.slo)
+    slo = ServingSlo(thresholds.ttft_p95_s, thresholds.itl_p95_s)
     advice, advice_error = None, ""
     try:
         advice = advise_parallelism(inputs.replace(num_gpus=num_gpus or inputs.gpus_per_instance))
@@ -124,4 +159,8 @@ def plan(spec: PlanSpec) -> PlanReport:
         cost_per_million_output_tokens=cost,
         from_run=workload,
         traffic=traffic,
+        layout=_layout(spec, inputs, slo),
+        disagg=_disagg(spec, inputs, slo),
+        pipeline=make_pipeline_plan(inputs),
+        offload=_offload(spec, capacity),
     )

@@ -79,7 +79,7 @@ def signals_of_run(run: RunDir, view: RunView, logs: Sequence[str]) -> list[Sign
     samples = list(run.iter_records(run.metrics, Sample))
     deployment = info.config.deployment if isinstance(info, DiagnoseRunInfo) else Deployment()
     signals = [
-        *client_signals(view.records, client_bound=view.client_bound),
+        *client_signals(view.records, client_bound=view.client_bound, run=view.run_records),
         *metric_signals(samples, phases),
         *config_signals(info.server_config, deployment),
         *_fleet_signals(run),

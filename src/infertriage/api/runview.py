@@ -115,6 +115,9 @@ class RunView:
     phases: Phases
     client_bound: bool
     notes: tuple[str, ...] = ()
+    # every record of the run, other levels' too: what the server saw before the measured
+    # level (its prefix cache holds the warm-up's prompts; `analyze.signals.reuse`)
+    run_records: tuple[RequestRecord, ...] = ()
 
 
 def finished(record: RequestRecord) -> bool:
@@ -157,7 +160,9 @@ def measured_view(run: RunDir) -> RunView:
         # its phases hold: metrics and traces are read over them, even with no records
         main = summary.main_level
         mine = [r for r in records if r.labels.get("level") == main]
-        return RunView(info, main, mine, summary.phases, summary.client_bound, notes)
+        return RunView(
+            info, main, mine, summary.phases, summary.client_bound, notes, tuple(records)
+        )
     if not records:
         raise UserError(
             f"{run.root} holds no request records (no requests.jsonl, or an empty one): "
@@ -172,7 +177,9 @@ def measured_view(run: RunDir) -> RunView:
     mine = groups[measured]
     what = f"level {measured}" if measured else "requests"
     notes += (f"the map judges the {info.command} run's {what}.",)
-    return RunView(info, measured, mine, load_phases(mine), summary.client_bound, notes)
+    return RunView(
+        info, measured, mine, load_phases(mine), summary.client_bound, notes, tuple(records)
+    )
 
 
 def _main_group(groups: dict[str, list[RequestRecord]], named: str | None) -> str | None:

@@ -244,6 +244,12 @@ class PlanSpec(CommandSpec):
     # the measured interconnect (`infertriage topology`'s inputs): plan uses its bandwidth
     nvidia_smi_topo: Path | None = None
     nccl_tests: tuple[Path, ...] = ()
+    # modern topologies: xPyD for a rate, the KV link between the pools, a CPU KV tier
+    rate: float | None = Field(default=None, gt=0)  # requests/s to size P/D and layouts for
+    kv_link_gb_s: float = Field(default=50.0, gt=0, json_schema_extra={"flag": "--kv-link-gb-s"})
+    kv_link_latency_s: float = Field(default=0.002, ge=0)  # per transfer
+    offload_gb: float | None = Field(default=None, gt=0)  # a CPU KV tier per instance
+    prefix_reuse: float | None = Field(default=None, ge=0, le=1)  # share of a prompt reused
 
 
 class SimulateSpec(CommandSpec):

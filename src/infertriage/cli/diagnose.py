@@ -125,6 +125,8 @@ def diagnose(
         where = f" — run {result.run_dir}" if result.run_dir else ""
         title = f"Bottleneck map: {result.target}{where}"
         render_diagnosis(result.diagnosis, Console(), title=title)
+        if result.workload:
+            typer.echo(f"Workload: {show_controls(result.workload)}")
     if result.html is not None:
         typer.echo(f"HTML report: {show_controls(str(result.html))}", err=True)
     if result.interrupted:

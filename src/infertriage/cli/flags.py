@@ -157,7 +157,10 @@ def rate(default: Any = None) -> Any:
     return typer.Option(
         default,
         "--rate",
-        help="Open-loop requests/s (bench: levels, e.g. 1,2,4 or inf; simulate: default 4).",
+        help=(
+            "Open-loop requests/s (bench: levels, e.g. 1,2,4 or inf; simulate: default 4; "
+            "plan: the rate to size P/D and layouts for)."
+        ),
     )
 
 

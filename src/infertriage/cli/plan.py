@@ -73,6 +73,24 @@ def plan(
     ),
     nvidia_smi_topo: Path | None = flags.nvidia_smi_topo(),
     nccl_tests: list[Path] = flags.nccl_tests(),
+    rate: float | None = flags.rate(),
+    kv_link_gb_s: float = typer.Option(
+        50.0,
+        "--kv-link-gb-s",
+        help="P/D: the KV link per GPU, GB/s (a 400 Gb/s RDMA NIC: 50).",
+    ),
+    kv_link_latency: float = typer.Option(
+        "2ms",
+        "--kv-link-latency",
+        parser=milliseconds,
+        help="P/D: each KV transfer's fixed cost (a bare number is ms).",
+    ),
+    offload_gb: float | None = typer.Option(
+        None, "--offload-gb", help="A CPU KV-offload tier per instance, GiB."
+    ),
+    prefix_reuse: float | None = typer.Option(
+        None, "--prefix-reuse", help="Share of each prompt a cached prefix covers (0-1)."
+    ),
 ) -> None:
     spec = PlanSpec(
         model=model,
@@ -106,6 +124,11 @@ def plan(
         spot_notice_s=spot_notice,
         nvidia_smi_topo=nvidia_smi_topo,
         nccl_tests=tuple(nccl_tests),
+        rate=rate,
+        kv_link_gb_s=kv_link_gb_s,
+        kv_link_latency_s=kv_link_latency,
+        offload_gb=offload_gb,
+        prefix_reuse=prefix_reuse,
     )
     report = api.plan(spec)
     if json_out:

@@ -28,6 +28,7 @@ from infertriage.analyze.signals.prom import (
 from infertriage.collect.adapters import Adapted, Availability, NormHistogram
 from infertriage.collect.adapters.dcgm import DCGM_PROFILING
 from infertriage.collect.parse import Labels
+from infertriage.collect.roles import PD_PREFIXES, role_signals
 from infertriage.schemas import VOCABULARY, Layer, MetricKind, RunServerConfig
 
 __all__ = [
@@ -107,6 +108,8 @@ class MetricsView:
     notes: tuple[str, ...] = ()
     events: tuple[ServerEvent, ...] = ()
     server_config: RunServerConfig | None = None
+    # a P/D deployment role by role, its KV transfers, prefix hits per rank (`collect.roles`)
+    roles: tuple[DerivedFigure, ...] = ()
 
     def entry(self, name: str, source: str | None = None) -> MetricEntry | None:
         """The entry for `name`, the present one first when several sources report it."""
@@ -334,6 +337,11 @@ def build_view(
             "nv_trt_llm_, trtllm_, nv_inference_, llamacpp:, DCGM_FI_)."
         )
     notes += _dcgm_notes(entries)
+    entries = _without_unused_pd(entries)
+    engine_scrapes = [(t, a) for t, a in flat if a.engine != "dcgm"]
+    roles = tuple(
+        DerivedFigure(s.name, s.value, s.unit, s.source) for s in role_signals(engine_scrapes)
+    )
     times = [s.t for s in scrapes]
     return MetricsView(
         source=source,
@@ -347,4 +355,13 @@ def build_view(
         notes=tuple(notes),
         events=tuple(events),
         server_config=server_config,
+        roles=roles,
     )
+
+
+def _without_unused_pd(entries: list[MetricEntry]) -> list[MetricEntry]:
+    """A server that is not disaggregated lacks every P/D metric: none is listed."""
+    pd = [e for e in entries if e.name.startswith(PD_PREFIXES)]
+    if any(e.status is Availability.PRESENT for e in pd):
+        return entries
+    return [e for e in entries if not e.name.startswith(PD_PREFIXES)]

@@ -49,6 +49,14 @@ _AT_FINISH = (
 )
 _CONFIG = "a server that reports its config (vLLM `vllm:cache_config_info`, `/v1/models`)"
 _ONE_RANK = "the server runs one engine: its metrics name no data-parallel ranks"
+# a P/D deployment's series name their role (SGLang `engine_type`; vLLM a pod label
+# relabelled `engine_type`, `llm_d_ai_role` or `role`); collect reads `pd_role`
+_NOT_PD = "no series names a prefill or decode role: the server is not disaggregated"
+_NO_TRANSFER = (
+    "no KV-transfer metric was scraped (vLLM's NIXL connector, SGLang's disaggregation "
+    "metrics on the prefill instance)"
+)
+_NO_PREFIX_RANKS = "fewer than two ranks report prefix-cache counters or a hit rate"
 
 SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
     {
@@ -100,6 +108,34 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "dp.idlest_running": SignalDef("requests", _METRICS, _ONE_RANK),
         "dp.idlest_waiting": SignalDef("requests", _METRICS, _ONE_RANK),
         "dp.idlest_kv_usage": SignalDef("fraction", _METRICS, _ONE_RANK),
+        # the rank list above is the most uneven role's with P/D: 1 prefill, 2 decode
+        "dp.role": SignalDef("1", _METRICS, _NOT_PD),
+        # prefix-cache hits per rank, and the server's (all ranks' hits over their lookups)
+        "dp.prefix_hit_rate": SignalDef("fraction", _METRICS, _NO_PREFIX_RANKS),
+        "dp.prefix_hit_rate_spread": SignalDef("fraction", _METRICS, _NO_PREFIX_RANKS),
+        "dp.prefix_hit_rate_min": SignalDef("fraction", _METRICS, _NO_PREFIX_RANKS),
+        "dp.prefix_hit_rate_max": SignalDef("fraction", _METRICS, _NO_PREFIX_RANKS),
+        # prefill/decode disaggregation read from /metrics, role by role (analyze.signals
+        # .disagg); the pd.kv_transfer_* figures below are the server log's
+        "pd.prefill_instances": SignalDef("1", _METRICS, _NOT_PD),
+        "pd.decode_instances": SignalDef("1", _METRICS, _NOT_PD),
+        "pd.prefill_waiting_per_instance": SignalDef("requests", _METRICS, _NOT_PD),
+        "pd.decode_waiting_per_instance": SignalDef("requests", _METRICS, _NOT_PD),
+        "pd.prefill_running_per_instance": SignalDef("requests", _METRICS, _NOT_PD),
+        "pd.decode_running_per_instance": SignalDef("requests", _METRICS, _NOT_PD),
+        "pd.prefill_kv_usage": SignalDef("fraction", _METRICS, _NOT_PD),
+        "pd.decode_kv_usage": SignalDef("fraction", _METRICS, _NOT_PD),
+        "pd.prefill_queue_share": SignalDef("fraction", _METRICS, _NOT_PD),
+        "pd.ttft_mean_s": SignalDef("s", _METRICS, _NOT_PD),
+        "pd.transfer_time_mean_s": SignalDef("s", _METRICS, _NO_TRANSFER),
+        "pd.transfer_time_p90_s": SignalDef("s", _METRICS, _NO_TRANSFER),
+        "pd.transfer_ttft_share": SignalDef("fraction", _METRICS, _NO_TRANSFER),
+        "pd.transfer_bytes_per_s": SignalDef("bytes/s", _METRICS, _NO_TRANSFER),
+        "pd.transfer_bytes_mean": SignalDef("bytes", _METRICS, _NO_TRANSFER),
+        "pd.transfer_count": SignalDef("1", _METRICS, _NO_TRANSFER),
+        "pd.transfer_failures": SignalDef("1", _METRICS, _NO_TRANSFER),
+        "pd.transfer_failure_share": SignalDef("fraction", _METRICS, _NO_TRANSFER),
+        "pd.transfer_queue": SignalDef("requests", _METRICS, _NO_TRANSFER),
         # the measured level alone (the maxima above include the overload step)
         "queue.measured_waiting_max": SignalDef("requests", _METRICS),
         "queue.measured_running_max": SignalDef("requests", _METRICS),

@@ -56,6 +56,22 @@ CAUSES: dict[str, tuple[str, ...]] = {
         "hardware.busy_not_computing",
     ),
     "speculative.low_acceptance": ("hardware.below_roofline",),
+    # P/D: a pool too small for its share of the load is where its queue and full KV come
+    # from; a slow KV link is what the log's transfer times show
+    "parallelism.pd_ratio_mismatch": (
+        "memory.kv_pressure",
+        "scheduling.queue_dominates_ttft",
+        "scheduling.unbounded_queue",
+    ),
+    # requests waiting for their KV to arrive read as a decode queue
+    "parallelism.kv_transfer_bound": ("parallelism.kv_transfer", "parallelism.pd_ratio_mismatch"),
+    # requests stranded on one data-parallel rank are the server's queue
+    "parallelism.dp_rank_imbalance": (
+        "scheduling.queue_dominates_ttft",
+        "scheduling.unbounded_queue",
+    ),
+    # prefixes prefilled again on a replica that lacks them: the queue and the prefill work
+    "parallelism.prefix_affinity_lost": ("scheduling.queue_dominates_ttft",),
     # requests held up in front of the engine reach it late: the GPU waits, the queue looks long
     "application.client_vs_server_ttft": (
         "kernel.host_wait",
@@ -112,7 +128,11 @@ def _not_applicable(layer: Layer, evidence: Evidence) -> bool:
     if layer is Layer.PARALLELISM:
         tp = evidence.get("config.tensor_parallel")
         multi_rank = (
-            evidence.has("trace.rank_skew_fraction") or (evidence.get("dp.ranks") or 0) >= 2
+            evidence.has("trace.rank_skew_fraction")
+            or (evidence.get("dp.ranks") or 0) >= 2
+            or evidence.has("pd.prefill_instances")  # prefill/decode on separate instances
+            or evidence.has("pd.decode_instances")
+            or evidence.has("pd.transfer_time_mean_s")
         )
         return (tp is None or tp <= 1) and not multi_rank
     return False

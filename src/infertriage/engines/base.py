@@ -61,6 +61,8 @@ class Knob(StrEnum):
     API_SERVERS = "api_servers"  # how many API-server (HTTP, tokenizer) processes run
     STREAM_INTERVAL = "stream_interval"  # tokens the server gathers into one streamed chunk
     SKIP_TOKENIZER = "skip_tokenizer"  # token ids in and out: the client (de)tokenises
+    KV_TRANSFER = "kv_transfer"  # P/D: the connector that moves the KV cache between instances
+    OFFLOAD_SIZE = "offload_size"  # the host-memory KV offload tier's size (issue 33)
 
 
 @dataclass(frozen=True, slots=True)

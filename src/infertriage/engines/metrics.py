@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 
 from infertriage.schemas import VOCABULARY, MetricKind
 
-__all__ = ["ENGINE_DOMAIN", "Labels", "MetricMap", "MetricTable", "Product", "Source", "metric"]
+__all__ = [
+    "ENGINE_DOMAIN",
+    "PD_DOMAIN",
+    "PD_ROLES",
+    "Labels",
+    "MetricMap",
+    "MetricTable",
+    "Product",
+    "Source",
+    "metric",
+]
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -87,12 +97,19 @@ class MetricTable:
     # labels that only say which process exported a copy of one value (Prometheus'
     # multiprocess mode exports a gauge per process with `pid`): equal copies count once
     copy_labels: tuple[str, ...] = ("pid",)
+    # labels that name an instance's prefill/decode role (SGLang's own `engine_type`; for
+    # vLLM a pod label Prometheus relabelled onto its series): the first present, its value
+    # one of `PD_ROLES`' keys, is copied into the label `pd_role`
+    role_labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         mapped = {m.name for m in self.mappings}
         if not mapped <= self.domain:
             raise ValueError(f"{self.engine}: mapped names outside the domain")
 
+
+# a role label's value → the normalised role (`unified`, llm-d's `both`: not disaggregated)
+PD_ROLES: Mapping[str, str] = {"prefill": "prefill", "decode": "decode"}
 
 ENGINE_DOMAIN: frozenset[str] = frozenset(
     name
@@ -101,3 +118,9 @@ ENGINE_DOMAIN: frozenset[str] = frozenset(
     and name.split(".")[0]
     in {"queue", "kv", "preemptions", "prefix_cache", "tokens", "requests", "server", "spec"}
 ) | {"proc.rss_bytes", "proc.start_time_s", "proc.cpu_seconds"}
+
+# prefill/decode disaggregation (the KV connector's transfers, the P/D queues): engines that
+# run disaggregated add it to their domain
+PD_DOMAIN: frozenset[str] = frozenset(
+    name for name in VOCABULARY if name.split(".")[0] in {"kv_transfer", "pd"}
+)

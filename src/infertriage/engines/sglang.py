@@ -34,18 +34,38 @@ from infertriage.engines.base import (
     config_fields,
     positive,
 )
-from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Source, metric
+from infertriage.engines.metrics import ENGINE_DOMAIN, PD_DOMAIN, MetricTable, Source, metric
 
 __all__ = ["SGLANG", "SGLANG_METRICS", "read_iso_stamp"]
 
 _NEWER = "newer SGLang builds only"
 _SPEC = "exported only with speculative decoding on (--speculative-algorithm)"
+# python/sglang/srt/metrics/collector.py, `SchedulerMetricsCollector` (commit 00ae9c15,
+# 0.5.x): the P/D queues and the last transfer's figures are gauges ("mostrecent"), the
+# failures counters; the prefill scheduler sets kv_transfer_* (MB = MiB, GB/s = GiB/s, as
+# scheduler computes them: bytes / 2**20, then / 1024 per second). `per_stage_req_latency_seconds`
+# is a histogram with a `stage` label (schedule_batch.py `RequestStage`):
+# `prefill_transfer_kv_cache` is the prefill side's wait from its forward's end to the
+# transfer's end. The scheduler labels every series `engine_type` = prefill | decode |
+# unified by --disaggregation-mode (scheduler_metrics_mixin.py); older builds (≤ 0.4) wrote
+# "unified" whatever the mode, so their roles cannot be told from /metrics.
+_PD = "only on a disaggregated instance (--disaggregation-mode prefill|decode)"
+_GIB, _MIB = float(2**30), float(2**20)
+
+# Issue 33, HiCache's host tier (`--enable-hierarchical-cache`, sized by `--hicache-ratio` or
+# `--hicache-size` GB): its gauges, created only with the tier on
+# (`SchedulerMetricsCollector`, python/sglang/srt/metrics/collector.py, late 2025).
+_HICACHE_ON = "with --enable-hierarchical-cache"
+_HICACHE = (
+    metric("kv.offload_used_tokens", "sglang:hicache_host_used_tokens", enable=_HICACHE_ON),
+    metric("kv.offload_total_tokens", "sglang:hicache_host_total_tokens", enable=_HICACHE_ON),
+)
 
 SGLANG_METRICS = MetricTable(
     engine="sglang",
     title="SGLang",
     prefixes=("sglang:",),
-    domain=ENGINE_DOMAIN,
+    domain=ENGINE_DOMAIN | PD_DOMAIN,
     mappings=(
         metric("queue.waiting", "sglang:num_queue_reqs"),
         metric("queue.running", "sglang:num_running_reqs"),
@@ -71,11 +91,42 @@ SGLANG_METRICS = MetricTable(
         metric("server.e2e", "sglang:e2e_request_latency_seconds"),
         metric("server.queue_time", "sglang:queue_time_seconds", enable=_NEWER),
         metric("spec.accept_length", "sglang:spec_accept_length", enable=_SPEC),
+        metric(
+            "kv_transfer.time",
+            Source(
+                "sglang:per_stage_req_latency_seconds",
+                where=(("stage", "prefill_transfer_kv_cache"),),
+            ),
+            enable=_PD + "; newer SGLang builds",
+        ),
+        metric("kv_transfer.failed", "sglang:num_transfer_failed_reqs_total", enable=_PD),
+        metric(
+            "kv_transfer.bootstrap_failed", "sglang:num_bootstrap_failed_reqs_total", enable=_PD
+        ),
+        metric("kv_transfer.speed", Source("sglang:kv_transfer_speed_gb_s", _GIB), enable=_PD),
+        metric("kv_transfer.latency", Source("sglang:kv_transfer_latency_ms", 1e-3), enable=_PD),
+        metric(
+            "kv_transfer.bootstrap_time",
+            Source("sglang:kv_transfer_bootstrap_ms", 1e-3),
+            enable=_PD,
+        ),
+        metric("kv_transfer.alloc_time", Source("sglang:kv_transfer_alloc_ms", 1e-3), enable=_PD),
+        metric("kv_transfer.last_bytes", Source("sglang:kv_transfer_total_mb", _MIB), enable=_PD),
+        metric("pd.prefill_bootstrap_queue", "sglang:num_prefill_prealloc_queue_reqs", enable=_PD),
+        metric("pd.prefill_inflight_queue", "sglang:num_prefill_inflight_queue_reqs", enable=_PD),
+        metric("pd.decode_prealloc_queue", "sglang:num_decode_prealloc_queue_reqs", enable=_PD),
+        metric("pd.decode_transfer_queue", "sglang:num_decode_transfer_queue_reqs", enable=_PD),
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+        *_HICACHE,
     ),
     unsupported={
+        "kv_transfer.post_time": "SGLang exports no post time per transfer",
+        "kv_transfer.bytes": "SGLang exports the last transfer's size (kv_transfer.last_bytes)",
+        "kv_transfer.descriptors": "SGLang exports no descriptor count",
+        "kv_transfer.failed_notifications": "SGLang counts failed transfers (kv_transfer.failed)",
+        "kv_transfer.expired": "SGLang counts failed transfers (kv_transfer.failed)",
         "preemptions": "SGLang retracts requests instead of preempting; it logs retractions",
         "queue.swapped": "SGLang does not swap requests to CPU",
         "prefix_cache.queries": "SGLang exports the hit rate (prefix_cache.hit_rate) instead",
@@ -85,6 +136,7 @@ SGLANG_METRICS = MetricTable(
     # with --dp-size, dp_rank; the TP ranks of one DP rank share its scheduler's state
     rank_label="dp_rank",
     copy_labels=("pid", "tp_rank", "moe_ep_rank"),
+    role_labels=("engine_type",),
 )
 
 
@@ -236,6 +288,8 @@ SGLANG = EngineAdapter(
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--disaggregation-transfer-backend",
+        Knob.OFFLOAD_SIZE: "--hicache-size",  # GB of host memory for HiCache (or --hicache-ratio)
     },
     # the HTTP server and TokenizerManager are the main process, detokenisation runs in the
     # `sglang::detokenizer` process: both are the front end; `sglang::scheduler_TPn` runs the

@@ -36,7 +36,14 @@ from infertriage.engines.base import (
     positive,
     typed_label,
 )
-from infertriage.engines.metrics import ENGINE_DOMAIN, MetricTable, Product, Source, metric
+from infertriage.engines.metrics import (
+    ENGINE_DOMAIN,
+    PD_DOMAIN,
+    MetricTable,
+    Product,
+    Source,
+    metric,
+)
 
 __all__ = [
     "CACHE_CONFIG_INFO",
@@ -50,12 +57,72 @@ __all__ = [
 
 _V0 = "vLLM V0 name"
 _SPEC = "exported only with speculative decoding on (--speculative-config)"
+# vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py, `NixlPromMetrics` (vLLM
+# 0.11+, commit 002a1057): per engine (labels model_name, engine). The transfer histograms and
+# failures are recorded by the side that reads the KV (the decode instance pulls it: READ);
+# `nixl_num_kv_expired_reqs` (added later, PR #32340) by the prefill instance, whose KV waited
+# for a decode that never read it. Buckets: xfer time 5 ms … 5 s, post time 1 ms … 5 s, bytes
+# 2 KiB … 8 GiB (×4), descriptors 10 … 50,000. Counters carry `_total` on the wire.
+_NIXL = 'only with --kv-transfer-config \'{"kv_connector":"NixlConnector",…}\' (P/D)'
+
+# Issue 33, a KV offload tier or connector. V1 `loggers.py` (`PrometheusStatLogger`, vLLM
+# main, late 2025) always serves the connector's prefix-cache counters (queries: the prompt
+# tokens the GPU cache missed, per admission; hits: the tokens the connector gave, from
+# `scheduler.py`) and `prompt_tokens_by_source` (`PromptTokenStats`, `v1/metrics/stats.py`).
+# The native CPU offloading connector (`--kv-offloading-size`, `OffloadPromMetrics` in
+# `kv_connector/v1/offloading_connector.py`) adds bytes and seconds per `transfer_type`
+# (`CPU_to_GPU` = load, `GPU_to_CPU` = store; mediums from `kv_offload` specs); newer main
+# dual-writes flat `kv_offload_{load,store}_{bytes,time}` (its offloading-connector test).
+# LMCache's own gauge (`lmcache/observability.py`) is served on the same endpoint.
+_OFFLOAD_ON = "with a KV connector: --kv-offloading-size N (native CPU) or --kv-transfer-config"
+_LOAD, _STORE = (("transfer_type", "CPU_to_GPU"),), (("transfer_type", "GPU_to_CPU"),)
+_OFFLOAD = (
+    metric("prefix_cache.external_queries", "vllm:external_prefix_cache_queries_total"),
+    metric("prefix_cache.external_hits", "vllm:external_prefix_cache_hits_total"),
+    metric(
+        "tokens.prompt_computed",
+        Source("vllm:prompt_tokens_by_source_total", where=(("source", "local_compute"),)),
+    ),
+    metric(
+        "tokens.prompt_local_hit",
+        Source("vllm:prompt_tokens_by_source_total", where=(("source", "local_cache_hit"),)),
+    ),
+    metric(
+        "tokens.prompt_external",
+        Source("vllm:prompt_tokens_by_source_total", where=(("source", "external_kv_transfer"),)),
+    ),
+    metric(
+        "kv.offload_load_bytes",
+        "vllm:kv_offload_load_bytes_total",
+        Source("vllm:kv_offload_total_bytes_total", where=_LOAD, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric(
+        "kv.offload_store_bytes",
+        "vllm:kv_offload_store_bytes_total",
+        Source("vllm:kv_offload_total_bytes_total", where=_STORE, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric(
+        "kv.offload_load_seconds",
+        "vllm:kv_offload_load_time_total",
+        Source("vllm:kv_offload_total_time_total", where=_LOAD, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric(
+        "kv.offload_store_seconds",
+        "vllm:kv_offload_store_time_total",
+        Source("vllm:kv_offload_total_time_total", where=_STORE, note="until late 2025"),
+        enable=_OFFLOAD_ON,
+    ),
+    metric("kv.offload_used_bytes", "lmcache:local_cache_usage", enable="LMCache only"),
+)
 
 VLLM_METRICS = MetricTable(
     engine="vllm",
     title="vLLM",
     prefixes=("vllm:",),
-    domain=ENGINE_DOMAIN,
+    domain=ENGINE_DOMAIN | PD_DOMAIN,
     mappings=(
         metric("queue.waiting", "vllm:num_requests_waiting"),
         metric("queue.running", "vllm:num_requests_running"),
@@ -110,11 +177,38 @@ VLLM_METRICS = MetricTable(
             "vllm:spec_decode_num_accepted_tokens_per_pos_total",
             enable=_SPEC,
         ),
+        metric("kv_transfer.time", "vllm:nixl_xfer_time_seconds", enable=_NIXL),
+        metric("kv_transfer.post_time", "vllm:nixl_post_time_seconds", enable=_NIXL),
+        metric("kv_transfer.bytes", "vllm:nixl_bytes_transferred", enable=_NIXL),
+        metric("kv_transfer.descriptors", "vllm:nixl_num_descriptors", enable=_NIXL),
+        metric("kv_transfer.failed", "vllm:nixl_num_failed_transfers_total", enable=_NIXL),
+        metric(
+            "kv_transfer.failed_notifications",
+            "vllm:nixl_num_failed_notifications_total",
+            enable=_NIXL,
+        ),
+        metric(
+            "kv_transfer.expired",
+            "vllm:nixl_num_kv_expired_reqs_total",
+            note="counted on the prefill instance",
+            enable=_NIXL + "; newer vLLM only",
+        ),
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+        *_OFFLOAD,
     ),
     unsupported={
+        "kv_transfer.speed": "vLLM's NIXL connector exports bytes and time per transfer instead",
+        "kv_transfer.latency": "vLLM's NIXL connector exports a histogram (kv_transfer.time)",
+        "kv_transfer.bootstrap_time": "vLLM's NIXL connector exports no handshake time",
+        "kv_transfer.alloc_time": "vLLM exports no wait for decode KV space",
+        "kv_transfer.last_bytes": "vLLM's NIXL connector exports a histogram (kv_transfer.bytes)",
+        "kv_transfer.bootstrap_failed": "vLLM counts failed transfers (kv_transfer.failed)",
+        "pd.prefill_bootstrap_queue": "vLLM has no P/D queues of its own",
+        "pd.prefill_inflight_queue": "vLLM has no P/D queues of its own",
+        "pd.decode_prealloc_queue": "vLLM has no P/D queues of its own",
+        "pd.decode_transfer_queue": "vLLM has no P/D queues of its own",
         "requests.failed": "vLLM counts no failed requests (aborts appear as finished_reason)",
         "kv.blocks_free": "vLLM exports usage as a fraction (kv.usage), not free blocks",
         "kv.blocks_used": "vLLM exports usage as a fraction (kv.usage), not used blocks",
@@ -126,6 +220,9 @@ VLLM_METRICS = MetricTable(
     products=(Product("kv.tokens_total", "kv.blocks_total", "kv.block_size"),),
     # V1 `PrometheusStatLogger`: labelnames ["model_name", "engine"], one engine per DP rank
     rank_label="engine",
+    # vLLM names no role itself: a P/D deployment's pods carry one (llm-d's `llm-d.ai/role`,
+    # relabelled `llm_d_ai_role`; others `role`, or `engine_type` as SGLang names it)
+    role_labels=("engine_type", "llm_d_ai_role", "role"),
 )
 
 
@@ -400,6 +497,9 @@ VLLM = EngineAdapter(
         Knob.API_SERVERS: "--api-server-count",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.KV_TRANSFER: "--kv-transfer-config",
+        # GiB of CPU memory for native KV offloading (vllm/config/cache.py kv_offloading_size)
+        Knob.OFFLOAD_SIZE: "--kv-offloading-size",
     },
     tokenize=TokenizeForm(
         "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize

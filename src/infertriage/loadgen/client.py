@@ -40,7 +40,13 @@ from infertriage.loadgen.request import (
     request_body,
     request_headers,
 )
-from infertriage.loadgen.response import ERROR_TEXT_LIMIT, BodyMode, StreamState, body_text
+from infertriage.loadgen.response import (
+    ERROR_TEXT_LIMIT,
+    BodyMode,
+    StreamState,
+    body_text,
+    replica_of,
+)
 from infertriage.loadgen.sse import SseEventTooLarge
 from infertriage.net import make_redirect_guard
 from infertriage.schemas import ErrorKind
@@ -180,6 +186,7 @@ class RequestClient:
                 resp.headers.get("Content-Type", ""),
                 resp.headers.get("Content-Encoding", ""),
                 resp.headers.get("X-Request-Id"),
+                replica=replica_of(resp.headers),
             )
             if mode is BodyMode.ERROR:
                 await self._http_error(state, resp)

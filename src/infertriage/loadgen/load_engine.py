@@ -25,7 +25,7 @@ from infertriage.loadgen.runner import LoadPlan, WorkerReport, have_uvloop, run_
 from infertriage.loadgen.spec import BenchSpec
 from infertriage.loadgen.workers import run_parallel
 from infertriage.schemas import RequestRecord, UserError
-from infertriage.workload import LocalTokenizer, TextRenderer
+from infertriage.workload import LocalTokenizer, TextRenderer, WorkloadKind
 
 __all__ = [
     "LOAD_ENGINES",
@@ -170,6 +170,11 @@ def engine_kind(config: BenchSpec) -> str:
     if config.locust_master_host and config.locust_workers is None:
         raise UserError("--locust-master-host needs --locust-workers N.")
     if config.locust_workers is not None:
+        if config.workload.kind is WorkloadKind.AGENTIC:
+            raise UserError(
+                "--locust-workers cannot run agentic sessions (a step waits for the one "
+                "before it); use --workers N."
+            )
         return "locust"
     return "workers" if config.workers > 1 else "asyncio"
 

@@ -49,14 +49,24 @@ import orjson
 from infertriage.loadgen.sse import SseEvent, SseParser
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource, http_error_kind
 from infertriage.schemas.redact import Redactor
-from infertriage.workload import RequestSpec, TokenCounter
+from infertriage.workload import RequestSpec, TokenCounter, prefix_marks
 
-__all__ = ["MAX_TOKEN_COUNT", "BodyMode", "StreamState", "body_text"]
+__all__ = [
+    "MAX_TOKEN_COUNT",
+    "REPLICA_HEADERS",
+    "BodyMode",
+    "StreamState",
+    "body_text",
+    "replica_of",
+]
 
 ERROR_TEXT_LIMIT = 300
 # More tokens than any context holds or any request produces: a count past it is not one.
 MAX_TOKEN_COUNT = 100_000_000
 _SERVER_ID_LIMIT = 200  # a request id longer than this is not one
+# Response headers that name the replica (instance, pod) that served a request, first found
+# wins: what gateways and routers in front of several engines add where configured.
+REPLICA_HEADERS = ("x-served-by", "x-instance", "x-replica", "x-backend", "x-upstream")
 _HEAD_LIMIT = 200  # the start of a body kept to say what it was when it held no event
 # One read may inflate to at most this much: more is a compression bomb, not a stream.
 _MAX_INFLATED_PER_READ = 64 << 20
@@ -150,6 +160,15 @@ def body_text(data: bytes, encoding: str) -> str:
     return data.decode("utf-8", "replace")
 
 
+def replica_of(headers: Any) -> str | None:
+    """The replica a response names (`REPLICA_HEADERS`), or None: one `get` per name."""
+    for name in REPLICA_HEADERS:
+        value = headers.get(name)
+        if value:
+            return str(value)
+    return None
+
+
 def _is_html(head: bytes) -> bool:
     return head.lstrip()[:16].lower().startswith(_HTML_STARTS)
 
@@ -177,6 +196,7 @@ class StreamState:
         "prev_cum",
         "queue_s",
         "redact",
+        "replica",
         "retried",
         "retry_cause",
         "reused",
@@ -227,6 +247,7 @@ class StreamState:
         self.retry_cause = ""  # what the send on the kept-alive connection met
         self.reused = False  # the send went out on a kept-alive connection
         self.server_id = ""  # the response's X-Request-Id, else its first event's `id`
+        self.replica = ""  # which replica served it, where a header says (`REPLICA_HEADERS`)
 
     def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
         """Record the first failure; a later one (a reset after an error event) does not mask it."""
@@ -236,10 +257,19 @@ class StreamState:
             self.error_kind, self.fault, self.error_text = kind, fault, text
 
     def on_headers(
-        self, ns: int, status: int, content_type: str, encoding: str, request_id: str | None
+        self,
+        ns: int,
+        status: int,
+        content_type: str,
+        encoding: str,
+        request_id: str | None,
+        *,
+        replica: str | None = None,
     ) -> BodyMode:
         """The response's status and headers: how to read its body (or not at all)."""
         self.headers_ns = self.last_ns = ns
+        if replica:
+            self.replica = self.redact(replica)[:_SERVER_ID_LIMIT]
         self.status = status
         self.content_type = content_type = content_type.split(";", 1)[0].strip().lower()
         self.encoding = encoding = encoding.strip().lower()
@@ -526,6 +556,9 @@ class StreamState:
             and (self.exact or self.usage_completion == counted),
             fault=self.fault,
             server_request_id=self.server_id,
+            prompt_prefix=prefix_marks(
+                self.spec.turns, tokenizer.count if tokenizer is not None else None
+            ),
         )
 
     def _labels(
@@ -539,6 +572,8 @@ class StreamState:
         if self.retried:
             all_labels["retried"] = "stale_connection"
             all_labels["retry_cause"] = self.retry_cause
+        if self.replica:
+            all_labels["replica"] = self.replica
         if self.first_kind == _TOOL:
             all_labels["ttft_from"] = "tool_call"  # the first token was a tool call's delta
         if tokenizer is not None and self.texts is not None and output_source is TokenSource.USAGE:

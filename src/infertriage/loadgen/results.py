@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from infertriage.analyze.signals.reuse import PrefixReuse
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.loadgen.spec import BenchSpec
@@ -68,6 +69,7 @@ class LevelResult:
     exhausted: bool = False
     stable: bool | None = None  # sweeps: did latency stay bounded at this rate
     num_backoffs: int = 0  # closed loop: users that waited after a fast failure
+    prefix_reuse: PrefixReuse | None = None  # the prompts' reuse of earlier prefixes, as sent
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,10 @@ requests then get `drain_timeout_s` before they are cancelled and recorded as
 `timeout:run_deadline`, or less when the plan lets the drain settle
 (`drain_deadline_ns`, the one rule the Locust worker applies too). Cancelling
 the run (Ctrl-C, or `stop()` turning true) records every in-flight request as
-`client:cancelled` with what it measured.
+`client:cancelled` with what it measured. A schedule of sessions (agentic workloads)
+sends each session's steps in order, a step once the previous one is answered and its
+delay has passed: an open loop starts a session at its first request's deadline, a
+closed loop's user runs one session at a time; no step starts after the duration.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from infertriage.loadgen.client import ClientConfig, RequestClient, StreamState, make_session
 from infertriage.schemas import ErrorKind, RequestRecord
-from infertriage.workload import RequestSpec, Schedule, TextRenderer, TokenCounter
+from infertriage.workload import RequestSpec, Schedule, Session, TextRenderer, TokenCounter
 
 __all__ = [
     "DRAIN_POLL_S",
@@ -272,6 +275,19 @@ class _Run:
         offsets = self.plan.schedule.offsets_s
         assert offsets is not None
         start, limit = self.load_start_ns, self.issue_until_ns
+        if self.plan.schedule.sessions is not None:
+            started = []
+            for session in self.plan.schedule.sessions:
+                deadline = start + round(offsets[session[0].indices[0]] * 1e9)
+                if limit is not None and deadline >= limit:
+                    break
+                await sleep_until(deadline)
+                started.append(self._spawn(self._session(session, deadline)))
+            if limit is None and started:
+                # bounded by a count: every session runs to its end (as a closed loop's users
+                # do), so no drain cuts a session's later steps
+                await asyncio.wait(started)
+            return
         for spec, offset in zip(self.plan.schedule.specs, offsets.tolist(), strict=True):
             deadline = start + round(offset * 1e9)
             if limit is not None and deadline >= limit:
@@ -297,9 +313,39 @@ class _Run:
             scheduled = time.perf_counter_ns()
         self.exhausted = self.issue_until_ns is not None
 
+    async def _session(self, session: Session, scheduled: int) -> bool:
+        """A session's steps in order, each `delay_s` after the previous one's answers (a
+        step's requests together); false when the run's issuing ended before its last."""
+        specs, limit, failures = self.plan.schedule.specs, self.issue_until_ns, 0
+        for n, step in enumerate(session):
+            if n:
+                pause_s = step.delay_s + backoff_s(failures)
+                scheduled = time.perf_counter_ns() + round(pause_s * 1e9)
+                if limit is not None and scheduled >= limit:
+                    return False
+                await sleep_until(scheduled)
+            sent = (self.one(specs[i], scheduled) for i in step.indices)
+            failures = failures + 1 if all(await asyncio.gather(*sent)) else 0
+            self.num_backoffs += 1 if failures else 0
+        return True
+
+    async def _session_user(self, sessions: Iterator[Session]) -> None:
+        for session in sessions:
+            limit = self.issue_until_ns
+            if limit is not None and time.perf_counter_ns() >= limit:
+                return
+            if not await self._session(session, time.perf_counter_ns()):
+                return
+        self.exhausted = self.issue_until_ns is not None
+
     async def closed_loop(self) -> None:
         specs = iter(self.plan.schedule.specs)  # shared: each user takes the next request
-        users = [self._spawn(self._user(specs)) for _ in range(self.plan.concurrency or 1)]
+        sessions = self.plan.schedule.sessions
+        shared = None if sessions is None else iter(sessions)  # each user takes the next one
+        users = [
+            self._spawn(self._user(specs) if shared is None else self._session_user(shared))
+            for _ in range(self.plan.concurrency or 1)
+        ]
         if self.issue_until_ns is not None:
             remaining = (self.issue_until_ns - time.perf_counter_ns()) * 1e-9
             await asyncio.wait(users, timeout=max(remaining, 0.0))

@@ -56,10 +56,10 @@ class _Job:
 
 
 def split_plan(plan: LoadPlan, num_workers: int) -> list[LoadPlan]:
-    """Each worker's share: every Nth request (deadlines kept) and its part of the users."""
+    """Each worker's share: every Nth request or session (deadlines kept), its part of the users."""
     shares = []
     for w in range(num_workers):
-        schedule = plan.schedule.take(slice(w, None, num_workers))
+        schedule = plan.schedule.share(w, num_workers)
         users = None
         if plan.closed:
             total = plan.concurrency or 1

@@ -11,12 +11,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infertriage.plan.capacity import PlanInputs, make_capacity_plan
+from infertriage.plan.capacity import (
+    DEFAULT_BUBBLE_TARGET,
+    PlanInputs,
+    make_capacity_plan,
+    micro_batches_for,
+)
 from infertriage.plan.memory import weight_bytes
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.units import GIB
 
-__all__ = ["ParallelAdvice", "advise_parallelism", "smallest_replica_tp"]
+__all__ = [
+    "ParallelAdvice",
+    "advise_parallelism",
+    "fits_one_request",
+    "smallest_replica_tp",
+    "tp_candidates",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +43,7 @@ class ParallelAdvice:
         return self.tp * self.pp
 
 
-def _fits(inputs: PlanInputs) -> bool:
+def fits_one_request(inputs: PlanInputs) -> bool:
     """Weights, overheads and at least one full-length request fit each GPU."""
     try:
         plan = make_capacity_plan(inputs.replace(concurrency=1, num_gpus=None))
@@ -63,7 +74,8 @@ def smallest_replica_tp(inputs: PlanInputs) -> int:
     return smallest
 
 
-def _tp_candidates(inputs: PlanInputs, limit: int) -> list[int]:
+def tp_candidates(inputs: PlanInputs, limit: int) -> list[int]:
+    """Tensor-parallel degrees up to `limit` that divide the attention heads (powers of two)."""
     heads = inputs.model.num_attention_heads
     sizes = [size for size in (1, 2, 4, 8, 16) if size <= limit]
     return [size for size in sizes if heads % size == 0] or sizes
@@ -91,8 +103,8 @@ def advise_parallelism(inputs: PlanInputs) -> ParallelAdvice:
     ep, ep_reasons = _moe_reason(inputs)
     in_node = min(num_gpus, inputs.gpus_per_node)
     base = inputs.replace(pp=1)
-    for tp in _tp_candidates(inputs, in_node):
-        if not _fits(base.replace(tp=tp)):
+    for tp in tp_candidates(inputs, in_node):
+        if not fits_one_request(base.replace(tp=tp)):
             continue
         dp = num_gpus // tp
         if tp == 1:
@@ -124,11 +136,12 @@ def _across_nodes(
 ) -> ParallelAdvice:
     tp = min(inputs.gpus_per_node, num_gpus)
     for pp in range(2, num_gpus // tp + 1):
-        if _fits(inputs.replace(tp=tp, pp=pp)):
+        if fits_one_request(inputs.replace(tp=tp, pp=pp)):
             reason = (
                 f"One node ({tp} GPUs) is not enough: TP={tp} inside each node and PP={pp} across "
-                f"nodes; keep at least {pp} micro-batches in flight (enough concurrent requests) "
-                "or the pipeline bubbles."
+                f"nodes; keep at least {micro_batches_for(pp)} micro-batches in flight (enough "
+                f"concurrent requests) or the pipeline idles more than "
+                f"{DEFAULT_BUBBLE_TARGET:.0%} of the time."
             )
             return ParallelAdvice(
                 tp=tp, pp=pp, ep=ep, dp=num_gpus // (tp * pp), reasons=(reason, *ep_reasons)

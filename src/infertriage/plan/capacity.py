@@ -25,13 +25,18 @@ from infertriage.schemas.units import GIB
 
 __all__ = [
     "CUDA_GRAPH_POOL_BYTES",
+    "DEFAULT_BUBBLE_TARGET",
     "CapacityPlan",
     "KnobEffect",
     "MemoryBreakdown",
     "PlanInputs",
     "RooflineSummary",
     "activation_peak_bytes",
+    "interconnect_of",
     "make_capacity_plan",
+    "micro_batches_for",
+    "pp_bubble",
+    "pp_hop_s",
     "runtime_bytes",
 ]
 
@@ -42,6 +47,7 @@ CUDA_GRAPH_POOL_BYTES = int(0.5 * GIB)
 RUNTIME_BYTES = int(0.35 * GIB)
 NCCL_BYTES = int(0.25 * GIB)
 LOGITS_BYTES_PER_VALUE = 4  # the sampler's fp32 logits
+DEFAULT_BUBBLE_TARGET = 0.10  # the share of each pipeline stage's time a plan lets it idle
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +151,12 @@ class CapacityPlan:
     roofline: RooflineSummary
 
 
-def _interconnect(inputs: PlanInputs) -> str:
+def interconnect_of(inputs: PlanInputs) -> str:
+    """The link an instance's all-reduces run over: the GPU's own while its TP group fits one
+    node (pipeline stages across nodes only send hidden states, `pp_hop_s`), PCIe beyond."""
     if inputs.interconnect != "auto":
         return inputs.interconnect
-    return inputs.gpu.link if inputs.gpus_per_instance <= inputs.gpus_per_node else "pcie"
+    return inputs.gpu.link if inputs.tp <= inputs.gpus_per_node else "pcie"
 
 
 def activation_peak_bytes(
@@ -213,7 +221,16 @@ def _length_cap(inputs: PlanInputs, kv: KvCachePlan) -> int:
     return min(cap, inputs.max_model_len)
 
 
-def _pp_bubble(pp: int, micro_batches: int) -> float:
+def micro_batches_for(pp: int, target: float = DEFAULT_BUBBLE_TARGET) -> int:
+    """The fewest micro-batches `m` with `(p − 1) / (m + p − 1) ≤ target`."""
+    if pp <= 1:
+        return 1
+    return max(1, math.ceil((pp - 1) * (1 - target) / target - 1e-9))
+
+
+def pp_bubble(pp: int, micro_batches: int) -> float:
+    """The share of a stage's time idle with `micro_batches` in flight over `pp` stages:
+    `(p − 1) / (m + p − 1)` (GPipe's; 0 without pipeline parallelism)."""
     return (pp - 1) / (micro_batches + pp - 1) if pp > 1 else 0.0
 
 
@@ -227,11 +244,11 @@ def _decode(inputs: PlanInputs, batch: int, context: int) -> StepCost:
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
         params=inputs.cost_params,
-        interconnect=_interconnect(inputs),
+        interconnect=interconnect_of(inputs),
     )
 
 
-def _pp_hop_s(inputs: PlanInputs, num_tokens: int) -> float:
+def pp_hop_s(inputs: PlanInputs, num_tokens: int) -> float:
     """Sending hidden states from one stage to the next, per step."""
     if inputs.pp == 1:
         return 0.0
@@ -253,22 +270,22 @@ def make_roofline(inputs: PlanInputs, kv: KvCachePlan) -> RooflineSummary:
         tp=inputs.tp,
         kv_dtype=inputs.kv_dtype,
         params=inputs.cost_params,
-        interconnect=_interconnect(inputs),
+        interconnect=interconnect_of(inputs),
     )
     kv_batch = max(1, kv.usable_blocks // _blocks_for(context, inputs.block_size))
     kv_batch = min(kv_batch, inputs.max_num_seqs)
     # The batch that runs: what is asked for, unless the slots or the KV cache cap it.
     batch = max(1, min(inputs.concurrency, kv_batch))
     decode = _decode(inputs, batch, context)
-    itl = decode.total_s + _pp_hop_s(inputs, batch)
-    kv_step = _decode(inputs, kv_batch, context).total_s + _pp_hop_s(inputs, kv_batch)
+    itl = decode.total_s + pp_hop_s(inputs, batch)
+    kv_step = _decode(inputs, kv_batch, context).total_s + pp_hop_s(inputs, kv_batch)
     # A pipeline keeps `pp` micro-batches in flight, one per stage, as vLLM's virtual engines do.
-    bubble = _pp_bubble(inputs.pp, inputs.pp)
+    bubble = pp_bubble(inputs.pp, inputs.pp)
     pp_gain = inputs.pp * (1 - bubble) if inputs.pp > 1 else 1.0
     return RooflineSummary(
         prefill=prefill,
         decode=decode,
-        ttft_s=inputs.cost_params.request_overhead_s + prefill.total_s + _pp_hop_s(inputs, prompt),
+        ttft_s=inputs.cost_params.request_overhead_s + prefill.total_s + pp_hop_s(inputs, prompt),
         itl_s=itl,
         batch_size=batch,
         throughput_tok_s=batch / itl * pp_gain,

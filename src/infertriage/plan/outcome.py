@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 from infertriage.plan.advice import ParallelAdvice
 from infertriage.plan.capacity import CapacityPlan
+from infertriage.plan.disagg import DisaggPlan
+from infertriage.plan.offload import OffloadPlan
+from infertriage.plan.parallel_choice import LayoutChoice
+from infertriage.plan.pipeline import PipelinePlan
 from infertriage.plan.traffic import TrafficPlan
 from infertriage.plan.whatif import WhatIfRow
 
@@ -34,3 +38,7 @@ class PlanReport:
     cost_per_million_output_tokens: float | None = None
     from_run: RunWorkload | None = None
     traffic: TrafficPlan | None = None  # `--traffic`: replicas over the curve
+    layout: LayoutChoice | None = None  # DP vs TP vs EP on `--num-gpus`
+    disagg: DisaggPlan | None = None  # `--rate`: xPyD against colocated
+    pipeline: PipelinePlan | None = None  # a model beyond one node: PP depth, micro-batches
+    offload: OffloadPlan | None = None  # `--offload-gb`: what a CPU KV tier buys

@@ -346,6 +346,9 @@ def _level_lines(level: LevelResult, text: Text) -> None:
     if s.errors:
         kinds = show_controls(", ".join(f"{kind} {count}" for kind, count in s.errors))
         text.append(f"  errors: {kinds}\n", style="red")
+    reuse = level.prefix_reuse
+    if reuse is not None and (reuse.reused_tokens or reuse.by_session):
+        text.append(f"  {show_controls(reuse.describe())}\n")
 
 
 def _token_check_line(check: TokenCheck | None, text: Text) -> None:

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.signals.prom import QuantileEstimate
-from infertriage.collect import Availability, MetricEntry, MetricsView
+from infertriage.collect import Availability, DerivedFigure, MetricEntry, MetricsView
 from infertriage.schemas import MetricKind
 from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import format_bytes, format_seconds
@@ -99,6 +99,7 @@ def metrics_to_json(view: MetricsView) -> dict[str, Any]:
             {"t": e.t, "target": e.target, "kind": e.kind, "detail": e.detail} for e in view.events
         ],
         "server_config": view.server_config.model_dump(mode="json") if view.server_config else None,
+        "roles": [{"name": r.name, "value": r.value, "unit": r.unit} for r in view.roles],
         "notes": list(view.notes),
     }
 
@@ -241,7 +242,72 @@ def render_metrics(view: MetricsView, console: Console) -> None:
     _render_tail(view, console)
 
 
+def _roles_table(figures: dict[str, DerivedFigure]) -> Table | None:
+    roles = [r for r in ("prefill", "decode") if f"pd.{r}_instances" in figures]
+    if not roles:
+        return None
+    title = "Prefill/decode roles (label pd_role)"
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for name in ("role", "instances", "running each", "waiting each", "KV used"):
+        table.add_column(name, justify="left" if name == "role" else "right", no_wrap=True)
+    for role in roles:
+        cells = [role]
+        for figure, unit in (
+            ("instances", "1"),
+            ("running_per_instance", "requests"),
+            ("waiting_per_instance", "requests"),
+            ("kv_usage", "fraction"),
+        ):
+            found = figures.get(f"pd.{role}_{figure}")
+            cells.append(format_value(found.value if found else None, unit))
+        table.add_row(*_cells(*cells))
+    return table
+
+
+_TRANSFER = (  # the transfer line's parts: signal, what it is called
+    ("pd.transfer_count", "{} transfers"),
+    ("pd.transfer_time_mean_s", "mean {}"),
+    ("pd.transfer_time_p90_s", "p90 {}"),
+    ("pd.transfer_bytes_mean", "{} each"),
+    ("pd.transfer_bytes_per_s", "{} achieved"),
+    ("pd.transfer_failures", "{} failed"),
+    ("pd.transfer_queue", "{} queued for a transfer"),
+    ("pd.transfer_ttft_share", "{} of the servers' TTFT (prefill + decode)"),
+)
+
+
+def _render_roles(view: MetricsView, console: Console) -> None:
+    """A P/D deployment role by role, its KV transfers; prefix hits per data-parallel rank."""
+    figures = {r.name: r for r in view.roles}
+    table = _roles_table(figures)
+    if table is not None:
+        console.print()
+        console.print(table)
+    parts = [
+        text.format(format_value(figures[name].value, figures[name].unit))
+        for name, text in _TRANSFER
+        if name in figures
+    ]
+    if parts:
+        console.print(terminal_text("KV transfers, prefill → decode: " + ", ".join(parts)))
+    role = figures.get("dp.role")
+    if role is not None:
+        which = {1.0: "prefill", 2.0: "decode"}.get(role.value, "?")
+        console.print(
+            terminal_text(f"Data-parallel ranks compared within a role: the {which} instances")
+        )
+    ranks = sorted(n for n in figures if n.startswith("dp.prefix_hit_rate_by_rank."))
+    if ranks:
+        each = ", ".join(
+            f"{n.rsplit('.', 1)[1]}: {format_value(figures[n].value, 'fraction')}" for n in ranks
+        )
+        server = figures.get("dp.prefix_hit_rate")
+        total = f" (server {format_value(server.value, 'fraction')})" if server else ""
+        console.print(terminal_text(f"Prefix-cache hit rate by rank{total}: {each}"))
+
+
 def _render_tail(view: MetricsView, console: Console) -> None:
+    _render_roles(view, console)
     for figure in view.derived:
         value = format_value(figure.value, figure.unit)
         console.print(terminal_text(f"{figure.name} = {value}  ({figure.formula})"))

@@ -19,6 +19,7 @@ from infertriage.plan import (
     param_counts,
     serving_fidelity,
 )
+from infertriage.report.plan_topologies import topologies_to_json, topology_parts
 from infertriage.report.traffic import render_traffic, traffic_to_json
 from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import GIB, format_bytes, format_seconds
@@ -214,6 +215,7 @@ def plan_to_json(report: PlanReport) -> dict[str, object]:
         "throughput_efficiency": report.throughput_efficiency,
         "cost_per_million_output_tokens": report.cost_per_million_output_tokens,
         "what_if": [_row_json(row) for row in report.what_if],
+        **topologies_to_json(report),
     }
     if report.from_run is not None:
         w = report.from_run
@@ -383,4 +385,5 @@ def render_plan(report: PlanReport, console: Console) -> None:
         parts.append(_what_if_table(report.what_if))
     if report.traffic is not None:
         parts.append(render_traffic(report.traffic))
+    parts.extend(topology_parts(report))
     console.print(Group(*parts))

@@ -85,6 +85,12 @@ def render_simulation(result: SimulationResult, console: Console) -> None:
         if result.spec_acceptance_rate is not None
         else ""
     )
+    if result.offload_hit_rate is not None:  # a CPU offload tier (issue 33)
+        spec += (
+            f"; offload tier hits {result.offload_hit_rate:.0%} of the GPU's misses "
+            f"({result.offload_stored_blocks:,} blocks stored, "
+            f"{result.offload_loaded_blocks:,} loaded)"
+        )
     console.print(
         f"throughput {result.output_throughput_tok_s:,.0f} output tok/s, "
         f"{result.request_throughput_rps:.2f} req/s; queue {result.queue_share_of_ttft:.0%} of "

@@ -107,6 +107,9 @@ class RequestRecord:
     # What the server calls it: its X-Request-Id response header, else the stream's `id`
     # (vLLM: `chatcmpl-<X-Request-Id>` when it honours the id `bench` sent as `id`).
     server_request_id: str = ""
+    # The prompt's prefix, one mark per message: (digest of the messages so far, prompt
+    # tokens so far), as `workload.prefix_marks` makes them; read by the prefix-reuse count.
+    prompt_prefix: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:

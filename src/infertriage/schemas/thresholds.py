@@ -136,6 +136,14 @@ class Thresholds:
     kv_usage_rounding: float = 0.005
     # prefix-cache hits below this share of the shared-prefix fraction
     prefix_hit_share: float = 0.50
+    # a KV offload tier (issue 33) that does not pay: its hits below this share of the tokens
+    # asked of it (the GPU cache's misses), once this many tokens were asked; or loading a
+    # token from it this many times the deployment's recompute (prefill) time per token; a
+    # host tier this full evicts what it just stored
+    offload_hit_share: float = 0.05
+    offload_min_queries: float = 10_000.0
+    offload_load_vs_recompute: float = 1.0
+    offload_tier_full: float = 0.98
     # prompts longer than the plan's tokens per request by this factor
     plan_slack: float = 1.2
 
@@ -153,6 +161,36 @@ class Thresholds:
     # dp_busy_batch requests while another rank runs none (its GPUs idle)
     dp_imbalance: float = 1.5
     dp_busy_batch: float = 8.0
+    # prefill/decode disaggregation. Over RDMA (≥ 100 Gb/s, 12.5 GB/s) or NVLink a request's
+    # KV (~0.1 MiB a token for an 8B model: 100 MiB for 1k tokens) crosses in ~10 ms, a few
+    # percent of a first token that also waits for the prefill; the mean transfer at
+    # pd_transfer_share of the TTFT (an upper bound of it: both roles' server TTFT added) is
+    # a finding, at pd_transfer_bound a bottleneck; an achieved rate under
+    # pd_slow_link_bytes_s (16 Gb/s: below any RDMA NIC, where a TCP fallback lands) is a
+    # finding once the transfers cost pd_link_share of the TTFT; a failing transfer is
+    # always a finding (pd_transfer_failures of those tried: one in a hundred, not noise);
+    # pd_transfer_queue requests queued for a transfer per decode instance (SGLang's transfer
+    # and in-flight queues) mean the link, not the GPUs, sets the pace
+    pd_transfer_share: float = 0.30
+    pd_transfer_bound: float = 0.50
+    pd_slow_link_bytes_s: float = 2e9
+    pd_link_share: float = 0.10
+    pd_transfer_failures: float = 0.01
+    pd_transfer_queue: float = 8.0
+    # a pool queues with pd_pool_queue requests waiting per instance (the depth at which the
+    # log rules call a queue a symptom); the other pool runs far below its capacity with its
+    # KV cache under pd_pool_room and, where its seats are known, under pd_pool_room of them;
+    # a prefill pool is idle at pd_idle_running requests or fewer running per instance
+    pd_pool_queue: float = 4.0
+    pd_pool_room: float = 0.50
+    pd_idle_running: float = 1.0
+    # prefix affinity across replicas: the server's prefix-cache hit rate under
+    # prefix_affinity_ratio of the prefix reuse the client sent (a balancer that ignores
+    # where a prefix is cached hits it on about 1/N of the ranks), when the client reused at
+    # least prefix_min_reuse of its prompt tokens; or the ranks' hit rates prefix_spread apart
+    prefix_affinity_ratio: float = 0.50
+    prefix_min_reuse: float = 0.20
+    prefix_spread: float = 0.30
     # measured scaling efficiency below this share of the plan's; without a plan, below this
     scaling_of_plan: float = 0.80
     scaling_no_plan: float = 0.70

@@ -76,6 +76,24 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef(
         "prefix_cache.hit_rate", "fraction", _G, _L.MEMORY, "prefix-cache hits per token looked up"
     ),
+    # memory: a KV offload tier or connector beside the GPU's cache (issue 33: vLLM's CPU
+    # offloading and KV connectors, LMCache, SGLang HiCache)
+    MetricDef(
+        "prefix_cache.external_queries", "tokens", _C, _L.MEMORY, "tokens asked of a KV connector"
+    ),
+    MetricDef("prefix_cache.external_hits", "tokens", _C, _L.MEMORY, "tokens a KV connector gave"),
+    MetricDef("tokens.prompt_computed", "tokens", _C, _L.MEMORY, "prompt tokens prefilled"),
+    MetricDef("tokens.prompt_local_hit", "tokens", _C, _L.MEMORY, "prompt tokens the GPU held"),
+    MetricDef(
+        "tokens.prompt_external", "tokens", _C, _L.MEMORY, "prompt tokens loaded from a tier"
+    ),
+    MetricDef("kv.offload_load_bytes", "bytes", _C, _L.MEMORY, "KV bytes loaded host → GPU"),
+    MetricDef("kv.offload_store_bytes", "bytes", _C, _L.MEMORY, "KV bytes stored GPU → host"),
+    MetricDef("kv.offload_load_seconds", "s", _C, _L.MEMORY, "time loading KV host → GPU"),
+    MetricDef("kv.offload_store_seconds", "s", _C, _L.MEMORY, "time storing KV GPU → host"),
+    MetricDef("kv.offload_used_tokens", "tokens", _G, _L.MEMORY, "tokens held in the host tier"),
+    MetricDef("kv.offload_total_tokens", "tokens", _G, _L.MEMORY, "the host tier's capacity"),
+    MetricDef("kv.offload_used_bytes", "bytes", _G, _L.MEMORY, "bytes held in the host tier"),
     # throughput and latency seen by the server
     MetricDef("tokens.prompt", "tokens", _C, _L.SCHEDULING, "prompt tokens processed"),
     MetricDef("tokens.generation", "tokens", _C, _L.SCHEDULING, "tokens generated"),
@@ -103,6 +121,44 @@ _DEFS: tuple[MetricDef, ...] = (
         "accepted draft tokens by position",
     ),
     MetricDef("spec.accept_length", "tokens", _G, _L.SPECULATIVE, "mean tokens accepted per step"),
+    # prefill/decode disaggregation: the KV cache moved from a prefill to a decode instance
+    MetricDef("kv_transfer.time", "s", _H, _L.PARALLELISM, "time one KV transfer took"),
+    MetricDef("kv_transfer.post_time", "s", _H, _L.PARALLELISM, "time to post one KV transfer"),
+    MetricDef("kv_transfer.bytes", "bytes", _H, _L.PARALLELISM, "bytes moved by one KV transfer"),
+    MetricDef(
+        "kv_transfer.descriptors", "1", _H, _L.PARALLELISM, "memory descriptors per KV transfer"
+    ),
+    MetricDef("kv_transfer.failed", "1", _C, _L.PARALLELISM, "KV transfers that failed"),
+    MetricDef(
+        "kv_transfer.failed_notifications", "1", _C, _L.PARALLELISM, "transfer notices that failed"
+    ),
+    MetricDef(
+        "kv_transfer.expired", "requests", _C, _L.PARALLELISM, "KV held for decode that expired"
+    ),
+    MetricDef(
+        "kv_transfer.bootstrap_failed", "requests", _C, _L.PARALLELISM, "P/D handshakes that failed"
+    ),
+    MetricDef("kv_transfer.speed", "bytes/s", _G, _L.PARALLELISM, "the last KV transfer's speed"),
+    MetricDef("kv_transfer.latency", "s", _G, _L.PARALLELISM, "the last KV transfer's time"),
+    MetricDef(
+        "kv_transfer.bootstrap_time", "s", _G, _L.PARALLELISM, "the last P/D handshake's time"
+    ),
+    MetricDef(
+        "kv_transfer.alloc_time", "s", _G, _L.PARALLELISM, "the last wait for decode KV space"
+    ),
+    MetricDef("kv_transfer.last_bytes", "bytes", _G, _L.PARALLELISM, "the last transfer's bytes"),
+    MetricDef(
+        "pd.prefill_bootstrap_queue", "requests", _G, _L.PARALLELISM, "prefill: awaiting handshake"
+    ),
+    MetricDef(
+        "pd.prefill_inflight_queue", "requests", _G, _L.PARALLELISM, "prefill: KV being sent"
+    ),
+    MetricDef(
+        "pd.decode_prealloc_queue", "requests", _G, _L.PARALLELISM, "decode: awaiting KV space"
+    ),
+    MetricDef(
+        "pd.decode_transfer_queue", "requests", _G, _L.PARALLELISM, "decode: KV being received"
+    ),
     # hardware: DCGM and NVML
     MetricDef("gpu.util", "fraction", _G, _L.HARDWARE, "time any kernel ran (misleading alone)"),
     MetricDef("gpu.gr_engine_active", "fraction", _G, _L.HARDWARE, "graphics engine active"),

@@ -15,7 +15,9 @@ holds; prefix-cache lookups; `allocate_slots` / `free`), modelled on vLLM V1's
 - a prefix hit never covers the whole prompt: the last token is always recomputed;
   lookups are counted (tokens asked, tokens hit) once per admission, not per attempt;
 - `free(request, num_leaked=k)` keeps `k` blocks referenced for ever (the
-  `kv_leak_blocks_per_request` fault) and counts them.
+  `kv_leak_blocks_per_request` fault) and counts them;
+- with a CPU offload tier (`twin.offload`), each newly cached full block is written through
+  to it, and `offload_match` gives the blocks after the GPU's hit that the tier holds.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
+from infertriage.twin.offload import OffloadTier
 from infertriage.twin.request import Request
 
 __all__ = ["NONE_HASH", "BlockPool", "KVBlock", "KVCacheManager", "hash_block_tokens"]
@@ -141,8 +144,15 @@ class BlockPool:
 class KVCacheManager:
     """Which blocks each request holds; allocation, prefix lookups and their counters."""
 
-    def __init__(self, pool: BlockPool, block_size: int, max_model_len: int) -> None:
+    def __init__(
+        self,
+        pool: BlockPool,
+        block_size: int,
+        max_model_len: int,
+        offload: OffloadTier | None = None,
+    ) -> None:
         self.pool = pool
+        self.offload = offload
         self.block_size = block_size
         self.max_blocks_per_request = -(-max_model_len // block_size)
         self._blocks: dict[str, list[KVBlock]] = {}
@@ -230,7 +240,18 @@ class KVCacheManager:
         hashes = request.block_hashes
         for index in range(self._num_cached.get(request.request_id, 0), num_full):
             self.pool.cache_block(blocks[index], hashes[index])
+            if self.offload is not None:
+                self.offload.store(hashes[index])
         self._num_cached[request.request_id] = num_full
+
+    def offload_match(self, request: Request, num_gpu_hit_blocks: int) -> list[int]:
+        """The hashes of the blocks after the GPU's prefix hit that the offload tier holds
+        (never the prompt's last token); none without a tier. Counts nothing."""
+        if self.offload is None or not self.enable_caching:
+            return []
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        following = request.block_hashes[num_gpu_hit_blocks:max_blocks]
+        return following[: self.offload.match(following)]
 
     def grow(self, request: Request, num_new_tokens: int) -> None:
         """`allocate_slots` for a running request that fits (checked by `num_new_blocks_for`)."""

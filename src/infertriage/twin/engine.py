@@ -42,6 +42,7 @@ from infertriage.plan import RooflineParams
 from infertriage.twin.blocks import BlockPool, KVCacheManager
 from infertriage.twin.capacity import Hardware, make_hardware
 from infertriage.twin.costmodel import BatchShape, CostModel, StepBreakdown
+from infertriage.twin.offload import make_tier
 from infertriage.twin.request import (
     FinishReason,
     Request,
@@ -211,7 +212,9 @@ class EngineCore:
         self.hardware: Hardware = make_hardware(scenario)
         engine = scenario.engine
         pool = BlockPool(self.hardware.num_gpu_blocks, enable_caching=engine.enable_prefix_caching)
-        self.kv = KVCacheManager(pool, engine.block_size, engine.max_model_len)
+        self.kv = KVCacheManager(
+            pool, engine.block_size, engine.max_model_len, make_tier(scenario, self.hardware)
+        )
         config = SchedulerConfig(
             max_num_seqs=engine.max_num_seqs,
             max_num_batched_tokens=engine.max_num_batched_tokens,
@@ -312,7 +315,8 @@ class EngineCore:
         output = scheduler.schedule(start_ts, self._admit_until(start_ts))
         shape = _make_shape(output)
         cost = self.cost_model.step_cost(shape)
-        end_ts = start_ts + cost.total_s * self.slowdown
+        # loads from the CPU tier; a throttled data-parallel rank's steps take 1/speed
+        end_ts = start_ts + cost.total_s * self.slowdown + output.offload_load_s
         outputs = self.scheduler.update_from_output(output, self._sample(output), end_ts)
         self._last_end_ts = end_ts
         # An empty step drains the async pipeline: the next one sees every arrival so far.

@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from infertriage.twin.prom_offload import offload_families
 from infertriage.twin.request import FinishReason, RequestTimings
 from infertriage.twin.scheduler import SchedulerStats
 
@@ -290,16 +291,24 @@ class _SnapshotCollector(Collector):
             for position, count in enumerate(spec.num_accepted_tokens_per_pos):
                 per_pos.add_metric([*self._values, str(position)], count)
             yield per_pos
+        yield from offload_families(s, self._names, self._values)  # issue 33: the offload tier
 
 
 class VllmMetrics:
-    """One twin's metrics registry: `add_engine` per engine, `render` per scrape.
+    """One twin's metrics registry: `add_engine` per engine (a `snapshot` given here is
+    engine "0"), `render` per scrape.
 
     `roles` adds the `engine_type` label (P/D instances); without it the labels are
     vLLM V1's (`model_name`, `engine`)."""
 
     def __init__(
-        self, model_name: str, max_model_len: int, info: CacheConfigInfo, *, roles: bool = False
+        self,
+        model_name: str,
+        max_model_len: int,
+        info: CacheConfigInfo,
+        snapshot: Callable[[], SchedulerStats] | None = None,
+        *,
+        roles: bool = False,
     ) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # vLLM serves no _created
         self.registry = CollectorRegistry(auto_describe=True)
@@ -380,6 +389,8 @@ class VllmMetrics:
             registry=self.registry,
         )
         self._nixl: tuple[Histogram, Histogram, Histogram, Counter] | None = None
+        if snapshot is not None:  # one engine, "0"
+            self.add_engine(snapshot)
 
     def add_engine(
         self, snapshot: Callable[[], SchedulerStats], index: int = 0, role: str | None = None

@@ -142,3 +142,7 @@ class SimulationResult(FrozenModel):
 
     stages: list[StageSummary]  # one per load stage (one for --rate or a trace)
     fidelity: str  # the twin's measured error under load on the scenario's GPU, or unknown
+    # the CPU offload tier: its hits per token asked (None without one), blocks in and out
+    offload_hit_rate: float | None = None
+    offload_stored_blocks: int = 0
+    offload_loaded_blocks: int = 0

@@ -12,8 +12,8 @@ number or a boolean. Loading, the error sentences and the packaged files live in
 Keys the twin adds to DESIGN's list: `engine.num_gpu_blocks_override` (vLLM's
 `--num-gpu-blocks-override`, to force KV pressure), `engine.launch_us_per_kernel`
 (host time of one eager kernel launch, paid on every kernel when `cuda_graphs` is
-off) and `speculative.draft_cost_fraction` (one draft forward as a fraction of a
-target decode step).
+off), `speculative.draft_cost_fraction` (one draft forward as a fraction of a
+target decode step) and the `offload` section (a CPU KV-offload tier, `twin.offload`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ __all__ = [
     "EngineSettings",
     "FaultSettings",
     "FrontendSettings",
+    "OffloadSettings",
     "Scenario",
     "SpeculativeSettings",
 ]
@@ -136,6 +137,15 @@ class DisaggregationSettings(_Section):
     transfer_setup_ms: float = Field(0.5, ge=0)
 
 
+class OffloadSettings(_Section):
+    """A CPU KV-offload tier (vLLM `--kv-offloading-size`, SGLang HiCache): `cpu_blocks` 0 is
+    off; `load_gb_s` host→GPU and `store_gb_s` GPU→host bandwidth (default: `load_gb_s`)."""
+
+    cpu_blocks: int = Field(0, ge=0)
+    load_gb_s: float = Field(25.0, gt=0)  # pinned host memory over PCIe Gen4 x16
+    store_gb_s: float | None = Field(None, gt=0)
+
+
 class Scenario(_Section):
     """One twin configuration; every key optional, the defaults are the healthy server."""
 
@@ -151,6 +161,7 @@ class Scenario(_Section):
     faults: FaultSettings = FaultSettings()
     data_parallel: DataParallelSettings = DataParallelSettings()
     disaggregation: DisaggregationSettings | None = None
+    offload: OffloadSettings = OffloadSettings()
     seed: int = 0
 
     _source: str = PrivateAttr(default="<defaults>")

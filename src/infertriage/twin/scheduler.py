@@ -15,16 +15,20 @@ Policy, as vLLM V1 with its default FCFS policy:
 - then, only in a step without preemptions, waiting requests in FCFS order while
   running < `max_num_seqs` and budget remains: each takes its prefix-cache hit and a
   prompt chunk that fits the budget (without chunked prefill, a prompt that does not
-  fit whole ends admission); the first that cannot get blocks ends admission.
+  fit whole ends admission); the first that cannot get blocks ends admission;
+- with a CPU offload tier, a waiting request's prefix blocks after its GPU hit that the tier
+  holds are loaded, not recomputed (vLLM's external computed tokens): the step pays their
+  load time (`SchedulerOutput.offload_load_s`), and prompts are counted by source.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from infertriage.twin.blocks import KVCacheManager
+from infertriage.twin.blocks import KVBlock, KVCacheManager
+from infertriage.twin.offload import OffloadStats, PromptSources
 from infertriage.twin.request import FinishReason, Request, RequestStatus, RequestTimings
 
 __all__ = [
@@ -66,6 +70,7 @@ class SchedulerOutput:
     num_scheduled_tokens: int
     preempted_ids: tuple[str, ...]
     kv_usage: float  # right after this step's allocations: the step's peak
+    offload_load_s: float = 0.0  # loading admitted requests' blocks from the offload tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,8 @@ class SchedulerStats:
     num_generation_tokens: int
     num_finished_reqs: int
     spec_decode: SpecDecodeCounters
+    prompt_sources: PromptSources = field(default_factory=PromptSources)  # vLLM's, by source
+    offload: OffloadStats | None = None  # the CPU offload tier's counters, when there is one
 
 
 class Scheduler:
@@ -136,6 +143,9 @@ class Scheduler:
         self._num_drafts = 0
         self._num_draft_tokens = 0
         self._accepted_per_pos = [0] * config.num_spec_tokens
+        self._prompt_sources = PromptSources()
+        self._external_tokens: dict[str, int] = {}  # loaded from the tier at first admission
+        self._load_s = 0.0  # this step's offload loads
         # Free blocks when the last admission failed for want of blocks: until more are free,
         # every later attempt fails too (decode steps only take blocks).
         self._blocked_at_free: int | None = None
@@ -175,6 +185,7 @@ class Scheduler:
         moment an async scheduler fixed this step, default `now_ts`) waits for the next."""
         budget = self.config.max_num_batched_tokens
         self._blocked_at_free = None
+        self._load_s = 0.0
         scheduled: list[ScheduledRequest] = []
         preempted: list[str] = []
         budget = self._schedule_running(budget, scheduled, preempted)
@@ -186,6 +197,7 @@ class Scheduler:
             num_scheduled_tokens=sum(s.num_new_tokens for s in scheduled),
             preempted_ids=tuple(preempted),
             kv_usage=self.kv.pool.get_usage(),
+            offload_load_s=self._load_s,
         )
 
     def _num_drafts_for(self, request: Request) -> int:
@@ -228,24 +240,33 @@ class Scheduler:
                 break
             # a prompt whose KV came from a prefill instance (P/D) is not looked up
             remote = request.status is RequestStatus.WAITING and request.num_computed_tokens > 0
-            hits, num_hit_tokens = (
-                ([], request.num_computed_tokens)
-                if remote
-                else self.kv.get_computed_blocks(request)
-            )
-            num_new = request.num_tokens - num_hit_tokens
+            hits: list[KVBlock] = []
+            loaded: list[int] = []
+            num_hit_tokens = request.num_computed_tokens
+            if not remote:
+                hits, num_hit_tokens = self.kv.get_computed_blocks(request)
+                loaded = self.kv.offload_match(request, len(hits))
+            num_external = len(loaded) * self.kv.block_size
+            num_new = request.num_tokens - num_hit_tokens - num_external
             if not self.config.enable_chunked_prefill and num_new > budget:
                 break
             num_new = min(num_new, budget)
-            if not self.kv.allocate_slots(request, num_new, hits):
+            # the loaded tokens take GPU blocks as computed ones do
+            if not self.kv.allocate_slots(request, num_external + num_new, hits):
                 self._blocked_at_free = self.kv.pool.get_num_free_blocks()
                 break
             self.waiting.popleft()
             if not remote:
                 self.kv.record_lookup(request.num_tokens, num_hit_tokens)
-            request.num_computed_tokens = num_hit_tokens
+            if self.kv.offload is not None and not remote:
+                queried = request.num_tokens - num_hit_tokens
+                self._load_s += self.kv.offload.load(loaded, queried)
+            request.num_computed_tokens = num_hit_tokens + num_external
             if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_hit_tokens
+                request.num_cached_tokens = num_hit_tokens + num_external
+                # P/D: the prompt's KV (all but its last token) came over the connector
+                external = num_hit_tokens if remote else num_external
+                self._external_tokens[request.request_id] = external
             if request.first_scheduled_ts is None:
                 request.first_scheduled_ts = admit_ts  # when the batch was decided
             request.status = RequestStatus.RUNNING
@@ -295,6 +316,11 @@ class Scheduler:
                 self._count_spec(item.num_draft_tokens, len(tokens) - 1)
             if request.first_token_ts is None:
                 self.num_prompt_tokens += request.num_prompt_tokens
+                self._prompt_sources = self._prompt_sources.add(
+                    request.num_prompt_tokens,
+                    max(0, request.num_cached_tokens),
+                    self._external_tokens.pop(request.request_id, 0),
+                )
             request.num_computed_tokens = request.num_tokens + len(tokens) - 1
             new_tokens, reason = self._append(request, tokens, now_ts)
             self.num_generation_tokens += len(new_tokens)
@@ -353,6 +379,7 @@ class Scheduler:
         new_tokens: tuple[int, ...] = (),
     ) -> RequestOutput:
         leak = self.config.kv_leak_blocks_per_request if reason is not FinishReason.ABORT else 0
+        self._external_tokens.pop(request.request_id, None)
         self.kv.free(request, num_leaked=leak)
         request.status = RequestStatus.FINISHED
         request.finish_reason = reason
@@ -458,4 +485,6 @@ class Scheduler:
                 num_accepted_tokens=sum(self._accepted_per_pos),
                 num_accepted_tokens_per_pos=tuple(self._accepted_per_pos),
             ),
+            prompt_sources=self._prompt_sources,
+            offload=self.kv.offload.stats() if self.kv.offload is not None else None,
         )

@@ -416,4 +416,7 @@ def _result(run: _Run, asked: _Asked, wall_s: float) -> SimulationResult:
         frontend_busy=min(1.0, run.frontend.busy_s * per_s),
         stages=_stage_summaries(run),
         fidelity=asked.fidelity,
+        offload_hit_rate=stats.offload.hit_rate if stats.offload else None,
+        offload_stored_blocks=stats.offload.stored_blocks if stats.offload else 0,
+        offload_loaded_blocks=stats.offload.loaded_blocks if stats.offload else 0,
     )

@@ -1,6 +1,6 @@
 """workload, level 1: what to send and when, as pure, seed-deterministic functions.
 
-Takes a workload spec (`chat-mix`, `synthetic:…`, `prefix:…`, `multiturn:…`,
+Takes a workload spec (`chat-mix`, `synthetic:…`, `prefix:…`, `multiturn:…`, `agentic:…`,
 `sharegpt:FILE`, `jsonl:FILE`, `trace:FILE`) and an arrival process; gives a
 `Schedule` of `RequestSpec`s on absolute deadlines, the deterministic text
 their prompts are rendered from, and the specs fitted to a server's context
@@ -30,8 +30,9 @@ from infertriage.workload.fit import (
     learn_prompt_model_from,
 )
 from infertriage.workload.lengths import LengthDist, LengthKind, parse_length
+from infertriage.workload.prefix import PrefixMark, prefix_marks
 from infertriage.workload.sources import DatasetItem, read_jsonl_requests, read_sharegpt
-from infertriage.workload.spec import RequestSpec, Schedule, SynthText, Turn
+from infertriage.workload.spec import RequestSpec, Schedule, Session, SessionStep, SynthText, Turn
 from infertriage.workload.text import (
     ONE_TOKEN_WORDS,
     LocalTokenizer,
@@ -56,9 +57,12 @@ __all__ = [
     "LengthDist",
     "LengthKind",
     "LocalTokenizer",
+    "PrefixMark",
     "PromptModel",
     "RequestSpec",
     "Schedule",
+    "Session",
+    "SessionStep",
     "SynthText",
     "TextRenderer",
     "TokenCounter",
@@ -76,6 +80,7 @@ __all__ = [
     "parse_arrivals",
     "parse_length",
     "parse_workload",
+    "prefix_marks",
     "read_jsonl_requests",
     "read_sharegpt",
     "words_text",

@@ -28,6 +28,14 @@ shares. Specs are `KIND[:ARG][,key=value…]`:
   conversations carrying their history (earlier user turns and replies of the
   lengths asked); P conversations interleave, so turn k+1 of a conversation is
   sent P requests after turn k.
+- `agentic:turns=DIST,input=DIST,output=DIST,system=N,tools=N,think=DELAY,
+  tool_share=F,tool_result=DIST,tool_latency=DELAY,fanout=K,fanout_share=F` —
+  agent sessions (`agentic`): each request is the whole history so far plus its
+  new message, opened by one system prompt + tool definitions (`system` + `tools`
+  tokens) that every session shares; turns after `think` seconds, tool results
+  after `tool_latency`, fan-out children sent together. A session's next step is
+  sent once its previous one is answered: in an open loop a session starts at its
+  first request's arrival, in a closed loop each user runs one session at a time.
 - `sharegpt:FILE`, `jsonl:FILE` (timestamps, when present, replay), and
   `trace:FILE[,speed=S]` (replay at S× speed).
 
@@ -48,10 +56,11 @@ import numpy as np
 import numpy.typing as npt
 
 from infertriage.schemas import UserError
+from infertriage.workload.agentic import AgenticShape, DelayDist, build_sessions, parse_delay
 from infertriage.workload.arrivals import Arrivals, make_offsets
 from infertriage.workload.lengths import LengthDist, parse_length
 from infertriage.workload.sources import DatasetItem, read_jsonl_requests, read_sharegpt
-from infertriage.workload.spec import RequestSpec, Schedule, SynthText, Turn
+from infertriage.workload.spec import RequestSpec, Schedule, Session, SynthText, Turn
 from infertriage.workload.text import TokenCounter
 
 __all__ = [
@@ -88,6 +97,7 @@ class WorkloadKind(StrEnum):
     SYNTHETIC = "synthetic"
     PREFIX = "prefix"
     MULTITURN = "multiturn"
+    AGENTIC = "agentic"
     SHAREGPT = "sharegpt"
     JSONL = "jsonl"
     TRACE = "trace"
@@ -99,6 +109,20 @@ _KEYS: dict[WorkloadKind, set[str]] = {
     WorkloadKind.SYNTHETIC: {"input", "output", "prefix", "prefix_share", "ignore_eos"},
     WorkloadKind.PREFIX: {"groups", "prompts", "prefix", "input", "output", "ignore_eos"},
     WorkloadKind.MULTITURN: {"turns", "input", "output", "parallel", "system", "ignore_eos"},
+    WorkloadKind.AGENTIC: {
+        "turns",
+        "input",
+        "output",
+        "system",
+        "tools",
+        "think",
+        "tool_share",
+        "tool_result",
+        "tool_latency",
+        "fanout",
+        "fanout_share",
+        "ignore_eos",
+    },
     WorkloadKind.SHAREGPT: {"output", "max_output", "ignore_eos"},
     WorkloadKind.JSONL: {"ignore_eos", "replay"},
     WorkloadKind.TRACE: {"speed", "ignore_eos"},
@@ -171,7 +195,10 @@ def parse_workload(text: str) -> WorkloadSpec:
             known = ", ".join(sorted(_KEYS[kind]))
             raise UserError(f"--workload {kind} has no option {key.strip()!r} (known: {known}).")
         options.append((key.strip(), value.strip()))
-    return WorkloadSpec(kind, path, tuple(options), text)
+    spec = WorkloadSpec(kind, path, tuple(options), text)
+    if kind is WorkloadKind.AGENTIC:
+        agentic_shape(spec)  # a bad option is refused now, before anything starts
+    return spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +347,59 @@ def _multiturn(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
     return specs
 
 
+def _share(ws: WorkloadSpec, key: str, default: float) -> float:
+    value = ws.number(key, default)
+    if value > 1:
+        raise UserError(
+            f"--workload {ws.text!r}: {key}={value:g} is a share of turns, not above 1."
+        )
+    return value
+
+
+def _agentic_length(ws: WorkloadSpec, key: str, default: str) -> LengthDist:
+    try:
+        return ws.length(key, default)
+    except UserError as err:
+        raise UserError(f"--workload {ws.text!r}: {key}: {err}") from None
+
+
+def _agentic_delay(ws: WorkloadSpec, key: str, default: str) -> DelayDist:
+    try:
+        return parse_delay(ws.option(key, default), key)
+    except UserError as err:
+        raise UserError(f"--workload {ws.text!r}: {err}") from None
+
+
+def agentic_shape(ws: WorkloadSpec, *, ignore_eos: bool = True) -> AgenticShape:
+    """The options of an `agentic:` workload, parsed (each refused in one sentence)."""
+    fanout = round(ws.number("fanout", 0))
+    fanout_share = _share(ws, "fanout_share", 0.25) if fanout > 0 else 0.0
+    tool_share = _share(ws, "tool_share", 0.5)
+    if tool_share + fanout_share > 1:
+        raise UserError(
+            f"--workload {ws.text!r}: tool_share {tool_share:g} + fanout_share "
+            f"{fanout_share:g} is more than 1 (each is a share of turns; tool_share is 0.5 "
+            "unless given)."
+        )
+    return AgenticShape(
+        turns=_agentic_length(ws, "turns", "6"),
+        user=_agentic_length(ws, "input", "128"),
+        output=_agentic_length(ws, "output", "128"),
+        shared_tokens=round(ws.number("system", 1024)) + round(ws.number("tools", 1024)),
+        think=_agentic_delay(ws, "think", "lognormal(0.5,2)"),
+        tool_share=tool_share,
+        tool_result=_agentic_length(ws, "tool_result", "lognormal(256,1024)"),
+        tool_latency=_agentic_delay(ws, "tool_latency", "lognormal(0.2,1)"),
+        fanout=fanout,
+        fanout_share=fanout_share,
+        ignore_eos=ignore_eos,
+    )
+
+
+def _agentic(ws: WorkloadSpec, ctx: _Ctx) -> tuple[list[RequestSpec], tuple[Session, ...]]:
+    return build_sessions(agentic_shape(ws, ignore_eos=ctx.ignore_eos), ctx.rng, ctx.count)
+
+
 def _dataset_items(ws: WorkloadSpec, tokenizer: TokenCounter | None) -> list[DatasetItem]:
     assert ws.path is not None
     if ws.kind is WorkloadKind.SHAREGPT:
@@ -371,6 +451,8 @@ def make_specs(
     ctx = _Ctx(
         np.random.default_rng(seed), count, max_model_len, ws.flag("ignore_eos", True), tokenizer
     )
+    if ws.kind is WorkloadKind.AGENTIC:
+        return tuple(_agentic(ws, ctx)[0])
     builder = _BUILDERS.get(ws.kind)
     if builder is not None:
         return tuple(builder(ws, ctx))
@@ -437,6 +519,12 @@ def make_schedule(
         count = closed_loop_count(concurrency, duration_s, num_requests)
     if count == 0:
         raise UserError("the run's bounds leave no request to send.")
+    if ws.kind is WorkloadKind.AGENTIC:
+        rng = np.random.default_rng(seed)
+        built, sessions = _agentic(
+            ws, _Ctx(rng, count, max_model_len, ws.flag("ignore_eos", True), tokenizer)
+        )
+        return Schedule(tuple(built), offsets, sessions)
     specs = make_specs(
         ws, count, seed=seed, max_model_len=max_model_len, tokenizer=tokenizer, items=items
     )

@@ -496,6 +496,6 @@ def fit_schedule(
     *,
     count_text: TextCounter | None = None,
 ) -> tuple[Schedule, FitReport]:
-    """`fit_specs` over a schedule; its deadlines are kept."""
+    """`fit_specs` over a schedule; its deadlines and sessions are kept."""
     specs, report = fit_specs(schedule.specs, limit, model, count_text=count_text)
-    return Schedule(specs, schedule.offsets_s), report
+    return Schedule(specs, schedule.offsets_s, schedule.sessions), report

@@ -1,6 +1,7 @@
 """analyze.signals: what each source of evidence says, as named `Signal`s for `diagnose`.
 
-Takes one source each — the client's `RequestRecord`s (`client`), the server's
+Takes one source each — the client's `RequestRecord`s (`client`, with the prefix
+reuse of the prompts it sent in `reuse`), the server's
 Prometheus samples over the run's phases (`metrics`, with the counter and
 histogram math in `prom`, and its data-parallel ranks read apart in `ranks`),
 its settings and fleet (`deployment`), its replicas' scaling (`scaling`); gives

@@ -10,7 +10,8 @@ error rate comes with its counts (`client.num_requests`, `client.num_errors`)
 so a rule can judge it with its interval; requests rejected as invalid and
 refused for load (429) are their own rates (`client.rejected_rate`,
 `client.admission_rate`), never errors; requests cut by the run's own end
-are neither (see `outcomes`).
+are neither (see `outcomes`). The prefix reuse of the prompts sent
+(`workload.prefix_reuse`…) comes with them (`reuse`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from infertriage.analyze.signals.reuse import reuse_signals
 from infertriage.analyze.stats.latency import steady_requests, summarize
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.schemas import ErrorKind, JudgedWindow, RequestRecord, Signal
@@ -72,7 +74,15 @@ def judged_window(records: Sequence[RequestRecord]) -> JudgedWindow:
     return steady_requests([m for m in (_as_measured(r) for r in records) if m is not None])[1]
 
 
-def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> list[Signal]:
+def client_signals(
+    records: Sequence[RequestRecord],
+    *,
+    client_bound: bool,
+    run: Sequence[RequestRecord] = (),
+) -> list[Signal]:
+    """`records` are the measured level's; `run`, every record of the run (other levels'
+    prompts, sent before, count as prefixes a cache could hold: `reuse`)."""
+    reuse = reuse_signals(records, run=run)
     records = [m for m in (_as_measured(r) for r in records) if m is not None]
     if not records:
         return []
@@ -120,4 +130,4 @@ def client_signals(records: Sequence[RequestRecord], *, client_bound: bool) -> l
         out.append(signal("client.mean_prompt_tokens", mean_prompt, "tokens"))
         mean_output = sum(r.output_tokens or 0 for r in ok) / len(ok)
         out.append(signal("client.mean_output_tokens", mean_output, "tokens"))
-    return out
+    return out + [dataclasses.replace(s, window=window) for s in reuse]

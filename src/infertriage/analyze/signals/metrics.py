@@ -14,7 +14,8 @@ client's own CPU, whether the server shares the client's host).
 A server of several data-parallel ranks exports one series per rank: its queue
 depths are their sum at each scrape (the server's), its counters grow by the
 sum of each series' growth, its KV usage peaks at the fullest rank's, and the
-ranks themselves are read apart (`ranks`). A value set aside as impossible
+ranks themselves are read apart (`ranks`), as are a prefill/decode deployment's
+roles and KV transfers (`disagg`). A value set aside as impossible
 (`schemas.artefacts`) becomes its artefact signal, as does a hit or acceptance
 rate above 1, which is then not given.
 """
@@ -27,6 +28,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from infertriage.analyze.signals.disagg import disagg_signals
+from infertriage.analyze.signals.offload import offload_signals
 from infertriage.analyze.signals.prom import (
     HistogramWindow,
     counter_increase,
@@ -421,6 +424,8 @@ def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
     return [
         *_server(series, phases),
         *rank_signals(samples, phases.load_start_ts, end),
+        *disagg_signals(samples, phases.load_start_ts, end),
+        *offload_signals(samples, phases.load_start_ts, end),
         *_drain(series, phases),
         *_ratios(series, phases),
         *_gpu(series, phases),

@@ -10,6 +10,20 @@ and KV usage (`dp.running_by_rank.<rank>`, `dp.waiting_by_rank.<rank>`,
 the busiest and the idlest rank with their figures (`dp.busiest_*`,
 `dp.idlest_*`), and the most one rank ran at once (`dp.rank_running_max`).
 Summed, one rank queueing while the others idle reads as one healthy total.
+
+Each rank's prefix-cache hit rate (`dp.prefix_hit_rate_by_rank.<rank>`: its hits over
+its lookups, grown over the window, or since the server started where one scrape
+holds one point; SGLang's own `cache_hit_rate` gauge where no counters are), with
+the lowest, the highest and their spread (`dp.prefix_hit_rate_min`, `_max`,
+`_spread`), where two or more ranks report one.
+
+A prefill/decode deployment (series labelled `pd_role`, as collect names it) is read
+within each role: decode instances against decode instances, never a prefill
+instance against a decode one, whose loads differ by design. Each role's ranks are
+its instances' engines (told apart by `instance` or `pod` where several instances
+share a rank number); the `dp.*` figures are the role's whose ranks are most uneven,
+and `dp.role` says which (1 prefill, 2 decode). The prefix-cache figures are the
+prefill role's there: a prompt's prefix is looked up where it is prefilled.
 """
 
 from __future__ import annotations
@@ -17,9 +31,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from infertriage.analyze.signals.prom import counter_increase
 from infertriage.schemas import Sample, Signal
 
-__all__ = ["RANK_FIGURES", "rank_signals"]
+__all__ = ["RANK_FIGURES", "ROLE_NUMBERS", "rank_signals"]
 
 # vocabulary name → the figure's name in the rank signals, and its unit
 RANK_FIGURES: Mapping[str, tuple[str, str]] = {
@@ -28,17 +43,35 @@ RANK_FIGURES: Mapping[str, tuple[str, str]] = {
     "kv.usage": ("kv_usage", "fraction"),
 }
 _EPS = 1e-9  # a window's edges, as the other metric signals read them
+ROLE_NUMBERS: Mapping[str, float] = {"prefill": 1.0, "decode": 2.0}  # `dp.role`
+_PREFIX = ("prefix_cache.hits", "prefix_cache.queries", "prefix_cache.hit_rate")
 
-_ByRank = dict[str, dict[str, dict[float, float]]]  # figure → rank → time → value
+_ByRank = dict[str, dict[str, dict[float, float]]]
+_Series = tuple[tuple[str, str], ...]  # a series' labels  # figure → rank → time → value
 
 
-def _per_rank(samples: Iterable[Sample], start: float, end: float) -> _ByRank:
+def _instance(labels: Mapping[str, str]) -> str:
+    return labels.get("instance") or labels.get("pod") or ""
+
+
+def _rank_names(samples: list[Sample]) -> dict[tuple[str, str], str]:
+    """(instance, dp_rank) → the rank's name: its `dp_rank`, or with several instances its
+    place among them all (`0`, `1`, …), so two instances' engine 0 stay two ranks."""
+    keys = sorted({(_instance(s.labels), s.labels.get("dp_rank", "")) for s in samples})
+    if len({instance for instance, _ in keys}) < 2:
+        return {key: key[1] for key in keys}
+    return {key: str(i) for i, key in enumerate(keys)}
+
+
+def _per_rank(samples: list[Sample], start: float, end: float) -> _ByRank:
     """Each rank's value of each figure at each time (its series at one time added up)."""
+    names = _rank_names(samples)
     found: _ByRank = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
     for s in samples:
         figure = RANK_FIGURES.get(s.name)
         if figure is not None and start - _EPS <= s.t <= end + _EPS:
-            found[figure[0]][s.labels.get("dp_rank", "")][s.t] += s.value
+            rank = names[(_instance(s.labels), s.labels.get("dp_rank", ""))]
+            found[figure[0]][rank][s.t] += s.value
     return found
 
 
@@ -78,8 +111,8 @@ def _rank_number(rank: str, ranks: list[str]) -> float:
     return float(rank) if rank.isdigit() else float(ranks.index(rank))
 
 
-def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Signal]:
-    """See the module docstring; no signal when no running or waiting count was scraped."""
+def _group(samples: list[Sample], start: float, end: float) -> list[Signal]:
+    """One server's (or one role's) ranks: see the module docstring."""
     by_rank = _per_rank(samples, start, end)
     ranks = sorted({r for f in ("running", "waiting") for r in by_rank.get(f, {})}, key=_order)
     span = (start, end)
@@ -108,3 +141,83 @@ def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Si
     for rank in ranks:
         out += _figures(f"dp.{{figure}}_by_rank.{rank}", means[rank], span)
     return out
+
+
+def _grown(points: list[tuple[float, float]]) -> float:
+    """A counter's growth over the window's points; one point: its value (since the start)."""
+    grown = counter_increase(sorted(points))
+    if grown is not None:
+        return grown.increase
+    return points[0][1] if points else 0.0
+
+
+def _hit_rates(
+    samples: list[Sample], start: float, end: float
+) -> tuple[dict[str, float], float | None]:
+    """rank → its prefix-cache hit rate over the window (see the module docstring), and the
+    server's: all ranks' hits over all their lookups (their mean where only gauges are)."""
+    names = _rank_names([s for s in samples if s.name in _PREFIX])
+    points: dict[str, dict[str, dict[_Series, list[tuple[float, float]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    for s in samples:
+        if s.name in _PREFIX and start - _EPS <= s.t <= end + _EPS:
+            rank = names[(_instance(s.labels), s.labels.get("dp_rank", ""))]
+            series = tuple(sorted(s.labels.items()))
+            points[rank][s.name][series].append((s.t, s.value))
+    rates: dict[str, float] = {}
+    all_hits = all_queries = 0.0
+    for rank, found in points.items():
+        queries = sum(_grown(p) for p in found.get("prefix_cache.queries", {}).values())
+        hits = sum(_grown(p) for p in found.get("prefix_cache.hits", {}).values())
+        gauges = [v for p in found.get("prefix_cache.hit_rate", {}).values() for _, v in p]
+        if queries > 0 and 0.0 <= hits <= queries:
+            rates[rank] = hits / queries
+            all_hits, all_queries = all_hits + hits, all_queries + queries
+        elif gauges and "prefix_cache.queries" not in found:
+            rates[rank] = sum(gauges) / len(gauges)
+    if all_queries > 0:
+        return rates, all_hits / all_queries
+    return rates, (sum(rates.values()) / len(rates) if rates else None)
+
+
+def _prefix_signals(samples: list[Sample], start: float, end: float) -> list[Signal]:
+    rates, server = _hit_rates(samples, start, end)
+    if len(rates) < 2 or server is None:
+        return []
+    span = (start, end)
+    low, high = min(rates.values()), max(rates.values())
+    out = [
+        _signal("dp.prefix_hit_rate", server, "fraction", span),
+        _signal("dp.prefix_hit_rate_min", low, "fraction", span),
+        _signal("dp.prefix_hit_rate_max", high, "fraction", span),
+        _signal("dp.prefix_hit_rate_spread", high - low, "fraction", span),
+    ]
+    for rank in sorted(rates, key=_order):
+        out.append(_signal(f"dp.prefix_hit_rate_by_rank.{rank}", rates[rank], "fraction", span))
+    return out
+
+
+def _value(signals: list[Signal], name: str) -> float:
+    return next((s.value for s in signals if s.name == name), 0.0)
+
+
+def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Signal]:
+    """See the module docstring; no signal when no running or waiting count was scraped."""
+    given = list(samples)
+    roles: dict[str, list[Sample]] = defaultdict(list)
+    for s in given:
+        named = s.labels.get("pd_role", "")
+        if named in ROLE_NUMBERS:
+            roles[named].append(s)
+    if not roles:
+        return _group(given, start, end) + _prefix_signals(given, start, end)
+    found = {role: _group(group, start, end) for role, group in roles.items()}
+    split = [role for role, signals in found.items() if _value(signals, "dp.ranks") >= 2]
+    prefix = _prefix_signals(roles.get("prefill", []), start, end)
+    if not split:
+        one = [_signal("dp.ranks", 1.0, "1", (start, end))] if any(found.values()) else []
+        return one + prefix
+    worst = max(sorted(split), key=lambda role: _value(found[role], "dp.imbalance"))
+    role = _signal("dp.role", ROLE_NUMBERS[worst], "1", (start, end))
+    return [*found[worst], role, *prefix]

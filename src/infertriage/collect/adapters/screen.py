@@ -12,6 +12,11 @@ the engine's table; gives them back with:
 - data-parallel ranks named: the table's `rank_label` (vLLM V1 `engine`,
   SGLang `dp_rank`) is copied into the label `dp_rank`, so later stages keep
   each rank's series apart instead of reading them as one engine;
+- prefill/decode roles named: the first of the table's `role_labels` (SGLang's
+  `engine_type`; for vLLM a relabelled pod label: `engine_type`, `llm_d_ai_role`,
+  `role`) whose value is `prefill` or `decode` is copied into the label
+  `pd_role`, so later stages read each role's instances apart (a unified
+  instance gets none);
 - values that cannot be true set aside as `Artefact`s (`schemas.artefacts`):
   a gauge or counter below zero, a fraction above 1 (a KV usage, a hit rate,
   a part above its whole such as prefix hits above queries), a histogram
@@ -28,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from infertriage.engines.metrics import PD_ROLES
 from infertriage.schemas import VOCABULARY, MetricKind
 from infertriage.schemas.artefacts import (
     COPIES_DISAGREE,
@@ -43,9 +49,10 @@ if TYPE_CHECKING:
     from infertriage.collect.parse import Labels
     from infertriage.engines.metrics import MetricTable
 
-__all__ = ["RANK_LABEL", "Artefact", "Screened", "screen", "series_text"]
+__all__ = ["RANK_LABEL", "ROLE_LABEL", "Artefact", "Screened", "screen", "series_text"]
 
 RANK_LABEL = "dp_rank"  # the normalised label of a data-parallel rank
+ROLE_LABEL = "pd_role"  # the normalised label of a prefill/decode role
 _MAX_COPY_NOTES = 4  # more duplicated series than this are summed up in one note
 _SLACK = 1e-9  # float noise in a fraction or a cumulative count is not an artefact
 # (part, whole, the ratio's name): a part above its whole is a ratio above 1
@@ -90,9 +97,10 @@ def series_text(labels: Labels, skip: Sequence[str] = ()) -> str:
 
 
 def _hidden(table: MetricTable) -> tuple[str, ...]:
-    """Labels a series is shown without: its copies', and `dp_rank` where we added it."""
+    """Labels a series is shown without: its copies', and `dp_rank`, `pd_role` where we
+    added them."""
     added = table.rank_label not in ("", RANK_LABEL)
-    return (*table.copy_labels, *((RANK_LABEL,) if added else ()))
+    return (*table.copy_labels, *((RANK_LABEL,) if added else ()), ROLE_LABEL)
 
 
 def _same(values: Sequence[float]) -> bool:
@@ -104,6 +112,22 @@ def _with_rank(labels: Labels, rank_label: str) -> Labels:
         return labels
     rank = next((v for k, v in labels if k == rank_label), None)
     return labels if rank is None else (*labels, (RANK_LABEL, rank))
+
+
+def _with_role(labels: Labels, role_labels: Sequence[str]) -> Labels:
+    if not role_labels or any(k == ROLE_LABEL for k, _ in labels):
+        return labels
+    given = dict(labels)
+    for name in role_labels:
+        role = PD_ROLES.get(given.get(name, "").strip().lower())
+        if role is not None:
+            return (*labels, (ROLE_LABEL, role))
+    return labels
+
+
+def _named(labels: Labels, table: MetricTable) -> Labels:
+    """The rank and the role a series belongs to, in the normalised labels."""
+    return _with_role(_with_rank(labels, table.rank_label), table.role_labels)
 
 
 def _how(copies: Sequence[NormScalar], table: MetricTable) -> str:
@@ -224,9 +248,7 @@ def screen(
 ) -> Screened:
     """Copies read once, ranks named, impossible values set aside (see the module docstring)."""
     hidden = _hidden(table)
-    ranked = [
-        dataclasses.replace(s, labels=_with_rank(s.labels, table.rank_label)) for s in scalars
-    ]
+    ranked = [dataclasses.replace(s, labels=_named(s.labels, table)) for s in scalars]
     once, notes, artefacts = _read_once(ranked, table)
     kept: list[NormScalar] = []
     for scalar in once:
@@ -241,7 +263,7 @@ def screen(
     artefacts += [artefact for _, artefact in parts]
     good: list[NormHistogram] = []
     for given in histograms:
-        histogram = dataclasses.replace(given, labels=_with_rank(given.labels, table.rank_label))
+        histogram = dataclasses.replace(given, labels=_named(given.labels, table))
         found = _histogram_artefact(histogram, hidden)
         if found is None:
             good.append(histogram)

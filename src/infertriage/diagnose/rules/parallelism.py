@@ -192,6 +192,12 @@ def _ranks_text(ev: Evidence) -> str:
     )
 
 
+def _among(ev: Evidence) -> str:
+    """With prefill/decode roles, which role's instances the ranks were compared within."""
+    role = {1.0: "prefill", 2.0: "decode"}.get(ev.get("dp.role") or 0.0)
+    return f" among the {role} instances" if role else ""
+
+
 def engine_running(ev: Evidence) -> float:
     """The running requests to hold against one engine's seats (`max_num_seqs` is per
     engine): with data-parallel ranks, the most one rank ran; else the server's."""
@@ -233,7 +239,7 @@ def dp_rank_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=stranded or idle_gpus,
         severity=severity_above(ratio, t.dp_imbalance, ranks),
         explains=min(1.0, (ratio - 1.0) / (ranks - 1.0)),
-        title=title + f" ({ranks:.0f} ranks, {ratio:.1f}× the mean)",
+        title=title + f" ({ranks:.0f} ranks{_among(ev)}, {ratio:.1f}× the mean)",
         evidence=ev,
         used=(
             ("dp.imbalance", t.dp_imbalance),

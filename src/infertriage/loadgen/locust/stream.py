@@ -28,7 +28,13 @@ import gevent.ssl
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
 from infertriage.loadgen.request import ClientConfig, request_body, request_headers
-from infertriage.loadgen.response import ERROR_TEXT_LIMIT, BodyMode, StreamState, body_text
+from infertriage.loadgen.response import (
+    ERROR_TEXT_LIMIT,
+    REPLICA_HEADERS,
+    BodyMode,
+    StreamState,
+    body_text,
+)
 from infertriage.loadgen.sse import SseEventTooLarge
 from infertriage.schemas import ErrorKind
 from infertriage.workload import TextRenderer
@@ -232,6 +238,7 @@ def _on_headers(state: StreamState, resp: _Response, ns: int) -> BodyMode:
         _header(resp, "content-type"),
         _header(resp, "content-encoding"),
         _header(resp, "x-request-id"),
+        replica=next((v for name in REPLICA_HEADERS if (v := _header(resp, name))), None),
     )
 
 
