@@ -163,7 +163,7 @@ def test_the_engine_adds_the_load_to_the_step_and_metrics_say_it_as_vllm() -> No
     assert set(by_source) == {"local_compute", "local_cache_hit", "external_kv_transfer"}
     assert by_source["external_kv_transfer"] == tier.external_hits
     (hits,) = families["vllm:external_prefix_cache_hits"].samples
-    assert hits.value == tier.external_hits and set(hits.labels) == {"model_name"}
+    assert hits.value == tier.external_hits and set(hits.labels) == {"model_name", "engine"}
     moved = {
         s.labels["transfer_type"]: s.value for s in families["vllm:kv_offload_total_bytes"].samples
     }

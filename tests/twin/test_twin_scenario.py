@@ -23,6 +23,12 @@ PACKAGED = {
     "tp-over-pcie",
     "spec-low-acceptance",
     "frontend-bound",
+    "dp-imbalance",
+    "dp-prefix-blind",
+    "healthy-dp",
+    "pd-slow-link",
+    "pd-ratio",
+    "healthy-pd",
     "offload-thrash",
     "offload-helps",
 }

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from infertriage.twin.engine import EngineCore, StepResult
-from infertriage.twin.prom import VllmMetrics
+from infertriage.twin.prom import EngineMetrics
 from infertriage.twin.request import SamplingParams
 from infertriage.twin.scheduler import RequestOutput, SchedulerStats
 
@@ -63,6 +63,10 @@ class AddCommand:
     params: SamplingParams
     arrival_ts: float
     output_seed: int | None = None
+    # P/D: a decode instance's request, its prompt's KV received (all but the last token,
+    # which vLLM recomputes), and when the instance got it (TTFT counts from there)
+    num_computed_tokens: int = 0
+    first_seen_ts: float | None = None
 
 
 class EngineDriver:
@@ -71,9 +75,10 @@ class EngineDriver:
     def __init__(
         self,
         engine: EngineCore,
-        metrics: VllmMetrics | None,
+        metrics: EngineMetrics | None,
         deliver: Callable[[Sequence[RequestOutput]], None],
         loop: asyncio.AbstractEventLoop,
+        thread_name: str = "engine-core",
     ) -> None:
         self.engine = engine
         self._metrics = metrics
@@ -90,7 +95,7 @@ class EngineDriver:
         self._last_output_ts: dict[str, float] = {}
         self.step_slip_s: list[float] = []
         self.on_step: Callable[[StepResult], None] | None = None
-        self._thread = threading.Thread(target=self._run, name="engine-core", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
 
     # ------------------------------------------------------------ event-loop side
     def start(self) -> None:
@@ -140,20 +145,22 @@ class EngineDriver:
                 if command.arrival_ts > start_ts:
                     return
                 self._max_tokens[command.request_id] = command.params.max_tokens
-                self._arrival_ts[command.request_id] = command.arrival_ts
+                seen = command.first_seen_ts
+                self._arrival_ts[command.request_id] = command.arrival_ts if seen is None else seen
                 self.engine.add_request(
                     command.request_id,
                     command.prompt_token_ids,
                     command.params,
                     arrival_ts=command.arrival_ts,
                     output_seed=command.output_seed,
+                    num_computed_tokens=command.num_computed_tokens,
                 )
             else:
                 self.engine.abort_requests(command)
             held.popleft()
 
     def _run(self) -> None:
-        _name_os_thread(b"engine-core")
+        _name_os_thread(self._thread.name.encode())
         engine = self.engine
         while not self._stop.is_set():
             start_ts = self._next_start_ts()
@@ -172,7 +179,7 @@ class EngineDriver:
                 self.step_slip_s.append(engine.clock.now() - result.end_ts)
             self._finish_step(result)
 
-    def _observe_tokens(self, metrics: VllmMetrics, output: RequestOutput) -> None:
+    def _observe_tokens(self, metrics: EngineMetrics, output: RequestOutput) -> None:
         rid = output.request_id
         if output.new_token_ids:
             last = self._last_output_ts.get(rid)

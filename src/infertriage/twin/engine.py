@@ -233,6 +233,8 @@ class EngineCore:
         self._busy: tuple[float, float] | None = None  # (start, end) of the last step with work
         self._step_index = 0
         self._counters = _CounterSums()
+        # a data-parallel rank's speed (`data_parallel.rank_speed`): its steps take 1/speed
+        self.slowdown = 1.0
 
     # ------------------------------------------------------------------ facts
     @property
@@ -256,8 +258,13 @@ class EngineCore:
         *,
         arrival_ts: float | None = None,
         output_seed: int | None = None,
+        num_computed_tokens: int = 0,
     ) -> None:
-        """Queue a request; `RequestRejectedError` when the prompt is empty or too long."""
+        """Queue a request; `RequestRejectedError` when the prompt is empty or too long.
+
+        `num_computed_tokens`: prompt tokens whose KV is already in hand (a decode instance's
+        request, prefilled elsewhere); admission takes blocks for them and computes the rest.
+        """
         params = params if params is not None else SamplingParams()
         num_prompt = len(prompt_token_ids)
         if num_prompt == 0:
@@ -279,6 +286,7 @@ class EngineCore:
             self.vocab_size,
             will_fail=error_rate > 0 and self._fault_rng.random() < error_rate,
         )
+        request.num_computed_tokens = min(num_computed_tokens, num_prompt - 1)
         self.scheduler.add_request(request)
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[RequestOutput]:
@@ -307,7 +315,8 @@ class EngineCore:
         output = scheduler.schedule(start_ts, self._admit_until(start_ts))
         shape = _make_shape(output)
         cost = self.cost_model.step_cost(shape)
-        end_ts = start_ts + cost.total_s + output.offload_load_s  # loads from the CPU tier
+        # loads from the CPU tier; a throttled data-parallel rank's steps take 1/speed
+        end_ts = start_ts + cost.total_s * self.slowdown + output.offload_load_s
         outputs = self.scheduler.update_from_output(output, self._sample(output), end_ts)
         self._last_end_ts = end_ts
         # An empty step drains the async pipeline: the next one sees every arrival so far.

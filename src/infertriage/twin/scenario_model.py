@@ -2,7 +2,10 @@
 
 Takes nothing; gives `Scenario` and its sections `EngineSettings`,
 `SpeculativeSettings`, `FrontendSettings` and `FaultSettings`, whose defaults are
-the healthy server of DESIGN.md. Validation is strict: a string is never read as a
+the healthy server of DESIGN.md, and the layouts of several engines:
+`DataParallelSettings` (ranks behind a balancer) and `DisaggregationSettings`
+(prefill/decode instances and their KV link; off by default, not combined with
+data_parallel.size above 1). Validation is strict: a string is never read as a
 number or a boolean. Loading, the error sentences and the packaged files live in
 `twin.scenario`.
 
@@ -17,9 +20,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 __all__ = [
+    "DataParallelSettings",
+    "DisaggregationSettings",
     "EngineSettings",
     "FaultSettings",
     "FrontendSettings",
@@ -91,6 +96,47 @@ class FaultSettings(_Section):
     error_rate: float = Field(0.0, ge=0, le=1)
 
 
+# ---- data parallelism and prefill/decode disaggregation (twin.ranks, twin.disagg) ----
+class DataParallelSettings(_Section):
+    """`size` engines (each its own engine core and KV cache) behind one API server.
+
+    `balancer` picks each request's rank at arrival: `least_loaded` is vLLM's own DP front
+    end (the rank with the least `waiting × 4 + running`), `round_robin` a blind external
+    balancer, `prefix_aware` routes by the prompt's leading blocks to the rank that cached
+    them (least loaded when none has, or when that rank is much busier). `rank_speed` is
+    each rank's speed (1.0 healthy; 0.5: its steps take twice as long, a throttled GPU).
+    """
+
+    size: int = Field(1, ge=1, le=64)
+    balancer: Literal["least_loaded", "round_robin", "prefix_aware"] = "least_loaded"
+    rank_speed: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _speeds_match(self) -> DataParallelSettings:
+        speeds = self.rank_speed
+        if speeds is not None and (len(speeds) != self.size or min(speeds) <= 0):
+            raise ValueError(
+                f"data_parallel.rank_speed must list {self.size} speeds above 0, one per rank"
+            )
+        return self
+
+
+class DisaggregationSettings(_Section):
+    """Prefill/decode disaggregation (xPyD): prompts run on prefill instances, their KV cache
+    moves over a link to a decode instance, which streams the output.
+
+    Each decode instance pulls over a link of its own: `link_gb_s` (GB/s, 1e9 bytes) and
+    `link_latency_ms`; its transfers queue on it in arrival order. `transfer_setup_ms` is
+    the NIXL post (the request for the transfer) paid before each one.
+    """
+
+    prefill_instances: int = Field(1, ge=1, le=64)
+    decode_instances: int = Field(1, ge=1, le=64)
+    link_gb_s: float = Field(25.0, gt=0)
+    link_latency_ms: float = Field(0.05, ge=0)
+    transfer_setup_ms: float = Field(0.5, ge=0)
+
+
 class OffloadSettings(_Section):
     """A CPU KV-offload tier (vLLM `--kv-offloading-size`, SGLang HiCache): `cpu_blocks` 0 is
     off; `load_gb_s` host→GPU and `store_gb_s` GPU→host bandwidth (default: `load_gb_s`)."""
@@ -113,11 +159,22 @@ class Scenario(_Section):
     speculative: SpeculativeSettings = SpeculativeSettings()
     frontend: FrontendSettings = FrontendSettings()
     faults: FaultSettings = FaultSettings()
+    data_parallel: DataParallelSettings = DataParallelSettings()
+    disaggregation: DisaggregationSettings | None = None
     offload: OffloadSettings = OffloadSettings()
     seed: int = 0
 
     _source: str = PrivateAttr(default="<defaults>")
     _base_dir: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> Scenario:
+        if self.disaggregation is not None and self.data_parallel.size > 1:
+            raise ValueError(
+                "data_parallel.size above 1 and disaggregation cannot be combined in the twin: "
+                "give one of them"
+            )
+        return self
 
     @property
     def source(self) -> str:

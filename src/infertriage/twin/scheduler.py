@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from infertriage.twin.blocks import KVCacheManager
+from infertriage.twin.blocks import KVBlock, KVCacheManager
 from infertriage.twin.offload import OffloadStats, PromptSources
 from infertriage.twin.request import FinishReason, Request, RequestStatus, RequestTimings
 
@@ -238,8 +238,14 @@ class Scheduler:
             request = self.waiting[0]
             if request.arrival_ts > admit_ts:
                 break
-            hits, num_hit_tokens = self.kv.get_computed_blocks(request)
-            loaded = self.kv.offload_match(request, len(hits))
+            # a prompt whose KV came from a prefill instance (P/D) is not looked up
+            remote = request.status is RequestStatus.WAITING and request.num_computed_tokens > 0
+            hits: list[KVBlock] = []
+            loaded: list[int] = []
+            num_hit_tokens = request.num_computed_tokens
+            if not remote:
+                hits, num_hit_tokens = self.kv.get_computed_blocks(request)
+                loaded = self.kv.offload_match(request, len(hits))
             num_external = len(loaded) * self.kv.block_size
             num_new = request.num_tokens - num_hit_tokens - num_external
             if not self.config.enable_chunked_prefill and num_new > budget:
@@ -250,14 +256,17 @@ class Scheduler:
                 self._blocked_at_free = self.kv.pool.get_num_free_blocks()
                 break
             self.waiting.popleft()
-            self.kv.record_lookup(request.num_tokens, num_hit_tokens)
-            if self.kv.offload is not None:
+            if not remote:
+                self.kv.record_lookup(request.num_tokens, num_hit_tokens)
+            if self.kv.offload is not None and not remote:
                 queried = request.num_tokens - num_hit_tokens
                 self._load_s += self.kv.offload.load(loaded, queried)
             request.num_computed_tokens = num_hit_tokens + num_external
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_hit_tokens + num_external
-                self._external_tokens[request.request_id] = num_external
+                # P/D: the prompt's KV (all but its last token) came over the connector
+                external = num_hit_tokens if remote else num_external
+                self._external_tokens[request.request_id] = external
             if request.first_scheduled_ts is None:
                 request.first_scheduled_ts = admit_ts  # when the batch was decided
             request.status = RequestStatus.RUNNING
@@ -437,14 +446,22 @@ class Scheduler:
     def num_waiting_at(self, now_ts: float, decided_ts: float | None) -> int:
         """Requests the engine core holds in its waiting queue at `now_ts`, not those still
         on their way (hand-off); with the next batch decided at `decided_ts` (async), those
-        that arrived since and those before it the free seats could not take."""
+        that arrived since and those before it the free seats or the step's token budget
+        (after the running requests' tokens) could not take."""
         arrived = [r for r in self.waiting if r.arrival_ts <= now_ts]
-        free_seats = max(0, self.config.max_num_seqs - len(self.running))
         # Blocks ran short at the last admission: the ones before are held, not decided.
         if decided_ts is None or self._blocked_at_free is not None:
             return len(arrived)
-        undecided = sum(1 for r in arrived if r.arrival_ts > decided_ts)
-        return undecided + max(0, len(arrived) - undecided - free_seats)
+        seats = self.config.max_num_seqs - len(self.running)
+        budget = self.config.max_num_batched_tokens
+        budget -= sum(max(1, r.num_tokens - r.num_computed_tokens) for r in self.running)
+        decided = 0
+        for request in arrived:
+            if request.arrival_ts > decided_ts or seats <= decided or budget <= 0:
+                break
+            budget -= request.num_tokens - request.num_computed_tokens
+            decided += 1
+        return len(arrived) - decided
 
     def make_stats(self, num_waiting: int | None = None) -> SchedulerStats:
         pool = self.kv.pool

@@ -7,7 +7,9 @@ streaming with `stream_options.include_usage` and `continuous_usage_stats`),
 `/start_profile` and `/stop_profile` (a simulated Kineto trace written
 there), on 127.0.0.1 by default. The front end (tokenize, detokenize,
 serialize) runs on the event loop's thread and pays the scenario's CPU
-costs there; the engine core runs on its own thread (`EngineDriver`).
+costs there; each engine core runs on its own thread (`EngineDriver`): one, or
+data-parallel ranks behind a balancer (`twin.ranks`), or prefill and decode
+instances with a KV transfer between them (`twin.disagg`).
 Errors are OpenAI-format bodies, with vLLM's messages: a prompt (plus
 `max_tokens`) longer than `max_model_len`, `min_tokens` above `max_tokens`
 or malformed JSON → 400, an unknown model → 404, an injected fault → 500.
@@ -35,8 +37,9 @@ from aiohttp import web
 from infertriage import __version__
 from infertriage.schemas import UserError
 from infertriage.twin.dcgm import DcgmExporter, GpuIdentity
+from infertriage.twin.disagg import DisaggregatedFleet
 from infertriage.twin.driver import AddCommand, EngineDriver
-from infertriage.twin.engine import EngineCore, MonotonicClock, StepResult
+from infertriage.twin.engine import MonotonicClock, StepResult
 from infertriage.twin.frontend import FrontEnd, apply_chat_template, split_tokens
 from infertriage.twin.openai_api import (
     ApiError,
@@ -48,10 +51,10 @@ from infertriage.twin.openai_api import (
     parse_generate,
 )
 from infertriage.twin.profile import MAX_PROFILED_STEPS, trace_bytes
-from infertriage.twin.prom import CacheConfigInfo, VllmMetrics
+from infertriage.twin.ranks import DataParallelFleet, Fleet
 from infertriage.twin.request import FinishReason, SamplingParams
 from infertriage.twin.scenario_model import Scenario
-from infertriage.twin.scheduler import RequestOutput, SchedulerStats
+from infertriage.twin.scheduler import RequestOutput
 
 __all__ = ["TwinApp", "make_app", "serve"]
 
@@ -74,7 +77,7 @@ class _Stream:
 
 
 class TwinApp:
-    """State of one twin: the engine driver, the front end, the metrics."""
+    """State of one twin: its engines (`Fleet`), the front end, the metrics."""
 
     def __init__(
         self, scenario: Scenario, model_name: str | None = None, profile_dir: Path | None = None
@@ -83,36 +86,30 @@ class TwinApp:
         self.profile_dir = profile_dir
         self._profiled: list[StepResult] | None = None
         self.model_name = model_name or scenario.model
-        self.engine = EngineCore(scenario, MonotonicClock())
+        self.fleet = make_fleet(scenario, self.model_name)
+        self.engine = self.fleet.first
         hw = self.engine.hardware
-        info = CacheConfigInfo(
-            block_size=scenario.engine.block_size,
-            num_gpu_blocks=hw.num_gpu_blocks,
-            gpu_memory_utilization=scenario.engine.gpu_memory_utilization,
-            enable_prefix_caching=scenario.engine.enable_prefix_caching,
-        )
         self.frontend = FrontEnd(scenario.frontend, self.engine.vocab_size)
         self._streams: dict[str, _Stream] = {}
         self._started = time.monotonic()
         self._created = int(time.time())
-        self.driver: EngineDriver | None = None
-        self.metrics = VllmMetrics(
-            self.model_name, scenario.engine.max_model_len, info, self._snapshot
-        )
+        self.metrics = self.fleet.metrics
         self.dcgm = DcgmExporter(
             GpuIdentity(
                 model_name=f"NVIDIA {hw.gpu.name}",
-                num_gpus=hw.tensor_parallel,
+                num_gpus=self.fleet.num_gpus,
                 memory_bytes=hw.gpu.memory_bytes,
                 used_bytes=min(hw.gpu.memory_bytes, hw.used_bytes_per_gpu),
                 board_watts=_BOARD_WATTS.get(hw.gpu.link, 400.0),
                 link=scenario.interconnect,
             ),
-            self.engine.get_gpu_counters,
+            self.fleet.gpu_counters,
         )
 
-    def _snapshot(self) -> SchedulerStats:
-        return self.driver.stats() if self.driver is not None else self.engine.get_stats()
+    @property
+    def driver(self) -> EngineDriver | None:
+        """The first engine's driver (the only one without data parallelism or P/D)."""
+        return self.fleet.instances[0].driver
 
     @property
     def loaded(self) -> bool:
@@ -120,11 +117,7 @@ class TwinApp:
 
     # ------------------------------------------------------------------ lifecycle
     async def on_startup(self, _app: web.Application) -> None:
-        self.driver = EngineDriver(
-            self.engine, self.metrics, self._deliver, asyncio.get_running_loop()
-        )
-        self.driver.on_step = self._record_step
-        self.driver.start()
+        self.fleet.start(asyncio.get_running_loop(), self._deliver, self._record_step)
 
     def _record_step(self, result: StepResult) -> None:
         profiled = self._profiled
@@ -148,8 +141,7 @@ class TwinApp:
         return web.Response(status=200)
 
     async def on_cleanup(self, _app: web.Application) -> None:
-        if self.driver is not None:
-            self.driver.stop()
+        self.fleet.stop()
 
     def _deliver(self, outputs: Sequence[RequestOutput]) -> None:
         for output in outputs:
@@ -255,13 +247,12 @@ class TwinApp:
             params = self._sampling(spec, len(ids))
         except ApiError as err:
             return _error(err)
-        assert self.driver is not None
         request_id = self._request_id(request, chat)
         stream = _Stream()
         self._streams[request_id] = stream
         # Output is seeded by the prompt, as greedy decoding is: the same prompt, the same text.
         seed = zlib.crc32(b"".join(i.to_bytes(4, "little") for i in ids))
-        self.driver.submit(AddCommand(request_id, tuple(ids), params, self.driver.now(), seed))
+        self.fleet.submit(AddCommand(request_id, tuple(ids), params, self.fleet.now(), seed))
         generation = _Generation(self, spec, request_id, len(ids))
         try:
             if spec.stream:
@@ -269,8 +260,7 @@ class TwinApp:
             return await generation.whole(stream.queue)
         finally:
             self._streams.pop(request_id, None)
-            if not generation.engine_finished:
-                self.driver.abort(request_id)
+            self.fleet.finish(request_id, abort=not generation.engine_finished)
 
     def _request_id(self, request: web.Request, chat: bool) -> str:
         """As vLLM names a request: its prefix and the client's `X-Request-Id`, else a uuid
@@ -280,6 +270,14 @@ class TwinApp:
         if request_id in self._streams:
             request_id = f"{request_id}-{uuid.uuid4().hex[:8]}"
         return request_id
+
+
+def make_fleet(scenario: Scenario, model_name: str) -> Fleet:
+    """The engines of a scenario: P/D instances, or data-parallel ranks (one by default)."""
+    clock = MonotonicClock()
+    if scenario.disaggregation is not None:
+        return DisaggregatedFleet(scenario, model_name, clock)
+    return DataParallelFleet(scenario, model_name, clock)
 
 
 def _tokens_of(spec: GenerateRequest) -> list[str]:

@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from infertriage.plan import get_gpu, serving_fidelity
+from infertriage.schemas import UserError
 from infertriage.twin.engine import (
     DecodeRun,
     EngineCore,
@@ -282,6 +283,12 @@ def simulate(
     """Run the load through the scenario's engine on a virtual clock: `num_requests` at
     `rate` req/s, or back-to-back `stages`, or a trace's own times (`workload`)."""
     wall_start = time.perf_counter()
+    if scenario.data_parallel.size > 1 or scenario.disaggregation is not None:
+        raise UserError(
+            f"scenario {scenario.source} runs several engines (data_parallel or "
+            "disaggregation), which only the real-time twin runs: serve it with "
+            "`infertriage twin --scenario ...` and load it over HTTP instead of simulating it."
+        )
     if timeout_s is not None and not timeout_s > 0:
         raise ValueError(f"timeout_s must be positive, not {timeout_s}")
     ws = resolve_workload(workload, input_len, output_len)
