@@ -321,6 +321,42 @@ def test_hits_lost_to_a_full_kv_cache_are_memorys_not_the_balancers() -> None:
     assert any("offload" in step for step in low.next_steps)
 
 
+def test_prefix_affinity_on_pd_counts_prefill_instances_not_decode_ones() -> None:
+    """1P3D: the dp.* load figures are the decode pool's 3 instances, but a prefix is looked
+    up where it is prefilled; one prefill instance cannot lose affinity (seen on the twin's
+    pd-ratio scenario, where this rule once blamed routing across "3 replicas")."""
+    one_prefill = {
+        "dp__ranks": 3,
+        "dp__role": 2,
+        "pd__prefill_instances": 1,
+        "pd__decode_instances": 3,
+        "workload__prefix_reuse": 0.35,
+        "prefix_cache__hit_rate": 0.0,
+    }
+    assert AFFINITY.fn(make_evidence(**one_prefill), Thresholds()) is None
+    two_prefill = {
+        **one_prefill,
+        "pd__prefill_instances": 2,
+        "dp__prefix_hit_rate": 0.05,
+        "dp__prefix_hit_rate_max": 0.06,
+    }
+    finding = AFFINITY.fn(make_evidence(**two_prefill), Thresholds())
+    assert finding is not None and "across 2 replicas" in finding.title
+
+
+def test_no_hit_on_any_rank_is_a_cache_that_is_off_not_routing() -> None:
+    off = {
+        **DP_EVEN,
+        "dp__ranks": 4,
+        "workload__prefix_reuse": 0.6,
+        "prefix_cache__hit_rate": 0.0,
+        "dp__prefix_hit_rate_max": 0.0,
+    }
+    assert AFFINITY.fn(make_evidence(**off), Thresholds()) is None
+    low = RULES["memory.prefix_cache_low"].fn(make_evidence(**off), Thresholds())
+    assert low is not None and any("enable prefix caching" in s for s in low.next_steps)
+
+
 # --- as a user reads a dump ---
 
 

@@ -301,7 +301,7 @@ CASES: dict[str, At] = {
     ),
     "prefix_min_reuse": At(
         "parallelism.prefix_affinity_lost",
-        _ev(**{**DP_EVEN, "prefix_cache__hit_rate": 0.0})("workload__prefix_reuse"),
+        _ev(**{**DP_EVEN, "prefix_cache__hit_rate": 0.01})("workload__prefix_reuse"),
         shown="workload.prefix_reuse",
     ),
     "prefix_spread": At(

@@ -266,12 +266,19 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
     bottleneck where the hits lost against the reuse come with TTFT over its SLO; silent
     without reuse measured and with even hit rates.
     """
-    ranks = ev.get("dp.ranks") or 1.0
+    # on a P/D deployment a prompt's prefix is looked up where it is prefilled: the replicas
+    # that matter are the prefill instances (the dp.prefix_* figures are theirs), not the
+    # decode instances the dp.* load figures may describe
+    disaggregated = ev.has("pd.prefill_instances")
+    ranks = (ev.get("pd.prefill_instances") if disaggregated else ev.get("dp.ranks")) or 1.0
     if ranks < 2:
         return None
     reuse = ev.get("workload.prefix_reuse")
-    hit = ev.get("prefix_cache.hit_rate")
-    hit = hit if hit is not None else ev.get("dp.prefix_hit_rate")
+    server_wide = ev.get("prefix_cache.hit_rate")
+    ranks_hit = ev.get("dp.prefix_hit_rate")
+    hit = ranks_hit if disaggregated or server_wide is None else server_wide
+    # no hit anywhere is a cache that is off or cannot keep a prefix, not routing's doing
+    caching = (hit or 0.0) > 0.0 or (ev.get("dp.prefix_hit_rate_max") or 0.0) > 0.0
     spread = ev.get("dp.prefix_hit_rate_spread") or 0.0
     # with the KV cache full the prefixes were evicted, wherever they were routed: that is
     # memory's finding (`memory.prefix_cache_low`), not the balancer's
@@ -282,6 +289,7 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
         and hit is not None
         and hit < t.prefix_affinity_ratio * reuse
         and not evicted
+        and caching
     )
     uneven = spread >= t.prefix_spread
     if not (lost or uneven):
