@@ -318,6 +318,7 @@ def test_hits_lost_to_a_full_kv_cache_are_memorys_not_the_balancers() -> None:
     assert AFFINITY.fn(make_evidence(**lost), Thresholds()) is None
     low = RULES["memory.prefix_cache_low"].fn(make_evidence(**lost), Thresholds())
     assert low is not None and "evicted" in low.title
+    assert "offload" in low.next_steps[0]  # a full cache: room first
     assert any("offload" in step for step in low.next_steps)
 
 
@@ -354,7 +355,7 @@ def test_no_hit_on_any_rank_is_a_cache_that_is_off_not_routing() -> None:
     }
     assert AFFINITY.fn(make_evidence(**off), Thresholds()) is None
     low = RULES["memory.prefix_cache_low"].fn(make_evidence(**off), Thresholds())
-    assert low is not None and any("enable prefix caching" in s for s in low.next_steps)
+    assert low is not None and any("prefix caching is on" in s for s in low.next_steps)
 
 
 # --- as a user reads a dump ---

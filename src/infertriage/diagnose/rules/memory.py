@@ -154,12 +154,23 @@ def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
     reuse = ev.get("workload.prefix_reuse") or 0.0
     if reuse < 0.1 or hit >= t.prefix_hit_share * reuse:
         return None
-    evicted = (ev.get("kv.usage_max") or 0.0) >= t.kv_full
+    # vLLM's KV usage counts the blocks running requests hold, not the cached ones a new
+    # prompt evicts: a full cache proves eviction, a low one does not rule it out
+    full = (ev.get("kv.usage_max") or 0.0) >= t.kv_full
     cause = (
-        "the KV cache was full, so shared prefixes were evicted before they were reused"
-        if evicted
-        else "shared prompt prefixes are being recomputed"
+        "the KV cache ran full, so shared prefixes were evicted before they were reused"
+        if full
+        else "the server recomputed them (prefix caching off, or the prefixes evicted "
+        "before their reuse)"
     )
+    room = (
+        "give the cache room so prefixes outlive their reuse: more KV cache (`"
+        + flag(ev, Knob.MEMORY_FRACTION)
+        + "`, fewer sequences at once) or a host offload tier (`"
+        + flag(ev, Knob.OFFLOAD_SIZE)
+        + "`)"
+    )
+    enable = f"check that prefix caching is on (`{flag(ev, Knob.PREFIX_CACHING)}`)"
     return make_finding(
         "memory.prefix_cache_low",
         _L,
@@ -178,18 +189,12 @@ def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
         ),
         explanation=(
             "A prefix cache computes a shared system prompt or a session's history once; "
-            "the clients sent these prefixes again, and the server computed them again."
+            "the clients sent these prefixes again, and the server computed them again. "
+            "A prefix is evicted when the prompts sent between two of its uses hold more "
+            "tokens than the cache."
         ),
         next_steps=(
-            (
-                "give the cache room: more KV cache (`"
-                + flag(ev, Knob.MEMORY_FRACTION)
-                + "`, fewer sequences at once) or a host offload tier (`"
-                + flag(ev, Knob.OFFLOAD_SIZE)
-                + "`) so prefixes outlive their reuse"
-            )
-            if evicted
-            else f"enable prefix caching (`{flag(ev, Knob.PREFIX_CACHING)}`)",
+            *((room, enable) if full else (enable, room)),
             "keep the shared prefix byte-identical and at the start of the prompt (no "
             "timestamps or request ids before it)",
         ),
