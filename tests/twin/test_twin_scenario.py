@@ -23,6 +23,11 @@ PACKAGED = {
     "tp-over-pcie",
     "spec-low-acceptance",
     "frontend-bound",
+    # expert and pipeline parallelism
+    "ep-hot-experts",
+    "healthy-ep",
+    "pp-bubbles",
+    "healthy-pp",
 }
 
 

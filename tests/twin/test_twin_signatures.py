@@ -36,6 +36,14 @@ SIGNATURES: dict[str, Callable[[SimulationResult], bool]] = {
         r.spec_acceptance_rate is not None and r.spec_acceptance_rate <= 0.3
     ),
     "frontend-bound": lambda r: r.frontend_busy >= 0.95 and r.gpu_util <= 0.5,
+    # expert and pipeline parallelism: busy GPUs, no KV pressure, and still slow steps (the
+    # hot EP rank or the slowest stage sets every step's pace)
+    "ep-hot-experts": lambda r: (
+        r.gpu_util >= 0.9 and r.kv_usage_max <= 0.5 and r.itl.p50_s >= 0.018 and r.ttft.p95_s > 0.2
+    ),
+    "pp-bubbles": lambda r: (
+        r.gpu_util >= 0.9 and r.kv_usage_max <= 0.5 and r.itl.p50_s >= 0.030 and r.ttft.p95_s > 0.3
+    ),
 }
 
 
@@ -55,7 +63,11 @@ LOADS: dict[str, Load] = {
     "tp-over-pcie": Load(4, 150),
     "spec-low-acceptance": Load(4, 100),
     "frontend-bound": Load(16, 200, {"input_len": 1024, "output_len": 16}),
+    "ep-hot-experts": Load(8, 150),
+    "pp-bubbles": Load(2, 150),
 }
+# each fault's healthy counterpart: the same GPUs and model, balanced
+COUNTERPARTS = {"ep-hot-experts": "healthy-ep", "pp-bubbles": "healthy-pp"}
 
 
 def run(name: str, load: Load) -> SimulationResult:
@@ -82,3 +94,13 @@ def test_healthy_meets_the_default_slos_at_moderate_load() -> None:
     assert result.num_preemptions == 0 and result.kv_usage_max < 0.5
     assert 0.1 < result.prefix_cache_hit_rate < 0.3  # a fifth share a 1,024-token prefix
     assert not any(signature(result) for signature in SIGNATURES.values())
+
+
+@pytest.mark.parametrize("name", sorted(COUNTERPARTS))
+def test_the_balanced_counterpart_shows_no_signature_and_meets_the_slos(name: str) -> None:
+    load = LOADS[name]
+    result = run(COUNTERPARTS[name], load)
+    matched = [other for other, signature in SIGNATURES.items() if signature(result)]
+    assert matched == [], f"{COUNTERPARTS[name]} matches {matched}"
+    assert result.ttft.p95_s < 0.200 and result.itl.p95_s < 0.050
+    assert result.num_completed == load.num_requests and result.num_preemptions == 0
