@@ -81,6 +81,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--api-server-count",  # "How many API server processes to run."
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pipeline-parallel-size",
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -93,6 +95,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pp-size",
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",

@@ -61,6 +61,9 @@ class Knob(StrEnum):
     API_SERVERS = "api_servers"  # how many API-server (HTTP, tokenizer) processes run
     STREAM_INTERVAL = "stream_interval"  # tokens the server gathers into one streamed chunk
     SKIP_TOKENIZER = "skip_tokenizer"  # token ids in and out: the client (de)tokenises
+    # expert and pipeline parallelism
+    EXPERT_BALANCER = "expert_balancer"  # the flag that turns the expert load balancer on
+    PIPELINE_PARALLEL = "pipeline_parallel"  # pipeline stages
 
 
 @dataclass(frozen=True, slots=True)

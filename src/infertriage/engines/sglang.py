@@ -40,6 +40,7 @@ __all__ = ["SGLANG", "SGLANG_METRICS", "read_iso_stamp"]
 
 _NEWER = "newer SGLang builds only"
 _SPEC = "exported only with speculative decoding on (--speculative-algorithm)"
+_EPLB = "exported only with expert parallelism and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC=1"
 
 SGLANG_METRICS = MetricTable(
     engine="sglang",
@@ -74,6 +75,11 @@ SGLANG_METRICS = MetricTable(
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+        # expert parallelism: `sglang:eplb_balancedness`, a Summary by `forward_mode` on
+        # moe_ep_rank 0 (srt/metrics/collector.py, SGLang 0.5, 2026), exported only with
+        # SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC=1; its _sum over its _count is the mean
+        metric("ep.balancedness_sum", "sglang:eplb_balancedness_sum", enable=_EPLB),
+        metric("ep.balancedness_count", "sglang:eplb_balancedness_count", enable=_EPLB),
     ),
     unsupported={
         "preemptions": "SGLang retracts requests instead of preempting; it logs retractions",
@@ -236,6 +242,9 @@ SGLANG = EngineAdapter(
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        # python/sglang/srt/server_args.py
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pp-size",
     },
     # the HTTP server and TokenizerManager are the main process, detokenisation runs in the
     # `sglang::detokenizer` process: both are the front end; `sglang::scheduler_TPn` runs the

@@ -50,6 +50,7 @@ __all__ = [
 
 _V0 = "vLLM V0 name"
 _SPEC = "exported only with speculative decoding on (--speculative-config)"
+_EPLB = "exported only with expert parallelism and --enable-eplb (vLLM main, 2026)"
 
 VLLM_METRICS = MetricTable(
     engine="vllm",
@@ -113,6 +114,13 @@ VLLM_METRICS = MetricTable(
         metric("proc.rss_bytes", "process_resident_memory_bytes"),
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
+        # expert parallelism (EPLB): vllm/distributed/eplb/metrics.py `EplbProm` (vLLM main,
+        # 2026), per layer avg/max of the EP ranks' tokens; older releases only log it
+        # (eplb_state.py "EPLB step: avg_tokens=…, max_tokens=…, balancedness=…", with
+        # --eplb-config '{"log_balancedness": true}')
+        metric("ep.balancedness_min", "vllm:eplb_balancedness_min", enable=_EPLB),
+        metric("ep.balancedness_avg", "vllm:eplb_balancedness_avg", enable=_EPLB),
+        metric("ep.rearrangements", "vllm:eplb_rearrangements_total", enable=_EPLB),
     ),
     unsupported={
         "requests.failed": "vLLM counts no failed requests (aborts appear as finished_reason)",
@@ -400,6 +408,9 @@ VLLM = EngineAdapter(
         Knob.API_SERVERS: "--api-server-count",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
+        # vllm/engine/arg_utils.py; --enable-eplb needs --enable-expert-parallel
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pipeline-parallel-size",
     },
     tokenize=TokenizeForm(
         "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from infertriage.analyze.signals.parallel import parallel_signals
 from infertriage.analyze.signals.prom import (
     HistogramWindow,
     counter_increase,
@@ -427,4 +428,5 @@ def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
         *_threads(series, phases),
         *_host(series, phases),
         *_artefacts(series),
+        *parallel_signals(samples, phases.load_start_ts, phases.load_end_ts),
     ]
