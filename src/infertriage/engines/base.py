@@ -143,6 +143,9 @@ class EventKind(StrEnum):
     # "Counters can only be incremented by non-negative amounts" (negative_counter: 1), a
     # "negative values for kv blocks" warning (negative_gauge: the value)
     METRIC_ARTEFACT = "metric_artefact"
+    # expert parallelism's load balance over one step (vLLM EPLB's log): balancedness (the
+    # mean EP rank's routed tokens over the busiest's), avg_tokens, max_tokens
+    EXPERT_BALANCE = "expert_balance"
 
 
 @dataclass(frozen=True, slots=True)

@@ -339,8 +339,31 @@ def _limits(line: str) -> tuple[LogEvent, ...]:
     return ()
 
 
+# vllm/distributed/eplb/eplb_state.py (0.10+), on EP rank 0 with `--eplb-config
+# '{"log_balancedness": true}'`: "EPLB step: avg_tokens=812.50, max_tokens=2031,
+# balancedness=0.4000" (a step that routed no token reads 0.0000 and says nothing)
+_EPLB_STEP = re.compile(
+    r"EPLB step: avg_tokens=(?P<avg>[\d.]+), max_tokens=(?P<max>\d+), "
+    r"balancedness=(?P<b>[\d.]+)"
+)
+
+
+def _expert_balance(line: str) -> tuple[LogEvent, ...]:
+    found = _EPLB_STEP.search(line)
+    if not found or int(found.group("max")) == 0:
+        return ()
+    values = {
+        "balancedness": float(found.group("b")),
+        "avg_tokens": float(found.group("avg")),
+        "max_tokens": float(found.group("max")),
+    }
+    return (LogEvent(EventKind.EXPERT_BALANCE, values),)
+
+
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
+    if "EPLB step: " in line:
+        return _expert_balance(line)
     if "Aborted request" in line:  # the client closed the stream before the end
         return (LogEvent(EventKind.ABORTED),)
     if (
