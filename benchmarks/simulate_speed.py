@@ -43,6 +43,10 @@ SIGNATURE_LOADS: dict[str, dict[str, object]] = {
     "tp-over-pcie": {"rate": 4, "num_requests": 150},
     "spec-low-acceptance": {"rate": 4, "num_requests": 100},
     "frontend-bound": {"rate": 16, "num_requests": 200, "input_len": 1024, "output_len": 16},
+    "ep-hot-experts": {"rate": 8, "num_requests": 150},
+    "healthy-ep": {"rate": 8, "num_requests": 150},
+    "pp-bubbles": {"rate": 2, "num_requests": 150},
+    "healthy-pp": {"rate": 2, "num_requests": 150},
 }
 
 
