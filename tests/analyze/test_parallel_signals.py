@@ -46,7 +46,7 @@ def _gpu(t: float, index: int, busy: float, field: str = "gpu.gr_engine_active")
 def test_each_gpu_is_read_apart_and_an_idle_spare_gpu_left_out() -> None:
     busy = {0: 0.3, 1: 0.3, 2: 0.3, 3: 0.9, 4: 0.0}  # GPU 4 serves nothing
     samples = [_gpu(t, i, b) for t in (1, 2, 3) for i, b in busy.items()]
-    samples += [_gpu(2, i, 1.0, "gpu.util") for i in busy]  # GR_ENGINE_ACTIVE wins
+    samples += [_gpu(2, i, 1.0, "gpu.util") for i in busy]  # GR_ENGINE_ACTIVE wins over it
     found = values(samples)
     assert found["gpu.count"] == 5
     assert found["gpu.busy_by_gpu_max"] == pytest.approx(0.9)
@@ -66,3 +66,11 @@ def test_nothing_without_the_evidence() -> None:
     assert values([]) == {}
     one_gpu = values([_gpu(1, 0, 0.9)])
     assert one_gpu == {"gpu.count": 1}  # one GPU: nothing to compare
+
+
+def test_sm_active_wins_over_the_engine_counters_a_nccl_wait_keeps_busy() -> None:
+    samples = [_gpu(1, i, 1.0) for i in range(4)]  # every stage "active": waiting in NCCL
+    samples += [_gpu(1, i, sm, "gpu.sm_active") for i, sm in enumerate((0.3, 0.3, 0.3, 0.9))]
+    found = values(samples)
+    assert found["gpu.busy_by_gpu_max"] == pytest.approx(0.9)
+    assert found["gpu.busy_by_gpu_mean"] == pytest.approx(0.45)

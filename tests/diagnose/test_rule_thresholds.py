@@ -394,7 +394,7 @@ PINNED: dict[str, float] = {
     "ep_hot_rank_bound": 2.0,
     "pp_stage_imbalance": 1.3,
     "pp_busy_stage": 0.5,
-    "pp_bubble_busy": 0.6,
+    "pp_bubble_busy": 0.35,
     "recompilations": 1.0,
     "recompilations_full": 8.0,
     "replica_imbalance": 1.5,

@@ -8,7 +8,9 @@ so a launch-bound engine reads ~100 % while its SMs sit mostly idle
 (`DCGM_FI_PROF_SM_ACTIVE`). Every GPU of a tensor-parallel group reports
 the same values; under pipeline parallelism each stage's GPUs report their own
 activity (`GpuIdentity.activity`: each GPU's share of the busiest GPU's, from
-`costmodel.gpu_activity`), so a stage that waits on the others reads idle.
+`costmodel.gpu_activity`): a stage waiting on the others spins in its NCCL
+send/receive, so its GPU_UTIL and GR_ENGINE_ACTIVE read as busy as the busiest
+stage's while its SM_ACTIVE (and tensor and DRAM activity) falls to its own share.
 Power and clocks are rough (idle plus a share of board power proportional to
 SM and DRAM activity); the rest follows the engine.
 """
@@ -27,6 +29,7 @@ __all__ = ["DcgmExporter", "GpuIdentity"]
 _MIB = 1024**2
 _IDLE_WATTS = 70.0
 _MAX_SM_MHZ = 1980
+_SM_BUSY_NCCL = 0.15  # SMs an NCCL kernel keeps busy while it waits (costmodel's figure)
 _HELP = {
     "DCGM_FI_DEV_GPU_UTIL": "GPU utilization (in %).",
     "DCGM_FI_DEV_SM_CLOCK": "SM clock frequency (in MHz).",
@@ -100,7 +103,7 @@ class DcgmExporter:
             for field in ("util_busy_s", "sm_active_s", "dram_active_s", "tensor_active_s")
         }
         per_gpu = [
-            _fields(ident, {k: v * ident.share(gpu) for k, v in busiest.items()}, comm_rate)
+            _fields(ident, _stage_activity(busiest, ident.share(gpu)), comm_rate)
             for gpu in range(ident.num_gpus)
         ]
         lines: list[str] = []
@@ -110,6 +113,17 @@ class DcgmExporter:
             for gpu, values in enumerate(per_gpu):
                 lines.append(f"{name}{{{_labels(gpu, ident)}}} {_number(values[name])}")
         return ("\n".join(lines) + "\n").encode()
+
+
+def _stage_activity(busiest: dict[str, float], share: float) -> dict[str, float]:
+    """A pipeline stage's GPU from the busiest's: its own kernels are `share` of the busiest's;
+    while it waits for the other stages its NCCL send/receive kernels spin, which the coarse
+    counters (GPU_UTIL, GR_ENGINE_ACTIVE) read as busy and the SMs barely feel."""
+    own = {k: v * share for k, v in busiest.items()}
+    waiting = busiest["util_busy_s"] - own["util_busy_s"]
+    own["util_busy_s"] = busiest["util_busy_s"]
+    own["sm_active_s"] += waiting * _SM_BUSY_NCCL
+    return own
 
 
 def _fields(ident: GpuIdentity, active: dict[str, float], comm_rate: float) -> dict[str, float]:

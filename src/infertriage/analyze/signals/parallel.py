@@ -9,7 +9,8 @@ Takes the normalised samples of a scrape or a run and a window; gives:
   layer), each the mean EP rank's routed tokens over the busiest's (1.0: even), and
   `ep.hot_rank_ratio`, the busiest rank's tokens over the mean's (its inverse);
 - `gpu.count` and, with two GPUs or more, each GPU's busy share over the window
-  (DCGM's GR_ENGINE_ACTIVE where exported, else GPU_UTIL; one GPU is one `UUID`,
+  (DCGM's SM_ACTIVE where exported, else GR_ENGINE_ACTIVE, else GPU_UTIL: a stage
+  waiting in NCCL reads busy to the last two; one GPU is one `UUID`,
   else one `Hostname`+`gpu`; a GPU idle all the window is not the server's and left
   out): their mean `gpu.busy_by_gpu_mean`, the busiest's `gpu.busy_by_gpu_max` and the
   idlest's `gpu.busy_by_gpu_min`;
@@ -31,6 +32,10 @@ __all__ = ["parallel_signals"]
 
 _EPS = 1e-9
 _IDLE = 0.01  # a GPU busy less than this over the window does not serve
+# what reads a GPU's work, best first: a GPU waiting in an NCCL send/receive (a pipeline
+# stage waiting for another) spins a kernel that GR_ENGINE_ACTIVE and GPU_UTIL count as busy
+# while its SMs stay nearly idle
+_BUSY_FIELDS = ("gpu.sm_active", "gpu.gr_engine_active", "gpu.util")
 _Points = list[tuple[float, float]]
 
 
@@ -93,9 +98,9 @@ def _gpu_key(labels: dict[str, str]) -> str:
 
 
 def _gpus(samples: Sequence[Sample], start: float, end: float) -> list[Signal]:
-    found = _within(samples, "gpu.gr_engine_active", start, end)
-    if not found:
-        found = _within(samples, "gpu.util", start, end)
+    found: list[Sample] = []
+    for name in _BUSY_FIELDS:  # the first the samples hold
+        found = found or _within(samples, name, start, end)
     per_gpu: dict[str, list[float]] = defaultdict(list)
     for s in found:
         per_gpu[_gpu_key(s.labels)].append(s.value)

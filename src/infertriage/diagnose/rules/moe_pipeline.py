@@ -92,14 +92,14 @@ def pipeline_bubble(ev: Evidence, t: Thresholds) -> Finding | None:
             f"an unbalanced pipeline stage: its GPU is busy {busiest:.0%} against the mean "
             f"GPU's {mean:.0%}{low} ({stages:.0f} stages): the other stages wait for it"
         )
-        severity = severity_above(spread, t.pp_stage_imbalance, 2.5)
+        severity = severity_above(spread, t.pp_stage_imbalance, 2.0)  # half of each round lost
         explains = 1.0 - mean / busiest
     else:
         title = (
             f"pipeline bubbles: the GPUs are busy {mean:.0%} on average with "
             f"{in_flight:.0f} requests in flight over {stages:.0f} stages"
         )
-        severity = severity_below(mean, t.pp_bubble_busy, 0.2)
+        severity = severity_below(mean, t.pp_bubble_busy, 0.1)
         explains = 1.0 - mean
     return make_finding(
         "parallelism.pipeline_bubble",
