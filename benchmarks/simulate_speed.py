@@ -48,6 +48,10 @@ SIGNATURE_LOADS: dict[str, dict[str, object]] = {
     "frontend-bound": {"rate": 16, "num_requests": 200, "input_len": 1024, "output_len": 16},
     "offload-thrash": {"rate": 8, "num_requests": 400, "workload": _OFFLOAD_WORKLOAD},
     "offload-helps": {"rate": 8, "num_requests": 400, "workload": _OFFLOAD_WORKLOAD},
+    "ep-hot-experts": {"rate": 8, "num_requests": 150},
+    "healthy-ep": {"rate": 8, "num_requests": 150},
+    "pp-bubbles": {"rate": 2, "num_requests": 150},
+    "healthy-pp": {"rate": 2, "num_requests": 150},
 }
 
 

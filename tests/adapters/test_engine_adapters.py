@@ -84,6 +84,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.KV_TRANSFER: "--kv-transfer-config",  # "The configurations for distributed KV
         # cache transfer." (a JSON: kv_connector NixlConnector, kv_role, kv_buffer_device)
         Knob.OFFLOAD_SIZE: "--kv-offloading-size",  # vllm/config/cache.py, GiB
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pipeline-parallel-size",
     },
     SGLANG.name: {
         Knob.MAX_SEATS: "--max-running-requests",
@@ -98,6 +100,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
         Knob.KV_TRANSFER: "--disaggregation-transfer-backend",  # mooncake (default), nixl
         Knob.OFFLOAD_SIZE: "--hicache-size",  # GB per rank; --hicache-ratio the alternative
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pp-size",
     },
     TGI.name: {
         Knob.MAX_SEATS: "--max-concurrent-requests",

@@ -238,6 +238,8 @@ def _spec_field(command: str, flag: str) -> Any:
 RANGED_BY_VALIDATOR = {
     ("twin", "--port"): "TwinSpec._tcp_port: 0 (any free port) to 65535, in the port's words",
     ("diagnose", "--tp"): "DiagnoseSpec._tensor_parallel: --tp is the deployment's mapping",
+    ("diagnose", "--pp"): "DiagnoseSpec._tensor_parallel: --pp is the deployment's mapping",
+    ("diagnose", "--ep"): "DiagnoseSpec._tensor_parallel: --ep is the deployment's mapping",
 }
 
 

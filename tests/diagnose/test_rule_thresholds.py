@@ -309,6 +309,43 @@ CASES: dict[str, At] = {
         _ev(**DP_EVEN)("dp__prefix_hit_rate_spread"),
         shown="dp.prefix_hit_rate_spread",
     ),
+    # expert and pipeline parallelism
+    "ep_hot_rank": At(
+        "parallelism.expert_imbalance", _ev()("ep__hot_rank_ratio"), shown="ep.hot_rank_ratio"
+    ),
+    "ep_hot_rank_bound": At(
+        "parallelism.expert_imbalance", _ev()("ep__hot_rank_ratio"), kind="bottleneck"
+    ),
+    "pp_stage_imbalance": At(
+        "parallelism.pipeline_bubble",
+        lambda v: make_evidence(
+            config__pipeline_parallel=4,
+            gpu__busy_by_gpu_mean=0.5,
+            gpu__busy_by_gpu_max=0.5 * v,
+            pp__requests_in_flight=1,
+        ),
+    ),
+    "pp_busy_stage": At(
+        "parallelism.pipeline_bubble",
+        lambda v: make_evidence(
+            config__pipeline_parallel=4,
+            gpu__busy_by_gpu_mean=v / 2,
+            gpu__busy_by_gpu_max=v,
+            pp__requests_in_flight=1,
+        ),
+        shown="gpu.busy_by_gpu_max",
+    ),
+    "pp_bubble_busy": At(
+        "parallelism.pipeline_bubble",
+        lambda v: make_evidence(
+            config__pipeline_parallel=4,
+            gpu__busy_by_gpu_mean=v,
+            gpu__busy_by_gpu_max=v,
+            pp__requests_in_flight=16,
+        ),
+        below_fires=True,
+        shown="gpu.busy_by_gpu_mean",
+    ),
     "scaling_of_plan": At(
         "parallelism.scaling_below_plan",
         lambda v: make_evidence(scaling__efficiency=v * 0.9, scaling__plan_efficiency=0.9),
@@ -470,6 +507,11 @@ PINNED: dict[str, float] = {
     "prefix_affinity_ratio": 0.5,
     "prefix_min_reuse": 0.2,
     "prefix_spread": 0.3,
+    "ep_hot_rank": 1.25,
+    "ep_hot_rank_bound": 2.0,
+    "pp_stage_imbalance": 1.3,
+    "pp_busy_stage": 0.5,
+    "pp_bubble_busy": 0.35,
     "recompilations": 1.0,
     "recompilations_full": 8.0,
     "replica_imbalance": 1.5,

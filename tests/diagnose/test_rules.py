@@ -293,6 +293,27 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         {"host__server_local": 0, "host__cpu_mean": 0.98, "host__run_queue_per_core": 2.4},
         "host.cpu_mean",
     ),
+    # expert and pipeline parallelism
+    "parallelism.expert_imbalance": (
+        {"ep__hot_rank_ratio": 2.5, "ep__balancedness_mean": 0.4, "config__expert_parallel": 4},
+        {"ep__hot_rank_ratio": 1.05, "ep__balancedness_mean": 0.95, "config__expert_parallel": 4},
+        "ep.hot_rank_ratio",
+    ),
+    "parallelism.pipeline_bubble": (
+        {
+            "config__pipeline_parallel": 4,
+            "gpu__busy_by_gpu_mean": 0.49,
+            "gpu__busy_by_gpu_max": 0.98,
+            "gpu__busy_by_gpu_min": 0.33,
+        },
+        {
+            "config__pipeline_parallel": 4,
+            "gpu__busy_by_gpu_mean": 0.95,
+            "gpu__busy_by_gpu_max": 0.97,
+            "gpu__busy_by_gpu_min": 0.93,
+        },
+        "gpu.busy_by_gpu_mean",
+    ),
 }
 
 

@@ -31,6 +31,11 @@ PACKAGED = {
     "healthy-pd",
     "offload-thrash",
     "offload-helps",
+    # expert and pipeline parallelism
+    "ep-hot-experts",
+    "healthy-ep",
+    "pp-bubbles",
+    "healthy-pp",
 }
 
 

@@ -42,6 +42,14 @@ SIGNATURES: dict[str, Callable[[SimulationResult], bool]] = {
         and r.offload_hit_rate <= 0.05
         and r.offload_stored_blocks > 10 * r.offload_loaded_blocks
     ),
+    # expert and pipeline parallelism: busy GPUs, no KV pressure, and still slow steps (the
+    # hot EP rank or the slowest stage sets every step's pace)
+    "ep-hot-experts": lambda r: (
+        r.gpu_util >= 0.9 and r.kv_usage_max <= 0.5 and r.itl.p50_s >= 0.018 and r.ttft.p95_s > 0.2
+    ),
+    "pp-bubbles": lambda r: (
+        r.gpu_util >= 0.9 and r.kv_usage_max <= 0.5 and r.itl.p50_s >= 0.030 and r.ttft.p95_s > 0.3
+    ),
 }
 
 
@@ -67,7 +75,11 @@ LOADS: dict[str, Load] = {
     "spec-low-acceptance": Load(4, 100),
     "frontend-bound": Load(16, 200, {"input_len": 1024, "output_len": 16}),
     "offload-thrash": Load(8, 400, {"workload": _OFFLOAD_WORKLOAD}),
+    "ep-hot-experts": Load(8, 150),
+    "pp-bubbles": Load(2, 150),
 }
+# each fault's healthy counterpart: the same GPUs and model, balanced
+COUNTERPARTS = {"ep-hot-experts": "healthy-ep", "pp-bubbles": "healthy-pp"}
 
 
 def run(name: str, load: Load) -> SimulationResult:
@@ -113,3 +125,15 @@ def test_offload_helps_pays_where_offload_thrash_does_not() -> None:
     assert with_tier.ttft.p95_s < 0.85 * without.ttft.p95_s
     assert with_tier.num_preemptions == 0 and with_tier.ttft.p95_s < 0.200
     assert [n for n, signature in SIGNATURES.items() if signature(with_tier)] == []
+
+
+@pytest.mark.parametrize("name", sorted(COUNTERPARTS))
+def test_the_balanced_counterpart_shows_no_signature_and_meets_the_slos(name: str) -> None:
+    load = LOADS[name]
+    result = run(COUNTERPARTS[name], load)
+    # (healthy-pp's TP 8 inside each node spends a third of the step in all-reduce over NVLink:
+    # tp-over-pcie's signature, a warning there, not this fault's)
+    matched = [other for other in COUNTERPARTS if SIGNATURES[other](result)]
+    assert matched == [], f"{COUNTERPARTS[name]} matches {matched}"
+    assert result.ttft.p95_s < 0.200 and result.itl.p95_s < 0.050
+    assert result.num_completed == load.num_requests and result.num_preemptions == 0

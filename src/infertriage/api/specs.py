@@ -124,9 +124,14 @@ class DiagnoseSpec(CommandSpec):
     @field_validator("deployment")
     @classmethod
     def _tensor_parallel(cls, value: dict[str, Any]) -> dict[str, Any]:
-        size = value.get("tensor_parallel", 1)
-        if isinstance(size, int) and size < 1:
-            raise UserError(f"--tp must be at least 1, not {size}.")
+        for key, flag in (
+            ("tensor_parallel", "--tp"),
+            ("pipeline_parallel", "--pp"),
+            ("expert_parallel", "--ep"),
+        ):
+            size = value.get(key, 1)
+            if isinstance(size, int) and size < 1:
+                raise UserError(f"{flag} must be at least 1, not {size}.")
         return value
 
     @field_serializer("metrics_url", "dcgm_url")

@@ -72,6 +72,8 @@ def _twin_deployment(scenario: Scenario) -> Deployment:
         max_model_len=scenario.engine.max_model_len,
         num_draft_tokens=scenario.speculative.num_draft_tokens,
         replicas=1,
+        pipeline_parallel=scenario.pipeline_parallel.size,
+        expert_parallel=scenario.expert_parallel.size,
     )
 
 

@@ -35,6 +35,8 @@ def diagnose(
     ),
     gpu: str | None = flags.gpu(None),
     tp: int = flags.tp(),
+    pp: int = flags.pp(),
+    ep: int = flags.ep(),
     endpoint: str = flags.endpoint(),
     api_key: str | None = flags.api_key(),
     slo: str | None = flags.slo(),
@@ -75,6 +77,10 @@ def diagnose(
     progress: bool = flags.progress(),
 ) -> None:
     deployment: dict[str, object] = {"tensor_parallel": tp}
+    if pp > 1:  # said only when given: the pipeline rule then reads each GPU's activity
+        deployment["pipeline_parallel"] = pp
+    if ep > 1:
+        deployment["expert_parallel"] = ep
     if model_config:
         deployment["model"] = model_config
     if gpu:

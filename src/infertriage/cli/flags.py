@@ -243,6 +243,14 @@ def tp() -> Any:
     return typer.Option(1, "--tp", help="Tensor-parallel size.")
 
 
+def pp() -> Any:
+    return typer.Option(1, "--pp", help="Pipeline-parallel size.")
+
+
+def ep() -> Any:
+    return typer.Option(1, "--ep", help="Expert-parallel size.")
+
+
 def planned_max_model_len() -> Any:
     return typer.Option(8192, "--max-model-len", help="Longest request (tokens).")
 

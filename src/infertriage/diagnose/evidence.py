@@ -57,6 +57,13 @@ _NO_TRANSFER = (
     "metrics on the prefill instance)"
 )
 _NO_PREFIX_RANKS = "fewer than two ranks report prefix-cache counters or a hit rate"
+_EPLB = (
+    "serve with expert parallelism and EPLB: vLLM `--enable-eplb` (its balancedness gauges, or "
+    "`--eplb-config '{\"log_balancedness\": true}'` and `--log FILE`), SGLang `--enable-eplb` "
+    "with SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC=1"
+)
+_EPLB_OFF = "the server publishes no expert balance (EPLB off, or a build without the metric)"
+_DCGM_EACH = _DCGM + ", one series per GPU of the server (every stage's)"
 
 SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
     {
@@ -204,6 +211,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "config.tensor_parallel": SignalDef("1", _PLAN),
         "config.data_parallel": SignalDef("1", _CONFIG),
         "config.pipeline_parallel": SignalDef("1", _CONFIG),
+        "config.expert_parallel": SignalDef("1", _CONFIG),
         "config.kv_cache_tokens": SignalDef("tokens", _CONFIG),
         "config.interconnect_pcie": SignalDef("bool", _PLAN),
         # GPU counters (DCGM)
@@ -215,6 +223,15 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "gpu.xid_errors": SignalDef("1", _DCGM),
         "gpu.prof_fields_present": SignalDef("bool", _DCGM),
         "gpu.fb_used_fraction": SignalDef("fraction", _DCGM),
+        # expert and pipeline parallelism (analyze.signals.parallel)
+        "ep.balancedness_mean": SignalDef("fraction", _EPLB, _EPLB_OFF),
+        "ep.balancedness_worst": SignalDef("fraction", _EPLB, _EPLB_OFF),
+        "ep.hot_rank_ratio": SignalDef("1", _EPLB, _EPLB_OFF),
+        "gpu.count": SignalDef("1", _DCGM),
+        "gpu.busy_by_gpu_mean": SignalDef("fraction", _DCGM_EACH),
+        "gpu.busy_by_gpu_max": SignalDef("fraction", _DCGM_EACH),
+        "gpu.busy_by_gpu_min": SignalDef("fraction", _DCGM_EACH),
+        "pp.requests_in_flight": SignalDef("requests", _METRICS),
         # traces
         "trace.short_kernel_fraction": SignalDef("fraction", _TRACE),
         "trace.gpu_idle_fraction": SignalDef("fraction", _TRACE),

@@ -63,6 +63,9 @@ class Knob(StrEnum):
     SKIP_TOKENIZER = "skip_tokenizer"  # token ids in and out: the client (de)tokenises
     KV_TRANSFER = "kv_transfer"  # P/D: the connector that moves the KV cache between instances
     OFFLOAD_SIZE = "offload_size"  # the host-memory KV offload tier's size (issue 33)
+    # expert and pipeline parallelism
+    EXPERT_BALANCER = "expert_balancer"  # the flag that turns the expert load balancer on
+    PIPELINE_PARALLEL = "pipeline_parallel"  # pipeline stages
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,9 @@ class EventKind(StrEnum):
     # "Counters can only be incremented by non-negative amounts" (negative_counter: 1), a
     # "negative values for kv blocks" warning (negative_gauge: the value)
     METRIC_ARTEFACT = "metric_artefact"
+    # expert parallelism's load balance over one step (vLLM EPLB's log): balancedness (the
+    # mean EP rank's routed tokens over the busiest's), avg_tokens, max_tokens
+    EXPERT_BALANCE = "expert_balance"
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,7 +116,7 @@ ENGINE_DOMAIN: frozenset[str] = frozenset(
     for name, definition in VOCABULARY.items()
     if definition.kind is not MetricKind.EVENT
     and name.split(".")[0]
-    in {"queue", "kv", "preemptions", "prefix_cache", "tokens", "requests", "server", "spec"}
+    in {"queue", "kv", "preemptions", "prefix_cache", "tokens", "requests", "server", "spec", "ep"}
 ) | {"proc.rss_bytes", "proc.start_time_s", "proc.cpu_seconds"}
 
 # prefill/decode disaggregation (the KV connector's transfers, the P/D queues): engines that

@@ -60,6 +60,7 @@ _HICACHE = (
     metric("kv.offload_used_tokens", "sglang:hicache_host_used_tokens", enable=_HICACHE_ON),
     metric("kv.offload_total_tokens", "sglang:hicache_host_total_tokens", enable=_HICACHE_ON),
 )
+_EPLB = "exported only with expert parallelism and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC=1"
 
 SGLANG_METRICS = MetricTable(
     engine="sglang",
@@ -120,6 +121,11 @@ SGLANG_METRICS = MetricTable(
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
         *_HICACHE,
+        # expert parallelism: `sglang:eplb_balancedness`, a Summary by `forward_mode` on
+        # moe_ep_rank 0 (srt/metrics/collector.py, SGLang 0.5, 2026), exported only with
+        # SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC=1; its _sum over its _count is the mean
+        metric("ep.balancedness_sum", "sglang:eplb_balancedness_sum", enable=_EPLB),
+        metric("ep.balancedness_count", "sglang:eplb_balancedness_count", enable=_EPLB),
     ),
     unsupported={
         "kv_transfer.post_time": "SGLang exports no post time per transfer",
@@ -290,6 +296,9 @@ SGLANG = EngineAdapter(
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
         Knob.KV_TRANSFER: "--disaggregation-transfer-backend",
         Knob.OFFLOAD_SIZE: "--hicache-size",  # GB of host memory for HiCache (or --hicache-ratio)
+        # python/sglang/srt/server_args.py
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pp-size",
     },
     # the HTTP server and TokenizerManager are the main process, detokenisation runs in the
     # `sglang::detokenizer` process: both are the front end; `sglang::scheduler_TPn` runs the

@@ -117,6 +117,7 @@ _OFFLOAD = (
     ),
     metric("kv.offload_used_bytes", "lmcache:local_cache_usage", enable="LMCache only"),
 )
+_EPLB = "exported only with expert parallelism and --enable-eplb (vLLM main, 2026)"
 
 VLLM_METRICS = MetricTable(
     engine="vllm",
@@ -197,6 +198,13 @@ VLLM_METRICS = MetricTable(
         metric("proc.start_time_s", "process_start_time_seconds"),
         metric("proc.cpu_seconds", "process_cpu_seconds_total"),
         *_OFFLOAD,
+        # expert parallelism (EPLB): vllm/distributed/eplb/metrics.py `EplbProm` (vLLM main,
+        # 2026), per layer avg/max of the EP ranks' tokens; older releases only log it
+        # (eplb_state.py "EPLB step: avg_tokens=…, max_tokens=…, balancedness=…", with
+        # --eplb-config '{"log_balancedness": true}')
+        metric("ep.balancedness_min", "vllm:eplb_balancedness_min", enable=_EPLB),
+        metric("ep.balancedness_avg", "vllm:eplb_balancedness_avg", enable=_EPLB),
+        metric("ep.rearrangements", "vllm:eplb_rearrangements_total", enable=_EPLB),
     ),
     unsupported={
         "kv_transfer.speed": "vLLM's NIXL connector exports bytes and time per transfer instead",
@@ -428,8 +436,31 @@ def _limits(line: str) -> tuple[LogEvent, ...]:
     return ()
 
 
+# vllm/distributed/eplb/eplb_state.py (0.10+), on EP rank 0 with `--eplb-config
+# '{"log_balancedness": true}'`: "EPLB step: avg_tokens=812.50, max_tokens=2031,
+# balancedness=0.4000" (a step that routed no token reads 0.0000 and says nothing)
+_EPLB_STEP = re.compile(
+    r"EPLB step: avg_tokens=(?P<avg>[\d.]+), max_tokens=(?P<max>\d+), "
+    r"balancedness=(?P<b>[\d.]+)"
+)
+
+
+def _expert_balance(line: str) -> tuple[LogEvent, ...]:
+    found = _EPLB_STEP.search(line)
+    if not found or int(found.group("max")) == 0:
+        return ()
+    values = {
+        "balancedness": float(found.group("b")),
+        "avg_tokens": float(found.group("avg")),
+        "max_tokens": float(found.group("max")),
+    }
+    return (LogEvent(EventKind.EXPERT_BALANCE, values),)
+
+
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
+    if "EPLB step: " in line:
+        return _expert_balance(line)
     if "Aborted request" in line:  # the client closed the stream before the end
         return (LogEvent(EventKind.ABORTED),)
     if (
@@ -500,6 +531,9 @@ VLLM = EngineAdapter(
         Knob.KV_TRANSFER: "--kv-transfer-config",
         # GiB of CPU memory for native KV offloading (vllm/config/cache.py kv_offloading_size)
         Knob.OFFLOAD_SIZE: "--kv-offloading-size",
+        # vllm/engine/arg_utils.py; --enable-eplb needs --enable-expert-parallel
+        Knob.EXPERT_BALANCER: "--enable-eplb",
+        Knob.PIPELINE_PARALLEL: "--pipeline-parallel-size",
     },
     tokenize=TokenizeForm(
         "vllm", TOKENIZE_PATH, tokenize_body, token_count, read_limit=limit_from_tokenize

@@ -153,6 +153,8 @@ class Deployment(_Section):
     max_model_len: int | None = None
     num_draft_tokens: int | None = None
     replicas: int | None = None
+    pipeline_parallel: int | None = None  # stages
+    expert_parallel: int | None = None  # GPUs the experts spread over
 
 
 class _Summary(_Section):

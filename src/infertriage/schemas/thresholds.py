@@ -194,6 +194,17 @@ class Thresholds:
     # measured scaling efficiency below this share of the plan's; without a plan, below this
     scaling_of_plan: float = 0.80
     scaling_no_plan: float = 0.70
+    # expert parallelism: the busiest EP rank's routed tokens over the mean rank's (1 / EPLB
+    # balancedness) that is a finding, and a bottleneck whatever the SLOs
+    ep_hot_rank: float = 1.25
+    ep_hot_rank_bound: float = 2.0
+    # pipeline parallelism, on each GPU's busy share (SM active where DCGM profiles): the
+    # busiest GPU's over the mean GPU's (one stage slower than the others), when that GPU is
+    # busy at least pp_busy_stage; and the mean GPU's under which the stages sit in the bubble
+    # while at least one request per stage runs (a GPU at work keeps most SMs busy)
+    pp_stage_imbalance: float = 1.3
+    pp_busy_stage: float = 0.5
+    pp_bubble_busy: float = 0.35
 
     # --- scheduling layer ---
     # queueing this share of TTFT

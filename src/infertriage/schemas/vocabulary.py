@@ -181,6 +181,13 @@ _DEFS: tuple[MetricDef, ...] = (
     MetricDef("gpu.sm_clock_hz", "Hz", _G, _L.HARDWARE, "SM clock"),
     MetricDef("gpu.mem_clock_hz", "Hz", _G, _L.HARDWARE, "memory clock"),
     MetricDef("gpu.xid_errors", "1", _G, _L.HARDWARE, "last XID error code"),
+    # expert parallelism: how evenly the EP ranks share the routed tokens (balancedness: the
+    # mean rank's tokens over the busiest's, per MoE layer; vLLM and SGLang with EPLB on)
+    MetricDef("ep.balancedness_min", "fraction", _G, _L.PARALLELISM, "worst MoE layer's balance"),
+    MetricDef("ep.balancedness_avg", "fraction", _G, _L.PARALLELISM, "mean MoE layer's balance"),
+    MetricDef("ep.rearrangements", "1", _C, _L.PARALLELISM, "EPLB expert rearrangements"),
+    MetricDef("ep.balancedness_sum", "1", _C, _L.PARALLELISM, "balance summed over passes"),
+    MetricDef("ep.balancedness_count", "1", _C, _L.PARALLELISM, "forward passes balance observed"),
     # host and the server process
     MetricDef("host.cpu", "fraction", _G, _L.APPLICATION, "host CPU busy, all cores"),
     MetricDef("host.cores", "cores", _G, _L.APPLICATION, "logical CPUs of the host"),

@@ -7,6 +7,10 @@ all per GPU under tensor parallelism. The activation reserve stands in for
 vLLM's profiling run, estimated once for `plan` and the twin
 (`plan.activation_peak_bytes`, the CUDA-graph pool and the runtime bytes): `plan`'s
 KV block count lands within one block of what vLLM logs for Llama-3.1-8B.
+Under pipeline parallelism each GPU holds its stage's share of the layers: the
+weights and the KV bytes per token divide by the stages too (`num_gpus` is
+tensor × pipeline parallel). Expert parallelism spreads the experts over the
+tensor-parallel group (vLLM's layout), so its size is 1 or `tensor_parallel`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from infertriage.plan import (
     vllm_num_gpu_blocks,
     weight_bytes,
 )
+from infertriage.schemas import UserError
 from infertriage.twin.models import resolve_model
 from infertriage.twin.scenario_model import EngineSettings, Scenario
 
@@ -47,6 +52,12 @@ class Hardware:
     kv_bytes_per_token: int
     block_size: int
     num_gpu_blocks: int  # vLLM's count, the null block included
+    pipeline_parallel: int = 1
+
+    @property
+    def num_gpus(self) -> int:
+        """Every GPU of the server: a stage's tensor-parallel group times the stages."""
+        return self.tensor_parallel * self.pipeline_parallel
 
     @property
     def num_usable_blocks(self) -> int:
@@ -77,10 +88,19 @@ def make_hardware(scenario: Scenario) -> Hardware:
     gpu = get_gpu(scenario.gpu)
     dtype = normalize_dtype(scenario.dtype)
     tp = scenario.tensor_parallel
+    pp = scenario.pipeline_parallel.size
+    ep = scenario.expert_parallel.size
+    if ep not in (1, tp):
+        raise UserError(
+            f"expert_parallel.size {ep} must be 1 or tensor_parallel ({tp}): the experts "
+            "spread over the tensor-parallel group, as vLLM's --enable-expert-parallel lays them."
+        )
+    if ep > 1 and not spec.is_moe:
+        raise UserError(f"expert_parallel needs a mixture-of-experts model; {spec.name} is dense.")
     engine = scenario.engine
     kv_dtype = "fp32" if dtype == "fp32" else "bf16"  # vLLM's kv_cache_dtype "auto"
-    per_token = kv_bytes_per_token(spec, kv_dtype, tp)
-    weights = round(weight_bytes(spec, dtype) / tp)
+    per_token = -(-kv_bytes_per_token(spec, kv_dtype, tp) // pp)
+    weights = round(weight_bytes(spec, dtype) / tp / pp)
     reserve = activation_reserve_bytes(spec, engine, tp)
     if engine.num_gpu_blocks_override is not None:
         num_blocks = engine.num_gpu_blocks_override
@@ -104,4 +124,5 @@ def make_hardware(scenario: Scenario) -> Hardware:
         kv_bytes_per_token=per_token,
         block_size=engine.block_size,
         num_gpu_blocks=num_blocks,
+        pipeline_parallel=pp,
     )

@@ -35,11 +35,30 @@ busy, so GPU_UTIL stays high when launch-bound; `sm_active_s` weights roofline
 kernels by `_SM_BUSY`, kernel-floor time (tiny kernels) by `_SM_BUSY_TINY` and
 NCCL kernels by `_SM_BUSY_NCCL`; `tensor_active_s` and `dram_active_s` are the
 compute and memory roofline times at the pipe activity those roofs show.
+
+Expert and pipeline parallelism (the scenario's `expert_parallel` and
+`pipeline_parallel`):
+
+- with expert parallelism every MoE layer waits for its busiest EP rank: the routed
+  experts' FLOPs cost `hot_expert_skew` times the even share. Only the FLOPs: a
+  weight-bound step (small decode batches) reads the same expert weights on the hot
+  rank as on the others and pays little, as real hot experts hurt prefill-heavy steps
+  most. The all-to-all itself is not modelled apart from the step's all-reduces;
+- with `p` pipeline stages and `m` micro-batches in flight (at most one per scheduled
+  sequence) one step of the engine is one pipeline round: each micro-batch (a `m`-th
+  of the batch) passes every stage once, a stage taking `1/p` of the micro-batch's
+  forward, the slowest `stage_imbalance` times that. The round lasts
+  `max(p · stage, m · slowest stage)`: with `m < p` each GPU idles `1 − m/p` of it
+  (the bubble of a pipeline that never flushes, as vLLM's virtual engines keep
+  their micro-batches cycling), with an unbalanced stage the others wait for it.
+  The breakdown's activity integrals are the busiest (slowest) stage's GPU;
+  `gpu_activity` gives each GPU's share of it for `/dcgm`. The stages' point-to-point
+  sends are not modelled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 import numpy as np
@@ -58,7 +77,7 @@ from infertriage.plan import (
 from infertriage.twin.capacity import Hardware
 from infertriage.twin.scenario_model import Scenario
 
-__all__ = ["BatchShape", "CostModel", "DecodeRunCost", "StepBreakdown"]
+__all__ = ["BatchShape", "CostModel", "DecodeRunCost", "StepBreakdown", "gpu_activity"]
 
 Bound = Literal["compute", "memory", "idle"]
 
@@ -175,6 +194,12 @@ class CostModel:
             per_layer * spec.num_layers + _KERNELS_PER_MOE_LAYER * spec.num_moe_layers
         ) + _KERNELS_FIXED
         self._heads_per_gpu = max(1, spec.num_attention_heads // hardware.tensor_parallel)
+        ep = scenario.expert_parallel
+        self.expert_skew = ep.hot_expert_skew if ep.size > 1 and spec.is_moe else 1.0
+        pipeline = scenario.pipeline_parallel
+        self.stages = pipeline.size
+        self.micro_batches = pipeline.in_flight
+        self.stage_skew = pipeline.stage_imbalance if pipeline.size > 1 else 1.0
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
 
@@ -262,6 +287,8 @@ class CostModel:
         )
 
     def _cost(self, work: StepWork) -> StepCost:
+        if self.expert_skew > 1.0:  # the step waits for the busiest EP rank's experts
+            work = replace(work, expert_flops=work.expert_flops * self.expert_skew)
         return step_cost(work, self.hw.gpu, self.hw.dtype, self.params)
 
     # ------------------------------------------------------------------ parts
@@ -316,7 +343,35 @@ class CostModel:
 
     # ------------------------------------------------------------------ the step
     def step_cost(self, shape: BatchShape) -> StepBreakdown:
-        """The breakdown of one step; an empty shape costs nothing."""
+        """The breakdown of one step (a pipeline round under pipeline parallelism); an empty
+        shape costs nothing."""
+        if self.stages == 1 or shape.num_tokens == 0:
+            return self._flat_cost(shape)
+        in_flight = max(1, min(self.micro_batches, shape.num_seqs))
+        one = self._flat_cost(_micro_shape(shape, in_flight))
+        stage_s = one.gpu_span_s / self.stages
+        slowest_s = stage_s * self.stage_skew
+        round_s = max(self.stages * stage_s, in_flight * slowest_s)
+        # The busiest GPU (the slowest stage's) runs its share of every micro-batch.
+        scale = in_flight * self.stage_skew / self.stages
+        gap_s = (round_s - in_flight * slowest_s) / in_flight  # its idle time between them
+        parts = {
+            f.name: getattr(one, f.name) * scale
+            for f in fields(StepBreakdown)
+            if f.name not in {"total_s", "cpu_s", "util_busy_s", "num_kernels", "bound"}
+        }
+        busy_s = parts["kernel_s"] + parts["launch_gap_s"]
+        idle_s = round_s - busy_s
+        parts["launch_gap_s"] += idle_s  # the bubble: the GPU waits on the other stages
+        return replace(
+            one,
+            **parts,
+            total_s=one.cpu_s + round_s,
+            util_busy_s=busy_s + (idle_s if gap_s < _UTIL_RESOLUTION_S else 0.0),
+        )
+
+    def _flat_cost(self, shape: BatchShape) -> StepBreakdown:
+        """One step of every layer on one tensor-parallel group."""
         num_tokens = shape.num_tokens
         if num_tokens == 0:
             return _IDLE
@@ -417,3 +472,30 @@ class CostModel:
             total=StepBreakdown(**merged, num_kernels=first.num_kernels, bound=bound),
             memory_bound_s=float(durations[:num_steps][margin < 0].sum()),
         )
+
+
+def _micro_shape(shape: BatchShape, in_flight: int) -> BatchShape:
+    """The largest of `in_flight` micro-batches the step's batch splits into: every
+    `in_flight`-th prefill chunk, its share of the decode sequences."""
+    seqs = -(-shape.num_decode_seqs // in_flight)
+    share = seqs / shape.num_decode_seqs if shape.num_decode_seqs else 0.0
+    return BatchShape(
+        prefill_chunks=shape.prefill_chunks[::in_flight],
+        num_decode_seqs=seqs,
+        decode_context_sum=round(shape.decode_context_sum * share),
+        num_decode_tokens=round(shape.num_decode_tokens * share),
+        max_draft_tokens=shape.max_draft_tokens,
+    )
+
+
+def gpu_activity(scenario: Scenario) -> tuple[float, ...]:
+    """Each GPU's activity as a share of the busiest GPU's, stage by stage (a stage's
+    tensor-parallel GPUs together): the last stage is the slowest (it also runs the
+    logits and the sampler), the others share the rest evenly; 1.0 each without PP."""
+    pipeline = scenario.pipeline_parallel
+    stages, skew = pipeline.size, pipeline.stage_imbalance
+    if stages == 1:
+        return (1.0,) * scenario.tensor_parallel
+    other = max(0.0, (stages - skew) / (stages - 1)) / skew
+    per_stage = [other] * (stages - 1) + [1.0]
+    return tuple(share for share in per_stage for _ in range(scenario.tensor_parallel))

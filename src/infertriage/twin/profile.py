@@ -9,7 +9,10 @@ softmax path with `attention_backend: naive` — O GEMM, an NCCL all-reduce
 with TP > 1, norm, gate/up GEMM, activation, down GEMM, another all-reduce),
 host scheduling time between steps, and the GPU idling between eager
 launches. Kernel times divide each step's simulated compute and
-communication; the trace is simulated, not measured. No step markers are
+communication; the trace is simulated, not measured. Under pipeline
+parallelism it is the slowest stage's GPU (its rank and the world size say
+so), with every layer's kernels: the stage's share of the layers and the
+bubble's gaps between micro-batches are not drawn. No step markers are
 written, as in vLLM's own traces.
 """
 
@@ -130,6 +133,13 @@ class _Writer:
                 t += dur
 
 
+def _distributed(scenario: Scenario) -> dict[str, object]:
+    """The rank the trace is of: rank 0, or under pipeline parallelism the first GPU of the
+    last (slowest) stage, whose activity the cost model's breakdowns carry."""
+    tp, stages = scenario.tensor_parallel, scenario.pipeline_parallel.size
+    return {"backend": "nccl", "rank": (stages - 1) * tp, "world_size": tp * stages}
+
+
 def trace_bytes(steps: Sequence[StepResult], scenario: Scenario) -> bytes:
     """The gzipped trace of up to `MAX_PROFILED_STEPS` steps."""
     origin = steps[0].start_ts if steps else 0.0
@@ -138,7 +148,7 @@ def trace_bytes(steps: Sequence[StepResult], scenario: Scenario) -> bytes:
         writer.step(result)
     document = {
         "schemaVersion": 1,
-        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": scenario.tensor_parallel},
+        "distributedInfo": _distributed(scenario),
         "deviceProperties": [{"id": 0, "name": f"NVIDIA {scenario.gpu} (infertriage twin)"}],
         "traceEvents": writer.events,
         "traceName": "infertriage twin (simulated steps)",

@@ -176,7 +176,7 @@ class Fleet:
 
     @property
     def num_gpus(self) -> int:
-        return len(self.instances) * self.first.hardware.tensor_parallel
+        return len(self.instances) * self.first.hardware.num_gpus  # TP × PP each
 
 
 class DataParallelFleet(Fleet):

@@ -26,9 +26,11 @@ __all__ = [
     "DataParallelSettings",
     "DisaggregationSettings",
     "EngineSettings",
+    "ExpertParallelSettings",
     "FaultSettings",
     "FrontendSettings",
     "OffloadSettings",
+    "PipelineParallelSettings",
     "Scenario",
     "SpeculativeSettings",
 ]
@@ -146,6 +148,44 @@ class OffloadSettings(_Section):
     store_gb_s: float | None = Field(None, gt=0)
 
 
+# ---------------------------------------------------------------- expert and pipeline parallelism
+class ExpertParallelSettings(_Section):
+    """Expert parallelism of a MoE model (vLLM `--enable-expert-parallel`, SGLang `--ep-size`):
+    the routed experts spread over `size` GPUs (the tensor-parallel group's, as vLLM lays
+    them out), each GPU's all-to-all waiting for the busiest.
+
+    `hot_expert_skew` is the busiest EP rank's routed tokens over the mean rank's, after
+    whatever balancing runs (1.0: even); the MoE part of every step costs that much more,
+    as the step waits for the hottest rank. `eplb` is vLLM's `--enable-eplb`: only with it
+    does vLLM measure the balance and publish it (`vllm:eplb_balancedness_*`, the mean over
+    the max of the ranks' tokens, the inverse of the skew).
+    """
+
+    size: int = Field(1, ge=1, le=64)
+    hot_expert_skew: float = Field(1.0, ge=1.0, le=64.0)
+    eplb: bool = False
+
+
+class PipelineParallelSettings(_Section):
+    """Pipeline parallelism (vLLM `--pipeline-parallel-size`, SGLang `--pp-size`): the layers
+    split over `size` stages of `tensor_parallel` GPUs each.
+
+    `micro_batches` is how many batches are in flight at once (vLLM runs as many as there
+    are stages; None means that); with fewer, each stage idles while the others work (the
+    bubble). `stage_imbalance` is the slowest stage's time over the mean stage's (1.0: the
+    layers split evenly); the slowest stage sets the pace of the pipeline.
+    """
+
+    size: int = Field(1, ge=1, le=64)
+    micro_batches: int | None = Field(None, ge=1, le=256)
+    stage_imbalance: float = Field(1.0, ge=1.0, le=64.0)
+
+    @property
+    def in_flight(self) -> int:
+        """The micro-batches in flight: the stages' count unless set."""
+        return self.size if self.micro_batches is None else self.micro_batches
+
+
 class Scenario(_Section):
     """One twin configuration; every key optional, the defaults are the healthy server."""
 
@@ -162,6 +202,8 @@ class Scenario(_Section):
     data_parallel: DataParallelSettings = DataParallelSettings()
     disaggregation: DisaggregationSettings | None = None
     offload: OffloadSettings = OffloadSettings()
+    expert_parallel: ExpertParallelSettings = ExpertParallelSettings()
+    pipeline_parallel: PipelineParallelSettings = PipelineParallelSettings()
     seed: int = 0
 
     _source: str = PrivateAttr(default="<defaults>")

@@ -36,10 +36,12 @@ from aiohttp import web
 
 from infertriage import __version__
 from infertriage.schemas import UserError
+from infertriage.twin.costmodel import gpu_activity
 from infertriage.twin.dcgm import DcgmExporter, GpuIdentity
 from infertriage.twin.disagg import DisaggregatedFleet
 from infertriage.twin.driver import AddCommand, EngineDriver
 from infertriage.twin.engine import MonotonicClock, StepResult
+from infertriage.twin.eplb import eplb_metrics
 from infertriage.twin.frontend import FrontEnd, apply_chat_template, split_tokens
 from infertriage.twin.openai_api import (
     ApiError,
@@ -102,6 +104,8 @@ class TwinApp:
                 used_bytes=min(hw.gpu.memory_bytes, hw.used_bytes_per_gpu),
                 board_watts=_BOARD_WATTS.get(hw.gpu.link, 400.0),
                 link=scenario.interconnect,
+                # each instance (a DP rank, a P or D instance) has the same stages
+                activity=gpu_activity(scenario) * len(self.fleet.instances),
             ),
             self.fleet.gpu_counters,
         )
@@ -169,7 +173,8 @@ class TwinApp:
         return _json({"object": "list", "data": [card]})
 
     async def prometheus(self, _request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
+        body = self.metrics.render() + eplb_metrics(self.scenario, self.model_name).encode()
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     async def dcgm_metrics(self, _request: web.Request) -> web.Response:
         return web.Response(body=self.dcgm.render(), content_type="text/plain", charset="utf-8")

@@ -83,6 +83,7 @@ class EventSummary:
     kv_transfers: int = 0
     kv_transfer_failures: int = 0
     kv_transfer_s: tuple[float, ...] = ()
+    expert_balance: tuple[float, ...] = ()  # EPLB's balancedness, step by step
     config: dict[str, float] = field(default_factory=dict)
     # values the server's own metrics code met that no state can have: kind → the worst
     metric_artefacts: dict[str, float] = field(default_factory=dict)
@@ -162,6 +163,9 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         kv_transfers=len(transfers),
         kv_transfer_failures=sum(1 for e in transfers if (e.get("failed") or 0) > 0),
         kv_transfer_s=tuple(t for e in transfers if (t := e.get("transfer_s")) is not None),
+        expert_balance=tuple(
+            b for e in of(EventKind.EXPERT_BALANCE) if (b := e.get("balancedness")) is not None
+        ),
         config=config,
         metric_artefacts=artefacts,
     )

@@ -150,6 +150,12 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         out += signal("pd.kv_transfer_mean_s", transfer.mean, "s")
         out += signal("pd.kv_transfer_p95_s", transfer.p95, "s")
     out += signal("log.prompt_limit_tokens", events.prompt_limit, "tokens")
+    balance = [b for b in events.expert_balance if 0.0 < b <= 1.0]
+    if balance:  # vLLM EPLB's per-step balancedness, as its metrics would say it
+        mean = sum(balance) / len(balance)
+        out += signal("ep.balancedness_mean", mean, "fraction")
+        out += signal("ep.balancedness_worst", min(balance), "fraction")
+        out += signal("ep.hot_rank_ratio", 1.0 / mean, "1")
     config = dict(events.config)
     kv, length = config.get("kv_cache_tokens"), config.get("max_model_len")
     below = kv is not None and length is not None and kv < length  # "concurrency 0.45x"

@@ -36,6 +36,8 @@ def _settings(
         "config.tensor_parallel": ("1", None, deployment.tensor_parallel),
         "spec.num_draft_tokens": ("tokens", None, deployment.num_draft_tokens),
         "fleet.replicas": ("1", None, deployment.replicas),
+        "config.pipeline_parallel": ("1", None, deployment.pipeline_parallel),
+        "config.expert_parallel": ("1", None, deployment.expert_parallel),
     }
 
 

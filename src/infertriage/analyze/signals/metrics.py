@@ -30,6 +30,7 @@ import numpy as np
 
 from infertriage.analyze.signals.disagg import disagg_signals
 from infertriage.analyze.signals.offload import offload_signals
+from infertriage.analyze.signals.parallel import parallel_signals
 from infertriage.analyze.signals.prom import (
     HistogramWindow,
     counter_increase,
@@ -432,4 +433,5 @@ def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
         *_threads(series, phases),
         *_host(series, phases),
         *_artefacts(series),
+        *parallel_signals(samples, phases.load_start_ts, phases.load_end_ts),
     ]
