@@ -59,6 +59,7 @@ from infertriage.diagnose import Evidence, diagnose_evidence
 from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.results import BenchResult, RunObserver, in_phase, within
 from infertriage.loadgen.runner import DRAIN_SETTLE_GRACE_S
+from infertriage.loadgen.spec import default_workload
 from infertriage.schemas import (
     Deployment,
     DiagnoseConfig,
@@ -80,6 +81,8 @@ from infertriage.schemas import (
     load_thresholds,
     write_json,
 )
+from infertriage.twin.scenario import load_scenario
+from infertriage.workload import WorkloadSpec, parse_workload
 
 __all__ = [
     "COMPARE_FILE",
@@ -451,6 +454,8 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
     if spec.url is not None:
         # then a server that cannot be reached, first
         reach(spec.url, spec.client.api_key, spec.client.header_pairs())
+    # a twin scenario's documented load when no --workload was given (a bad one fails here)
+    spec = spec.model_copy(update={"workload": load_workload(spec)})
     run = RunDir.create(spec.out, prefix="diagnose", force=spec.force)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
@@ -465,7 +470,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
         bench = BenchSpec(
             url=target.url,
             client=spec.client,
-            workload=spec.workload,
+            workload=load_workload(spec),
             thresholds=thresholds,
             drain_timeout_s=_DRAIN_TIMEOUT_S,
             locust_workers=spec.locust_workers,
@@ -484,6 +489,20 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
             result = _diagnose_run(run, thresholds, target.name)
         interrupted = interrupt.requested
     return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
+
+
+def load_workload(spec: DiagnoseSpec) -> WorkloadSpec:
+    """The workload to send: `--workload`, else a twin scenario's documented one
+    (`workload:` in its file), else the chat mix."""
+    if spec.workload is not None:
+        return spec.workload
+    documented = load_scenario(spec.scenario).workload if spec.url is None else None
+    if documented is None:
+        return default_workload()
+    try:
+        return parse_workload(documented)
+    except UserError as err:
+        raise UserError(f"scenario {spec.scenario!r}'s workload: {err}") from err
 
 
 def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
@@ -525,7 +544,7 @@ def _run_info(
         target=target.name,
         deployment=target.deployment,
         levels=measured.levels,
-        workload=spec.workload.text,
+        workload=load_workload(spec).text,
         notes=measured.notes,
     )
     return DiagnoseRunInfo(

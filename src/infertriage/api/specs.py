@@ -29,7 +29,6 @@ from infertriage.loadgen.spec import (
     BenchSpec,
     ClientSpec,
     Workload,
-    default_workload,
     userinfo_to_header,
 )
 from infertriage.net import strip_userinfo
@@ -96,7 +95,8 @@ class DiagnoseSpec(CommandSpec):
     selector: str = ""
     duration_s: float = Field(default=60.0, gt=0)
     concurrency: int = Field(default=16, ge=1)
-    workload: Workload = Field(default_factory=default_workload)  # parsed once, dumped as text
+    # parsed once, dumped as text; None: a twin scenario's documented load, else the chat mix
+    workload: Workload | None = None
     from_run: Path | None = None
     metrics_file: Path | None = None
     compare_run: Path | None = None

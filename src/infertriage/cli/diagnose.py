@@ -64,7 +64,7 @@ def diagnose(
     compare_run: Path | None = typer.Option(
         None, "--compare-run", help="A diagnosed run of the service at another GPU count."
     ),
-    workload: WorkloadSpec = flags.workload(),
+    workload: WorkloadSpec | None = flags.workload(None),  # None: the scenario's, else chat-mix
     concurrency: int = flags.concurrency(16),
     tokenizer: Path | None = flags.tokenizer(),
     max_model_len: int | None = flags.server_max_model_len(),

@@ -204,6 +204,9 @@ class Scenario(_Section):
     offload: OffloadSettings = OffloadSettings()
     expert_parallel: ExpertParallelSettings = ExpertParallelSettings()
     pipeline_parallel: PipelineParallelSettings = PipelineParallelSettings()
+    # the load the scenario is documented at (any `--workload` spec): `diagnose --scenario`
+    # sends it when no --workload is given; None: the chat mix
+    workload: str | None = None
     seed: int = 0
 
     _source: str = PrivateAttr(default="<defaults>")
