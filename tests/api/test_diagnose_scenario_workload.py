@@ -28,5 +28,5 @@ def test_the_chat_mix_otherwise_and_a_given_workload_always_wins() -> None:
 def test_a_scenario_file_with_a_bad_workload_is_one_sentence_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "mine.yaml"
     path.write_text("workload: 'bogus'\n")
-    with pytest.raises(UserError, match="mine.yaml's workload"):
+    with pytest.raises(UserError, match=r"the workload of scenario .*mine\.yaml: unknown workload"):
         load_workload(DiagnoseSpec(scenario=str(path)))

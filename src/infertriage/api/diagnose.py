@@ -502,7 +502,7 @@ def load_workload(spec: DiagnoseSpec) -> WorkloadSpec:
     try:
         return parse_workload(documented)
     except UserError as err:
-        raise UserError(f"scenario {spec.scenario!r}'s workload: {err}") from err
+        raise UserError(f"the workload of scenario {spec.scenario}: {err}") from err
 
 
 def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
