@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCENARIO ?= kv-pressure
 DURATION ?= 30
 
-.PHONY: demo test test-engines test-lowest lint typecheck contracts unit clean
+.PHONY: demo test test-engines test-lowest test-e2e lint typecheck contracts unit clean
 
 $(STAMP): pyproject.toml testing/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,9 +31,14 @@ contracts: $(STAMP)
 # the slow real-time runs (twins, engines' stand-ins) otherwise pile up on one worker at the
 # end (a fresh clone: 797 s of pytest with xdist's default, 487 s with worksteal).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist worksteal -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not e2e"; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test: lint typecheck contracts unit
+
+# The whole real-time runs of twins (each packaged scenario's map, the topologies', A/B,
+# the browser's report of a run): 20 s or more each, kept out of `make test`; CI runs them.
+test-e2e: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m e2e --durations=15
 
 # Real engines: vLLM's CPU build and llama.cpp's llama-server, installed once into a cache
 # outside the repository ($$INFERTRIAGE_ENGINE_CACHE, default ~/.cache/infertriage/engines)
@@ -53,7 +58,7 @@ test-lowest: $(STAMP)
 	$(BIN)/python scripts/floors.py distributed > $(LOWEST)/floors.txt
 	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/floors.txt -e '.[dev,distributed]' -e ./testing
 	$(LOWEST)/bin/python -m pip list --format=freeze | grep -iE '^(aiohttp|pydantic|typer|rich|numpy|locust|gevent)=='
-	$(LOWEST)/bin/python -m pytest -n 2 --dist worksteal -q -m "not slow"
+	$(LOWEST)/bin/python -m pytest -n 2 --dist worksteal -q -m "not slow and not e2e"
 
 clean:
 	rm -rf $(VENV) $(LOWEST) build dist src/*.egg-info testing/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 """Run `diagnose` on every packaged twin scenario and print the maps as a Markdown table.
 
-    .venv/bin/python benchmarks/scenario_maps.py [--duration 12]
+    .venv/bin/python benchmarks/scenario_maps.py [--duration 12] [--scenarios a,b,…]
 
 Each row is one real run of the whole pipeline against the twin (load, scraping,
 profiling, rules); the README's scenario table is this script's output.
@@ -41,11 +41,13 @@ def _num_4xx(run: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=float, default=12.0)
+    parser.add_argument("--scenarios", default="", help="comma-separated names (default: all)")
     args = parser.parse_args()
+    names = [n for n in args.scenarios.split(",") if n] or list_scenarios()
     print("| scenario | primary | chain | other findings | SLOs (client) | 4xx | wall s |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in list_scenarios():
+        for name in names:
             started = time.monotonic()
             result = diagnose(
                 DiagnoseSpec(scenario=name, duration_s=args.duration, out=Path(tmp) / name)

@@ -34,6 +34,7 @@ def _verdicts(document: dict) -> dict[str, str]:  # type: ignore[type-arg]
     return {m["metric"]: m["verdict"] for m in document["levels"][0]["metrics"]}
 
 
+@pytest.mark.e2e
 def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path) -> None:
     store = tmp_path / "store"
     base = validate(ValidateSpec(scenario="healthy", out=tmp_path / "base", **_LOAD))  # type: ignore[arg-type]
@@ -67,6 +68,7 @@ def test_same_scenario_no_regression_and_a_degraded_one_regresses(tmp_path: Path
     )
 
 
+@pytest.mark.e2e
 def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: Path) -> None:
     with (
         TwinProcess("healthy", load_time_s=0.2) as a,

@@ -36,6 +36,7 @@ EXPECTED: dict[str, Layer | None] = {
 DURATION_S = 12.0
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
 def test_each_scenario_yields_its_primary_layer(scenario: str, tmp_path: Path) -> None:

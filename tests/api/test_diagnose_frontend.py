@@ -49,6 +49,7 @@ def _ids(d: Diagnosis) -> dict[str, Layer]:
     return {f.id: f.layer for layer in d.layers for f in layer.findings}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize(("deployment", "factor"), [("8b-h100-tp1", 20), ("70b-h200-tp2", 150)])
 def test_per_token_front_end_work_is_the_application_layers(

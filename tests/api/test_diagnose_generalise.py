@@ -112,6 +112,7 @@ def _picked(seed: int) -> list[object]:
     return [faulty, healthy]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("which", [0, 1], ids=["faulty", "healthy"])
 def test_a_fresh_configuration_gets_its_primary_layer(which: int, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ def test_one_scrape_of_a_balanced_sglang_ep_server_says_nothing_of_experts() -> 
     assert "parallelism.expert_imbalance" not in findings
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_twin_with_an_unbalanced_pipeline_stage_names_the_bubble(tmp_path: Path) -> None:
     result = diagnose(DiagnoseSpec(scenario="pp-bubbles", duration_s=3.0, out=tmp_path / "run"))

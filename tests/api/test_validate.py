@@ -96,6 +96,7 @@ def test_a_wrong_url_is_one_sentence_and_exit_2(
     assert code == 2 and err.startswith("infertriage: error:") and "\n" not in err
 
 
+@pytest.mark.e2e
 def test_the_default_load_judges_the_steady_window_and_a_healthy_twin_passes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

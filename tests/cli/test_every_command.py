@@ -63,6 +63,7 @@ def test_bench_report_compare_and_baselines(
     assert isinstance(_json(capsys), dict)
 
 
+@pytest.mark.e2e
 def test_diagnose_and_validate(twin: str, tmp_path: Path) -> None:
     out = tmp_path / "diag"
     assert main(["diagnose", "--url", twin, "--duration", "3", "--out", str(out), "--json"]) == 0

@@ -64,6 +64,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     yield out
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_diagnose_run_of_the_twin_renders_clean(tmp_path: Path) -> None:
     page = tmp_path / "diagnose.html"
