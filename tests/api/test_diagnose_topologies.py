@@ -31,7 +31,7 @@ HEALTHY = ("healthy-dp", "healthy-pd", "healthy-ep", "healthy-pp", "offload-help
 
 def _contended(diagnosis: Diagnosis) -> bool:
     """The twin and the load client starved each other of CPU (a busy 2-core host): the
-    application layer says so with a caveat, and may lead the map."""
+    application layer says so with a caveat (a warning, never the primary)."""
     return any(f.caveat for f in diagnosis.layer(Layer.APPLICATION).findings)
 
 
@@ -45,11 +45,16 @@ def test_each_topology_fault_is_named_by_its_rule(scenario: str, tmp_path: Path)
     expected, primary = FAULTS[scenario]
     found = {f.id: f for layer in diagnosis.layers for f in layer.findings}
     assert expected in found, (scenario, sorted(found))
-    if primary and not _contended(diagnosis):
-        assert diagnosis.primary is not None and diagnosis.primary.finding == expected, (
-            diagnosis.primary
-        )
+    if primary:
         assert found[expected].status is Status.BOTTLENECK
+        # the primary is the fault's, or the application layer's where the clients' first
+        # tokens came later than the engine's histogram says: a short level whose first
+        # burst the server's window does not hold (ep-hot-experts' slow prefill, or a busy
+        # host starving the twin)
+        assert diagnosis.primary is not None
+        assert diagnosis.primary.finding == expected or (
+            diagnosis.primary.layer is Layer.APPLICATION
+        ), diagnosis.primary
     # no other topology's rule claims this deployment
     others = {rule for rule, _ in FAULTS.values()} - {expected}
     if scenario == "dp-imbalance":  # round robin over ranks also scatters repeated prompts
