@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infertriage.plan.capacity import CapacityPlan, interconnect_of
+from infertriage.plan.capacity import CapacityPlan
 from infertriage.plan.memory import kv_bytes_per_token
-from infertriage.plan.roofline import prefill_time
+from infertriage.plan.servestep import prefill_step_s
 from infertriage.schemas.errors import UserError
 
 __all__ = ["OffloadPlan", "make_offload_plan"]
@@ -44,21 +44,6 @@ class OffloadPlan:
     # second (an upper bound; the hits the tier adds depend on the distinct prefixes)
     max_saved_s_per_s: float | None
     verdict: str
-
-
-def _prefill_s(plan: CapacityPlan, tokens: int, before: int) -> float:
-    inputs = plan.inputs
-    return prefill_time(
-        inputs.model,
-        inputs.gpu,
-        inputs.dtype,
-        tokens,
-        tp=inputs.tp,
-        kv_dtype=inputs.kv_dtype,
-        params=inputs.cost_params,
-        context_before=before,
-        interconnect=interconnect_of(inputs),
-    ).total_s
 
 
 def _verdict(saved: float, load: float, gpu_prefixes: int, tier_prefixes: int) -> str:
@@ -95,7 +80,9 @@ def make_offload_plan(
         load = saved = 0.0
     else:
         load = prefix * per_gpu / bandwidth
-        saved = _prefill_s(plan, prompt, 0) - _prefill_s(plan, prompt - prefix, prefix)
+        saved = prefill_step_s(plan.inputs, prompt) - prefill_step_s(
+            plan.inputs, prompt - prefix, before=prefix
+        )
     pays = prefix >= 1 and saved > load
     gpu_prefixes = spare // prefix if prefix else 0
     tier_prefixes = tier // prefix if prefix else 0

@@ -33,6 +33,7 @@ __all__ = [
     "max_utilisation",
     "mixed_s",
     "prefill_s",
+    "prefill_step_s",
     "queue_wait_s",
 ]
 
@@ -58,7 +59,8 @@ def decode_s(inputs: PlanInputs, batch: int) -> float:
     ).total_s
 
 
-def _prefill_step(inputs: PlanInputs, tokens: int, *, before: int = 0, seqs: int = 1) -> float:
+def prefill_step_s(inputs: PlanInputs, tokens: int, *, before: int = 0, seqs: int = 1) -> float:
+    """One prefill step of `tokens` prompt tokens over `seqs` prompts, after `before`."""
     return prefill_time(
         inputs.model,
         inputs.gpu,
@@ -78,11 +80,11 @@ def prefill_s(inputs: PlanInputs, num_prompts: int = 1) -> float:
     budget (`max_num_batched_tokens`), else one prompt in budget-sized chunks, one per step."""
     prompt, budget = inputs.input_len or 1, inputs.max_num_batched_tokens
     if prompt <= budget:
-        return _prefill_step(inputs, prompt, seqs=num_prompts)
+        return prefill_step_s(inputs, prompt, seqs=num_prompts)
     total, done = 0.0, 0
     while done < prompt:
         chunk = min(budget, prompt - done)
-        total, done = total + _prefill_step(inputs, chunk, before=done), done + chunk
+        total, done = total + prefill_step_s(inputs, chunk, before=done), done + chunk
     return total * num_prompts
 
 
