@@ -38,6 +38,20 @@ def test_histogram_deltas_over_the_measured_level() -> None:
     assert 0.1 < got["server.ttft_p95_s"] <= 0.5
 
 
+def test_first_tokens_of_the_levels_first_scrape_interval_count() -> None:
+    # a closed loop's first burst is sent at 9.1 s and gets its first tokens by 9.4 s; the
+    # scrapes run at 9.0 and 10.0 s: the level's TTFT counts from the one before its start
+    phases = Phases(load_start_ts=9.1, load_end_ts=20.0)
+    samples = [
+        *_hist(9.0, "server.ttft", {"0.1": 0, "0.5": 0, "+Inf": 0}, 0.0),
+        *_hist(10.0, "server.ttft", {"0.1": 0, "0.5": 16, "+Inf": 16}, 4.8),  # the burst
+        *_hist(20.0, "server.ttft", {"0.1": 8, "0.5": 24, "+Inf": 24}, 5.6),  # 8 more, fast
+    ]
+    got = _by_name(samples, phases)
+    assert got["server.ttft_mean_s"] == pytest.approx(5.6 / 24)  # not 0.8 / 8: the burst kept
+    assert got["server.ttft_p50_s"] > 0.1
+
+
 def test_finish_observed_histograms_count_the_scrape_after_the_level() -> None:
     # vLLM observes queue and prefill time at the finish: a slow level's requests all end in
     # its last scrape interval (finished by 9.8 s, scraped at 10.5 s after the overload began)

@@ -118,13 +118,25 @@ def _increase(series: _Series, name: str, start: float, end: float) -> float | N
 
 
 def _window(
-    series: _Series, name: str, start: float, end: float, *, closing: bool = False
+    series: _Series,
+    name: str,
+    start: float,
+    end: float,
+    *,
+    closing: bool = False,
+    opening: bool = False,
 ) -> HistogramWindow | None:
     """The histogram's increase over the snapshots in [start, end]; with `closing`, also the
-    first snapshot after `end`, which holds what was observed in the last scrape interval."""
+    first snapshot after `end`, which holds what was observed in the last scrape interval;
+    with `opening`, also the last snapshot before `start`, the counts before the window's
+    first observations (a closed loop's first burst gets its first tokens within the first
+    scrape interval: without it the server's TTFT leaves them out, the client's keeps them)."""
     times = sorted(series.hist.get(name, {}))
     chosen = [t for t in times if start - 1e-9 <= t <= end + 1e-9]
+    before = [t for t in times if t < start - 1e-9]
     after = [t for t in times if t > end + 1e-9]
+    if opening and before:
+        chosen.insert(0, before[-1])
     if closing and after:
         chosen.append(after[0])
     snapshots = []
@@ -162,9 +174,15 @@ def _steps_per_s(series: _Series, start: float, end: float) -> list[Signal]:
 
 
 def _histogram(
-    series: _Series, name: str, start: float, end: float, *, closing: bool = False
+    series: _Series,
+    name: str,
+    start: float,
+    end: float,
+    *,
+    closing: bool = False,
+    opening: bool = False,
 ) -> list[Signal]:
-    window = _window(series, name, start, end, closing=closing)
+    window = _window(series, name, start, end, closing=closing, opening=opening)
     if window is None or window.count <= 0:
         return []
     span = (start, end)
@@ -193,7 +211,7 @@ def _server(series: _Series, phases: Phases) -> list[Signal]:
     # requests may all finish in that last interval (its first snapshot after the end counts).
     hist_end = phases.overload_start_ts or end
     for name in ("server.ttft", "server.itl"):
-        out += _histogram(series, name, start, hist_end)
+        out += _histogram(series, name, start, hist_end, opening=True)
     for name in ("server.queue_time", "server.prefill_time"):
         out += _histogram(series, name, start, min(hist_end, end), closing=True)
     out += _step_tokens_max(series, start, hist_end)
