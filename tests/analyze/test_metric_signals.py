@@ -52,6 +52,17 @@ def test_first_tokens_of_the_levels_first_scrape_interval_count() -> None:
     assert got["server.ttft_p50_s"] > 0.1
 
 
+def test_the_first_bursts_prefill_steps_count_in_the_levels_largest_step() -> None:
+    # as its TTFT: the burst's prefill steps ran before the level's first scrape inside it
+    phases = Phases(load_start_ts=9.1, load_end_ts=20.0)
+    samples = [
+        *_hist(9.0, "server.step_tokens", {"16": 0, "2048": 0, "+Inf": 0}, 0.0),
+        *_hist(10.0, "server.step_tokens", {"16": 0, "2048": 4, "+Inf": 4}, 8000.0),
+        *_hist(20.0, "server.step_tokens", {"16": 100, "2048": 104, "+Inf": 104}, 9000.0),
+    ]
+    assert _by_name(samples, phases)["server.step_tokens_max"] == 2048
+
+
 def test_finish_observed_histograms_count_the_scrape_after_the_level() -> None:
     # vLLM observes queue and prefill time at the finish: a slow level's requests all end in
     # its last scrape interval (finished by 9.8 s, scraped at 10.5 s after the overload began)

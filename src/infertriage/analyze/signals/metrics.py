@@ -151,7 +151,8 @@ def _step_tokens_max(series: _Series, start: float, end: float) -> list[Signal]:
     """The largest engine step's tokens, bounded above by the first bucket that holds every
     step of the window (vLLM's `iteration_tokens_total`): a step budget
     (`max_num_batched_tokens`) below the prompts shows as steps that never grow past it."""
-    window = _window(series, "server.step_tokens", start, end)
+    # from the scrape before the level, as its TTFT: the first burst's prefill steps count
+    window = _window(series, "server.step_tokens", start, end, opening=True)
     if window is None or window.count <= 0:
         return []
     bound = next((le for le, n in window.buckets if n >= window.count), None)
