@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from infertriage.plan.capacity import PlanInputs, interconnect_of, make_capacity_plan
 from infertriage.plan.roofline import (
+    StepCost,
     decode_step_time,
     prefill_time,
     step_allreduce_s,
@@ -44,8 +45,7 @@ def decode_context(inputs: PlanInputs) -> int:
     return min(inputs.max_model_len, prompt + output // 2)
 
 
-def decode_s(inputs: PlanInputs, batch: int) -> float:
-    """One decode step of `batch` sequences at the mean decode context."""
+def _decode_step(inputs: PlanInputs, batch: int) -> StepCost:
     return decode_step_time(
         inputs.model,
         inputs.gpu,
@@ -56,11 +56,10 @@ def decode_s(inputs: PlanInputs, batch: int) -> float:
         kv_dtype=inputs.kv_dtype,
         params=inputs.cost_params,
         interconnect=interconnect_of(inputs),
-    ).total_s
+    )
 
 
-def prefill_step_s(inputs: PlanInputs, tokens: int, *, before: int = 0, seqs: int = 1) -> float:
-    """One prefill step of `tokens` prompt tokens over `seqs` prompts, after `before`."""
+def _prefill_step(inputs: PlanInputs, tokens: int, *, before: int = 0, seqs: int = 1) -> StepCost:
     return prefill_time(
         inputs.model,
         inputs.gpu,
@@ -72,7 +71,17 @@ def prefill_step_s(inputs: PlanInputs, tokens: int, *, before: int = 0, seqs: in
         context_before=before,
         interconnect=interconnect_of(inputs),
         num_seqs=seqs,
-    ).total_s
+    )
+
+
+def decode_s(inputs: PlanInputs, batch: int) -> float:
+    """One decode step of `batch` sequences at the mean decode context."""
+    return _decode_step(inputs, batch).total_s
+
+
+def prefill_step_s(inputs: PlanInputs, tokens: int, *, before: int = 0, seqs: int = 1) -> float:
+    """One prefill step of `tokens` prompt tokens over `seqs` prompts, after `before`."""
+    return _prefill_step(inputs, tokens, before=before, seqs=seqs).total_s
 
 
 def prefill_s(inputs: PlanInputs, num_prompts: int = 1) -> float:
@@ -95,30 +104,8 @@ def mixed_s(inputs: PlanInputs, batch: int, chunk: int) -> float:
         return decode_s(inputs, batch)
     prompt = inputs.input_len or chunk
     before = max(0, min(prompt - chunk, prompt // 2 - chunk // 2))
-    link = interconnect_of(inputs)
-    params = inputs.cost_params
-    dec = decode_step_time(
-        inputs.model,
-        inputs.gpu,
-        inputs.dtype,
-        max(1, batch),
-        decode_context(inputs),
-        tp=inputs.tp,
-        kv_dtype=inputs.kv_dtype,
-        params=params,
-        interconnect=link,
-    ).work
-    pre = prefill_time(
-        inputs.model,
-        inputs.gpu,
-        inputs.dtype,
-        chunk,
-        tp=inputs.tp,
-        kv_dtype=inputs.kv_dtype,
-        params=params,
-        context_before=before,
-        interconnect=link,
-    ).work
+    dec = _decode_step(inputs, batch).work
+    pre = _prefill_step(inputs, chunk, before=before).work
     tokens = max(1, batch) + chunk
     work = step_work(
         inputs.model,
@@ -135,11 +122,11 @@ def mixed_s(inputs: PlanInputs, batch: int, chunk: int) -> float:
             gpu=inputs.gpu,
             tp=inputs.tp,
             num_tokens=tokens,
-            params=params,
-            interconnect=link,
+            params=inputs.cost_params,
+            interconnect=interconnect_of(inputs),
         ),
     )
-    return step_cost(work, inputs.gpu, inputs.dtype, params).total_s
+    return step_cost(work, inputs.gpu, inputs.dtype, inputs.cost_params).total_s
 
 
 def kv_batch_limit(inputs: PlanInputs) -> int:
