@@ -11,6 +11,7 @@ numbers and frozen dataclasses, with every random step seeded. Modules:
 - `bootstrap`: the seeded percentile bootstrap (one sample, a difference, groups).
 - `significance`: Mann–Whitney, Fisher, KS, trends, quantile functions, proportions.
 - `binomial`: exact intervals of an error rate and the requests that would settle it.
+- `earlystop`: MLPerf LoadGen's early-stopping rule, the sample a percentile claim needs.
 - `samples`: the sample type and its cleaning (finite values only).
 
 Imports nothing from the other `analyze` subpackages.

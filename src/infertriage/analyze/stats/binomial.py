@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["exact_interval", "requests_to_settle"]
+__all__ = ["exact_interval", "regularized_beta", "requests_to_settle"]
 
 _CF_EPS = 1e-15
 _CF_TINY = 1e-300
@@ -58,6 +58,11 @@ def _betainc(a: float, b: float, x: float) -> float:
     if x < (a + 1.0) / (a + b + 2.0):
         return math.exp(log_front) * _beta_fraction(a, b, x) / a
     return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function (the binomial tails' closed form)."""
+    return _betainc(a, b, x)
 
 
 def _at_least(k: float, n: float, p: float) -> float:
