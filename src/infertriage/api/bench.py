@@ -22,6 +22,7 @@ API key and header values are sent, never stored.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import platform
@@ -67,6 +68,7 @@ from infertriage.loadgen.results import (
 from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.loadgen.spec import client_config
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
+from infertriage.loadgen.validity import level_validity
 from infertriage.net import auth_headers, normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
 from infertriage.schemas import (
@@ -99,6 +101,7 @@ __all__ = ["BenchResult", "BenchSpec", "SharedRun", "normalize_base_url", "reach
 _DEFAULT_NUM_REQUESTS = 100
 _DEFAULT_CONCURRENCY = 8
 _SWEEP_PROBE_CONCURRENCY = 64
+_SYNTHETIC_PROMPTS = {WorkloadKind.SYNTHETIC, WorkloadKind.CHAT_MIX, WorkloadKind.PREFIX}
 _TOKEN_CHECK_SAMPLE = 8  # prompts of the first level counted by the server's /tokenize
 
 
@@ -287,6 +290,19 @@ class _Session:
             if mode is LoadMode.RATE and not math.isinf(value)
             else None,
         )
+        asked = (  # synthetic prompts only: a dataset's lengths are estimates, a history grows
+            {f"{plan.id_prefix}-{s.index}": s.prompt_tokens for s in schedule.specs}
+            if cfg.workload.kind in _SYNTHETIC_PROMPTS and schedule.sessions is None
+            else {}
+        )
+        validity = level_validity(
+            level,
+            self.records,
+            self.thresholds,
+            exact_outputs=cfg.ignore_eos,
+            asked_prompt_tokens=asked,
+        )
+        level = dataclasses.replace(level, validity=validity)
         self.levels.append(level)
         self.warnings += (
             caveats.level_warnings(level, exact_asked=cfg.ignore_eos)

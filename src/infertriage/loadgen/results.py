@@ -2,7 +2,7 @@
 
 Takes nothing; gives `ClientDiagnostics`
 (the client's own health and the `client_bound` verdict), `LevelResult` (one
-load level: its summary and diagnostics), `Knee` (a sweep's saturation
+load level: its summary, diagnostics and validity), `Knee` (a sweep's saturation
 point and the criterion used), `TokenCheck` (the server's `/tokenize` against
 the workload and `usage`), `BenchResult` (the whole run), and `RunObserver`
 (what a live display is told: a phase started with its plan, a request
@@ -23,7 +23,7 @@ from infertriage.analyze.signals.reuse import PrefixReuse
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.loadgen.spec import BenchSpec
-from infertriage.schemas import RequestRecord, Thresholds
+from infertriage.schemas import RequestRecord, Thresholds, Validity
 from infertriage.workload import FitReport
 
 __all__ = [
@@ -70,6 +70,7 @@ class LevelResult:
     stable: bool | None = None  # sweeps: did latency stay bounded at this rate
     num_backoffs: int = 0  # closed loop: users that waited after a fast failure
     prefix_reuse: PrefixReuse | None = None  # the prompts' reuse of earlier prefixes, as sent
+    validity: Validity | None = None  # can the level be trusted (`loadgen.validity`)
 
 
 @dataclass(frozen=True, slots=True)

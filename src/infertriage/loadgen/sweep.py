@@ -22,7 +22,14 @@ from infertriage.analyze.stats.latency import Window
 from infertriage.loadgen.results import Knee, LevelResult
 from infertriage.schemas import RequestRecord
 
-__all__ = ["SWEEP_FRACTIONS", "find_knee", "judge_stable", "sweep_rates", "ttft_growth"]
+__all__ = [
+    "SWEEP_FRACTIONS",
+    "find_knee",
+    "judge_stable",
+    "sweep_rates",
+    "ttft_bounded",
+    "ttft_growth",
+]
 
 SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25)
 _MIN_COMPLETION = 0.9
@@ -64,6 +71,11 @@ def judge_stable(records: Sequence[RequestRecord], window: Window) -> bool:
     done = sum(1 for r in records if r.end_ts is not None and r.end_ts in window)
     if sent and done < _MIN_COMPLETION * sent:
         return False
+    return ttft_bounded(records)
+
+
+def ttft_bounded(records: Sequence[RequestRecord]) -> bool:
+    """Does TTFT from the intended start stay bounded (`ttft_growth` within its limits)?"""
     slope, ratio = ttft_growth(records)
     return slope < _MAX_SLOPE or ratio < _MAX_LATE_RATIO
 

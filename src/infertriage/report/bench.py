@@ -1,7 +1,8 @@
 """report, level 4: `bench` results on screen, as one JSON document and as CSV.
 
 Takes a `BenchResult` (and the records, for the per-request CSV); gives a rich
-summary table (the live view while it runs is `report.live`), `bench_to_json`
+summary table with each level's validity block (the live view while it runs is
+`report.live`), `bench_to_json`
 (schema `infertriage.bench/v1`; each level's figures use
 vLLM's `bench serve` field names with `_s` for its `_ms`: `mean_ttft_s`,
 `p99_itl_s`, `request_throughput`, `output_throughput`, …) and `write_csv`
@@ -30,7 +31,7 @@ from infertriage.loadgen.results import (
     LevelResult,
     TokenCheck,
 )
-from infertriage.schemas import RequestRecord, SloResult, Thresholds
+from infertriage.schemas import RequestRecord, SloResult, Thresholds, Validity
 from infertriage.schemas.text import show_controls, terminal_text
 
 __all__ = ["BENCH_SCHEMA", "bench_to_json", "level_slos", "render_bench", "write_csv"]
@@ -164,6 +165,8 @@ def level_to_json(level: LevelResult, thresholds: Thresholds) -> dict[str, objec
         **_summary_json(level.summary),
         "slo": _slo_json(level.summary, thresholds),
         "client": _client_json(level.client),
+        "valid": level.validity.valid if level.validity is not None else None,
+        "validity": level.validity.model_dump(mode="json") if level.validity else None,
     }
 
 
@@ -349,6 +352,23 @@ def _level_lines(level: LevelResult, text: Text) -> None:
     reuse = level.prefix_reuse
     if reuse is not None and (reuse.reused_tokens or reuse.by_session):
         text.append(f"  {show_controls(reuse.describe())}\n")
+    _validity_lines(level.validity, text)
+
+
+def _validity_lines(validity: Validity | None, text: Text) -> None:
+    """'  VALID' or '  INVALID: <reason>; <what would make it valid>', then each check."""
+    if validity is None:
+        return
+    failed = validity.failed
+    if not failed:
+        text.append("  VALID\n", style="green")
+    else:
+        more = f" (+{len(failed) - 1} more below)" if len(failed) > 1 else ""
+        text.append(f"  INVALID: {show_controls(failed[0].line())}{more}\n", style="red")
+    for check in validity.checks:
+        mark = "✓" if check.passed else "✗"
+        line = check.line() if check.passed else f"{check.line()} (rule: {check.rule})"
+        text.append(f"    {mark} {show_controls(line)}\n", style="" if check.passed else "red")
 
 
 def _token_check_line(check: TokenCheck | None, text: Text) -> None:

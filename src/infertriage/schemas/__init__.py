@@ -76,6 +76,7 @@ from infertriage.schemas.units import (
     parse_duration,
     parse_fraction,
 )
+from infertriage.schemas.validity import Validity, ValidityCheck
 from infertriage.schemas.vocabulary import VOCABULARY, MetricDef, MetricKind, get_metric
 
 __all__ = [
@@ -139,6 +140,8 @@ __all__ = [
     "ValidateConfig",
     "ValidateRunInfo",
     "ValidateSummary",
+    "Validity",
+    "ValidityCheck",
     "check_out",
     "checklist_ready",
     "default_store_root",
