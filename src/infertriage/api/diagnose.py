@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infertriage.analyze.signals.client import judged_window
+from infertriage.analyze.signals.client import judged_window, measured_records
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.signals.reuse import prefix_reuse
+from infertriage.analyze.stats.latency import ClientVerdict
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.api.bench import SharedRun, reach, run_bench
 from infertriage.api.capture import (
@@ -60,6 +61,7 @@ from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.results import BenchResult, RunObserver, in_phase, within
 from infertriage.loadgen.runner import DRAIN_SETTLE_GRACE_S
 from infertriage.loadgen.spec import default_workload
+from infertriage.loadgen.validity import LevelFacts, judge_validity, nominal_of
 from infertriage.schemas import (
     Deployment,
     DiagnoseConfig,
@@ -77,6 +79,7 @@ from infertriage.schemas import (
     Signal,
     Thresholds,
     UserError,
+    Validity,
     check_out,
     load_thresholds,
     write_json,
@@ -390,8 +393,9 @@ def _diagnose_run(
             writer.write(signal)
     engine = view.info.server_config.engine
     diagnosis = diagnose_evidence(Evidence.of(signals, engine), thresholds)
-    if records:  # say which window the client's SLO figures were judged over
-        diagnosis = diagnosis.model_copy(update={"judged": judged_window(records)})
+    if records:  # say which window the client's SLO figures were judged over, and if it can
+        judged = {"judged": judged_window(records), "validity": _validity(view, thresholds)}
+        diagnosis = diagnosis.model_copy(update=judged)
     slowest = slowest_in_logs(logs, view)
     if slowest:
         diagnosis = diagnosis.model_copy(update={"slowest": slowest})
@@ -399,6 +403,19 @@ def _diagnose_run(
     reuse = prefix_reuse(records, run=view.run_records)
     line = reuse.describe() if reuse is not None and reuse.reused_tokens else ""
     return DiagnoseResult(run.root, diagnosis, target, notes=view.notes, workload=line)
+
+
+def _validity(view: RunView, thresholds: Thresholds) -> Validity:
+    """The measured level's validity, judged on the records the SLO line judges."""
+    mode, value = nominal_of(view.records[0].labels.get("level", "") if view.records else "")
+    bound = ClientVerdict(True, False, ("the run recorded the load client as the bottleneck",))
+    facts = LevelFacts(
+        mode=mode,
+        value=value,
+        exact_outputs=view.info.spec.get("ignore_eos", True) is not False,
+        client=bound if view.client_bound else None,
+    )
+    return judge_validity(measured_records(view.records), thresholds, facts)
 
 
 def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:

@@ -15,7 +15,8 @@ calls `write_report` on the run it just diagnosed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from infertriage.analyze.compare.comparison import compare_records
 from infertriage.analyze.stats.latency import default_slos, itl_samples, summarize
 from infertriage.api.runview import RunSummary, group_key, run_spec, run_target
 from infertriage.api.specs import BenchSpec, CompareABSpec, DiagnoseSpec, ReportSpec, ValidateSpec
+from infertriage.loadgen.validity import LevelFacts, judge_validity, nominal_of
 from infertriage.report.bench import level_slos
 from infertriage.report.compare import CompareResult, LevelComparison
 from infertriage.report.html import (
@@ -51,6 +53,7 @@ from infertriage.schemas import (
     Thresholds,
     UserError,
     ValidateRunInfo,
+    Validity,
     load_thresholds,
     read_json,
 )
@@ -93,8 +96,30 @@ def _thresholds(info: RunInfo) -> tuple[Thresholds, list[str]]:
         return Thresholds(), [f"the run's --slo no longer loads ({err}); default SLOs shown."]
 
 
-def _level(name: str, records: Sequence[RequestRecord], thresholds: Thresholds) -> LevelView:
+def _stored_validity(info: RunInfo) -> dict[str, Validity]:
+    """bench's own validity of each level (with its client's health and the lengths asked)."""
+    if not isinstance(info, BenchRunInfo):
+        return {}
+    out = {}
+    for level in info.summary.levels:
+        with contextlib.suppress(ValidationError):
+            if isinstance(name := level.get("name"), str) and level.get("validity"):
+                out[name] = Validity.model_validate(level["validity"])
+    return out
+
+
+def _level(
+    name: str,
+    records: Sequence[RequestRecord],
+    thresholds: Thresholds,
+    stored: Mapping[str, Validity] | None = None,
+) -> LevelView:
+    """A level's view; its validity bench's, else judged on its records (a level bench named)."""
     summary = summarize(records, default_slos(thresholds))
+    validity = (stored or {}).get(name)
+    mode, value = nominal_of(name)
+    if validity is None and mode is not None:
+        validity = judge_validity(records, thresholds, LevelFacts(mode=mode, value=value))
     ok = [r for r in records if r.ok]
     ttft = np.asarray([r.ttft_s for r in ok if r.ttft_s is not None], dtype=np.float64)
     itl = [itl_samples(r) for r in ok]
@@ -104,6 +129,7 @@ def _level(name: str, records: Sequence[RequestRecord], thresholds: Thresholds) 
         slo=level_slos(summary, thresholds),
         ttft_s=ttft,
         itl_s=np.concatenate(itl) if itl else np.zeros(0),
+        validity=validity,
     )
 
 
@@ -228,7 +254,10 @@ def build_report(run: RunDir) -> RunReport:
     signals = list(run.iter_records(run.signals, Signal))
     ab = info.command == "compare"
     groups = _groups(records, "arm" if ab else None)
-    levels = tuple(_level(name, group, thresholds) for name, group in groups.items() if group)
+    stored = _stored_validity(info)
+    levels = tuple(
+        _level(name, group, thresholds, stored) for name, group in groups.items() if group
+    )
     diagnosis = _diagnosis(run)
     hints = []
     if diagnosis is None and not ab:

@@ -54,7 +54,14 @@ from infertriage.schemas import (
     ValidityCheck,
 )
 
-__all__ = ["LevelFacts", "ValidityRules", "judge_validity", "level_validity"]
+__all__ = [
+    "LevelFacts",
+    "ValidityRules",
+    "client_verdict",
+    "judge_validity",
+    "level_validity",
+    "nominal_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,17 @@ def level_validity(
         client=client_verdict(level.client),
     )
     return judge_validity(records, thresholds, facts, rules)
+
+
+def nominal_of(level: str) -> tuple[str | None, float | None]:
+    """('rate', 4.0) of a level bench named "rate=4"; (None, None) of any other name."""
+    mode, sep, value = level.partition("=")
+    if not sep or mode not in {"rate", "concurrency"}:
+        return None, None
+    try:
+        return mode, float(value)
+    except ValueError:
+        return None, None
 
 
 def client_verdict(client: ClientDiagnostics) -> ClientVerdict:

@@ -1,6 +1,7 @@
 """report, level 4: the seven-layer bottleneck map on screen (rich) and as JSON.
 
-Titles, caveats and next steps may quote the server (its configuration, a
+The SLO line says when the sample it was judged on is INVALID, and why
+(`Diagnosis.validity`). Titles, caveats and next steps may quote the server (its configuration, a
 model name): every string reaches rich as data (`schemas.text`).
 """
 
@@ -117,9 +118,16 @@ def _summary(diagnosis: Diagnosis) -> Text:
         f" {'✓' if r.passed else '✗' if r.passed is not None else ''}"
         for r in diagnosis.slo
     )
-    text.append(f"SLOs: {show_controls(slo)}\n")
+    validity = diagnosis.validity
+    invalid = " — INVALID sample" if validity is not None and not validity.valid else ""
+    text.append(f"SLOs: {show_controls(slo)}")
+    text.append(f"{invalid}\n", style="red")
     if diagnosis.judged is not None:
         text.append(f"  {show_controls(diagnosis.judged.describe())}\n", style="dim")
+    for check in validity.failed if validity is not None else ():
+        sample = check.name.startswith("sample")
+        line = f"sample: {check.figure}; {check.fix}" if sample else check.line()
+        text.append(f"  INVALID {show_controls(line)}\n", style="red")
     caveats = sorted({f.caveat for r in diagnosis.layers for f in r.findings if f.caveat}, key=len)
     if caveats:  # the shortest is the reason itself; the others say what it made a warning
         text.append(

@@ -2,7 +2,9 @@
 
 A rule emits `Finding`s; `diagnose` ranks them into a `Diagnosis` that holds
 all seven layers, the primary bottleneck, the causal chain and the SLO
-results. This is the JSON written to diagnosis.json and printed by `--json`.
+results, with the window they were judged over and its validity (VALID, or
+INVALID with the reason: a map judged on too small a sample says so). This
+is the JSON written to diagnosis.json and printed by `--json`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from infertriage.schemas.frozen import FrozenModel
 from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
+from infertriage.schemas.validity import Validity
 
 __all__ = [
     "DIAGNOSIS_SCHEMA",
@@ -148,6 +151,8 @@ class Diagnosis(FrozenModel):
     slo: tuple[SloResult, ...] = ()
     client_bound: bool = False
     judged: JudgedWindow | None = None  # the window the client's SLO figures were judged over
+    # can that window's sample carry the SLO claims (`loadgen.validity`); None: not judged
+    validity: Validity | None = None
     # what the chain ends at: the SLOs missed, e.g. "TTFT p95 4.7 s (SLO 200 ms)"; "" if none
     symptom: str = ""
     unexplained: Unexplained | None = None  # a miss with no primary: said, never silent

@@ -26,7 +26,7 @@ from infertriage.analyze.stats.latency import steady_requests, summarize
 from infertriage.analyze.stats.outcomes import is_incomplete
 from infertriage.schemas import ErrorKind, JudgedWindow, RequestRecord, Signal
 
-__all__ = ["client_signals", "consistent_stream_cuts", "judged_window"]
+__all__ = ["client_signals", "consistent_stream_cuts", "judged_window", "measured_records"]
 
 _CUT_SPREAD = 0.1  # cut streams end within ±10 % of one elapsed time
 
@@ -69,9 +69,14 @@ def _as_measured(record: RequestRecord) -> RequestRecord | None:
     return dataclasses.replace(record, error_kind=ErrorKind.NONE, fault="")
 
 
+def measured_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The records `client_signals` judges: a stream cut by the run's end keeps its TTFT."""
+    return [m for m in (_as_measured(r) for r in records) if m is not None]
+
+
 def judged_window(records: Sequence[RequestRecord]) -> JudgedWindow:
     """The window `client_signals` judges the measured level's latency over, to report it."""
-    return steady_requests([m for m in (_as_measured(r) for r in records) if m is not None])[1]
+    return steady_requests(measured_records(records))[1]
 
 
 def client_signals(

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.report.compare import CompareResult
-from infertriage.schemas import Check, Diagnosis, Signal, SloResult
+from infertriage.schemas import Check, Diagnosis, Signal, SloResult, Validity
 
 __all__ = ["Band", "Chart", "LevelView", "RunReport", "Series"]
 
@@ -60,6 +60,7 @@ class LevelView:
     slo: tuple[SloResult, ...]
     ttft_s: FloatArray  # per finished request
     itl_s: FloatArray  # per output token
+    validity: Validity | None = None  # VALID, or INVALID with the reasons (`loadgen.validity`)
 
 
 @dataclass(frozen=True, slots=True)

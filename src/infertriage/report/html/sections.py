@@ -22,7 +22,14 @@ from infertriage.report.diagnosis import evidence_value, slo_value
 from infertriage.report.html.model import LevelView, RunReport
 from infertriage.report.html.svg import cdf_chart, format_axis, legend, time_chart
 from infertriage.report.validate import verdict_line as checklist_verdict
-from infertriage.schemas import CheckGroup, Diagnosis, Finding, LayerResult, SloResult
+from infertriage.schemas import (
+    CheckGroup,
+    Diagnosis,
+    Finding,
+    LayerResult,
+    SloResult,
+    Validity,
+)
 from infertriage.schemas.text import escape_html as _e
 
 __all__ = [
@@ -162,6 +169,7 @@ def slo_section(report: RunReport) -> str:
     if report.diagnosis is not None and report.diagnosis.slo:
         judged = report.diagnosis.judged
         note = f'<p class="dim">{_e(judged.describe())}</p>' if judged is not None else ""
+        note += _validity_note(report.diagnosis.validity, "sample")
         rows = _slo_rows(report.diagnosis.slo)
         return _section("slo", "SLOs", _table(["SLO", "target", "measured", ""], rows) + note)
     rows = [row for level in report.levels for row in _slo_rows(level.slo, level.name)]
@@ -193,6 +201,7 @@ def levels_section(report: RunReport) -> str:
                 _ms(s.itl, "p95"),
                 _ms(s.itl, "p99"),
                 _ms(s.e2e, "p95"),
+                _verdict(level.validity),
             ]
         )
     if not rows:
@@ -210,6 +219,7 @@ def levels_section(report: RunReport) -> str:
         "ITL p95",
         "ITL p99",
         "E2E p95",
+        "validity",
     ]
     note = (
         '<p class="dim">Latencies in ms over each level\'s steady window; ▶ the measured one.</p>'
@@ -221,7 +231,25 @@ def levels_section(report: RunReport) -> str:
         if level.summary.errors
     ]
     failures = f'<p>Errors:</p><ul class="errors">{"".join(errors)}</ul>' if errors else ""
-    return _section("levels", "Load levels", _table(head, rows, "num") + note + failures)
+    invalid = "".join(_validity_note(level.validity, _e(level.name)) for level in report.levels)
+    body = _table(head, rows, "num") + note + failures + invalid
+    return _section("levels", "Load levels", body)
+
+
+def _verdict(validity: Validity | None) -> str:
+    if validity is None:
+        return "–"
+    css = "pass" if validity.valid else "fail"
+    return f'<span class="status s-{css}">{validity.verdict}</span>'
+
+
+def _validity_note(validity: Validity | None, what: str) -> str:
+    """'INVALID sample: <reason>; <what would make it valid>', one item per failed check."""
+    if validity is None or validity.valid:
+        return ""
+    items = "".join(f"<li>{_e(check.line())}</li>" for check in validity.failed)
+    head = f'<span class="status s-fail">INVALID</span> {what}'
+    return f'<p class="caveat">{head}:</p><ul class="invalid">{items}</ul>'
 
 
 # --- distributions and time series -------------------------------------------------------------
