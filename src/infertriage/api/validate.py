@@ -9,9 +9,11 @@ DCGM and the server process, then a drain; writes every request to
 requests.jsonl (labelled `phase` performance or soak), metrics.jsonl,
 validate.json (the checklist, and the steady window the performance level's
 latency was judged over) and run.json; gives a `ValidateResult`, ready when
-no check failed. Its notes say which window was judged, and when the load
-client and the server shared a saturated host (`diagnose.contention`), whose
-wait for a CPU the latency checks then include. Ctrl-C (`api.interrupt`)
+no check failed — the performance level's sample validity among them (an
+INVALID level, too short or too small for its SLO claims, is never ready).
+Its notes say which window was judged, and when the load client and the
+server shared a saturated host (`diagnose.contention`), whose wait for a CPU
+the latency checks then include. Ctrl-C (`api.interrupt`)
 skips what is left, judges what ran and writes run.json with the status
 `interrupted`; the twin is stopped last.
 
@@ -71,9 +73,11 @@ from infertriage.schemas import (
     ValidateConfig,
     ValidateRunInfo,
     ValidateSummary,
+    Validity,
     check_out,
     checklist_ready,
     load_thresholds,
+    validity_check,
     write_json,
 )
 
@@ -166,7 +170,7 @@ class _Load:
 
 def _run_phases(
     target: Target, shared: SharedRun, load: _Load, interrupt: Interrupt
-) -> tuple[Phase, CollectedInfo]:
+) -> tuple[Phase, CollectedInfo, Validity | None]:
     clock = shared.clock
     collector = collector_for(target, shared.run, clock, metrics_optional=True)
     collector.start()
@@ -176,6 +180,7 @@ def _run_phases(
         idle_end = clock.now_ts()
         observer = within(load.observer, PERFORMANCE)
         perf = run_bench(load.performance(target.url), observer=observer, shared=shared)
+        validity = perf.levels[-1].validity if perf.levels else None  # the checklist's sample
         stop_if_rejected(perf)  # its line is in the error-rate check; over 2 % stops here
         if load.spec.soak_s > 0 and not interrupt.requested:
             measured = perf.levels[-1].summary.request_throughput if perf.levels else 0.0
@@ -190,7 +195,7 @@ def _run_phases(
             interrupt.wait(_DRAIN_S)
     finally:
         collected = collector.stop()
-    return Phase(idle_end, load_end, clock.now_ts()), collected
+    return Phase(idle_end, load_end, clock.now_ts()), collected, validity
 
 
 def _load(
@@ -235,8 +240,9 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
         with in_phase(observer, "cold start"):
             cold_start = cold_start_check(target, spec)  # before any other request
         checks = _functional_checks(spec, target.url, observer)
-        phase, collected = _run_phases(target, shared, load, interrupt)
+        phase, collected, validity = _run_phases(target, shared, load, interrupt)
         checks += [cold_start, _long_generation(target, spec, run, (thresholds, interrupt))]
+        checks.append(validity_check(validity))  # an INVALID performance level: never ready
         if interrupt.requested:
             notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
         measured = _measured(run, phase, thresholds, spec.soak_s, spec.seed)

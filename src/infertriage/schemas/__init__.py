@@ -7,7 +7,14 @@ user-error type. Imports nothing else from infertriage.
 """
 
 from infertriage.schemas.baselines import BaselineStore, SavedBaseline, default_store_root
-from infertriage.schemas.checks import Check, CheckGroup, CheckStatus, checklist_ready
+from infertriage.schemas.checks import (
+    SAMPLE_VALIDITY,
+    Check,
+    CheckGroup,
+    CheckStatus,
+    checklist_ready,
+    validity_check,
+)
 from infertriage.schemas.diagnosis import (
     DIAGNOSIS_SCHEMA,
     ChainLink,
@@ -88,6 +95,7 @@ __all__ = [
     "LAYER_ORDER",
     "MIB",
     "RUN_SCHEMA",
+    "SAMPLE_VALIDITY",
     "VOCABULARY",
     "BaselineStore",
     "BenchRunInfo",
@@ -157,5 +165,6 @@ __all__ = [
     "read_json",
     "read_jsonl",
     "run_info_schema",
+    "validity_check",
     "write_json",
 ]

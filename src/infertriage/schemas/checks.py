@@ -5,6 +5,8 @@ found: its group, a dotted name, a status and one sentence of detail (on a
 failure, what is wrong and why it matters), with the figures it used (SI).
 A `marginal` check passed on its point estimate but its confidence interval
 crosses the limit: the run was too small or too close to prove the SLO.
+`validity_check` makes the checklist's "sample validity" item of a measured
+level's `Validity`: an INVALID level fails it, so the checklist cannot be ready.
 """
 
 from __future__ import annotations
@@ -13,7 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ["Check", "CheckGroup", "CheckStatus", "checklist_ready"]
+from infertriage.schemas.validity import Validity
+
+__all__ = [
+    "SAMPLE_VALIDITY",
+    "Check",
+    "CheckGroup",
+    "CheckStatus",
+    "checklist_ready",
+    "validity_check",
+]
+
+SAMPLE_VALIDITY = "performance.sample_validity"
 
 
 class CheckGroup(StrEnum):
@@ -47,3 +60,19 @@ class Check:
 def checklist_ready(checks: Sequence[Check]) -> bool:
     """Ready means no check failed (marginal and skipped checks are reported, not failed)."""
     return not any(check.failed for check in checks)
+
+
+def validity_check(validity: Validity | None, level: str = "the performance level") -> Check:
+    """The "sample validity" item: PASS on a VALID level, FAIL on an INVALID one, with why."""
+    if validity is None:
+        why = f"{level} was not measured (interrupted before it), so its sample is not judged."
+        return Check(CheckGroup.PERFORMANCE, SAMPLE_VALIDITY, CheckStatus.SKIP, why)
+    figures = {
+        "num_checks": float(len(validity.checks)),
+        "num_failed": float(len(validity.failed)),
+    }
+    if validity.valid:
+        detail = f"{level} is VALID: " + "; ".join(check.line() for check in validity.checks)
+        return Check(CheckGroup.PERFORMANCE, SAMPLE_VALIDITY, CheckStatus.PASS, detail, figures)
+    detail = f"{level} is {validity.line()}"
+    return Check(CheckGroup.PERFORMANCE, SAMPLE_VALIDITY, CheckStatus.FAIL, detail, figures)
