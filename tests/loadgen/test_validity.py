@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from infertriage.analyze.stats.latency import ClientVerdict
-from infertriage.loadgen.validity import LevelFacts, ValidityRules, judge_validity
+from infertriage.loadgen.validity import LevelFacts, ValidityRules, judge_validity, nominal_of
 from infertriage.schemas import (
+    SAMPLE_VALIDITY,
+    CheckStatus,
     Chunk,
     RequestRecord,
     SloProfile,
@@ -14,6 +16,8 @@ from infertriage.schemas import (
     TokenSource,
     Validity,
     ValidityCheck,
+    checklist_ready,
+    validity_check,
 )
 
 T = Thresholds()  # TTFT p95 200 ms, ITL p95 50 ms
@@ -177,3 +181,20 @@ def test_a_verdict_must_agree_with_its_checks() -> None:
     validity = Validity.of([failed])
     assert validity.line() == "INVALID: x: f; do y"
     assert Validity.model_validate(validity.model_dump(mode="json")) == validity
+
+
+def test_a_level_name_gives_its_nominal_load() -> None:
+    assert nominal_of("rate=4") == ("rate", 4.0)
+    assert nominal_of("concurrency=16") == ("concurrency", 16.0)
+    assert nominal_of("rate=inf") == ("rate", float("inf"))
+    assert nominal_of("replay") == (None, None) and nominal_of("rate=x") == (None, None)
+
+
+def test_the_checklist_item_fails_on_an_invalid_level_and_skips_an_unmeasured_one() -> None:
+    valid = judge_validity(_records(200, gap_s=0.1), T, _rate(10.0))
+    invalid = judge_validity(_records(36, gap_s=0.1), T, _rate(10.0))
+    assert validity_check(valid).status is CheckStatus.PASS
+    check = validity_check(invalid)
+    assert check.failed and check.name == SAMPLE_VALIDITY and "is INVALID: duration" in check.detail
+    assert not checklist_ready([check]) and checklist_ready([validity_check(valid)])
+    assert validity_check(None).status is CheckStatus.SKIP
