@@ -24,8 +24,10 @@ value, the prompt lengths asked, the client's own verdict); gives a
 - steady state: an open loop kept up (`sweep.judge_stable`: completions and TTFT
   growth); a closed loop's TTFT from the intended start stayed bounded
   (`sweep.ttft_bounded`);
-- client: the load client was neither the bottleneck nor on a busy host
-  (`latency.judge_client`: schedule lag, client CPU, event-loop stalls).
+- client: the load client was not the bottleneck (`latency.judge_client`:
+  schedule lag, client CPU, event-loop stalls). Stamps run late on a busy
+  host, with the client mostly idle, pass with the reasons in the figure: bench
+  warns of it, and it is the host, not the sample, that is at fault.
 """
 
 from __future__ import annotations
@@ -202,8 +204,8 @@ def _sample(
     n, over = stop.num_judged, stop.num_over
     claim = f"p{percentile * 100:g} {metric} claim"
     rule = (
-        f"within {_ms(limit)}: LoadGen's early stopping at {rules.confidence:.0%} confidence; "
-        f"missing it: over {1 - percentile:.0%} of requests over the limit at that confidence"
+        f"LoadGen's early stopping at {rules.confidence:.0%} confidence (a miss: over "
+        f"{1 - percentile:.0%} of requests over {_ms(limit)} at that confidence)"
     )
     over_text = "none" if over == 0 else str(over)
     if n and over > (1.0 - percentile) * n:  # the sample says the SLO is missed: is it sure?
@@ -309,6 +311,7 @@ def _lengths(
 
 def _steady(records: Sequence[RequestRecord], facts: LevelFacts) -> ValidityCheck:
     slope, ratio = ttft_growth(records)
+    slope = round(slope, 3) + 0.0  # no "-0.000"
     growth = (
         f"TTFT from the intended start grew {slope:.3f} s/s, last quarter {ratio:.2f}× the first"
     )
@@ -327,8 +330,8 @@ def _steady(records: Sequence[RequestRecord], facts: LevelFacts) -> ValidityChec
 
 def _client(client: ClientVerdict | None) -> ValidityCheck:
     rule = (
-        "the load client neither the bottleneck nor late on a busy host "
-        "(schedule lag, CPU, event loop)"
+        "the load client not the bottleneck (`judge_client`: schedule lag, client CPU, "
+        "event-loop stalls); a busy host's late stamps are a warning"
     )
     if client is None:
         return ValidityCheck(name="client", passed=True, figure="not measured", rule=rule)
@@ -336,8 +339,7 @@ def _client(client: ClientVerdict | None) -> ValidityCheck:
         figure = "client-bound: " + "; ".join(client.reasons)
         fix = "more --workers or a lower load"
         return ValidityCheck(name="client", passed=False, figure=figure, rule=rule, fix=fix)
-    if client.host_busy:
-        figure = "busy host: " + "; ".join(client.reasons)
-        fix = "a host with idle cores for the client (the stamps ran late)"
-        return ValidityCheck(name="client", passed=False, figure=figure, rule=rule, fix=fix)
+    if client.host_busy:  # late, not by the client's own work: bench warns of it
+        figure = "kept up; the host ran its stamps late: " + "; ".join(client.reasons)
+        return ValidityCheck(name="client", passed=True, figure=figure, rule=rule)
     return ValidityCheck(name="client", passed=True, figure="kept its schedule", rule=rule)
