@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from infertriage.schemas import SAMPLE_VALIDITY
+
 Cli = Callable[[list[str]], tuple[int, Any]]
 _LIGHT = "synthetic:input=100,output=32"
 
@@ -48,7 +50,9 @@ def test_light_load_no_bottleneck_and_validate_passes(
              "--out", str(tmp_path / "v")]
         )  # fmt: skip
         failed = {c["name"]: c["detail"] for c in checklist["checks"] if c["status"] == "fail"}
-        assert code == 0 and checklist["ready"], failed
+        # a short CPU run may judge too few requests for a p95 claim: INVALID, never ready
+        assert set(failed) <= {SAMPLE_VALIDITY}, failed
+        assert code == (1 if failed else 0) and checklist["ready"] == (not failed)
 
 
 def test_one_slot_under_concurrent_load_is_scheduling(

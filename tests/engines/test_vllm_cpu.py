@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from infertriage.schemas import SAMPLE_VALIDITY
+
 Cli = Callable[[list[str]], tuple[int, Any]]
 _CPU_SLO = "ttft_p95=1s,itl_p95=200ms"
 
@@ -53,7 +55,9 @@ def test_light_load_no_bottleneck_and_validate_passes(
              "--server-pid", str(server.pid), "--out", str(tmp_path / "v")]
         )  # fmt: skip
         failed = {c["name"]: c["detail"] for c in checklist["checks"] if c["status"] == "fail"}
-        assert code == 0 and checklist["ready"], failed
+        # a short CPU run may judge too few requests for a p95 claim: INVALID, never ready
+        assert set(failed) <= {SAMPLE_VALIDITY}, failed
+        assert code == (1 if failed else 0) and checklist["ready"] == (not failed)
 
 
 def test_few_kv_blocks_and_long_prompts_are_memory(
