@@ -11,7 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.schemas import Diagnosis, EvidenceItem, Finding, LayerResult, Status
+from infertriage.schemas import Diagnosis, EvidenceItem, Finding, LayerResult, Status, Validity
 from infertriage.schemas.text import show_controls, terminal_text
 
 __all__ = ["diagnosis_to_json", "evidence_text", "evidence_value", "render_diagnosis", "slo_value"]
@@ -111,6 +111,17 @@ def _slowest(diagnosis: Diagnosis) -> Text:
     return text
 
 
+def _validity_lines(validity: Validity, text: Text) -> None:
+    """'VALID sample: <its first claim>', or 'INVALID sample: <why>; <what would fix it>'."""
+    claims = [check for check in validity.checks if check.name.startswith("sample")]
+    if validity.valid and claims:
+        text.append(f"  VALID sample: {show_controls(claims[0].figure)}\n", style="dim")
+    for check in validity.failed:
+        is_sample = check.name.startswith("sample")
+        line = f"sample: {check.figure}; {check.fix}" if is_sample else check.line()
+        text.append(f"  INVALID {show_controls(line)}\n", style="red")
+
+
 def _summary(diagnosis: Diagnosis) -> Text:
     text = Text()
     slo = ", ".join(
@@ -124,10 +135,8 @@ def _summary(diagnosis: Diagnosis) -> Text:
     text.append(f"{invalid}\n", style="red")
     if diagnosis.judged is not None:
         text.append(f"  {show_controls(diagnosis.judged.describe())}\n", style="dim")
-    for check in validity.failed if validity is not None else ():
-        sample = check.name.startswith("sample")
-        line = f"sample: {check.figure}; {check.fix}" if sample else check.line()
-        text.append(f"  INVALID {show_controls(line)}\n", style="red")
+    if validity is not None:
+        _validity_lines(validity, text)
     caveats = sorted({f.caveat for r in diagnosis.layers for f in r.findings if f.caveat}, key=len)
     if caveats:  # the shortest is the reason itself; the others say what it made a warning
         text.append(

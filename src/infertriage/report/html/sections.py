@@ -231,7 +231,11 @@ def levels_section(report: RunReport) -> str:
         if level.summary.errors
     ]
     failures = f'<p>Errors:</p><ul class="errors">{"".join(errors)}</ul>' if errors else ""
-    invalid = "".join(_validity_note(level.validity, _e(level.name)) for level in report.levels)
+    invalid = "".join(
+        _validity_note(level.validity, _e(level.name))
+        for level in report.levels
+        if level.validity is not None and not level.validity.valid
+    )
     body = _table(head, rows, "num") + note + failures + invalid
     return _section("levels", "Load levels", body)
 
@@ -244,9 +248,13 @@ def _verdict(validity: Validity | None) -> str:
 
 
 def _validity_note(validity: Validity | None, what: str) -> str:
-    """'INVALID sample: <reason>; <what would make it valid>', one item per failed check."""
-    if validity is None or validity.valid:
+    """'INVALID sample:' and one item per failed check (its reason and what would make it
+    valid); 'VALID sample: <the first claim's sample>' when none failed."""
+    if validity is None:
         return ""
+    if validity.valid:
+        sample = [c.figure for c in validity.checks if c.name.startswith("sample")]
+        return f'<p class="dim">VALID {what}: {_e(sample[0])}</p>' if sample else ""
     items = "".join(f"<li>{_e(check.line())}</li>" for check in validity.failed)
     head = f'<span class="status s-fail">INVALID</span> {what}'
     return f'<p class="caveat">{head}:</p><ul class="invalid">{items}</ul>'
