@@ -377,10 +377,11 @@ def _saturation_warning(
         if len(reports) > 1
         else ""
     )
+    why = "its queue grew without bound" if verdict.rule == "queue" else "it fell behind"
     return (
-        f"level {level.name} stopped early{workers}, {verdict.describe()}; its figures cover "
-        f"the {level.summary.num_requests} of {scheduled} scheduled requests sent before the "
-        "stop (--no-stop-on-saturation runs it to its end)."
+        f"level {level.name} stopped early at {verdict.at_s:.1f} s{workers}, over-saturated "
+        f"({why}): its figures cover the {level.summary.num_requests} of {scheduled} scheduled "
+        "requests sent before the stop (--no-stop-on-saturation runs it to its end)."
     )
 
 
