@@ -73,3 +73,25 @@ def test_a_comfortable_level_runs_to_its_end(tmp_path: Path) -> None:
     assert scheduled[-1] - scheduled[0] > MIN_ELAPSED_S  # issued past the detector's minimum
     document = json.loads((tmp_path / "run" / "run.json").read_text())
     assert document["summary"]["levels"][0]["saturation"] is None
+
+
+def test_each_worker_judges_its_own_share(tmp_path: Path) -> None:
+    with TwinProcess("queue-bound", load_time_s=0.1) as twin:
+        result = run_bench(
+            BenchSpec(
+                url=twin.url,
+                rates=[40],
+                workers=2,
+                duration_s=LEVEL_S,
+                drain_timeout_s=2,
+                workload=WORKLOAD,
+                check_tokens=False,
+                out=tmp_path / "run",
+            )
+        )
+    level = result.levels[0]
+    assert level.saturation is not None and level.saturation.rule == "queue"
+    assert level.saturation.at_s < LEVEL_S / 2 and level.stable is False
+    assert level.client.num_workers == 2
+    assert level.summary.num_requests < 40 * LEVEL_S / 2
+    assert any("workers judges its share" in w for w in result.warnings)
