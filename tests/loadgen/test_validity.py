@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infertriage.analyze.stats.latency import ClientVerdict
+from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.validity import LevelFacts, ValidityRules, judge_validity, nominal_of
 from infertriage.schemas import (
     SAMPLE_VALIDITY,
@@ -198,3 +199,11 @@ def test_the_checklist_item_fails_on_an_invalid_level_and_skips_an_unmeasured_on
     assert check.failed and check.name == SAMPLE_VALIDITY and "is INVALID: duration" in check.detail
     assert not checklist_ready([check]) and checklist_ready([validity_check(valid)])
     assert validity_check(None).status is CheckStatus.SKIP
+
+
+def test_a_level_stopped_as_over_saturated_is_invalid() -> None:
+    stop = Saturation("queue", 12.0, 5.8, 175, 318, 26.9, 183, 326, 8.0, 34.5, 2.2, 430, 110)
+    records = _records(200, gap_s=0.1)  # whatever the records say, the stop decides
+    check = _check(judge_validity(records, T, _rate(10.0, saturation=stop)), "steady state")
+    assert not check.passed and "the queue grew from 175 to 318" in check.figure
+    assert "lower rate" in check.fix

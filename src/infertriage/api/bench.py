@@ -66,6 +66,7 @@ from infertriage.loadgen.results import (
     TokenCheck,
 )
 from infertriage.loadgen.runner import LoadPlan, WorkerReport
+from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.spec import client_config
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.loadgen.validity import level_validity
@@ -266,13 +267,19 @@ class _Session:
             drain_settle_share=cfg.drain_settle_share,
             id_prefix=f"{self.tag}-{index}",
             labels=(("level", name), *self.labels),
+            stop_on_saturation=cfg.stop_on_saturation
+            and mode is LoadMode.RATE
+            and not math.isinf(value),
         )
+        if plan.watches_saturation and self.engine.load_engine == "locust" and not index:
+            self.warnings.append(_LOCUST_UNWATCHED)
         self.records = []
         if self.observer is not None:
             self.observer.phase_started(name, duration_s=cfg.duration_s, num_requests=len(schedule))
         run = self.engine.run_level(plan)
         self.warnings += run.lost
         reports, interrupted = run.reports, run.interrupted
+        saturation = _first_verdict(reports)
         summary = summarize(self.records, self.slos, seed=cfg.seed)
         level = LevelResult(
             name=name,
@@ -286,9 +293,10 @@ class _Session:
             exhausted=any(r.exhausted for r in reports),
             num_backoffs=sum(r.num_backoffs for r in reports),
             prefix_reuse=prefix_reuse(self.records, run=self.all_records),
-            stable=judge_stable(self.records, summary.window)
+            stable=judge_stable(self.records, summary.window, saturation)
             if mode is LoadMode.RATE and not math.isinf(value)
             else None,
+            saturation=saturation,
         )
         asked = (  # synthetic prompts only: a dataset's lengths are estimates, a history grows
             {f"{plan.id_prefix}-{s.index}": s.prompt_tokens for s in schedule.specs}
@@ -303,6 +311,8 @@ class _Session:
             asked_prompt_tokens=asked,
         )
         level = dataclasses.replace(level, validity=validity)
+        if saturation is not None:
+            self.warnings.append(_saturation_warning(level, saturation, reports, len(schedule)))
         self.levels.append(level)
         self.warnings += (
             caveats.level_warnings(level, exact_asked=cfg.ignore_eos)
@@ -359,6 +369,36 @@ class _Session:
         self.warnings += tokencheck.token_check_warnings(
             check, have_tokenizer=self.tokenizer is not None
         )
+
+
+_LOCUST_UNWATCHED = (
+    "--locust-workers: rate levels are not watched for over-saturation (one event loop or "
+    "--workers only); each runs to its end."
+)
+
+
+def _first_verdict(reports: Sequence[WorkerReport]) -> Saturation | None:
+    """The earliest over-saturated verdict of the level's workers (each judges its share)."""
+    verdicts = [r.saturation for r in reports if r.saturation is not None]
+    return min(verdicts, key=lambda v: v.at_s) if verdicts else None
+
+
+def _saturation_warning(
+    level: LevelResult, verdict: Saturation, reports: Sequence[WorkerReport], scheduled: int
+) -> str:
+    stopped = sum(1 for r in reports if r.saturation is not None)
+    workers = (
+        f" (each of {len(reports)} workers judges its share: {stopped} stopped; the first's "
+        "evidence)"
+        if len(reports) > 1
+        else ""
+    )
+    why = "its queue grew without bound" if verdict.rule == "queue" else "it fell behind"
+    return (
+        f"level {level.name} stopped early at {verdict.at_s:.1f} s{workers}, over-saturated "
+        f"({why}): its figures cover the {level.summary.num_requests} of {scheduled} scheduled "
+        "requests sent before the stop (--no-stop-on-saturation runs it to its end)."
+    )
 
 
 def _span(schedule: Schedule) -> float:

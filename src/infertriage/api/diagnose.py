@@ -152,6 +152,9 @@ class _Sweep:
                 "duration_s": duration_s,
                 "drain_timeout_s": _MEASURED_DRAIN_TIMEOUT_S if measured else _DRAIN_TIMEOUT_S,
                 "drain_settle_share": _MEASURED_DRAIN_SETTLE if measured else None,
+                # the overload phase (the one rate load) overloads on purpose: its queue
+                # is the evidence, not a reason to stop
+                "stop_on_saturation": False,
             }
         )
         return run_bench(spec, observer=within(self.observer, phase), shared=self.shared)

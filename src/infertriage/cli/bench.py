@@ -89,6 +89,11 @@ def bench(
         True, "--tokenize-check/--no-tokenize-check", help="Count prompts with /tokenize."
     ),
     uvloop: bool = typer.Option(True, "--uvloop/--no-uvloop", help="Use uvloop where installed."),
+    stop_on_saturation: bool = typer.Option(
+        True,
+        "--stop-on-saturation/--no-stop-on-saturation",
+        help="Stop a --rate level once its queue grows without bound.",
+    ),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> int:
@@ -130,6 +135,7 @@ def bench(
         ignore_eos=ignore_eos,
         check_tokens=tokenize_check,
         use_uvloop=uvloop,
+        stop_on_saturation=stop_on_saturation,
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_bench(spec, observer=view)

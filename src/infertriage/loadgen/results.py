@@ -22,6 +22,7 @@ from typing import Protocol
 from infertriage.analyze.signals.reuse import PrefixReuse
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
+from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.spec import BenchSpec
 from infertriage.schemas import RequestRecord, Thresholds, Validity
 from infertriage.workload import FitReport
@@ -71,6 +72,7 @@ class LevelResult:
     num_backoffs: int = 0  # closed loop: users that waited after a fast failure
     prefix_reuse: PrefixReuse | None = None  # the prompts' reuse of earlier prefixes, as sent
     validity: Validity | None = None  # can the level be trusted (`loadgen.validity`)
+    saturation: Saturation | None = None  # open loop: stopped early, over-saturated
 
 
 @dataclass(frozen=True, slots=True)

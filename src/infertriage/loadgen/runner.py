@@ -12,10 +12,14 @@ requests then get `drain_timeout_s` before they are cancelled and recorded as
 `timeout:run_deadline`, or less when the plan lets the drain settle
 (`drain_deadline_ns`, the one rule the Locust worker applies too). Cancelling
 the run (Ctrl-C, or `stop()` turning true) records every in-flight request as
-`client:cancelled` with what it measured. A schedule of sessions (agentic workloads)
-sends each session's steps in order, a step once the previous one is answered and its
-delay has passed: an open loop starts a session at its first request's deadline, a
-closed loop's user runs one session at a time; no step starts after the duration.
+`client:cancelled` with what it measured. An open loop whose plan asks
+(`stop_on_saturation`) feeds a `saturation.SaturationDetector` each record and a look
+every `TICK_S` (requests due, finished, streaming); on its verdict it stops issuing as at
+the duration's end (the drain as above) and the report carries the verdict. A schedule
+of sessions (agentic workloads) sends each session's steps in order, a step once the
+previous one is answered and its delay has passed: an open loop starts a session at its
+first request's deadline, a closed loop's user runs one session at a time; no step
+starts after the duration (sessions are not watched for saturation).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from collections.abc import Callable, Collection, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
+import numpy as np
+
 from infertriage.loadgen.client import ClientConfig, RequestClient, StreamState, make_session
+from infertriage.loadgen.saturation import TICK_S, Saturation, SaturationDetector
 from infertriage.schemas import ErrorKind, RequestRecord
 from infertriage.workload import RequestSpec, Schedule, Session, TextRenderer, TokenCounter
 
@@ -77,6 +84,12 @@ class LoadPlan:
     drain_settle_share: float | None = None  # or less, once this share finished (`drain_settled`)
     id_prefix: str = "r"
     labels: tuple[tuple[str, str], ...] = ()  # added to every record (the level's name)
+    stop_on_saturation: bool = False  # open loop of requests: stop issuing once over-saturated
+
+    @property
+    def watches_saturation(self) -> bool:
+        """The plan is an open loop of requests (not sessions) that asks to be watched."""
+        return self.stop_on_saturation and not self.closed and self.schedule.sessions is None
 
     @property
     def closed(self) -> bool:
@@ -98,6 +111,7 @@ class WorkerReport:
     num_reads: int = 0  # socket reads of streamed bodies
     num_events: int = 0  # SSE events those reads carried
     num_backoffs: int = 0  # closed loop: waits after a fast failure
+    saturation: Saturation | None = None  # the verdict that stopped its issuing
 
 
 def have_uvloop() -> bool:
@@ -226,7 +240,9 @@ class _Run:
         self.num_records = 0
         self.exhausted = False
         self.num_backoffs = 0
+        self.saturation: Saturation | None = None
         self.lag: list[float] = []
+        self.detector = SaturationDetector() if plan.watches_saturation else None
         cap = plan.max_concurrency if not plan.closed else None
         self.slots = asyncio.Semaphore(cap) if cap else None
         duration = plan.duration_s
@@ -236,6 +252,32 @@ class _Run:
         record = state.record(request_id, self.clock_start_ns, self.tokenizer, self.plan.labels)
         self.sink(record)
         self.num_records += 1
+        if self.detector is not None:  # the detector counts from the level's start
+            origin = (self.load_start_ns - self.clock_start_ns) * 1e-9
+            first, end = record.first_token_ts, record.end_ts
+            self.detector.finished(
+                record.scheduled_ts - origin,
+                None if first is None else first - origin,
+                None if end is None else end - origin,
+            )
+
+    async def watch_saturation(self, issuing: asyncio.Task[Any]) -> None:
+        """Look every `TICK_S` while the open loop issues; cancel its issuing on a verdict."""
+        detector, offsets = self.detector, self.plan.schedule.offsets_s
+        assert detector is not None and offsets is not None
+        while not issuing.done():
+            await asyncio.sleep(TICK_S)
+            now_s = (time.perf_counter_ns() - self.load_start_ns) * 1e-9
+            verdict = detector.tick(
+                now_s,
+                due=int(np.searchsorted(offsets, now_s, side="right")),
+                finished=self.num_records,
+                streaming=sum(1 for state in self.running.values() if state.chunks),
+            )
+            if verdict is not None:
+                self.saturation = verdict
+                issuing.cancel()
+                return
 
     async def one(self, spec: RequestSpec, scheduled_ns: int) -> bool:
         """Send one request and emit its record; true when it failed fast, before any token."""
@@ -424,7 +466,7 @@ async def run_load(
         cpu0, wall0 = time.process_time(), time.perf_counter_ns()
         try:
             await sleep_until(load_start_ns)
-            await (run.closed_loop() if plan.closed else run.open_loop())
+            await _issue(run, me, helpers)
             await run.drain()
         except asyncio.CancelledError:
             me.uncancel()
@@ -450,4 +492,19 @@ async def run_load(
         num_reads=run.client.num_reads,
         num_events=run.client.num_events,
         num_backoffs=run.num_backoffs,
+        saturation=run.saturation,
     )
+
+
+async def _issue(run: _Run, me: asyncio.Task[Any], helpers: list[asyncio.Task[Any]]) -> None:
+    """Send the plan; an open loop that is watched stops early on an over-saturated verdict."""
+    if run.detector is None:
+        await (run.closed_loop() if run.plan.closed else run.open_loop())
+        return
+    issuing = asyncio.create_task(run.open_loop())
+    helpers.append(asyncio.create_task(run.watch_saturation(issuing)))
+    try:
+        await issuing
+    except asyncio.CancelledError:
+        if me.cancelling() or run.saturation is None:  # Ctrl-C or stop(): not the detector's
+            raise

@@ -183,6 +183,8 @@ class BenchSpec(CommandSpec):
     # count a sample of prompts with the server's /tokenize
     check_tokens: bool = Field(default=True, json_schema_extra={"flag": "--tokenize-check"})
     use_uvloop: bool = Field(default=True, json_schema_extra={"flag": "--uvloop"})
+    # an open-loop rate level stops issuing once over-saturated (`loadgen.saturation`)
+    stop_on_saturation: bool = True
     labels: tuple[tuple[str, str], ...] = ()
 
     @model_validator(mode="before")

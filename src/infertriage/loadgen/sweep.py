@@ -9,7 +9,8 @@ from the intended start does not grow without bound — its least-squares
 slope against the scheduled time stays under 0.05 s per s, or the last
 quarter's median TTFT stays under 1.5× the first quarter's. The knee is the
 highest stable rate below the trailing run of unstable rates (saturation
-persists above it; one spurious verdict lower down does not move it).
+persists above it; one spurious verdict lower down does not move it). A level
+stopped early as over-saturated (`saturation`) is unstable, whatever its records.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from infertriage.analyze.stats.latency import Window
 from infertriage.loadgen.results import Knee, LevelResult
+from infertriage.loadgen.saturation import Saturation
 from infertriage.schemas import RequestRecord
 
 __all__ = [
@@ -65,8 +67,13 @@ def ttft_growth(records: Sequence[RequestRecord]) -> tuple[float, float]:
     return slope, late / max(early, 1e-9)
 
 
-def judge_stable(records: Sequence[RequestRecord], window: Window) -> bool:
-    """Did the server keep up? Completions (any outcome) against the sends of the window."""
+def judge_stable(
+    records: Sequence[RequestRecord], window: Window, saturation: Saturation | None = None
+) -> bool:
+    """Did the server keep up? Completions (any outcome) against the sends of the window;
+    never, when the level was stopped as over-saturated."""
+    if saturation is not None:
+        return False
     sent = sum(1 for r in records if r.sent_ts in window)
     done = sum(1 for r in records if r.end_ts is not None and r.end_ts in window)
     if sent and done < _MIN_COMPLETION * sent:

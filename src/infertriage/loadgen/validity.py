@@ -21,9 +21,9 @@ value, the prompt lengths asked, the client's own verdict); gives a
 - lengths: mean output tokens ≥ 90 % of those asked (when outputs were asked
   exactly: `ignore_eos`), and the server's prompt counts (`usage`) within 10 %
   or 32 tokens (a chat template's own) of the lengths asked;
-- steady state: an open loop kept up (`sweep.judge_stable`: completions and TTFT
-  growth); a closed loop's TTFT from the intended start stayed bounded
-  (`sweep.ttft_bounded`);
+- steady state: not stopped early as over-saturated (`loadgen.saturation`); an
+  open loop kept up (`sweep.judge_stable`: completions and TTFT growth); a closed
+  loop's TTFT from the intended start stayed bounded (`sweep.ttft_bounded`);
 - client: the load client was not the bottleneck (`latency.judge_client`:
   schedule lag, client CPU, event-loop stalls). Stamps run late on a busy
   host, with the client mostly idle, pass with the reasons in the figure: bench
@@ -45,6 +45,7 @@ from infertriage.analyze.stats.latency import (
     tpot_s,
 )
 from infertriage.loadgen.results import ClientDiagnostics, LevelResult
+from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.sweep import judge_stable, ttft_bounded, ttft_growth
 from infertriage.schemas import (
     JudgedWindow,
@@ -88,6 +89,7 @@ class LevelFacts:
     exact_outputs: bool = True  # outputs asked exactly (ignore_eos): held to their length
     asked_prompt_tokens: Mapping[str, int] = field(default_factory=dict)  # by record id
     client: ClientVerdict | None = None  # None: the client's health was not measured
+    saturation: Saturation | None = None  # the level was stopped early, over-saturated
 
 
 def level_validity(
@@ -107,6 +109,7 @@ def level_validity(
         exact_outputs=exact_outputs,
         asked_prompt_tokens=asked_prompt_tokens or {},
         client=client_verdict(level.client),
+        saturation=level.saturation,
     )
     return judge_validity(records, thresholds, facts, rules)
 
@@ -310,6 +313,14 @@ def _lengths(
 
 
 def _steady(records: Sequence[RequestRecord], facts: LevelFacts) -> ValidityCheck:
+    if facts.saturation is not None:  # stopped while its queue grew: no steady state to judge
+        return ValidityCheck(
+            name="steady state",
+            passed=False,
+            figure=facts.saturation.describe(),
+            rule="not stopped early as over-saturated (`loadgen.saturation`)",
+            fix="a lower rate: the server could not keep up, so no figure of this level holds",
+        )
     slope, ratio = ttft_growth(records)
     slope = round(slope, 3) + 0.0  # no "-0.000"
     growth = (

@@ -31,6 +31,7 @@ from infertriage.loadgen.results import (
     LevelResult,
     TokenCheck,
 )
+from infertriage.loadgen.saturation import Saturation
 from infertriage.schemas import RequestRecord, SloResult, Thresholds, Validity
 from infertriage.schemas.text import show_controls, terminal_text
 
@@ -162,11 +163,36 @@ def level_to_json(level: LevelResult, thresholds: Thresholds) -> dict[str, objec
         "interrupted": level.interrupted,
         "backoffs": level.num_backoffs,  # closed loop: waits after a fast failure
         "stable": level.stable,
+        "over_saturated": level.saturation is not None,  # stopped early (`saturation`)
         **_summary_json(level.summary),
         "slo": _slo_json(level.summary, thresholds),
         "client": _client_json(level.client),
         "valid": level.validity.valid if level.validity is not None else None,
         "validity": level.validity.model_dump(mode="json") if level.validity else None,
+        "saturation": _saturation_json(level.saturation),
+    }
+
+
+def _saturation_json(verdict: Saturation | None) -> dict[str, object] | None:
+    """An over-saturated level's verdict and evidence (seconds from the level's start)."""
+    if verdict is None:
+        return None
+    return {
+        "verdict": "over-saturated",
+        "rule": verdict.rule,
+        "at_s": verdict.at_s,
+        "window_s": verdict.window_s,
+        "queue_start": verdict.queue_start,
+        "queue_end": verdict.queue_end,
+        "queue_slope": verdict.queue_slope,
+        "in_flight_start": verdict.in_flight_start,
+        "in_flight_end": verdict.in_flight_end,
+        "achieved_rate": verdict.achieved_rate,
+        "target_rate": verdict.target_rate,
+        "ttft_slope": verdict.ttft_slope,
+        "num_due": verdict.num_due,
+        "num_finished": verdict.num_finished,
+        "describe": verdict.describe(),
     }
 
 
@@ -330,7 +356,11 @@ def _level_lines(level: LevelResult, text: Text) -> None:
     s, c = level.summary, level.client
     notes = [
         note
-        for flag, note in ((level.stable is False, "unstable"), (c.client_bound, "client-bound"))
+        for flag, note in (
+            (level.saturation is not None, "over-saturated, stopped early"),
+            (level.stable is False, "unstable"),
+            (c.client_bound, "client-bound"),
+        )
         if flag
     ]
     head = f"{show_controls(level.name)}{' (' + ', '.join(notes) + ')' if notes else ''}:"
@@ -349,6 +379,8 @@ def _level_lines(level: LevelResult, text: Text) -> None:
     if s.errors:
         kinds = show_controls(", ".join(f"{kind} {count}" for kind, count in s.errors))
         text.append(f"  errors: {kinds}\n", style="red")
+    if level.saturation is not None:
+        text.append(f"  {show_controls(level.saturation.describe())}\n", style="yellow")
     reuse = level.prefix_reuse
     if reuse is not None and (reuse.reused_tokens or reuse.by_session):
         text.append(f"  {show_controls(reuse.describe())}\n")
