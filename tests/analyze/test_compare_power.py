@@ -15,6 +15,7 @@ from infertriage.analyze.compare.power import (
 from infertriage.analyze.compare.sequential import (
     look_alpha,
     planning_alpha,
+    schedule,
     spent,
     until_decided,
 )
@@ -80,6 +81,7 @@ def test_plan_from_pilot_records_names_every_p50_metric_and_converts_to_requests
     assert names == ["ttft", "tpot", "itl", "e2e", "output_throughput"]
     assert plan.requests_per_arm == max(need.needed for need in plan.needs) >= 10
     assert plan.pilot_per_arm == 40 and plan.error_needed is not None
+    assert "from the pilot's 40 requests per arm" in plan.describe()
     text = plan.describe()
     assert text.startswith(f"planned: ~{plan.requests_per_arm} requests per arm to detect a 10%")
     assert "at 80% power" in text and "p50 TTFT needs" in text
@@ -101,7 +103,11 @@ def test_spending_sums_to_alpha() -> None:
     ]
     assert sum(shares) == pytest.approx(0.05) and all(s > 0 for s in shares)
     assert look_alpha(160, 400, 200, 0.05) == pytest.approx(0.05 - spent(0.8, 0.05))
-    assert planning_alpha(0.25, 0.05) == pytest.approx(0.05 * np.log1p((np.e - 1) * 0.25))
+    # The look at the plan, a quarter of the default bound, gets α(1/4) − α(1/8).
+    assert planning_alpha(100, 400, 0.05) == pytest.approx(spent(0.25, 0.05) - spent(0.125, 0.05))
+    assert planning_alpha(100, 400, 0.05) == pytest.approx(0.0081, abs=0.0001)
+    assert schedule(100, 400) == (25, 50, 100, 200, 400)
+    assert schedule(100, 150) == (25, 50, 100, 150)
 
 
 def _sequential_alarm(seed: int, *, bonus: float = 1.0) -> tuple[bool, int]:
@@ -113,9 +119,9 @@ def _sequential_alarm(seed: int, *, bonus: float = 1.0) -> tuple[bool, int]:
     current = [0]
 
     def advance() -> object:
-        for size in sizes:
+        for block, size in enumerate(sizes, start=1):
             current[0] = size
-            yield size
+            yield block, size
 
     def judge(alpha: float) -> list[MetricComparison]:
         n = current[0]
@@ -147,9 +153,9 @@ def test_a_metric_is_frozen_at_the_look_that_decided_it() -> None:
     seen: list[int] = []
 
     def sizes() -> object:
-        for size in (40, 80, 120):
+        for block, size in enumerate((40, 80, 120), start=1):
             seen.append(size)
-            yield size
+            yield block, size
 
     def judge(alpha: float) -> list[MetricComparison]:
         n = seen[-1]
@@ -158,4 +164,4 @@ def test_a_metric_is_frozen_at_the_look_that_decided_it() -> None:
     result = until_decided(sizes(), judge, bound=400, alpha=0.05)  # type: ignore[arg-type]
     assert result.decided and len(result.looks) == 1 and seen == [40]
     assert result.metrics[0].verdict == "regression" and result.metrics[0].run_n == 40
-    assert result.looks[0].describe().startswith("look 1: 40 requests per arm, alpha ")
+    assert result.looks[0].describe().startswith("look 1 (block 1): 40 requests per arm, alpha ")

@@ -137,17 +137,21 @@ class SamplePlan:
     needs: tuple[MetricNeed, ...]
     error_needed: int | None  # to detect a rise of the error rate; not in `requests_per_arm`
     pilot_per_arm: int
+    block: int = 1  # the sample is taken in blocks of this many requests per arm
+    source: str = "pilot"  # whose spread: the A/B pilot block's, or the base run's
 
     @property
     def requests_per_arm(self) -> int:
-        return max([MIN_UNCHANGED, *(n.needed for n in self.needs)])
+        most = max([MIN_UNCHANGED, *(n.needed for n in self.needs)])
+        return math.ceil(most / self.block) * self.block
 
     def describe(self) -> str:
         listed = ", ".join(f"p50 {n.label} needs {n.needed}" for n in self.needs)
+        blocks = f", in blocks of {self.block}" if self.block > 1 else ""
         return (
             f"planned: ~{self.requests_per_arm} requests per arm to detect a "
-            f"{self.threshold:.0%} change at {self.power:.0%} power ({listed}; from "
-            f"{self.pilot_per_arm} pilot requests per arm)"
+            f"{self.threshold:.0%} change at {self.power:.0%} power ({listed}{blocks}; "
+            f"from the {self.source}'s {self.pilot_per_arm} requests per arm)"
         )
 
     def enough(self, base_n: int, run_n: int) -> str:
@@ -180,9 +184,13 @@ def plan_sample(
     threshold: float = 0.10,
     power: float = 0.8,
     alpha: float = 0.05,
+    block: int = 1,
+    source: str = "pilot",
 ) -> SamplePlan:
     """The plan (see the module) from `pilot`: one or two arms' records, pooled for σ.
-    `alpha` is the comparison's (its Bonferroni share per statistic, the whole as `miss`)."""
+    `alpha` is the comparison's (its Bonferroni share per statistic, the whole as `miss`);
+    `block`: the sample comes in blocks of this many requests per arm, the plan in whole
+    blocks."""
     miss, alpha = alpha, statistic_alpha(alpha)
     requests = [sum(1 for r in arm if r.ok) for arm in pilot]
     per_arm = min(requests, default=0)
@@ -209,7 +217,7 @@ def plan_sample(
         rate = sum(1 for r in counted if not r.ok) / len(counted)
         rise = max(threshold * rate, _error_floor())
         error_needed = rate_detect_n(rate, rise, alpha=alpha, power=power)
-    return SamplePlan(threshold, power, alpha, tuple(needs), error_needed, per_arm)
+    return SamplePlan(threshold, power, alpha, tuple(needs), error_needed, per_arm, block, source)
 
 
 def _error_floor() -> float:

@@ -1,10 +1,12 @@
-"""analyze.compare, level 1: `compare --until-decided`: a look after each block, alpha kept.
+"""analyze.compare, level 1: `compare --until-decided`: looks on a schedule, alpha kept.
 
-Takes the requests per arm at each look (an iterator: advancing it samples the
-next block), a judge (every metric's verdict at a given alpha), the
+Takes the block and the requests per arm at each look (an iterator:
+advancing it samples up to the next look), a judge (every metric's verdict at a given alpha), the
 comparison's `alpha` and the bound (the most requests per arm); gives a
 `SequentialResult`: every metric's verdict, each the one of the first look
 that decided it, and the looks. Pure: the sampling is the caller's.
+`schedule` says where to look: at the planned sample N and at N/4, N/2, 2N,
+4N, … below the bound, and at the bound (by default 4N): five looks, doubling.
 
 The rule is alpha spending (Lan & DeMets, 1983) with the Pocock-type function
 
@@ -22,10 +24,9 @@ Since the αₖ sum to at most α, the union bound over looks and statistics kee
 the chance of any false regression, over every look, at most α — whatever the
 correlation of the looks (so it is conservative: a boundary computed for the
 correlation would spend less) — and each metric's chance of calling a
-regression "unchanged" at most α as well. Pocock-type spending spends early
-(a third of α by a quarter of the bound), so a clear verdict stops early: the
-point of sampling until decided. `planning_alpha` is the alpha a plan that
-reaches a fraction t of the bound can count on: α(t).
+regression "unchanged" at most α as well. Few looks keep each one's share
+large: at the default schedule the look at N gets α(1/4) − α(1/8), 0.0081 of
+α = 0.05, and `planning_alpha` is what the plan counts on there.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "SequentialResult",
     "look_alpha",
     "planning_alpha",
+    "schedule",
     "spent",
     "until_decided",
 ]
@@ -54,9 +56,21 @@ def spent(t: float, alpha: float) -> float:
     return alpha * math.log1p((math.e - 1.0) * t)
 
 
-def planning_alpha(t: float, alpha: float) -> float:
-    """The alpha a plan reaching a fraction `t` of the bound can count on: all of `spent(t)`."""
-    return spent(t, alpha)
+def planning_alpha(planned: int, bound: int, alpha: float) -> float:
+    """The alpha the look at the planned sample gets on `schedule`: what is spent from the
+    look before it (half the plan) to it."""
+    return look_alpha(planned // 2, planned, bound, alpha)
+
+
+def schedule(planned: int, bound: int) -> tuple[int, ...]:
+    """The requests per arm to look at: the planned sample times 1/4, 1/2, 1, 2, 4, … below
+    the bound, then the bound."""
+    points: list[int] = []
+    size = max(1, planned // 4)
+    while size < bound:
+        points.append(size)
+        size *= 2
+    return (*points, bound)
 
 
 def look_alpha(previous: int, current: int, bound: int, alpha: float) -> float:
@@ -69,8 +83,10 @@ def look_alpha(previous: int, current: int, bound: int, alpha: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Look:
-    """One look: after which block, the requests per arm, its alpha, the metrics still open."""
+    """One look: its number, after which block, the requests per arm, its alpha, the metrics
+    still undecided after it."""
 
+    index: int
     block: int
     per_arm: int
     alpha: float
@@ -79,7 +95,8 @@ class Look:
     def describe(self) -> str:
         still = ", ".join(self.undecided) if self.undecided else "none"
         return (
-            f"look {self.block}: {self.per_arm} requests per arm, alpha {self.alpha:.2g}; "
+            f"look {self.index} (block {self.block}): {self.per_arm} requests per arm, "
+            f"alpha {self.alpha:.2g}; "
             f"undecided: {still}"
         )
 
@@ -97,14 +114,14 @@ class SequentialResult:
 
 
 def until_decided(
-    sizes: Iterable[int],
+    sizes: Iterable[tuple[int, int]],
     judge: Judge,
     *,
     bound: int,
     alpha: float,
     on_look: Callable[[Look], None] | None = None,
 ) -> SequentialResult:
-    """Look after each size `sizes` yields (requests per arm), judging at the look's alpha,
+    """Look at each (block, requests per arm) `sizes` yields, judging at the look's alpha,
     until every metric is decided or the bound is reached (see the module). `on_look` is
     told of each look as it is made."""
     if bound < 1:
@@ -114,7 +131,7 @@ def until_decided(
     latest: dict[str, MetricComparison] = {}
     looks: list[Look] = []
     previous = 0
-    for block, size in enumerate(sizes, start=1):
+    for block, size in sizes:
         if size <= previous:  # no new requests: no look, no alpha spent
             continue
         share = look_alpha(previous, size, bound, alpha)
@@ -126,7 +143,7 @@ def until_decided(
             if m.verdict != "inconclusive" and m.metric not in final:
                 final[m.metric] = m
         undecided = tuple(name for name in order if name not in final)
-        looks.append(Look(block, size, share, undecided))
+        looks.append(Look(len(looks) + 1, block, size, share, undecided))
         if on_look is not None:
             on_look(looks[-1])
         if not undecided or size >= bound:
