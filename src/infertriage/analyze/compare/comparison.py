@@ -219,9 +219,14 @@ def _tokens_warning(name: str, base: list[int], run: list[int]) -> str | None:
 
 
 def _offered_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Requests over the span of their send times — of each A/B block apart, summed (between
+    its blocks an arm is sent nothing)."""
     if len(records) < 2:
         return None
-    span = max(r.sent_ts for r in records) - min(r.sent_ts for r in records)
+    sends: dict[str, list[float]] = {}
+    for r in records:
+        sends.setdefault(r.labels.get("block", ""), []).append(r.sent_ts)
+    span = sum(max(times) - min(times) for times in sends.values())
     return len(records) / span if span > 0.0 else None
 
 
@@ -249,8 +254,8 @@ def traffic_shape(base: Sequence[RequestRecord], run: Sequence[RequestRecord]) -
 
     Prompt or output token counts (of the records that have them) differ: KS D
     > 0.1 with p < 0.01, or medians > 10 % apart; the offered request rate
-    (requests over the span of send times) differs by > 10 %; or one run has
-    more than twice the other's requests. Also, per side, the requests the
+    (requests over the span of send times, an A/B block's each apart) differs by > 10 %; or
+    one run has more than twice the other's requests. Also, per side, the requests the
     server rejected as invalid or refused for load: not in the error rate.
     """
     warnings = (
