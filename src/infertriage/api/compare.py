@@ -169,7 +169,9 @@ def _compare_dirs(
                 power=spec.power,
                 alpha=_ALPHA,
                 source="base",
-            ),
+            )
+            if _per_arm([base_groups[b]]) >= 2
+            else None,
         )
         for b, r in pairs
     )
@@ -423,9 +425,10 @@ class _Blocks:
             alpha=_ALPHA,
             on_look=lambda look: self.announce(look.describe()),
         )
-        base, run = _arms(self.shared.run)
-        self.comparison = Comparison(metrics=result.metrics, shape=traffic_shape(base, run))
         self.looks = result.looks
+        if result.looks:  # else Ctrl-C came before the first look: judged whole, as fixed blocks
+            base, run = _arms(self.shared.run)
+            self.comparison = Comparison(metrics=result.metrics, shape=traffic_shape(base, run))
 
     def outcome(self) -> str:
         """The sequential run's end, in one sentence."""

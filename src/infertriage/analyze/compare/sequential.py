@@ -1,8 +1,9 @@
 """analyze.compare, level 1: `compare --until-decided`: looks on a schedule, alpha kept.
 
 Takes the block and the requests per arm at each look (an iterator:
-advancing it samples up to the next look), a judge (every metric's verdict at a given alpha), the
-comparison's `alpha` and the bound (the most requests per arm); gives a
+advancing it samples up to the next look), a judge (every metric's verdict
+at a given alpha), the comparison's `alpha` and the bound (the most requests
+per arm); gives a
 `SequentialResult`: every metric's verdict, each the one of the first look
 that decided it, and the looks. Pure: the sampling is the caller's.
 `schedule` says where to look: at the planned sample N and at N/4, N/2, 2N,
