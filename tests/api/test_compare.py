@@ -17,7 +17,12 @@ from infertriage.api.compare import compare_ab, compare_runs
 from infertriage.api.specs import CompareABSpec, CompareRunsSpec, ValidateSpec
 from infertriage.api.validate import validate
 from infertriage.cli.app import main
-from infertriage.report.compare import compare_to_json, verdict_line
+from infertriage.report.compare import (
+    CompareResult,
+    compare_markdown,
+    compare_to_json,
+    verdict_line,
+)
 from infertriage.schemas import BenchRunInfo, RequestRecord, RunDir, UserError
 from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.twin.process import TwinProcess
@@ -105,6 +110,74 @@ def test_ab_interleaves_the_same_schedule_and_finds_the_degraded_arm(tmp_path: P
     assert _verdicts(document)["ttft"] == "regression"
 
 
+# --until-decided (issue 34): blocks of 16 requests per arm, one at a time (a closed loop of
+# four lines its requests up in the twin's steps: a TTFT of two modes, its p50 between them);
+# the slower twin is the healthy one with every engine step 1.2× as long (a rank's speed).
+_UNTIL_DECIDED = {
+    "concurrency": 1,
+    "num_requests": 64,
+    "blocks": 4,
+    "workload": "synthetic:input=200,output=32",
+    "until_decided": True,
+    "seed": 1,
+}
+_SLOWER = """\
+description: the healthy twin, every engine step 1.2x as long
+data_parallel:
+  size: 1
+  rank_speed: [0.8333333]
+"""
+
+
+def _until_decided(a: str, b: str, out: Path) -> tuple[CompareResult, list[str]]:
+    said: list[str] = []
+    spec = CompareABSpec(urls=(a, b), out=out, **_UNTIL_DECIDED)  # type: ignore[arg-type]
+    return compare_ab(spec, announce=said.append), said
+
+
+@pytest.mark.e2e
+def test_until_decided_calls_twin_servers_unchanged_within_the_planned_sample(
+    tmp_path: Path,
+) -> None:
+    with (
+        TwinProcess("healthy", load_time_s=0.2) as a,
+        TwinProcess("healthy", load_time_s=0.2) as b,
+    ):
+        result, said = _until_decided(a.url, b.url, tmp_path / "ab")
+    plan = result.levels[0].plan
+    assert plan is not None
+    # Said before the rest ran: the plan after the pilot block, then each look.
+    assert said[0] == f"{plan.describe()}; at most {4 * plan.requests_per_arm} per arm"
+    assert said[1].startswith("look 1 (block ")
+    assert result.verdict == "no regression", [m.reason for _, m in result.undecided]
+    assert {m.verdict for m in result.levels[0].comparison.metrics} == {"unchanged"}
+    last = result.looks[-1]
+    assert last.undecided == () and last.per_arm <= plan.requests_per_arm
+    document = json.loads((tmp_path / "ab" / "compare.json").read_text())
+    assert document["levels"][0]["plan"]["requests_per_arm"] == plan.requests_per_arm
+    assert document["looks"][-1]["undecided"] == []
+
+
+@pytest.mark.e2e
+def test_until_decided_finds_a_20_percent_slower_twin_within_the_planned_sample(
+    tmp_path: Path,
+) -> None:
+    slower = tmp_path / "slower.yaml"
+    slower.write_text(_SLOWER)
+    with (
+        TwinProcess("healthy", load_time_s=0.2) as a,
+        TwinProcess(str(slower), load_time_s=0.2) as b,
+    ):
+        result, _ = _until_decided(a.url, b.url, tmp_path / "ab")
+    plan = result.levels[0].plan
+    assert plan is not None and result.verdict == "regression"
+    regressed = {m.metric: m for _, m in result.regressions}
+    assert {"tpot", "e2e"} <= regressed.keys()
+    # Decided at the look that first showed it: within the plan.
+    assert regressed["e2e"].run_n <= plan.requests_per_arm
+    assert regressed["e2e"].change_p50 is not None and regressed["e2e"].change_p50 > 0.1
+
+
 def test_compare_user_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no baseline 'nope'"):
         compare_runs(CompareRunsSpec(base="nope", run=tmp_path, store=tmp_path / "store"))
@@ -183,3 +256,30 @@ def test_same_distribution_with_many_requests_is_no_regression(tmp_path: Path) -
     result = compare_runs(CompareRunsSpec(base=str(base), run=run))
     assert result.verdict == "no regression", [m.reason for _, m in result.undecided]
     assert verdict_line(result) == "No regression."
+
+
+def test_compare_runs_says_whether_the_runs_were_big_enough(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "base", closed_loop_run(600, seed=1))
+    small = write_run(tmp_path / "small", closed_loop_run(12, seed=2))
+    big = compare_runs(CompareRunsSpec(base=str(base), run=base))
+    plan = big.levels[0].plan
+    assert plan is not None and plan.pilot_per_arm == 600 and plan.requests_per_arm < 600
+    line = big.levels[0].sample_line()
+    assert line is not None and line.startswith(f"planned: ~{plan.requests_per_arm} requests")
+    assert "from the base's 600 requests per arm" in line
+    assert "the sample is big enough: 600 vs 600 requests" in line
+    short = compare_runs(CompareRunsSpec(base=str(base), run=small, power=0.9))
+    short_line = short.levels[0].sample_line()
+    assert short_line is not None and "too small to decide reliably: 600 vs 12" in short_line
+    assert "at 90% power" in short_line
+    markdown = compare_markdown(short)
+    assert "planned: " in markdown and "too small to decide reliably" in markdown
+    document = compare_to_json(short)
+    assert document["levels"][0]["plan"]["power"] == 0.9 and document["looks"] == []
+
+
+def test_until_decided_flags_are_for_ab(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--max-requests bounds --until-decided"):
+        compare_ab(CompareABSpec(urls=("http://127.0.0.1:9", "http://127.0.0.1:9"), max_requests=9))
+    args = ["compare", str(tmp_path), str(tmp_path), "--until-decided"]
+    assert main(args) == 2

@@ -184,6 +184,7 @@ class CompareRunsSpec(CommandSpec):
     base: str
     run: Path
     threshold: float = Field(default=0.10, gt=0)  # the smallest change that matters
+    power: float = Field(default=0.8, gt=0, lt=1)  # of the sample plan
     store: Path | None = None
     seed: int = Field(default=0, ge=0)
 
@@ -200,6 +201,10 @@ class CompareABSpec(CommandSpec):
     blocks: int = Field(default=4, ge=1)
     workload: str = DEFAULT_WORKLOAD
     threshold: float = Field(default=0.10, gt=0)  # the smallest change that matters
+    power: float = Field(default=0.8, gt=0, lt=1)  # of the sample plan
+    # keep sampling in blocks until every metric is decided, or `max_requests` per arm
+    until_decided: bool = False
+    max_requests: int | None = Field(default=None, ge=1)  # None: 4× the planned sample
     seed: int = Field(default=0, ge=0)
     out: Path | None = None
     force: bool = False

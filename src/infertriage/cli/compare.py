@@ -120,6 +120,23 @@ def compare(
     duration: float = flags.duration("60s"),
     num_requests: int | None = flags.num_requests(),
     blocks: int = typer.Option(4, "--blocks", help="A/B: interleaved blocks."),
+    power: float = typer.Option(
+        0.8, "--power", help="The sample plan's power to detect a --threshold change."
+    ),
+    until_decided: bool = typer.Option(
+        False,
+        "--until-decided",
+        help=(
+            "A/B: keep adding blocks (each --num-requests/--blocks or --duration/--blocks) "
+            "until every metric is decided or --max-requests per arm, with alpha spending "
+            "over the looks."
+        ),
+    ),
+    max_requests: int | None = typer.Option(
+        None,
+        "--max-requests",
+        help="A/B --until-decided: the most requests per arm (default 4× the planned sample).",
+    ),
     workload: WorkloadSpec = flags.workload(),
     model: str | None = flags.served_model(),
     endpoint: str = flags.endpoint(),
@@ -149,19 +166,26 @@ def compare(
             blocks=blocks,
             workload=workload.text,
             threshold=threshold,
+            power=power,
+            until_decided=until_decided,
+            max_requests=max_requests,
             seed=seed,
             out=out,
             force=force,
         )
         with live_view(json_out=json_out, progress=progress) as view:
-            result = compare_ab(spec, observer=view)
+            result = compare_ab(spec, observer=view, announce=None if json_out else _announce)
     else:
         if base is None or run is None:
             raise UserError(
                 "give BASE and RUN (a baseline or run directory, then a run) or --url A --url B."
             )
+        if until_decided or max_requests is not None:
+            raise UserError("--until-decided and --max-requests are for A/B (--url A --url B).")
         result = compare_runs(
-            CompareRunsSpec(base=base, run=run, threshold=threshold, store=store, seed=seed)
+            CompareRunsSpec(
+                base=base, run=run, threshold=threshold, power=power, store=store, seed=seed
+            )
         )
     if markdown is not None:
         markdown.write_text(compare_markdown(result))
@@ -175,6 +199,11 @@ def compare(
             f"the run is kept in {result.run_dir}."
         )
     return _exit_code(result, fail_on_regression=fail_on_regression)
+
+
+def _announce(line: str) -> None:
+    """The plan after the pilot block, and each look, as they come (on stderr)."""
+    typer.echo(show_controls(line), err=True)
 
 
 def _exit_code(result: CompareResult, *, fail_on_regression: bool) -> int:

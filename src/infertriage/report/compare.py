@@ -6,6 +6,9 @@ notes; gives a rich table per level, `compare_to_json` (schema
 `infertriage.compare/v1`, seconds and fractions) and `compare_markdown`
 (a CI comment: the verdict first, then the regressions and the inconclusive
 metrics, the table, the configuration diff and the traffic-shape warnings).
+A level's sample plan (`analyze.compare.power`) is said under its table
+("planned: ~N requests per arm …; the sample is big enough / too small"); an
+A/B run says it, and its looks under --until-decided, in its notes.
 
 The verdict line, last on screen and first in Markdown, is one of
 "REGRESSION: …" (any metric regressed; the inconclusive ones are named too),
@@ -30,6 +33,8 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.analyze.compare.comparison import Comparison, ConfigChange, MetricComparison
+from infertriage.analyze.compare.power import SamplePlan
+from infertriage.analyze.compare.sequential import Look
 from infertriage.schemas.text import escape_markdown, terminal_text
 
 __all__ = [
@@ -66,6 +71,15 @@ class LevelComparison:
     base_level: str
     run_level: str
     comparison: Comparison
+    plan: SamplePlan | None = None  # the requests per arm that would likely decide it
+
+    def sample_line(self) -> str | None:
+        """The plan and whether the level's samples reached it (None without a plan)."""
+        if self.plan is None:
+            return None
+        sizes = [(m.base_n, m.run_n) for m in self.comparison.metrics if m.metric == "e2e"]
+        base_n, run_n = sizes[0] if sizes else (0, 0)
+        return f"{self.plan.describe()}; {self.plan.enough(base_n, run_n)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,7 @@ class CompareResult:
     notes: tuple[str, ...]
     run_dir: Path | None = None  # the A/B run's own directory
     interrupted: bool = False  # Ctrl-C cut the A/B run: it compares the blocks that ran
+    looks: tuple[Look, ...] = ()  # --until-decided: each look after a block
 
     @property
     def regressions(self) -> list[tuple[str, MetricComparison]]:
@@ -191,6 +206,8 @@ def render_compare(result: CompareResult, console: Console) -> None:
     console.print(Text.assemble(("Compare", "bold"), head))
     for level in result.levels:
         console.print(_level_table(level))
+        if result.run_dir is None and (line := level.sample_line()) is not None:
+            console.print(terminal_text(line, "dim"))
         for m in level.comparison.metrics:
             if m.verdict in ("regression", "improvement", "inconclusive"):
                 console.print(terminal_text(f"  {m.metric}: {m.reason}", _STYLE[m.verdict]))
@@ -229,6 +246,29 @@ def _metric_json(m: MetricComparison) -> dict[str, Any]:
     }
 
 
+def _plan_json(plan: SamplePlan | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    return {
+        "requests_per_arm": plan.requests_per_arm,
+        "threshold": plan.threshold,
+        "power": plan.power,
+        "alpha_per_statistic": plan.alpha,
+        "pilot_per_arm": plan.pilot_per_arm,
+        "error_rate_requests": plan.error_needed,
+        "metrics": [
+            {
+                "metric": n.metric,
+                "sigma_log": n.sigma,
+                "detect": n.detect,
+                "equivalent": n.equivalent,
+                "needed": n.needed,
+            }
+            for n in plan.needs
+        ],
+    }
+
+
 def _changes_json(changes: Sequence[ConfigChange]) -> list[dict[str, Any]]:
     return [{"key": c.key, "base": c.base, "run": c.run} for c in changes]
 
@@ -248,8 +288,19 @@ def compare_to_json(result: CompareResult) -> dict[str, Any]:
                 "run_level": lv.run_level,
                 "metrics": [_metric_json(m) for m in lv.comparison.metrics],
                 "traffic_shape": list(lv.comparison.shape),
+                "plan": _plan_json(lv.plan),
             }
             for lv in result.levels
+        ],
+        "looks": [
+            {
+                "look": look.index,
+                "block": look.block,
+                "per_arm": look.per_arm,
+                "alpha": look.alpha,
+                "undecided": list(look.undecided),
+            }
+            for look in result.looks
         ],
         "environment": _changes_json(result.environment),
         "server_config": _changes_json(result.server_config),
@@ -269,6 +320,8 @@ def compare_markdown(result: CompareResult) -> str:
         lines.append(f"- ❔ **{_cell(m.metric)}** ({_cell(level)}): {_cell(m.reason)}")
     for lv in result.levels:
         lines += ["", f"#### {_cell(lv.run_level)}", ""]
+        if result.run_dir is None and (line := lv.sample_line()) is not None:
+            lines += [f"_{_cell(line)}_", ""]
         lines += ["| | metric | p50 | Δp50 | p95 | Δp95 | p |", "|---|---|---|---|---|---|---|"]
         for m in lv.comparison.metrics:
             lines.append(

@@ -8,10 +8,11 @@ that differ (`config_diff`). Pure: no clock, no I/O; the bootstrap is seeded.
 Samples per metric: `ttft`, `tpot` and `e2e` one per ok request; `itl` every
 per-token gap of the ok requests; `output_throughput` the output tokens in each
 bin of about one second of the base's or run's own steady window (the window
-cut into ⌊duration⌋ equal bins); `error_rate` one 0/1 per answered request
-(not those the run's end cut, nor those rejected as invalid or refused with a
-429: `traffic_shape` names those apart), summarised by the rate (its p50, p95 and mean
-are all the rate, so one rule fits all).
+cut into ⌊duration⌋ equal bins; an A/B arm's blocks each apart); `error_rate`
+one 0/1 per answered request (not those the run's end cut, nor those rejected
+as invalid or refused with a 429: `traffic_shape` names those apart),
+summarised by the rate (its p50, p95 and mean are all the rate, so one rule
+fits all).
 
 Each metric is judged by `compare.verdict` on its p50 and p95 (for
 `error_rate` both are the rate): regression, improvement, unchanged, or
@@ -61,6 +62,7 @@ __all__ = [
     "SampleStats",
     "compare_records",
     "config_diff",
+    "statistic_alpha",
     "tail_min_p",
     "tail_p_value",
     "traffic_shape",
@@ -87,7 +89,17 @@ def _itl(records: Sequence[RequestRecord]) -> FloatArray:
 
 
 def _output_throughput(records: Sequence[RequestRecord]) -> FloatArray:
-    """Output tokens per second in each ~1 s bin of the steady window."""
+    """Output tokens per second in each ~1 s bin of the steady window — of each A/B block
+    apart (records labelled `block`): between its blocks an arm is idle, not slow."""
+    blocks: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        blocks.setdefault(r.labels.get("block", ""), []).append(r)
+    if len(blocks) > 1:
+        return np.concatenate([_window_throughput(part) for part in blocks.values()])
+    return _window_throughput(records)
+
+
+def _window_throughput(records: Sequence[RequestRecord]) -> FloatArray:
     window = steady_window(records)
     times: list[float] = []
     tokens: list[float] = []
@@ -154,6 +166,11 @@ class Comparison:
         return tuple(m for m in self.metrics if m.verdict == "inconclusive")
 
 
+def statistic_alpha(alpha: float) -> float:
+    """Bonferroni: each statistic of each metric at its share of the comparison's alpha."""
+    return alpha / (2 * len(METRICS))
+
+
 def compare_records(
     base: Sequence[RequestRecord],
     run: Sequence[RequestRecord],
@@ -163,8 +180,7 @@ def compare_records(
     seed: int = 0,
 ) -> Comparison:
     """Compare every metric of `METRICS`, run against base (`compare.verdict` has the rule)."""
-    # Bonferroni: each statistic of each metric at its share of the comparison's alpha.
-    each = alpha / (2 * len(METRICS))
+    each = statistic_alpha(alpha)
     compared = tuple(
         judge_metric(
             metric,
@@ -203,9 +219,14 @@ def _tokens_warning(name: str, base: list[int], run: list[int]) -> str | None:
 
 
 def _offered_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Requests over the span of their send times — of each A/B block apart, summed (between
+    its blocks an arm is sent nothing)."""
     if len(records) < 2:
         return None
-    span = max(r.sent_ts for r in records) - min(r.sent_ts for r in records)
+    sends: dict[str, list[float]] = {}
+    for r in records:
+        sends.setdefault(r.labels.get("block", ""), []).append(r.sent_ts)
+    span = sum(max(times) - min(times) for times in sends.values())
     return len(records) / span if span > 0.0 else None
 
 
@@ -233,8 +254,8 @@ def traffic_shape(base: Sequence[RequestRecord], run: Sequence[RequestRecord]) -
 
     Prompt or output token counts (of the records that have them) differ: KS D
     > 0.1 with p < 0.01, or medians > 10 % apart; the offered request rate
-    (requests over the span of send times) differs by > 10 %; or one run has
-    more than twice the other's requests. Also, per side, the requests the
+    (requests over the span of send times, an A/B block's each apart) differs by > 10 %; or
+    one run has more than twice the other's requests. Also, per side, the requests the
     server rejected as invalid or refused for load: not in the error rate.
     """
     warnings = (

@@ -44,7 +44,7 @@ of "unchanged" would be a guess — when
    Fisher) is not below `alpha` / 12, so at the default 0.05 a regression
    takes 6 samples on each side (3 against 15, 2 against 35) and 3 against 3
    is inconclusive whatever the change, a 400× TTFT jump included — or, short
-   of a confirmed change, for "unchanged": that takes `_MIN_UNCHANGED` (10)
+   of a confirmed change, for "unchanged": that takes `MIN_UNCHANGED` (10)
    on each side, since a bootstrap of a handful of values is far too narrow;
 3. a practical change for the worse is not significant (the effect is large,
    the test cannot tell it from noise). A p95's test needs ~80 samples a side
@@ -93,6 +93,7 @@ from infertriage.analyze.stats.significance import (
 from infertriage.schemas import RequestRecord
 
 __all__ = [
+    "MIN_UNCHANGED",
     "Metric",
     "MetricComparison",
     "SampleStats",
@@ -118,7 +119,7 @@ _TAIL_QUANTILE = 0.95  # the tail test counts the samples above the pooled p95
 # "Unchanged" takes this many samples a side: below it a bootstrap interval is too narrow to
 # trust (two values resample to two values), and no error in a handful of requests says little.
 # A regression can be shown with fewer (the exact tests: 6 a side at the default alpha).
-_MIN_UNCHANGED = 10
+MIN_UNCHANGED = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,15 +384,15 @@ class _Sizes:
     unit: str
 
     def floored(self, least: int) -> tuple[int, int]:
-        """Each side grown to at least `least` (and to `_MIN_UNCHANGED`)."""
-        least = max(least, _MIN_UNCHANGED)
+        """Each side grown to at least `least` (and to `MIN_UNCHANGED`)."""
+        least = max(least, MIN_UNCHANGED)
         return max(self.base, least), max(self.run, least)
 
     def scaled(self, scale: float) -> tuple[int, int] | None:
         if scale > _SCALE_CAP:
             return None
         needed = (math.ceil(self.base * scale), math.ceil(self.run * scale))
-        return max(_MIN_UNCHANGED, needed[0]), max(_MIN_UNCHANGED, needed[1])
+        return max(MIN_UNCHANGED, needed[0]), max(MIN_UNCHANGED, needed[1])
 
     def settle(self, scale: float) -> str:
         needed = self.scaled(scale)
@@ -407,13 +408,13 @@ def _too_few(rule: _Rule, sizes: _Sizes) -> tuple[str, Settle] | None:
         return (
             f"too few {sizes.unit} for any verdict: {sizes.base} vs {sizes.run} can reach "
             f"p = {rule.min_p:.2g} at best, not the {rule.alpha:.2g} a verdict needs; a "
-            f"regression takes at least {least} on each side, no regression {_MIN_UNCHANGED}"
+            f"regression takes at least {least} on each side, no regression {MIN_UNCHANGED}"
         ), sizes.floored(least)
-    if min(sizes.base, sizes.run) < _MIN_UNCHANGED:
+    if min(sizes.base, sizes.run) < MIN_UNCHANGED:
         return (
             f"too few {sizes.unit} to rule a regression out: {sizes.base} vs {sizes.run}; "
-            f"it takes at least {_MIN_UNCHANGED} on each side"
-        ), sizes.floored(_MIN_UNCHANGED)
+            f"it takes at least {MIN_UNCHANGED} on each side"
+        ), sizes.floored(MIN_UNCHANGED)
     return None
 
 
