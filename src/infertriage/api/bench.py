@@ -68,10 +68,17 @@ from infertriage.loadgen.results import (
 from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.spec import client_config
+from infertriage.loadgen.standards import (
+    ServerVerdict,
+    apply_standard,
+    judge_server,
+    server_settings,
+)
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.loadgen.validity import level_validity
 from infertriage.net import auth_headers, normalize_base_url
 from infertriage.report.bench import bench_to_json, write_csv
+from infertriage.report.mlperf import SUMMARY_FILE, summary_file, with_verdicts
 from infertriage.schemas import (
     BenchRunInfo,
     BenchSummary,
@@ -208,6 +215,7 @@ class _Session:
     records: list[RequestRecord] = field(default_factory=list)
     all_records: list[RequestRecord] = field(default_factory=list)
     levels: list[LevelResult] = field(default_factory=list)
+    verdicts: list[ServerVerdict] = field(default_factory=list)  # `--standard mlperf`
     warnings: list[str] = field(default_factory=list)
     first_schedule: Schedule | None = None
     token_check: TokenCheck | None = None
@@ -314,6 +322,10 @@ class _Session:
         if saturation is not None:
             self.warnings.append(_saturation_warning(level, saturation, reports, len(schedule)))
         self.levels.append(level)
+        if cfg.standard and self.records:  # LoadGen's Server verdict at this target QPS
+            settings = server_settings(cfg.mlperf_model, target_qps=value)
+            sut = self.client.model
+            self.verdicts.append(judge_server(self.records, settings, level=name, sut_name=sut))
         self.warnings += (
             caveats.level_warnings(level, exact_asked=cfg.ignore_eos)
             + caveats.tokenizer_warning(self.records)
@@ -336,6 +348,7 @@ class _Session:
             thresholds=self.thresholds,
             token_check=self.token_check,
             workload_fit=fit,
+            standard=tuple(self.verdicts),
         )
 
     def check_tokens(self) -> None:
@@ -460,7 +473,8 @@ def _environment(spec: BenchSpec, engine: LoadEngine, clock: RunClock) -> RunEnv
 
 def _write_info(session: _Session, info: ServerInfo, status: RunStatus, knee: Knee | None) -> None:
     result = session.result(status == "interrupted", knee)
-    summary = {"status": status, **bench_to_json(result, session.thresholds)}
+    document = with_verdicts(bench_to_json(result, session.thresholds), result.standard)
+    summary = {"status": status, **document}
     session.run.write_info(
         BenchRunInfo(
             wall_anchor_s=session.clock.wall_anchor_s,
@@ -488,6 +502,8 @@ def _finish(session: _Session, info: ServerInfo, interrupted: bool, knee: Knee |
             for signal in summary_signals(level.summary, source=f"bench:{level.name}"):
                 signals.write(signal)
     write_csv(session.run.root, session.result(interrupted, knee), session.all_records)
+    if session.verdicts:  # LoadGen's summary block, per level
+        (session.run.root / SUMMARY_FILE).write_text(summary_file(session.verdicts))
     _write_info(session, info, "interrupted" if interrupted else "complete", knee)
 
 
@@ -502,6 +518,7 @@ def run_bench(
     `shared`: write into this run directory, on this clock (a command's several loads share
     them) instead of creating `spec.out` (refused when it holds a run, unless `spec.force`).
     """
+    spec = apply_standard(spec)  # `--standard mlperf`: its arrivals, duration, seed and SLOs
     asked = spec.client
     base = normalize_base_url(spec.url)
     engine_kind(spec)  # a spec that asks for two engines fails before any network

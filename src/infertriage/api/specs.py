@@ -29,8 +29,10 @@ from infertriage.loadgen.spec import (
     BenchSpec,
     ClientSpec,
     Workload,
+    known_standard,
     userinfo_to_header,
 )
+from infertriage.loadgen.standards import MIN_DURATION_S
 from infertriage.net import strip_userinfo
 from infertriage.schemas import Thresholds, UserError
 from infertriage.schemas.spec import CommandSpec
@@ -167,11 +169,25 @@ class ValidateSpec(CommandSpec):
     long_generation_max_s: float = Field(
         default=0.0, ge=0, json_schema_extra={"flag": "--long-generation-max-s"}
     )
+    # `--standard mlperf`: the performance level is LoadGen's Server run at `--rate`, judged
+    # by its constraints; `--duration` not given is then its 600 s
+    standard: str | None = None
+    mlperf_model: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _credentials(cls, data: Any) -> Any:
-        return userinfo_to_header(data)
+        data = userinfo_to_header(data)
+        if isinstance(data, dict) and data.get("duration_s", 0) is None:  # not given
+            data = {key: value for key, value in data.items() if key != "duration_s"}
+            if data.get("standard"):
+                data["duration_s"] = MIN_DURATION_S
+        return data
+
+    @field_validator("standard")
+    @classmethod
+    def _known_standard(cls, value: str | None) -> str | None:
+        return known_standard(value)
 
     @field_serializer("metrics_url", "dcgm_url")
     def _stored(self, url: str | None) -> str | None:

@@ -57,6 +57,7 @@ from infertriage.diagnose.contention import contention
 from infertriage.loadgen.caveats import stop_if_rejected
 from infertriage.loadgen.probes import CheckResult, functional_checks
 from infertriage.loadgen.results import RunObserver, in_phase, within
+from infertriage.loadgen.standards import constraint_checks, judge_server, server_settings
 from infertriage.net import redactor_of
 from infertriage.schemas import (
     Check,
@@ -145,6 +146,8 @@ class _Load:
                 "concurrencies": (self.concurrency,) if self.concurrency else (),
                 "duration_s": None if spec.num_requests else spec.duration_s,
                 "num_requests": spec.num_requests,
+                "standard": spec.standard,  # only this level is LoadGen's Server run
+                "mlperf_model": spec.mlperf_model,
             }
         )
 
@@ -220,6 +223,10 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
     rate, concurrency = _load(spec.rate, spec.concurrency, spec.soak_s, spec.soak_rate)
     if spec.duration_s <= 0 and spec.num_requests is None:
         raise UserError("--duration must be positive.")
+    if spec.standard:  # refused before any server starts
+        server_settings(spec.mlperf_model)
+        if rate is None:
+            raise UserError("--standard mlperf runs LoadGen's Server scenario: give --rate.")
     load = _Load(spec, rate, concurrency, thresholds, observer)
     check_out(spec.out, force=spec.force)  # an --out holding a run is refused first
     if spec.url is not None:
@@ -246,6 +253,7 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
         if interrupt.requested:
             notes.append("interrupted (Ctrl-C): the checks judge only what ran before it.")
         measured = _measured(run, phase, thresholds, spec.soak_s, spec.seed)
+        measured.checks.extend(_standard_checks(spec, load.rate, run, target.name))
         notes += measured.notes
         result = _redacted(
             spec,
@@ -352,6 +360,16 @@ def _measured(
     )
     skipped = _skipped_stability(reason)
     return _Measured([*checks, *skipped, drain_check(samples, phase)], judged, notes)
+
+
+def _standard_checks(spec: ValidateSpec, rate: float | None, run: RunDir, sut: str) -> list[Check]:
+    """`--standard mlperf`: LoadGen's constraints on the performance level, as checks."""
+    performance = _by_phase(run)[PERFORMANCE]
+    if not spec.standard or rate is None or not performance:
+        return []
+    settings = server_settings(spec.mlperf_model, target_qps=rate)
+    name = spec.client.model or sut
+    return constraint_checks(judge_server(performance, settings, level=PERFORMANCE, sut_name=name))
 
 
 def _contention_note(samples: list[Sample], phase: Phase, thresholds: Thresholds) -> list[str]:

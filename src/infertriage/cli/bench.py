@@ -20,6 +20,7 @@ from infertriage.cli import flags
 from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import arrival_spec, seconds
 from infertriage.report.bench import bench_to_json, render_bench
+from infertriage.report.mlperf import summary_text, with_verdicts
 from infertriage.schemas import Interrupted, UserError, load_thresholds
 from infertriage.schemas.errors import EXIT_NO_SUCCESS
 from infertriage.workload import WorkloadSpec
@@ -94,6 +95,8 @@ def bench(
         "--stop-on-saturation/--no-stop-on-saturation",
         help="Stop a --rate level once its queue grows without bound.",
     ),
+    standard: str | None = flags.standard(),
+    mlperf_model: str | None = flags.mlperf_model(),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> int:
@@ -136,13 +139,17 @@ def bench(
         check_tokens=tokenize_check,
         use_uvloop=uvloop,
         stop_on_saturation=stop_on_saturation,
+        standard=standard,
+        mlperf_model=mlperf_model,
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_bench(spec, observer=view)
     if json_out:
-        print_json(bench_to_json(result))
+        print_json(with_verdicts(bench_to_json(result), result.standard))
     else:
         render_bench(result, Console())
+        for verdict in result.standard:  # `--standard mlperf`: LoadGen's block per level
+            print(f"\n{verdict.level}:\n{summary_text(verdict)}", end="")
     if result.interrupted:
         raise Interrupted(f"the records and a partial summary are kept in {result.run_dir}.")
     if line := no_success(result):

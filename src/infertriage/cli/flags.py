@@ -329,3 +329,22 @@ def progress() -> Any:
     return typer.Option(
         True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
     )
+
+
+def standard() -> Any:
+    return typer.Option(
+        None,
+        "--standard",
+        help=(
+            "mlperf: MLPerf LoadGen's Server scenario — Poisson at each --rate for 600 s, "
+            "its seed, p99 TTFT/TPOT limits of --mlperf-model, its VALID/INVALID summary."
+        ),
+    )
+
+
+def mlperf_model() -> Any:
+    return typer.Option(
+        None,
+        "--mlperf-model",
+        help="With --standard mlperf: whose Server limits (llama2-70b, llama3_1-8b, …).",
+    )

@@ -30,7 +30,7 @@ def validate(
     ),
     rate: float | None = flags.rate(),
     concurrency: int | None = flags.concurrency(),
-    duration: float = flags.duration("60s"),
+    duration: float | None = flags.duration(),  # None: 60 s (--standard mlperf: 600 s)
     num_requests: int | None = flags.num_requests(),
     workload: WorkloadSpec = flags.workload(),
     model: str | None = flags.served_model(),
@@ -48,6 +48,8 @@ def validate(
     force: bool = flags.force(),
     locust_workers: int | None = flags.locust_workers(),
     locust_master_host: str | None = flags.locust_master_host(),
+    standard: str | None = flags.standard(),
+    mlperf_model: str | None = flags.mlperf_model(),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
     long_generation_max_s: float = typer.Option(
@@ -86,6 +88,8 @@ def validate(
         long_generation_max_s=long_generation_max_s,
         locust_workers=locust_workers,
         locust_master_host=locust_master_host,
+        standard=standard,
+        mlperf_model=mlperf_model,
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_validate(spec, observer=view)

@@ -24,6 +24,7 @@ from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.spec import BenchSpec
+from infertriage.loadgen.standards import ServerVerdict
 from infertriage.schemas import RequestRecord, Thresholds, Validity
 from infertriage.workload import FitReport
 
@@ -106,6 +107,7 @@ class BenchResult:
     thresholds: Thresholds
     token_check: TokenCheck | None = None  # None: not run (interrupted, or no usable record)
     workload_fit: FitReport | None = None  # what fitting to the server's context changed
+    standard: tuple[ServerVerdict, ...] = ()  # `--standard mlperf`: LoadGen's verdict per level
 
 
 class RunObserver(Protocol):

@@ -40,6 +40,7 @@ __all__ = [
     "Workload",
     "client_config",
     "default_workload",
+    "known_standard",
     "userinfo_to_header",
 ]
 
@@ -104,6 +105,18 @@ class ClientSpec(CommandSpec):
         """The key, or a `--header Authorization:…`, sets the request's `Authorization`."""
         names = (header.partition(":")[0].strip().lower() for header in self.headers)
         return bool(self.api_key) or "authorization" in names
+
+
+STANDARDS = ("mlperf",)  # `--standard`: `loadgen.standards` runs and judges each
+
+
+def known_standard(value: str | None) -> str | None:
+    """`--standard`, lower-cased; one not in `STANDARDS` is refused."""
+    if value is None:
+        return None
+    if value.lower() not in STANDARDS:
+        raise UserError(f"--standard {value!r}: give one of {', '.join(STANDARDS)}.")
+    return value.lower()
 
 
 def userinfo_to_header(data: Any) -> Any:
@@ -186,11 +199,19 @@ class BenchSpec(CommandSpec):
     # an open-loop rate level stops issuing once over-saturated (`loadgen.saturation`)
     stop_on_saturation: bool = True
     labels: tuple[tuple[str, str], ...] = ()
+    # `--standard mlperf`: LoadGen's Server scenario for `--mlperf-model` (`loadgen.standards`)
+    standard: str | None = None
+    mlperf_model: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _credentials(cls, data: Any) -> Any:
         return userinfo_to_header(data)
+
+    @field_validator("standard")
+    @classmethod
+    def _known_standard(cls, value: str | None) -> str | None:
+        return known_standard(value)
 
     @field_validator("rates")
     @classmethod
