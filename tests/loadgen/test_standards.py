@@ -112,6 +112,7 @@ def test_the_preset_sets_arrivals_duration_seed_and_slos() -> None:
     applied = apply_standard(spec)
     assert applied.duration_s == MIN_DURATION_S and applied.seed == SCHEDULE_RNG_SEED
     assert applied.goodput == "ttft=2000ms,tpot=100ms" and applied.arrival == "poisson"
+    assert applied.drain_s == applied.timeout_s  # every request waited for
     short = apply_standard(spec.model_copy(update={"duration_s": 5.0, "seed": 7}))
     assert short.duration_s == 5.0 and short.seed == 7  # an override is kept (and judged)
     assert apply_standard(BenchSpec(url="http://h")) == BenchSpec(url="http://h")

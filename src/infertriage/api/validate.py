@@ -59,6 +59,7 @@ from infertriage.loadgen.probes import CheckResult, functional_checks
 from infertriage.loadgen.results import RunObserver, in_phase, within
 from infertriage.loadgen.standards import constraint_checks, judge_server, server_settings
 from infertriage.net import redactor_of
+from infertriage.report.mlperf import SUMMARY_FILE
 from infertriage.schemas import (
     Check,
     CheckGroup,
@@ -255,6 +256,8 @@ def validate(spec: ValidateSpec, *, observer: RunObserver | None = None) -> Vali
         measured = _measured(run, phase, thresholds, spec.soak_s, spec.seed)
         measured.checks.extend(_standard_checks(spec, load.rate, run, target.name))
         notes += measured.notes
+        if (run.root / SUMMARY_FILE).exists():
+            notes.append(f"MLPerf LoadGen's summary of the performance level: {SUMMARY_FILE}.")
         result = _redacted(
             spec,
             ValidateResult(

@@ -5,9 +5,10 @@ rate level; gives the preset (`server_settings`: the model's TTFT and TPOT limit
 the 99th percentile, the 600 s minimum duration, the 100-query minimum, the round's
 seeds), the spec it implies (`apply_standard`: Poisson arrivals, 600 s unless
 `--duration` says otherwise, the preset's schedule seed, the limits as the goodput
-SLOs) and LoadGen's verdict on a level (`judge_server` → `ServerVerdict`: VALID or
-INVALID, each constraint, LoadGen's recommendation lines, its completed samples and
-tokens per second). Pure: no I/O, no clock.
+SLOs, a drain that waits for every request), LoadGen's verdict on a level
+(`judge_server` → `ServerVerdict`: VALID or INVALID, each constraint, LoadGen's
+recommendation lines, its completed samples and tokens per second) and validate's
+checks of it (`constraint_checks`). Pure: no I/O, no clock.
 
 Read from mlcommons/inference:
 - loadgen/mlperf.conf at 001712e9daf80386e0dda43f97b8f36981d792c4 (the newest stored,
@@ -25,9 +26,11 @@ Read from mlcommons/inference:
 - loadgen/loadgen.cc at 006f3a5a7fa8afd700c9f59650397c39e7ea77d9: a sample's latency runs
   from its *scheduled* time, and the Server scenario's arrivals are Poisson.
 
-Where a request here differs from a LoadGen sample: a request that failed (or never
-produced a token) counts as issued and as over both limits — LoadGen has no failed
-sample, and a failure must not help a claim. TTFT runs from the scheduled time, as
+Where a request here differs from a LoadGen sample: a request that failed counts as
+issued and as over the TPOT limit (and over the TTFT limit when no token came) —
+LoadGen has no failed sample, and a failure must not help a claim. As LoadGen waits
+for every query it issued, the preset's drain waits up to `--timeout` (unless
+`--drain-timeout` says otherwise). TTFT runs from the scheduled time, as
 LoadGen's does; TPOT is (last token − first token) / (output tokens − 1), 0 for one
 token. The early-stopping rule is `analyze.stats.earlystop`. LoadGen skips the TTFT
 early-stopping text when TPOT's fails (`&&`); both are judged and shown here.
@@ -139,6 +142,8 @@ def apply_standard(spec: BenchSpec) -> BenchSpec:
         update["duration_s"] = settings.min_duration_s
     if spec.seed == 0:  # the default: the round's schedule seed
         update["seed"] = settings.schedule_rng_seed
+    if spec.drain_timeout_s is None:  # LoadGen waits for every query it issued
+        update["drain_timeout_s"] = spec.timeout_s
     return spec.model_copy(update=update)
 
 
@@ -263,7 +268,7 @@ def _at(ordered: Sequence[float], percentile: float) -> float:
 
 
 def _ttft(record: RequestRecord) -> float:
-    if not record.ok or record.first_token_ts is None:
+    if record.first_token_ts is None:  # failed before its first token
         return math.inf
     return record.first_token_ts - record.scheduled_ts
 
