@@ -110,7 +110,9 @@ def test_constraint_checks_fail_validate_on_each_unmet_constraint() -> None:
 def test_the_preset_sets_arrivals_duration_seed_and_slos() -> None:
     spec = BenchSpec(url="http://h", rates=(2.0,), standard="MLPerf", mlperf_model="llama3_1-8b")
     applied = apply_standard(spec)
-    assert applied.duration_s == MIN_DURATION_S and applied.seed == SCHEDULE_RNG_SEED
+    # past 600 s by ten mean gaps at the lowest rate: the final query lands past 600 s
+    assert applied.duration_s == MIN_DURATION_S + 10 / 2.0
+    assert applied.seed == SCHEDULE_RNG_SEED
     assert applied.goodput == "ttft=2000ms,tpot=100ms" and applied.arrival == "poisson"
     assert applied.drain_s == applied.timeout_s  # every request waited for
     short = apply_standard(spec.model_copy(update={"duration_s": 5.0, "seed": 7}))
@@ -139,4 +141,5 @@ def test_an_unknown_standard_is_one_sentence_and_validate_defaults_to_600_s() ->
         BenchSpec(url="http://h", standard="spec")
     assert ValidateSpec(duration_s=None).duration_s == 60.0
     assert ValidateSpec(standard="mlperf", duration_s=None).duration_s == MIN_DURATION_S
+    assert ValidateSpec(standard="mlperf", rate=4, duration_s=None).duration_s == 602.5
     assert ValidateSpec(standard="mlperf", duration_s=30.0).duration_s == 30.0

@@ -16,7 +16,10 @@ caller that writes several loads into one run passes a `SharedRun` (its
 `RunDir` and clock). run.json stores the spec (`spec`, the URL normalised —
 never with its `user:password@`, `api.specs` — and the model chosen) beside
 the resolved `config` (`BenchSpec.run_config`: the same keys for every reader). The
-API key and header values are sent, never stored.
+API key and header values are sent, never stored. With `--standard mlperf` the spec is
+the preset's (`loadgen.standards.apply_standard`) and each level is judged as LoadGen's
+Server run: the verdict is the result's `standard`, run.json's level `mlperf` and
+mlperf_log_summary.txt (`report.mlperf`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from infertriage.loadgen.spec import (
     known_standard,
     userinfo_to_header,
 )
-from infertriage.loadgen.standards import MIN_DURATION_S
+from infertriage.loadgen.standards import MIN_DURATION_S, TAIL_GAPS
 from infertriage.net import strip_userinfo
 from infertriage.schemas import Thresholds, UserError
 from infertriage.schemas.spec import CommandSpec
@@ -170,7 +170,7 @@ class ValidateSpec(CommandSpec):
         default=0.0, ge=0, json_schema_extra={"flag": "--long-generation-max-s"}
     )
     # `--standard mlperf`: the performance level is LoadGen's Server run at `--rate`, judged
-    # by its constraints; `--duration` not given is then its 600 s
+    # by its constraints; `--duration` not given is then its 600 s (`apply_standard`)
     standard: str | None = None
     mlperf_model: str | None = None
 
@@ -180,8 +180,10 @@ class ValidateSpec(CommandSpec):
         data = userinfo_to_header(data)
         if isinstance(data, dict) and data.get("duration_s", 0) is None:  # not given
             data = {key: value for key, value in data.items() if key != "duration_s"}
-            if data.get("standard"):
-                data["duration_s"] = MIN_DURATION_S
+            rate = data.get("rate")
+            if data.get("standard"):  # the preset's 600 s, its final query past it
+                tail = TAIL_GAPS / rate if isinstance(rate, int | float) and rate > 0 else 0.0
+                data["duration_s"] = MIN_DURATION_S + tail
         return data
 
     @field_validator("standard")
