@@ -25,7 +25,17 @@ def test_a_five_second_mlperf_run_is_invalid_and_its_summary_written(tmp_path: P
              "--rate", "8", "--duration", "5", "--workload", "synthetic:input=32,output=8",
              "--out", str(out)],
         )  # fmt: skip
+        as_json = CliRunner().invoke(
+            app,
+            ["bench", "--url", twin.url, "--standard", "mlperf", "--mlperf-model", "llama2-70b",
+             "--rate", "8", "--duration", "2", "--workload", "synthetic:input=32,output=8",
+             "--out", str(tmp_path / "json"), "--json"],
+        )  # fmt: skip
     assert cli.exit_code == 0, cli.output
+    assert as_json.exit_code == 0, as_json.output
+    level = json.loads(as_json.stdout)["levels"][0]
+    assert level["mlperf"]["result"] == "INVALID" and level["mlperf"]["model"] == "llama2-70b"
+    assert level["mlperf"]["settings"]["ttft_limit_s"] == 2.0
     for line in [
         "MLPerf Results Summary",
         "Scenario : Server",
