@@ -11,6 +11,7 @@ from infertriage.loadgen.standards import (
     SCHEDULE_RNG_SEED,
     apply_standard,
     constraint_checks,
+    judge_level,
     judge_server,
     server_settings,
 )
@@ -143,3 +144,13 @@ def test_an_unknown_standard_is_one_sentence_and_validate_defaults_to_600_s() ->
     assert ValidateSpec(standard="mlperf", duration_s=None).duration_s == MIN_DURATION_S
     assert ValidateSpec(standard="mlperf", rate=4, duration_s=None).duration_s == 602.5
     assert ValidateSpec(standard="mlperf", duration_s=30.0).duration_s == 30.0
+
+
+def test_bench_judges_a_level_only_when_the_standard_is_asked() -> None:
+    records = _level(50, 0.2)
+    plain = BenchSpec(url="http://h", rates=(5.0,))
+    assert judge_level(plain, records, 5.0, "rate=5", "m") is None
+    asked = plain.model_copy(update={"standard": "mlperf", "mlperf_model": "llama2-70b"})
+    assert judge_level(asked, [], 5.0, "rate=5", "m") is None  # nothing sent
+    verdict = judge_level(asked, records, 5.0, "rate=5", "m")
+    assert verdict is not None and verdict.settings.target_qps == 5.0 and not verdict.valid

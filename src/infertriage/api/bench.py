@@ -16,10 +16,8 @@ caller that writes several loads into one run passes a `SharedRun` (its
 `RunDir` and clock). run.json stores the spec (`spec`, the URL normalised —
 never with its `user:password@`, `api.specs` — and the model chosen) beside
 the resolved `config` (`BenchSpec.run_config`: the same keys for every reader). The
-API key and header values are sent, never stored. With `--standard mlperf` the spec is
-the preset's (`loadgen.standards.apply_standard`) and each level is judged as LoadGen's
-Server run: the verdict is the result's `standard`, run.json's level `mlperf` and
-mlperf_log_summary.txt (`report.mlperf`).
+API key and header values are sent, never stored. `--standard mlperf`: the preset's spec,
+each level judged as LoadGen's Server run (`loadgen.standards`, `report.mlperf`).
 """
 
 from __future__ import annotations
@@ -71,12 +69,7 @@ from infertriage.loadgen.results import (
 from infertriage.loadgen.runner import LoadPlan, WorkerReport
 from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.spec import client_config
-from infertriage.loadgen.standards import (
-    ServerVerdict,
-    apply_standard,
-    judge_server,
-    server_settings,
-)
+from infertriage.loadgen.standards import ServerVerdict, apply_standard, judge_level
 from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
 from infertriage.loadgen.validity import level_validity
 from infertriage.net import auth_headers, normalize_base_url
@@ -325,10 +318,8 @@ class _Session:
         if saturation is not None:
             self.warnings.append(_saturation_warning(level, saturation, reports, len(schedule)))
         self.levels.append(level)
-        if cfg.standard and self.records:  # LoadGen's Server verdict at this target QPS
-            settings = server_settings(cfg.mlperf_model, target_qps=value)
-            sut = self.client.model
-            self.verdicts.append(judge_server(self.records, settings, level=name, sut_name=sut))
+        if judged := judge_level(cfg, self.records, value, name, self.client.model):
+            self.verdicts.append(judged)  # `--standard mlperf`: LoadGen's Server verdict
         self.warnings += (
             caveats.level_warnings(level, exact_asked=cfg.ignore_eos)
             + caveats.tokenizer_warning(self.records)

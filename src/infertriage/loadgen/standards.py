@@ -55,6 +55,7 @@ __all__ = [
     "ServerVerdict",
     "apply_standard",
     "constraint_checks",
+    "judge_level",
     "judge_server",
     "server_settings",
 ]
@@ -318,6 +319,17 @@ def judge_server(
         ttft=LatencyStats.of(ttfts),
         tpot=LatencyStats.of(tpots),
     )
+
+
+def judge_level(
+    spec: BenchSpec, records: Sequence[RequestRecord], rate: float, level: str, sut_name: str
+) -> ServerVerdict | None:
+    """bench's hook: `records`, a level at target QPS `rate`, judged when `spec` asks for
+    the standard (None when it does not, or nothing was sent)."""
+    if spec.standard is None or not records:
+        return None
+    settings = server_settings(spec.mlperf_model, target_qps=rate)
+    return judge_server(records, settings, level=level, sut_name=sut_name)
 
 
 def constraint_checks(verdict: ServerVerdict) -> list[Check]:
