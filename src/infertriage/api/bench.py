@@ -47,6 +47,7 @@ from infertriage.analyze.stats.latency import (
     summary_signals,
 )
 from infertriage.api.interrupt import Interrupt, interruptible
+from infertriage.api.maxrate import NextLevel, RateSearchDriver, check_search
 from infertriage.api.preflight import (
     ServerInfo,
     WorkloadFit,
@@ -128,12 +129,21 @@ class _Level(NamedTuple):
     name: str
     mode: LoadMode
     value: float
+    num_requests: int | None = None  # None: the spec's (the goodput search sets its own)
+
+
+def _search_level(step: NextLevel) -> _Level:
+    mode = LoadMode.CONCURRENCY if step.closed_loop else LoadMode.RATE
+    return _Level(step.name, mode, step.value, step.num_requests)
 
 
 def _levels(spec: BenchSpec) -> list[_Level]:
     """The levels known up front; a sweep adds its rates after the probe."""
     if spec.rates and spec.concurrencies:
         raise UserError("give --rate or --concurrency, not both (use --max-concurrency to cap).")
+    if spec.find_max_rate:
+        check_search(spec)
+        return []  # the search's probe (`api.maxrate`)
     if spec.sweep:
         if spec.rates or spec.concurrencies:
             raise UserError("--sweep chooses its own rates: drop --rate and --concurrency.")
@@ -163,7 +173,7 @@ def _schedule(
     tokenizer: LocalTokenizer | None,
 ) -> Schedule:
     mode, value = level.mode, level.value
-    num = spec.num_requests
+    num = level.num_requests or spec.num_requests
     if num is None and spec.duration_s is None:
         num = _DEFAULT_NUM_REQUESTS
     if mode is LoadMode.RATE and math.isinf(value):
@@ -217,6 +227,7 @@ class _Session:
     token_check: TokenCheck | None = None
     fitting: WorkloadFit | None = None  # set once the server's context is known
     interrupt: Interrupt = field(default_factory=Interrupt)  # the command's Ctrl-C, once started
+    search: RateSearchDriver | None = None  # `--find-max-rate`
     engine: LoadEngine = field(init=False)  # the one `spec` asks for (`loadgen.load_engine`)
 
     def should_stop(self) -> bool:  # the loads' `stop=`: a signal, or a record not written
@@ -260,7 +271,7 @@ class _Session:
 
     def run_level(self, index: int, at: _Level, schedule: Schedule) -> LevelResult:
         cfg = self.spec
-        name, mode, value = at
+        name, mode, value, _ = at
         plan = LoadPlan(
             schedule=schedule,
             concurrency=round(value) if mode is LoadMode.CONCURRENCY else None,
@@ -343,6 +354,7 @@ class _Session:
             token_check=self.token_check,
             workload_fit=fit,
             standard=tuple(self.verdicts),
+            max_rate=self.search.result() if self.search is not None else None,
         )
 
     def check_tokens(self) -> None:
@@ -537,6 +549,9 @@ def run_bench(
     session.fitting = WorkloadFit(
         limit, info, model=chosen, endpoint=asked.endpoint, tokenizer=local_tokenizer
     )
+    if spec.find_max_rate:
+        session.search = RateSearchDriver(resolved, slos)
+        levels = [_search_level(session.search.probe())]
     return _run_levels(session, info, levels, limit.max_model_len)
 
 
@@ -574,6 +589,10 @@ def _run_interruptibly(
             if spec.sweep and index == 0:
                 peak = level.summary.request_throughput
                 levels += [_Level(f"rate={r:.3g}", LoadMode.RATE, r) for r in sweep_rates(peak)]
+            if session.search is not None and (
+                step := session.search.after(level, session.records)
+            ):
+                levels.append(_search_level(step))
             index += 1
             _write_info(session, info, "running", None)
         if not interrupted and spec.check_tokens:

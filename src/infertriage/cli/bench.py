@@ -50,6 +50,18 @@ def bench(
     rate: list[str] = flags.rate([]),
     concurrency: list[str] = flags.concurrency([]),
     sweep: bool = typer.Option(False, "--sweep", help="Find max throughput and the knee."),
+    find_max_rate: bool = typer.Option(
+        False, "--find-max-rate", help="Search the largest Poisson rate whose SLOs hold."
+    ),
+    max_rate_rule: str = typer.Option(
+        "attainment", "--max-rate-rule", help="attainment, or mlperf-server (p99, early stop)."
+    ),
+    attainment: float = typer.Option(
+        0.9, "--attainment", help="Search: share of requests meeting every SLO."
+    ),
+    rate_tolerance: float = typer.Option(
+        0.05, "--rate-tolerance", help="Search: stop when the bracket is this narrow."
+    ),
     workload: WorkloadSpec = flags.workload(),
     arrival: str = typer.Option(
         "poisson", "--arrival", callback=arrival_spec, help="poisson, constant, gamma:B, ramp:R0."
@@ -100,6 +112,8 @@ def bench(
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> int:
+    if find_max_rate and not (slo or goodput):
+        raise UserError("--find-max-rate needs an SLO to hold: give --goodput or --slo.")
     thresholds = load_thresholds(slo)
     rates = _split(rate, "--rate", float)
     concurrencies = [round(c) for c in _split(concurrency, "--concurrency", int)]
@@ -117,6 +131,10 @@ def bench(
         rates=tuple(rates),
         concurrencies=tuple(concurrencies),
         sweep=sweep,
+        find_max_rate=find_max_rate,
+        max_rate_rule=max_rate_rule,
+        attainment=attainment,
+        rate_tolerance=rate_tolerance,
         workload=workload,
         arrival=arrival,
         duration_s=duration,

@@ -4,7 +4,8 @@ Takes nothing; gives `ClientDiagnostics`
 (the client's own health and the `client_bound` verdict), `LevelResult` (one
 load level: its summary, diagnostics and validity), `Knee` (a sweep's saturation
 point and the criterion used), `TokenCheck` (the server's `/tokenize` against
-the workload and `usage`), `BenchResult` (the whole run), and `RunObserver`
+the workload and `usage`), `BenchResult` (the whole run, with the goodput search's
+`MaxRateResult` where one ran), and `RunObserver`
 (what a live display is told: a phase started with its plan, a request
 finished, the phase ended; every long command tells it the same), with
 `in_phase` (a phase of no requests) and `within` (names the levels of a
@@ -23,6 +24,7 @@ from infertriage.analyze.signals.reuse import PrefixReuse
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.loadgen.saturation import Saturation
+from infertriage.loadgen.maxrate import MaxRateResult
 from infertriage.loadgen.spec import BenchSpec
 from infertriage.loadgen.standards import ServerVerdict
 from infertriage.schemas import RequestRecord, Thresholds, Validity
@@ -108,6 +110,7 @@ class BenchResult:
     token_check: TokenCheck | None = None  # None: not run (interrupted, or no usable record)
     workload_fit: FitReport | None = None  # what fitting to the server's context changed
     standard: tuple[ServerVerdict, ...] = ()  # `--standard mlperf`: LoadGen's verdict per level
+    max_rate: MaxRateResult | None = None  # `--find-max-rate`: the goodput search
 
 
 class RunObserver(Protocol):

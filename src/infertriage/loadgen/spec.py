@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from infertriage.loadgen.maxrate import MaxRateRule
 from infertriage.loadgen.request import ClientConfig, Endpoint
 from infertriage.net import basic_authorization, check_header, split_userinfo
 from infertriage.schemas import Thresholds, UserError
@@ -172,6 +173,11 @@ class BenchSpec(CommandSpec):
         default=(), json_schema_extra={"flag": "--concurrency"}
     )
     sweep: bool = False
+    # the goodput search (`loadgen.maxrate`): the largest Poisson rate whose SLOs hold
+    find_max_rate: bool = False
+    max_rate_rule: MaxRateRule = MaxRateRule.ATTAINMENT
+    attainment: float = Field(default=0.9, gt=0, lt=1)  # the share of requests meeting every SLO
+    rate_tolerance: float = Field(default=0.05, gt=0, lt=1)  # the bracket's width, relative
     workload: Workload = Field(default_factory=default_workload)
     arrival: str = "poisson"
     duration_s: float | None = Field(default=None, gt=0)
@@ -212,6 +218,14 @@ class BenchSpec(CommandSpec):
     @classmethod
     def _known_standard(cls, value: str | None) -> str | None:
         return known_standard(value)
+
+    @field_validator("max_rate_rule", mode="before")
+    @classmethod
+    def _known_rule(cls, value: object) -> object:
+        known = [rule.value for rule in MaxRateRule]
+        if isinstance(value, str) and value not in known:
+            raise UserError(f"--max-rate-rule {value!r}: give {' or '.join(known)}.")
+        return value
 
     @field_validator("rates")
     @classmethod

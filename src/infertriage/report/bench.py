@@ -32,6 +32,7 @@ from infertriage.loadgen.results import (
     TokenCheck,
 )
 from infertriage.loadgen.saturation import Saturation
+from infertriage.report.maxrate import max_rate_headline, max_rate_table, max_rate_to_json
 from infertriage.schemas import RequestRecord, SloResult, Thresholds, Validity
 from infertriage.schemas.text import show_controls, terminal_text
 
@@ -240,6 +241,7 @@ def bench_to_json(result: BenchResult, thresholds: Thresholds | None = None) -> 
         "knee": _knee_json(result.knee),
         "token_check": _token_check_json(result.token_check),
         "workload_fit": result.workload_fit.to_json() if result.workload_fit else None,
+        "max_rate": max_rate_to_json(result.max_rate),
         "warnings": list(result.warnings),
     }
 
@@ -430,6 +432,9 @@ def render_bench(result: BenchResult, console: Console) -> None:
         at = f"{k.knee_rate:.3g} req/s" if k.knee_rate is not None else "none found"
         text.append(f"Knee: {at} (max throughput {k.max_throughput:.3g} req/s)\n", style="bold")
         text.append(f"  criterion: {show_controls(k.criterion)}\n")
+    if result.max_rate is not None:
+        console.print(max_rate_table(result.max_rate))
+        text.append_text(max_rate_headline(result.max_rate))
     _token_check_line(result.token_check, text)
     for warning in result.warnings:
         text.append(f"warning: {show_controls(warning)}\n", style="yellow")

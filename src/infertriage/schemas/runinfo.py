@@ -178,6 +178,7 @@ class BenchSummary(_Summary):
     knee: dict[str, JsonValue] | None = None
     token_check: dict[str, JsonValue] | None = None
     workload_fit: dict[str, JsonValue] | None = None
+    max_rate: dict[str, JsonValue] | None = None  # `--find-max-rate`'s search
     warnings: list[str] = Field(default_factory=list)
 
 

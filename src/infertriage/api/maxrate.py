@@ -1,0 +1,112 @@
+"""api, level 5: `bench --find-max-rate` — drives the goodput search over bench's levels.
+
+Takes the `BenchSpec` (its SLOs, rule, target and tolerance) and, after each level `bench`
+ran, that level's result and records; gives the next level to run (a Poisson rate and its
+requests) and, at the end, the `MaxRateResult` (`loadgen.maxrate`: the search itself and
+its rules). The first level is a closed-loop throughput probe, as `--sweep`'s; each later
+level is one rate of the search, judged on its own records or, when an undecided rate
+runs again, on both runs pooled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from infertriage.analyze.stats.latency import Slo
+from infertriage.api.specs import BenchSpec
+from infertriage.loadgen.maxrate import (
+    MaxRateResult,
+    MaxRateSearch,
+    SearchStep,
+    judge_step,
+    step_requests,
+)
+from infertriage.loadgen.results import LevelResult
+from infertriage.schemas import RequestRecord, UserError
+
+__all__ = ["NextLevel", "RateSearchDriver", "check_search"]
+
+PROBE_CONCURRENCY = 64  # the throughput probe's users, --max-concurrency unless given
+
+
+def check_search(spec: BenchSpec) -> None:
+    """`--find-max-rate` chooses its own rates and needs an SLO: one sentence if not."""
+    if spec.rates or spec.concurrencies or spec.sweep:
+        raise UserError(
+            "--find-max-rate chooses its own rates: drop --rate, --concurrency, --sweep."
+        )
+    if spec.goodput is None and spec.thresholds is None:
+        raise UserError("--find-max-rate needs an SLO to hold: give --goodput or --slo.")
+    if spec.arrival != "poisson":
+        raise UserError("--find-max-rate searches Poisson rates: drop --arrival.")
+
+
+@dataclass(frozen=True, slots=True)
+class NextLevel:
+    """A level for bench to run: a Poisson rate, or (the probe) a closed loop of users."""
+
+    name: str
+    value: float  # req/s, or the probe's users
+    num_requests: int | None  # None: the spec's --duration bounds the level
+    closed_loop: bool = False
+
+
+@dataclass(slots=True)
+class RateSearchDriver:
+    """The search between bench's levels: `after` each level, the next one (or none)."""
+
+    spec: BenchSpec
+    slos: tuple[Slo, ...]
+    search: MaxRateSearch | None = None
+    pending: SearchStep | None = None
+    pooled: list[RequestRecord] = field(default_factory=list)  # the current rate's runs
+
+    @property
+    def base_requests(self) -> int | None:
+        """A level's requests: the spec's; none with only a duration; else the rule's."""
+        spec = self.spec
+        if spec.num_requests is not None or spec.duration_s is not None:
+            return spec.num_requests
+        return step_requests(spec.max_rate_rule)
+
+    def probe(self) -> NextLevel:
+        users = self.spec.max_concurrency or PROBE_CONCURRENCY
+        name = f"probe concurrency={users}"
+        return NextLevel(name, float(users), self.base_requests, closed_loop=True)
+
+    def after(self, level: LevelResult, records: Sequence[RequestRecord]) -> NextLevel | None:
+        """The level just run (the probe first), and its records; the next level, or None."""
+        if self.search is None:
+            self.search = MaxRateSearch(
+                probe_rps=level.summary.request_throughput, tolerance=self.spec.rate_tolerance
+            )
+            return self._level(self.search.first())
+        step = self.pending
+        if step is None:
+            return None
+        self.pooled = [*self.pooled, *records] if step.more else list(records)
+        judgement = judge_step(
+            step.rate,
+            self.pooled,
+            self.slos,
+            rule=self.spec.max_rate_rule,
+            target=self.spec.attainment,
+            stable=level.stable,
+            client_bound=level.client.client_bound,
+        )
+        return self._level(self.search.record(judgement))
+
+    def _level(self, step: SearchStep | None) -> NextLevel | None:
+        self.pending = step
+        if step is None:
+            return None
+        if step.more:
+            more = step.more if self.base_requests is not None else None
+            return NextLevel(f"rate={step.rate:.4g} again", step.rate, more)
+        return NextLevel(f"rate={step.rate:.4g}", step.rate, self.base_requests)
+
+    def result(self) -> MaxRateResult | None:
+        if self.search is None:
+            return None
+        return self.search.result(self.spec.max_rate_rule, self.spec.attainment, self.slos)
