@@ -582,6 +582,8 @@ def _run_interruptibly(
             )
             if session.fitting is not None:  # prompt + max_tokens within the context
                 schedule = session.fitting.fit(schedule)
+            if session.search is not None:  # the goodput search offers each rate exactly
+                schedule = session.search.offered(schedule)
             session.first_schedule = session.first_schedule or schedule
             level = session.run_level(index, levels[index], schedule)
             caveats.stop_if_unauthorized(level)  # a key refused mid-run: no load reaches the model

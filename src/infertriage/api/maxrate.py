@@ -13,19 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from infertriage.analyze.stats.latency import Slo
 from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.maxrate import (
     MaxRateResult,
     MaxRateSearch,
     SearchStep,
+    at_rate,
     judge_step,
     step_requests,
 )
 from infertriage.loadgen.results import LevelResult
 from infertriage.schemas import RequestRecord, UserError
+from infertriage.workload import Schedule
 
-__all__ = ["NextLevel", "RateSearchDriver", "check_search"]
+__all__ = ["NextLevel", "RateSearchDriver", "check_search", "level_names"]
 
 PROBE_CONCURRENCY = 64  # the throughput probe's users, --max-concurrency unless given
 
@@ -40,6 +44,12 @@ def check_search(spec: BenchSpec) -> None:
         raise UserError("--find-max-rate needs an SLO to hold: give --goodput or --slo.")
     if spec.arrival != "poisson":
         raise UserError("--find-max-rate searches Poisson rates: drop --arrival.")
+
+
+def level_names(rate: float) -> tuple[str, str]:
+    """The names of a step's level at `rate` and of its rerun (its records' `level` label)."""
+    name = f"rate={rate:.4g}"
+    return name, f"{name} again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,15 @@ class RateSearchDriver:
         name = f"probe concurrency={users}"
         return NextLevel(name, float(users), self.base_requests, closed_loop=True)
 
+    def offered(self, schedule: Schedule) -> Schedule:
+        """A step's schedule, its arrivals scaled to offer the step's rate exactly
+        (`maxrate.at_rate`); the probe's closed loop and a --duration level as they are."""
+        step, offsets = self.pending, schedule.offsets_s
+        if step is None or offsets is None or self.spec.duration_s is not None:
+            return schedule
+        scaled = np.asarray(at_rate(offsets.tolist(), step.rate), dtype=np.float64)
+        return Schedule(schedule.specs, scaled, schedule.sessions)
+
     def after(self, level: LevelResult, records: Sequence[RequestRecord]) -> NextLevel | None:
         """The level just run (the probe first), and its records; the next level, or None."""
         if self.search is None:
@@ -101,10 +120,11 @@ class RateSearchDriver:
         self.pending = step
         if step is None:
             return None
+        first, again = level_names(step.rate)
         if step.more:
             more = step.more if self.base_requests is not None else None
-            return NextLevel(f"rate={step.rate:.4g} again", step.rate, more)
-        return NextLevel(f"rate={step.rate:.4g}", step.rate, self.base_requests)
+            return NextLevel(again, step.rate, more)
+        return NextLevel(first, step.rate, self.base_requests)
 
     def result(self) -> MaxRateResult | None:
         if self.search is None:

@@ -52,6 +52,7 @@ __all__ = [
     "MaxRateSearch",
     "SearchStep",
     "StepJudgement",
+    "at_rate",
     "judge_attainment",
     "judge_step",
     "step_requests",
@@ -71,6 +72,20 @@ _MLPERF_REQUESTS = 662  # LoadGen's p99 claim with one request over the limit
 class MaxRateRule(StrEnum):
     ATTAINMENT = "attainment"
     MLPERF_SERVER = "mlperf-server"
+
+
+def at_rate(offsets_s: Sequence[float], rate: float) -> list[float]:
+    """A step's Poisson arrival times scaled so that they offer exactly `rate`: n arrivals
+    over (n − 1) / rate seconds. One draw of 200 arrivals offers its rate ± 7 %, and every
+    step draws with the run's seed, so unscaled every step would be off by the same share;
+    scaled, the gaps stay exponential in shape (Poisson arrivals given their count)."""
+    if len(offsets_s) < 2 or not rate > 0:
+        return list(offsets_s)
+    span = offsets_s[-1] - offsets_s[0]
+    if not span > 0:
+        return list(offsets_s)
+    scale = (len(offsets_s) - 1) / rate / span
+    return [t * scale for t in offsets_s]
 
 
 def step_requests(rule: MaxRateRule) -> int:
