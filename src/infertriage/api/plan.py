@@ -7,8 +7,10 @@ user can fix are `UserError`s.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from infertriage.api.maxrate import level_names
 from infertriage.api.specs import PlanSpec
 from infertriage.api.topology import read_interconnect
 from infertriage.api.traffic import traffic_plan
@@ -26,6 +28,7 @@ from infertriage.plan import (
 )
 from infertriage.plan.disagg import DisaggPlan, make_disagg_plan
 from infertriage.plan.offload import OffloadPlan, make_offload_plan
+from infertriage.plan.outcome import MeasuredMaxRate
 from infertriage.plan.parallel_choice import LayoutChoice, choose_layout
 from infertriage.plan.pdpools import KvLink, ServingSlo
 from infertriage.plan.pipeline import make_pipeline_plan
@@ -36,10 +39,45 @@ from infertriage.schemas.units import GIB
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
 
 
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def read_max_rate(run: RunDir) -> MeasuredMaxRate | None:
+    """The goodput search a bench run's run.json holds (`bench --find-max-rate`), if any."""
+    found = getattr(run.read_info().summary, "max_rate", None)
+    if not isinstance(found, dict) or (rate := _float(found.get("max_rate"))) is None:
+        return None
+    interval = found.get("attainment_interval")
+    bracket = found.get("bracket")
+    slos = found.get("slos")
+    return MeasuredMaxRate(
+        rate_rps=rate,
+        bracket_high_rps=_float(bracket[1]) if isinstance(bracket, list) and bracket else None,
+        rule=str(found.get("rule", "attainment")),
+        target=_float(found.get("target")) or 0.0,
+        slos=tuple((k, float(v)) for k, v in slos.items() if isinstance(v, int | float))
+        if isinstance(slos, dict)
+        else (),
+        attainment=_float(found.get("attainment")),
+        attainment_interval=(float(interval[0]), float(interval[1]))
+        if isinstance(interval, list) and len(interval) == 2
+        else None,
+    )
+
+
 def summarize_run_workload(run_dir: Path) -> RunWorkload:
-    """Mean prompt and output lengths, concurrency (Little's law) and output tokens/s of a run."""
+    """Mean prompt and output lengths, concurrency (Little's law) and output tokens/s of a run.
+
+    A run that searched its max rate (`bench --find-max-rate`) is summarised by the level(s)
+    at the rate found, and carries that rate: one replica's measured capacity under the SLOs.
+    """
     run = RunDir.open(run_dir)
+    max_rate = read_max_rate(run)
     records = [r for r in run.iter_records(run.requests, RequestRecord) if r.ok]
+    if max_rate is not None:
+        names = level_names(max_rate.rate_rps)
+        records = [r for r in records if r.labels.get("level") in names]
     measured = [r for r in records if r.end_ts is not None and r.output_tokens is not None]
     if not measured:
         raise UserError(f"{run.requests} holds no successful request to plan from.")
@@ -53,6 +91,7 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
         mean_output_len=max(1, round(sum(r.output_tokens or 0 for r in measured) / len(measured))),
         mean_concurrency=latency / wall,
         output_tok_s=sum(r.output_tokens or 0 for r in measured) / wall,
+        max_rate=max_rate,
     )
 
 
@@ -103,7 +142,7 @@ def plan(spec: PlanSpec) -> PlanReport:
         input_len = input_len or workload.mean_input_len
         output_len = output_len or workload.mean_output_len
         concurrency = concurrency or max(1, round(workload.mean_concurrency))
-        measured_throughput_tok_s = measured_throughput_tok_s or workload.output_tok_s
+        measured_throughput_tok_s = measured_throughput_tok_s or _measured_tok_s(workload)
     if concurrency is None and spec.traffic is None:
         raise UserError("--concurrency is required (or --from-run to take it from a run).")
     num_gpus = spec.num_gpus
@@ -163,4 +202,20 @@ def plan(spec: PlanSpec) -> PlanReport:
         disagg=_disagg(spec, inputs, slo),
         pipeline=make_pipeline_plan(inputs),
         offload=_offload(spec, capacity),
+        replicas_at_rate=_replicas(spec.rate, workload),
     )
+
+
+def _measured_tok_s(workload: RunWorkload) -> float:
+    """A run's output tokens/s; with a goodput search, its max rate's (the replica's
+    capacity under the SLOs, at the level's mean output length)."""
+    if workload.max_rate is not None:
+        return workload.max_rate.rate_rps * workload.mean_output_len
+    return workload.output_tok_s
+
+
+def _replicas(rate: float | None, workload: RunWorkload | None) -> int | None:
+    """`--rate` over the run's measured max rate per replica, rounded up."""
+    if rate is None or workload is None or workload.max_rate is None:
+        return None
+    return max(1, math.ceil(rate / workload.max_rate.rate_rps - 1e-9))

@@ -19,6 +19,7 @@ from infertriage.plan import (
     param_counts,
     serving_fidelity,
 )
+from infertriage.plan.outcome import MeasuredMaxRate
 from infertriage.report.plan_topologies import topologies_to_json, topology_parts
 from infertriage.report.traffic import render_traffic, traffic_to_json
 from infertriage.schemas.text import show_controls, terminal_text
@@ -225,10 +226,51 @@ def plan_to_json(report: PlanReport) -> dict[str, object]:
             "mean_output_len": w.mean_output_len,
             "mean_concurrency": w.mean_concurrency,
             "output_tok_s": w.output_tok_s,
+            "max_rate": _max_rate_json(w.max_rate),
+            "replicas_at_rate": report.replicas_at_rate,
         }
     if report.traffic is not None:
         document["traffic"] = traffic_to_json(report.traffic)
     return document
+
+
+def _max_rate_json(found: MeasuredMaxRate | None) -> dict[str, object] | None:
+    if found is None:
+        return None
+    return {
+        "max_rate": found.rate_rps,
+        "bracket_high": found.bracket_high_rps,
+        "rule": found.rule,
+        "target": found.target,
+        "slos": dict(found.slos),
+        "attainment": found.attainment,
+        "attainment_interval": list(found.attainment_interval)
+        if found.attainment_interval
+        else None,
+    }
+
+
+def _max_rate_lines(report: PlanReport) -> Text:
+    """The run's goodput search, used as one replica's measured capacity."""
+    text = Text()
+    w = report.from_run
+    if w is None or w.max_rate is None:
+        return text
+    found = w.max_rate
+    slos = show_controls(", ".join(f"{m} ≤ {limit * 1e3:g} ms" for m, limit in found.slos))
+    held = (
+        f"attainment ≥ {found.target:.0%} of requests meeting {slos}"
+        if found.rule == "attainment"
+        else f"MLPerf server p99 {slos}"
+    )
+    text.append(
+        f"Measured capacity (the run's goodput search): {found.rate_rps:.3g} req/s per replica "
+        f"({held}); planned at that level's {w.mean_input_len}-in, {w.mean_output_len}-out "
+        f"and {w.mean_concurrency:.1f} in flight\n"
+    )
+    if report.replicas_at_rate is not None:
+        text.append(f"At --rate: {report.replicas_at_rate} replicas of the measured capacity\n")
+    return text
 
 
 def _memory_table(plan: CapacityPlan) -> Table:
@@ -379,6 +421,7 @@ def render_plan(report: PlanReport, console: Console) -> None:
         _memory_table(plan),
         _kv_lines(plan),
         _roofline_lines(report),
+        _max_rate_lines(report),
     ]
     parts.append(_advice_lines(report))
     if report.what_if:
