@@ -12,6 +12,7 @@ from infertriage.loadgen.maxrate import (
     MaxRateRule,
     MaxRateSearch,
     StepJudgement,
+    at_rate,
     judge_attainment,
     judge_step,
 )
@@ -91,6 +92,16 @@ def test_nothing_holding_ends_with_no_rate_and_every_rate_holding_has_no_upper_e
 def test_an_invalid_step_does_not_hold_whatever_its_attainment() -> None:
     step = judge_attainment(5.0, 100, 100, target=TARGET, invalid="INVALID: fell behind")
     assert step.holds is False and not step.valid and step.why == "INVALID: fell behind"
+
+
+def test_a_steps_arrivals_are_scaled_to_offer_its_rate_exactly() -> None:
+    rng = np.random.default_rng(3)
+    drawn = np.cumsum(rng.exponential(1 / 10.0, size=150)).tolist()
+    scaled = at_rate(drawn, 10.0)
+    assert (scaled[-1] - scaled[0]) == pytest.approx(149 / 10.0)
+    gaps, drawn_gaps = np.diff(scaled), np.diff(drawn)
+    assert np.allclose(gaps / drawn_gaps, gaps[0] / drawn_gaps[0])  # one factor: shape kept
+    assert at_rate([0.5], 10.0) == [0.5]
 
 
 # --- on records -------------------------------------------------------------------------------
