@@ -18,6 +18,7 @@ import numpy as np
 from infertriage.analyze.stats.latency import Slo
 from infertriage.api.specs import BenchSpec
 from infertriage.loadgen.maxrate import (
+    STEP_CHECKS,
     MaxRateResult,
     MaxRateSearch,
     SearchStep,
@@ -52,6 +53,12 @@ def level_names(rate: float) -> tuple[str, str]:
     return name, f"{name} again"
 
 
+def _failed_checks(level: LevelResult) -> list[str]:
+    """The level's failed validity checks that a step is held to (`maxrate.STEP_CHECKS`)."""
+    checks = level.validity.checks if level.validity is not None else ()
+    return [check.line() for check in checks if not check.passed and check.name in STEP_CHECKS]
+
+
 @dataclass(frozen=True, slots=True)
 class NextLevel:
     """A level for bench to run: a Poisson rate, or (the probe) a closed loop of users."""
@@ -71,6 +78,7 @@ class RateSearchDriver:
     search: MaxRateSearch | None = None
     pending: SearchStep | None = None
     pooled: list[RequestRecord] = field(default_factory=list)  # the current rate's runs
+    failed: list[str] = field(default_factory=list)  # their failed validity checks
 
     @property
     def base_requests(self) -> int | None:
@@ -104,7 +112,9 @@ class RateSearchDriver:
         step = self.pending
         if step is None:
             return None
+        failed = _failed_checks(level)
         self.pooled = [*self.pooled, *records] if step.more else list(records)
+        self.failed = [*self.failed, *failed] if step.more else failed
         judgement = judge_step(
             step.rate,
             self.pooled,
@@ -113,6 +123,7 @@ class RateSearchDriver:
             target=self.spec.attainment,
             stable=level.stable,
             client_bound=level.client.client_bound,
+            failed_checks=self.failed,
         )
         return self._level(self.search.record(judgement))
 

@@ -20,11 +20,15 @@ Two rules (`MaxRateRule`):
   TPOT, as `--goodput` or `--slo` give them); a rate holds when every p99 is within its
   limit and LoadGen's early-stopping rule (`analyze.stats.earlystop`, 99 % confidence)
   is met for each with the count over the limit; a p99 within the limit on too small a
-  sample is undecided (run again with the requests early stopping asks for). A failed
-  request counts as over every limit.
+  sample is undecided (run again with the requests early stopping asks for, at least
+  half the step's again). A failed request counts as over every limit.
 
-In both, a step is VALID only when the level kept up (`sweep.judge_stable`) and the
-client was not the bottleneck; an INVALID step does not hold (the reason is kept).
+In both, a step is VALID only when the level kept up (`sweep.judge_stable`), the client
+was not the bottleneck, and the level's own validity checks of `STEP_CHECKS` passed
+(`loadgen.validity`: achieved vs nominal rate, lengths, steady state, client); its
+duration and per-percentile sample checks are for a level's own p95 claims, and the
+search's claim has its own sample rule (the interval, or early stopping). An INVALID
+step does not hold (the reason is kept).
 
 The search: the closed-loop probe's throughput P bounds the rates worth trying. The
 first rate is `FIRST_SHARE`·P; while rates hold it steps up by `GROW`, while they fail
@@ -47,6 +51,7 @@ from infertriage.schemas import RequestRecord
 
 __all__ = [
     "CONFIDENCE",
+    "STEP_CHECKS",
     "MaxRateResult",
     "MaxRateRule",
     "MaxRateSearch",
@@ -59,6 +64,8 @@ __all__ = [
 ]
 
 CONFIDENCE = 0.95  # the attainment interval's level
+# the level's validity checks (`loadgen.validity`, by name) a step is held to
+STEP_CHECKS = ("rate", "output lengths", "prompt lengths", "steady state", "client")
 FIRST_SHARE = 0.8  # the first rate tried, of the probe's throughput
 GROW = 1.25  # the next rate up while every rate held
 SHRINK = 0.6  # the next rate down while every rate failed
@@ -120,8 +127,12 @@ def _met(record: RequestRecord, slos: Sequence[Slo]) -> bool:
     return record.ok and all(slo.met(record) for slo in slos)
 
 
-def _validity(stable: bool | None, client_bound: bool, num_judged: int) -> str:
+def _validity(
+    stable: bool | None, client_bound: bool, num_judged: int, failed: Sequence[str]
+) -> str:
     """'' when the step can be trusted; else why it cannot."""
+    if failed:
+        return f"INVALID: {failed[0]}"
     if num_judged == 0:
         return "INVALID: no request was judged"
     if stable is False:
@@ -140,11 +151,13 @@ def judge_step(
     target: float = 0.9,
     stable: bool | None = True,
     client_bound: bool = False,
+    failed_checks: Sequence[str] = (),
 ) -> StepJudgement:
-    """Whether `slos` hold at `rate` on these records (see the module docstring)."""
+    """Whether `slos` hold at `rate` on these records (see the module docstring);
+    `failed_checks`: the level's failed validity checks of `STEP_CHECKS`, as lines."""
     judged, _ = steady_requests(records)
     met = sum(1 for r in judged if _met(r, slos))
-    invalid = _validity(stable, client_bound, len(judged))
+    invalid = _validity(stable, client_bound, len(judged), failed_checks)
     if rule is MaxRateRule.MLPERF_SERVER:
         base = judge_attainment(rate, met, len(judged), target=target, invalid=invalid)
         return _judge_mlperf(replace(base, holds=False, why=invalid, more=0), judged, slos)
@@ -191,7 +204,8 @@ def _judge_mlperf(
         return replace(base, why="; ".join(f"p99 {s.metric} over {_ms(s)}" for s in over))
     short = [c for c in claims if not c.met]
     if short:
-        more = min(MAX_MORE_FACTOR * base.num_judged, max(c.more for c in short))
+        wanted = max(base.num_judged // 2, *(c.more for c in short))  # a load, not a handful
+        more = min(MAX_MORE_FACTOR * base.num_judged, wanted)
         return replace(base, holds=None, why=short[0].describe(), more=more)
     names = ", ".join(f"p99 {s.metric} ≤ {_ms(s)}" for s in slos)
     return replace(base, holds=True, why=f"{names}; early stopping met")
