@@ -47,7 +47,7 @@ from infertriage.analyze.stats.latency import (
     summary_signals,
 )
 from infertriage.api.interrupt import Interrupt, interruptible
-from infertriage.api.maxrate import NextLevel, RateSearchDriver, check_search
+from infertriage.api.maxrate import RateSearchDriver, level_spec, next_levels, offered, probe_level
 from infertriage.api.preflight import (
     ServerInfo,
     WorkloadFit,
@@ -129,21 +129,12 @@ class _Level(NamedTuple):
     name: str
     mode: LoadMode
     value: float
-    num_requests: int | None = None  # None: the spec's (the goodput search sets its own)
-
-
-def _search_level(step: NextLevel) -> _Level:
-    mode = LoadMode.CONCURRENCY if step.closed_loop else LoadMode.RATE
-    return _Level(step.name, mode, step.value, step.num_requests)
 
 
 def _levels(spec: BenchSpec) -> list[_Level]:
     """The levels known up front; a sweep adds its rates after the probe."""
     if spec.rates and spec.concurrencies:
         raise UserError("give --rate or --concurrency, not both (use --max-concurrency to cap).")
-    if spec.find_max_rate:
-        check_search(spec)
-        return []  # the search's probe (`api.maxrate`)
     if spec.sweep:
         if spec.rates or spec.concurrencies:
             raise UserError("--sweep chooses its own rates: drop --rate and --concurrency.")
@@ -173,7 +164,7 @@ def _schedule(
     tokenizer: LocalTokenizer | None,
 ) -> Schedule:
     mode, value = level.mode, level.value
-    num = level.num_requests or spec.num_requests
+    num = spec.num_requests
     if num is None and spec.duration_s is None:
         num = _DEFAULT_NUM_REQUESTS
     if mode is LoadMode.RATE and math.isinf(value):
@@ -271,7 +262,7 @@ class _Session:
 
     def run_level(self, index: int, at: _Level, schedule: Schedule) -> LevelResult:
         cfg = self.spec
-        name, mode, value, _ = at
+        name, mode, value = at
         plan = LoadPlan(
             schedule=schedule,
             concurrency=round(value) if mode is LoadMode.CONCURRENCY else None,
@@ -528,7 +519,7 @@ def run_bench(
     asked = spec.client
     base = normalize_base_url(spec.url)
     engine_kind(spec)  # a spec that asks for two engines fails before any network
-    levels = _levels(spec)
+    levels = [_Level(*probe_level(spec))] if spec.find_max_rate else _levels(spec)
     if shared is None:
         check_out(spec.out, force=spec.force)  # refused before any request
     if spec.rates:
@@ -549,9 +540,7 @@ def run_bench(
     session.fitting = WorkloadFit(
         limit, info, model=chosen, endpoint=asked.endpoint, tokenizer=local_tokenizer
     )
-    if spec.find_max_rate:
-        session.search = RateSearchDriver(resolved, slos)
-        levels = [_search_level(session.search.probe())]
+    session.search = RateSearchDriver(resolved, slos) if spec.find_max_rate else None
     return _run_levels(session, info, levels, limit.max_model_len)
 
 
@@ -577,13 +566,13 @@ def _run_interruptibly(
     try:
         index = 0
         while index < len(levels) and not interrupted:
+            at_spec = level_spec(session.search, spec)  # the search sets a step's requests
             schedule = _schedule(
-                spec, levels[index], max_model_len=max_len, tokenizer=session.tokenizer
+                at_spec, levels[index], max_model_len=max_len, tokenizer=session.tokenizer
             )
             if session.fitting is not None:  # prompt + max_tokens within the context
                 schedule = session.fitting.fit(schedule)
-            if session.search is not None:  # the goodput search offers each rate exactly
-                schedule = session.search.offered(schedule)
+            schedule = offered(session.search, schedule)  # each rate offered exactly
             session.first_schedule = session.first_schedule or schedule
             level = session.run_level(index, levels[index], schedule)
             caveats.stop_if_unauthorized(level)  # a key refused mid-run: no load reaches the model
@@ -591,10 +580,7 @@ def _run_interruptibly(
             if spec.sweep and index == 0:
                 peak = level.summary.request_throughput
                 levels += [_Level(f"rate={r:.3g}", LoadMode.RATE, r) for r in sweep_rates(peak)]
-            if session.search is not None and (
-                step := session.search.after(level, session.records)
-            ):
-                levels.append(_search_level(step))
+            levels += [_Level(*s) for s in next_levels(session.search, level, session.records)]
             index += 1
             _write_info(session, info, "running", None)
         if not interrupted and spec.check_tokens:

@@ -1,9 +1,11 @@
 """api, level 5: `bench --find-max-rate` — drives the goodput search over bench's levels.
 
 Takes the `BenchSpec` (its SLOs, rule, target and tolerance) and, after each level `bench`
-ran, that level's result and records; gives the next level to run (a Poisson rate and its
-requests) and, at the end, the `MaxRateResult` (`loadgen.maxrate`: the search itself and
-its rules). The first level is a closed-loop throughput probe, as `--sweep`'s; each later
+ran, that level's result and records; gives the next level to run (`next_levels`: a
+Poisson rate; `level_spec`: its requests; `offered`: its arrivals scaled to the rate) and,
+at the end, the `MaxRateResult` (`loadgen.maxrate`: the search itself and its rules).
+Each helper takes the driver or None (no search), so `api.bench` calls each in one line.
+The first level is a closed-loop throughput probe, as `--sweep`'s; each later
 level is one rate of the search, judged on its own records or, when an undecided rate
 runs again, on both runs pooled.
 """
@@ -12,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from infertriage.analyze.stats.latency import Slo
-from infertriage.api.specs import BenchSpec
+from infertriage.api.specs import BenchSpec, LoadMode
 from infertriage.loadgen.maxrate import (
     STEP_CHECKS,
     MaxRateResult,
@@ -30,21 +33,40 @@ from infertriage.loadgen.results import LevelResult
 from infertriage.schemas import RequestRecord, UserError
 from infertriage.workload import Schedule
 
-__all__ = ["NextLevel", "RateSearchDriver", "check_search", "level_names"]
+__all__ = [
+    "NextLevel",
+    "RateSearchDriver",
+    "level_names",
+    "level_spec",
+    "next_levels",
+    "offered",
+    "probe_level",
+]
 
 PROBE_CONCURRENCY = 64  # the throughput probe's users, --max-concurrency unless given
 
 
-def check_search(spec: BenchSpec) -> None:
-    """`--find-max-rate` chooses its own rates and needs an SLO: one sentence if not."""
+class NextLevel(NamedTuple):
+    """A level for bench to run: a Poisson rate, or (the probe) a closed loop of users."""
+
+    name: str
+    mode: LoadMode
+    value: float  # req/s, or the probe's users
+
+
+def probe_level(spec: BenchSpec) -> NextLevel:
+    """The search's first level, the closed-loop probe; one sentence if the spec cannot
+    be searched (`--find-max-rate` chooses its own rates and needs an SLO)."""
     if spec.rates or spec.concurrencies or spec.sweep:
         raise UserError(
-            "--find-max-rate chooses its own rates: drop --rate, --concurrency, --sweep."
+            "--find-max-rate chooses its own rates: drop --rate, --concurrency and --sweep."
         )
     if spec.goodput is None and spec.thresholds is None:
         raise UserError("--find-max-rate needs an SLO to hold: give --goodput or --slo.")
     if spec.arrival != "poisson":
         raise UserError("--find-max-rate searches Poisson rates: drop --arrival.")
+    users = spec.max_concurrency or PROBE_CONCURRENCY
+    return NextLevel(f"probe concurrency={users}", LoadMode.CONCURRENCY, float(users))
 
 
 def level_names(rate: float) -> tuple[str, str]:
@@ -57,16 +79,6 @@ def _failed_checks(level: LevelResult) -> list[str]:
     """The level's failed validity checks that a step is held to (`maxrate.STEP_CHECKS`)."""
     checks = level.validity.checks if level.validity is not None else ()
     return [check.line() for check in checks if not check.passed and check.name in STEP_CHECKS]
-
-
-@dataclass(frozen=True, slots=True)
-class NextLevel:
-    """A level for bench to run: a Poisson rate, or (the probe) a closed loop of users."""
-
-    name: str
-    value: float  # req/s, or the probe's users
-    num_requests: int | None  # None: the spec's --duration bounds the level
-    closed_loop: bool = False
 
 
 @dataclass(slots=True)
@@ -88,10 +100,11 @@ class RateSearchDriver:
             return spec.num_requests
         return step_requests(spec.max_rate_rule)
 
-    def probe(self) -> NextLevel:
-        users = self.spec.max_concurrency or PROBE_CONCURRENCY
-        name = f"probe concurrency={users}"
-        return NextLevel(name, float(users), self.base_requests, closed_loop=True)
+    @property
+    def num_requests(self) -> int | None:
+        """The next level's requests (a rerun's: what would settle it)."""
+        step, base = self.pending, self.base_requests
+        return step.more if step is not None and step.more and base is not None else base
 
     def offered(self, schedule: Schedule) -> Schedule:
         """A step's schedule, its arrivals scaled to offer the step's rate exactly
@@ -132,12 +145,29 @@ class RateSearchDriver:
         if step is None:
             return None
         first, again = level_names(step.rate)
-        if step.more:
-            more = step.more if self.base_requests is not None else None
-            return NextLevel(again, step.rate, more)
-        return NextLevel(first, step.rate, self.base_requests)
+        return NextLevel(again if step.more else first, LoadMode.RATE, step.rate)
 
     def result(self) -> MaxRateResult | None:
         if self.search is None:
             return None
         return self.search.result(self.spec.max_rate_rule, self.spec.attainment, self.slos)
+
+
+def level_spec(driver: RateSearchDriver | None, spec: BenchSpec) -> BenchSpec:
+    """The spec the next level is scheduled from: the search's request count in it."""
+    if driver is None or driver.num_requests == spec.num_requests:
+        return spec
+    return spec.model_copy(update={"num_requests": driver.num_requests})
+
+
+def offered(driver: RateSearchDriver | None, schedule: Schedule) -> Schedule:
+    """`schedule` as the search offers it (`RateSearchDriver.offered`); as is with no search."""
+    return schedule if driver is None else driver.offered(schedule)
+
+
+def next_levels(
+    driver: RateSearchDriver | None, level: LevelResult, records: Sequence[RequestRecord]
+) -> list[NextLevel]:
+    """The search's next level after `level`, if any; none with no search."""
+    found = driver.after(level, records) if driver is not None else None
+    return [found] if found is not None else []
