@@ -23,8 +23,8 @@ from typing import Protocol
 from infertriage.analyze.signals.reuse import PrefixReuse
 from infertriage.analyze.stats.distribution import Distribution
 from infertriage.analyze.stats.latency import LatencySummary
-from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.maxrate import MaxRateResult
+from infertriage.loadgen.saturation import Saturation
 from infertriage.loadgen.spec import BenchSpec
 from infertriage.loadgen.standards import ServerVerdict
 from infertriage.schemas import RequestRecord, Thresholds, Validity
