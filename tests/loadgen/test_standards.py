@@ -129,6 +129,7 @@ def test_the_preset_sets_arrivals_duration_seed_and_slos() -> None:
         ({"rates": (), "concurrencies": (4,)}, "give its target QPS as --rate"),
         ({"rates": (float("inf"),)}, "finite --rate"),
         ({"arrival": "constant"}, "Poisson"),
+        ({"rates": (), "find_max_rate": True}, "--max-rate-rule mlperf-server"),
     ],
 )
 def test_the_preset_refuses_what_loadgen_would_not_run(update: dict, words: str) -> None:

@@ -188,6 +188,7 @@ def test_a_level_name_gives_its_nominal_load() -> None:
     assert nominal_of("rate=4") == ("rate", 4.0)
     assert nominal_of("concurrency=16") == ("concurrency", 16.0)
     assert nominal_of("rate=inf") == ("rate", float("inf"))
+    assert nominal_of("rate=16.3 again") == ("rate", 16.3)  # a goodput search's rerun
     assert nominal_of("replay") == (None, None) and nominal_of("rate=x") == (None, None)
 
 

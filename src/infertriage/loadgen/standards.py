@@ -131,6 +131,12 @@ def apply_standard(spec: BenchSpec) -> BenchSpec:
     if spec.standard is None:
         return spec
     settings = server_settings(spec.mlperf_model)
+    if spec.find_max_rate:
+        raise UserError(
+            "--standard mlperf judges the --rate you give; to search for the highest rate "
+            "LoadGen's Server rules allow, use --find-max-rate --max-rate-rule mlperf-server "
+            "with the model's limits as --slo."
+        )
     if spec.concurrencies or spec.sweep or not spec.rates:
         raise UserError(
             "--standard mlperf runs LoadGen's Server scenario, open loop: give its target "

@@ -115,12 +115,13 @@ def level_validity(
 
 
 def nominal_of(level: str) -> tuple[str | None, float | None]:
-    """('rate', 4.0) of a level bench named "rate=4"; (None, None) of any other name."""
+    """('rate', 4.0) of a level bench named "rate=4" (or a search's rerun, "rate=4 again");
+    (None, None) of any other name."""
     mode, sep, value = level.partition("=")
-    if not sep or mode not in {"rate", "concurrency"}:
+    if not sep or mode not in {"rate", "concurrency"} or not value.split():
         return None, None
     try:
-        return mode, float(value)
+        return mode, float(value.split()[0])
     except ValueError:
         return None, None
 
