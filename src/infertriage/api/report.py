@@ -7,17 +7,21 @@ signals.jsonl and diagnosis.json (each where the run has it) into a
 `report.html.RunReport` — the map with its evidence and next steps, the
 SLOs, each level's (or A/B arm's) latency summary and raw TTFT and ITL, the
 time series with the levels as bands, the trace signals, validate's
-checklist and, for an A/B run, the comparison recomputed from its records
-(`analyze.compare`, with the run's threshold and seed) — and writes the
-page. A run with no map says which command draws one. `diagnose --html F`
-calls `write_report` on the run it just diagnosed.
+checklist, bench's goodput search (run.json's `max_rate`), each level's
+over-saturation verdict (`saturation`) and MLPerf LoadGen block
+(mlperf_log_summary.txt, else the level's `mlperf`) and, for an A/B run, the
+comparison recomputed from its records (`analyze.compare`, with the run's
+threshold and seed) with compare.json's sample plan and looks — and writes
+the page; a run from before any of these keys renders without them. A run
+with no map says which command draws one. `diagnose --html F` calls
+`write_report` on the run it just diagnosed.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,14 +35,19 @@ from infertriage.loadgen.validity import LevelFacts, judge_validity, nominal_of
 from infertriage.report.bench import level_slos
 from infertriage.report.compare import CompareResult, LevelComparison
 from infertriage.report.html import (
+    AbPlan,
     Band,
     LevelView,
+    Look,
+    MaxRateView,
+    RateStep,
     RunReport,
     level_bands,
     render_report,
     run_charts,
     span_of,
 )
+from infertriage.report.mlperf import SUMMARY_FILE
 from infertriage.schemas import (
     BenchRunInfo,
     Check,
@@ -106,6 +115,175 @@ def _stored_validity(info: RunInfo) -> dict[str, Validity]:
             if isinstance(name := level.get("name"), str) and level.get("validity"):
                 out[name] = Validity.model_validate(level["validity"])
     return out
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _pair(value: object) -> tuple[float, float] | None:
+    if isinstance(value, list) and len(value) == 2:
+        low, high = _float(value[0]), _float(value[1])
+        if low is not None and high is not None:
+            return low, high
+    return None
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _stored_levels(info: RunInfo) -> dict[str, dict[str, object]]:
+    """bench's levels as run.json keeps them, by name."""
+    if not isinstance(info, BenchRunInfo):
+        return {}
+    return {n: dict(lv) for lv in info.summary.levels if isinstance(n := lv.get("name"), str)}
+
+
+def _saturation(stored: Mapping[str, object] | None) -> str | None:
+    """An over-saturated level's evidence line (run.json's level `saturation`)."""
+    verdict = (stored or {}).get("saturation")
+    if not isinstance(verdict, dict):
+        return None
+    line = verdict.get("describe")
+    return line if isinstance(line, str) else "over-saturated (no evidence kept)"
+
+
+def _mlperf_blocks(run: RunDir) -> dict[str, str]:
+    """mlperf_log_summary.txt's block per level ("# level NAME" heads each); a file without
+    heads (one level's block) under ""."""
+    path = run.root / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("# level "):
+        return {"": text}
+    blocks: dict[str, str] = {}
+    for part in text[len("# level ") :].split("\n# level "):
+        name, _, block = part.partition("\n")
+        blocks[name] = block
+    return blocks
+
+
+def _mlperf(stored: Mapping[str, object] | None, block: str | None) -> str | None:
+    """The level's LoadGen block: the file's, else a short one from run.json's `mlperf`."""
+    if block is not None:
+        return block
+    verdict = (stored or {}).get("mlperf")
+    if not isinstance(verdict, dict):
+        return None
+    lines = [
+        "MLPerf Results Summary (from run.json; mlperf_log_summary.txt is missing)",
+        f"Result is : {verdict.get('result')}",
+    ]
+    for key in (
+        "performance_constraints_met",
+        "min_duration_met",
+        "min_queries_met",
+        "early_stopping_met",
+    ):
+        lines.append(f"  {key}: {verdict.get(key)}")
+    recommendations = verdict.get("recommendations")
+    if isinstance(recommendations, list):
+        lines += ["Recommendations:", *(f" * {line}" for line in recommendations)]
+    early = verdict.get("early_stopping")
+    for name, stop in early.items() if isinstance(early, dict) else ():
+        if isinstance(stop, dict):
+            lines += [f"{name.upper()} Early Stopping Result:", str(stop.get("text"))]
+    return "\n".join(lines) + "\n"
+
+
+def _max_rate(info: RunInfo) -> MaxRateView | None:
+    """`bench --find-max-rate`'s search, as run.json's summary `max_rate` keeps it."""
+    found = info.summary.max_rate if isinstance(info, BenchRunInfo) else None
+    if not isinstance(found, dict):
+        return None
+    steps = []
+    for step in _list(found.get("steps")):
+        if not isinstance(step, dict):
+            continue
+        rate, attainment = _float(step.get("rate")), _float(step.get("attainment"))
+        interval = _pair(step.get("attainment_interval"))
+        if rate is None or attainment is None or interval is None:
+            continue
+        holds = step.get("holds")
+        steps.append(
+            RateStep(
+                rate=rate,
+                num_judged=int(_float(step.get("num_judged")) or 0),
+                attainment=attainment,
+                interval=interval,
+                holds=holds if isinstance(holds, bool) else None,
+                valid=step.get("valid") is not False,
+                why=str(step.get("why") or ""),
+            )
+        )
+    slos = found.get("slos")
+    bracket = found.get("bracket")
+    low, high = bracket if isinstance(bracket, list) and len(bracket) == 2 else (None, None)
+    return MaxRateView(
+        rule=str(found.get("rule") or "attainment"),
+        target=_float(found.get("target")) or 0.0,
+        slos=tuple((str(k), v) for k, raw in (slos or {}).items() if (v := _float(raw)) is not None)
+        if isinstance(slos, dict)
+        else (),
+        max_rate=_float(found.get("max_rate")),
+        attainment=_float(found.get("attainment")),
+        interval=_pair(found.get("attainment_interval")),
+        bracket=(_float(low), _float(high)),
+        converged=found.get("converged") is True,
+        why=str(found.get("why") or ""),
+        steps=tuple(steps),
+        probe_rps=_float(found.get("probe_throughput")),
+    )
+
+
+def _ab_plan(run: RunDir) -> AbPlan | None:
+    """compare.json's sample plan, looks, notes and verdict (None without the file)."""
+    path = run.root / "compare.json"
+    if not path.is_file():
+        return None
+    try:
+        document = read_json(path)
+    except (UserError, ValueError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    levels = document.get("levels")
+    first = levels[0] if isinstance(levels, list) and levels else {}
+    plan = first.get("plan") if isinstance(first, dict) else None
+    line: str | None = None
+    needs: tuple[tuple[str, int], ...] = ()
+    if isinstance(plan, dict) and (per_arm := _float(plan.get("requests_per_arm"))):
+        threshold, power = _float(plan.get("threshold")), _float(plan.get("power"))
+        pilot = _float(plan.get("pilot_per_arm"))
+        metrics = [m for m in _list(plan.get("metrics")) if isinstance(m, dict)]
+        needs = tuple(
+            (str(m.get("metric")), int(v)) for m in metrics if (v := _float(m.get("needed")))
+        )
+        errors = _float(plan.get("error_rate_requests"))
+        line = (
+            f"Sample plan: ~{per_arm:.0f} requests per arm to detect a {threshold or 0:.0%} "
+            f"change at {power or 0:.0%} power, from {pilot or 0:.0f} pilot requests per arm"
+            + (f"; a rise of the error rate needs {errors:.0f}" if errors else "")
+            + "."
+        )
+    looks = tuple(
+        Look(
+            index=int(_float(look.get("look")) or 0),
+            block=int(_float(look.get("block")) or 0),
+            per_arm=int(_float(look.get("per_arm")) or 0),
+            alpha=_float(look.get("alpha")) or 0.0,
+            undecided=tuple(str(u) for u in _list(look.get("undecided"))),
+        )
+        for look in _list(document.get("looks"))
+        if isinstance(look, dict)
+    )
+    notes = tuple(str(n) for n in _list(document.get("notes")))
+    verdict = document.get("verdict")
+    return AbPlan(line, needs, looks, notes, verdict if isinstance(verdict, str) else None)
 
 
 def _level(
@@ -254,9 +432,18 @@ def build_report(run: RunDir) -> RunReport:
     signals = list(run.iter_records(run.signals, Signal))
     ab = info.command == "compare"
     groups = _groups(records, "arm" if ab else None)
-    stored = _stored_validity(info)
+    stored, kept, blocks = _stored_validity(info), _stored_levels(info), _mlperf_blocks(run)
+    main_name = summary.main_level or (list(groups)[-1] if groups and not ab else None)
+    if len(blocks) == 1 and main_name is not None and not blocks.keys() & groups.keys():
+        blocks = {main_name: next(iter(blocks.values()))}  # validate's: its measured level
     levels = tuple(
-        _level(name, group, thresholds, stored) for name, group in groups.items() if group
+        replace(
+            _level(name, group, thresholds, stored),
+            saturation=_saturation(kept.get(name)),
+            mlperf=_mlperf(kept.get(name), blocks.get(name)),
+        )
+        for name, group in groups.items()
+        if group
     )
     diagnosis = _diagnosis(run)
     hints = []
@@ -285,6 +472,8 @@ def build_report(run: RunDir) -> RunReport:
         trace=tuple(s for s in signals if s.name.startswith("trace.")),
         checks=_checks(info),
         comparison=_comparison(info, records),
+        ab_plan=_ab_plan(run) if ab else None,
+        max_rate=_max_rate(info),
         hints=tuple(hints),
     )
 

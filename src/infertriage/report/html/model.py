@@ -19,7 +19,17 @@ from infertriage.analyze.stats.latency import LatencySummary
 from infertriage.report.compare import CompareResult
 from infertriage.schemas import Check, Diagnosis, Signal, SloResult, Validity
 
-__all__ = ["Band", "Chart", "LevelView", "RunReport", "Series"]
+__all__ = [
+    "AbPlan",
+    "Band",
+    "Chart",
+    "LevelView",
+    "Look",
+    "MaxRateView",
+    "RateStep",
+    "RunReport",
+    "Series",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -61,6 +71,61 @@ class LevelView:
     ttft_s: FloatArray  # per finished request
     itl_s: FloatArray  # per output token
     validity: Validity | None = None  # VALID, or INVALID with the reasons (`loadgen.validity`)
+    saturation: str | None = None  # stopped early, over-saturated: the evidence line
+    mlperf: str | None = None  # `--standard mlperf`: LoadGen's summary block of the level
+
+
+@dataclass(frozen=True, slots=True)
+class RateStep:
+    """One rate of the goodput search (`bench --find-max-rate`), as run.json keeps it."""
+
+    rate: float  # req/s
+    num_judged: int
+    attainment: float  # fraction
+    interval: tuple[float, float]  # attainment's 95 % interval
+    holds: bool | None  # None: undecided
+    valid: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class MaxRateView:
+    """The goodput search: the rate found (None: none held), its bracket, rule and steps."""
+
+    rule: str  # attainment | mlperf-server
+    target: float  # the attainment asked for
+    slos: tuple[tuple[str, float], ...]  # metric, limit (s)
+    max_rate: float | None
+    attainment: float | None
+    interval: tuple[float, float] | None
+    bracket: tuple[float | None, float | None]
+    converged: bool
+    why: str
+    steps: tuple[RateStep, ...]
+    probe_rps: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One look of `compare --until-decided`: after which block, at what alpha, what's left."""
+
+    index: int
+    block: int
+    per_arm: int
+    alpha: float
+    undecided: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AbPlan:
+    """What compare.json adds to an A/B run: the sample plan, the looks, the notes, the
+    verdict compare gave (which a recomputation without the looks' alphas may not)."""
+
+    plan: str | None = None  # the sample plan, one line
+    needs: tuple[tuple[str, int], ...] = ()  # metric, requests per arm it needs
+    looks: tuple[Look, ...] = ()
+    notes: tuple[str, ...] = ()
+    verdict: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,4 +148,6 @@ class RunReport:
     trace: tuple[Signal, ...] = ()
     checks: tuple[Check, ...] = ()
     comparison: CompareResult | None = None
+    ab_plan: AbPlan | None = None  # compare.json's plan and looks
+    max_rate: MaxRateView | None = None  # `bench --find-max-rate`
     hints: tuple[str, ...] = field(default=())  # what would fill a section left empty

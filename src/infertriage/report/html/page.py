@@ -6,8 +6,9 @@ lets the page load nothing (`default-src 'none'`): a browser opening it
 makes no request, and text a server supplied could not run even if it were
 not escaped — it is (`schemas.text.escape_html`, in `sections`). The
 header says what run it is; the verdict comes first, then the map, the
-SLOs, the checklist, the A/B table, the levels, the distributions, the time
-series, the trace summary and the run's facts.
+SLOs, the checklist, the A/B table, the goodput search, the levels, MLPerf
+LoadGen's summary blocks, the distributions, the time series, the trace
+summary and the run's facts.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from infertriage.report.html import sections
+from infertriage.report.html import measures, sections
 from infertriage.report.html.model import RunReport
 from infertriage.schemas.text import escape_html as _e
 
@@ -54,6 +55,8 @@ svg .tick{font-size:10px;fill:#5d6670}svg .band-a{fill:#e8eef8}svg .band-b{fill:
 .legend{margin:2px 0 8px;font-size:12px}.key{margin-right:14px;white-space:nowrap}
 .swatch{display:inline-block;width:12px;height:3px;margin-right:5px;vertical-align:middle}
 dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin:6px 0}
+pre{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:#fff;border:1px solid #d5d9de;
+padding:8px;overflow-x:auto;white-space:pre}
 dl.facts dt{color:#5d6670}dl.facts dd{margin:0;overflow-wrap:anywhere}
 """
 
@@ -62,7 +65,9 @@ _TITLES = {
     "slo": "SLOs",
     "checks": "Checklist",
     "ab": "A/B",
+    "maxrate": "Goodput search",
     "levels": "Levels",
+    "mlperf": "MLPerf",
     "distributions": "Distributions",
     "timeline": "Over the run",
     "trace": "Trace",
@@ -106,7 +111,9 @@ def render_report(report: RunReport) -> Page:
         "slo": sections.slo_section(report),
         "checks": sections.checks_section(report),
         "ab": sections.ab_section(report),
+        "maxrate": measures.max_rate_section(report),
         "levels": sections.levels_section(report),
+        "mlperf": measures.mlperf_section(report),
         "distributions": sections.distributions_section(report),
         "timeline": sections.timeline_section(report),
         "trace": sections.trace_section(report),

@@ -4,9 +4,10 @@ Takes a `RunReport`; gives HTML fragments: the seven-layer map (every
 finding with its evidence, thresholds, explanation, caveat and next steps,
 and what each unknown layer misses), the SLO table, the load levels, the
 TTFT and ITL distributions, the time series with the load levels shaded,
-the trace summary, the go-live checklist and the A/B table. Each returns
-"" when the run has nothing for it. Every string that is not ours goes
-through `escape_html` (`_e`) here; numbers are formatted here.
+the trace summary, the go-live checklist and the A/B table (with its
+sample plan and looks, from `measures`). Each returns "" when the run has
+nothing for it. Every string that is not ours goes through `escape_html`
+(`_e`) here; numbers are formatted here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from infertriage.analyze.stats.distribution import Distribution
 from infertriage.report.compare import change_text, metric_text
 from infertriage.report.compare import verdict_line as compare_verdict
 from infertriage.report.diagnosis import evidence_value, slo_value
+from infertriage.report.html.markup import badge
+from infertriage.report.html.markup import section as _section
+from infertriage.report.html.markup import status as _status
+from infertriage.report.html.markup import table as _table
+from infertriage.report.html.measures import ab_plan_html, saturation_notes
 from infertriage.report.html.model import LevelView, RunReport
 from infertriage.report.html.svg import cdf_chart, format_axis, legend, time_chart
 from infertriage.report.validate import verdict_line as checklist_verdict
@@ -42,23 +48,6 @@ __all__ = [
     "timeline_section",
     "trace_section",
 ]
-
-
-def _section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}"><h2>{_e(title)}</h2>{body}</section>'
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    """A table of cells that are HTML already (escaped by the caller)."""
-    attr = f' class="{cls}"' if cls else ""
-    th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _status(value: str) -> str:
-    css = value.replace("/", "")
-    return f'<span class="status s-{_e(css)}">{_e(value)}</span>'
 
 
 # --- the seven-layer map ---------------------------------------------------------------------
@@ -201,7 +190,8 @@ def levels_section(report: RunReport) -> str:
                 _ms(s.itl, "p95"),
                 _ms(s.itl, "p99"),
                 _ms(s.e2e, "p95"),
-                _verdict(level.validity),
+                _verdict(level.validity)
+                + (f" {badge('over-saturated', 'fail')}" if level.saturation else ""),
             ]
         )
     if not rows:
@@ -236,7 +226,8 @@ def levels_section(report: RunReport) -> str:
         for level in report.levels
         if level.validity is not None and not level.validity.valid
     )
-    body = _table(head, rows, "num") + note + failures + invalid
+    saturated = saturation_notes(report.levels)
+    body = _table(head, rows, "num") + note + saturated + failures + invalid
     return _section("levels", "Load levels", body)
 
 
@@ -386,6 +377,13 @@ def ab_section(report: RunReport) -> str:
         parts.append(f"<h3>{_e(level.base_level)} → {_e(level.run_level)}</h3>")
         parts.append(_table(head, rows, "num ab"))
         parts += [f'<p class="caveat">{_e(w)}</p>' for w in level.comparison.shape]
+    parts.append(ab_plan_html(report.ab_plan))
+    told = report.ab_plan.verdict if report.ab_plan is not None else None
+    if told is not None and told != result.verdict:
+        parts.append(
+            f'<p class="caveat">compare itself judged this run {_e(told)} (compare.json); '
+            "the table above is recomputed from the records at the comparison's alpha.</p>"
+        )
     changes = [*result.environment, *result.server_config]
     if changes:
         rows = [[f"<code>{_e(c.key)}</code>", _e(repr(c.base)), _e(repr(c.run))] for c in changes]
