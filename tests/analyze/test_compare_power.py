@@ -106,6 +106,10 @@ def test_spending_sums_to_alpha() -> None:
     # The look at the plan, a quarter of the default bound, gets α(1/4) − α(1/8).
     assert planning_alpha(100, 400, 0.05) == pytest.approx(spent(0.25, 0.05) - spent(0.125, 0.05))
     assert planning_alpha(100, 400, 0.05) == pytest.approx(0.0081, abs=0.0001)
+    # a plan past the bound (--max-requests below it) counts on the look at the bound, never
+    # on no alpha at all: 228 planned against 16 once crashed the plan with alpha 0
+    assert planning_alpha(228, 16, 0.05) == pytest.approx(0.05)
+    assert 0.0 < planning_alpha(100, 120, 0.05) < 0.05
     assert schedule(100, 400) == (25, 50, 100, 200, 400)
     assert schedule(100, 150) == (25, 50, 100, 150)
 

@@ -59,8 +59,14 @@ def spent(t: float, alpha: float) -> float:
 
 def planning_alpha(planned: int, bound: int, alpha: float) -> float:
     """The alpha the look at the planned sample gets on `schedule`: what is spent from the
-    look before it (half the plan) to it."""
-    return look_alpha(planned // 2, planned, bound, alpha)
+    look before it (half the plan) to it — or, when the plan is past the bound, what the
+    look at the bound gets."""
+    previous = 0
+    for point in schedule(planned, bound):
+        if point >= min(planned, bound):
+            return look_alpha(previous, point, bound, alpha)
+        previous = point
+    return look_alpha(previous, bound, bound, alpha)  # not reached: the schedule ends at it
 
 
 def schedule(planned: int, bound: int) -> tuple[int, ...]:
