@@ -123,7 +123,8 @@ class SimulationResult(FrozenModel):
     kv_usage_max: float
     prefix_cache_hit_rate: float
     num_leaked_blocks: int
-    free_blocks_trajectory: list[tuple[float, int]]  # (ts, free blocks) after each finish
+    # (ts, free blocks) after each finish, thinned evenly to at most 4,096 points, the last kept
+    free_blocks_trajectory: list[tuple[float, int]]
     mean_running: float  # step-time weighted batch size
 
     spec_acceptance_rate: float | None  # accepted / drafted; None without speculation

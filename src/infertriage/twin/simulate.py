@@ -51,7 +51,13 @@ from infertriage.twin.request import FinishReason, SamplingParams
 from infertriage.twin.results import SimulationResult, StageSummary, sketch_percentiles
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.scheduler import RequestOutput
-from infertriage.twin.tally import ClientLatency, EngineTally, StageTally, StepTotals
+from infertriage.twin.tally import (
+    ClientLatency,
+    EngineTally,
+    SampledSeries,
+    StageTally,
+    StepTotals,
+)
 from infertriage.twin.traffic import (
     ArrivalProcess,
     Stage,
@@ -103,7 +109,7 @@ class _Run:
         self.timeout_s = timeout_s
         self.next_index = 0
         self.num_done = 0
-        self.free_blocks: list[tuple[float, int]] = []
+        self.free_blocks = SampledSeries()
         self.totals = StepTotals()
         self.stages = [StageTally() for _ in traffic.stages]
         self.server = EngineTally()
@@ -166,7 +172,7 @@ class _Run:
             self._drop(request_id, deadline_ts)
         if aborted:
             self.engine.abort_requests(aborted)
-            self.free_blocks.append((now_ts, self.engine.get_stats().num_free_blocks))
+            self.free_blocks.add(now_ts, self.engine.get_stats().num_free_blocks)
 
     def _drop(self, request_id: str, end_ts: float) -> None:
         del self.clients[request_id]
@@ -196,7 +202,7 @@ class _Run:
         """A request the engine finished (or failed), its last chunk delivered at `finish_ts`."""
         client = self.clients[output.request_id]
         tally = self.stages[client.stage]
-        self.free_blocks.append((end_ts, num_free_blocks))
+        self.free_blocks.add(end_ts, num_free_blocks)
         if output.finish_reason is FinishReason.ERROR:
             tally.num_errors += 1
         else:
@@ -394,7 +400,7 @@ def _result(run: _Run, asked: _Asked, wall_s: float) -> SimulationResult:
             else 0.0
         ),
         num_leaked_blocks=stats.num_leaked_blocks,
-        free_blocks_trajectory=run.free_blocks,
+        free_blocks_trajectory=run.free_blocks.points(),
         mean_running=totals.share(totals.running_weighted),
         spec_acceptance_rate=spec.acceptance_rate,
         spec_acceptance_per_pos=[

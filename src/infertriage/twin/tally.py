@@ -2,8 +2,9 @@
 
 Takes each finished request — the client's chunk times and token counts, or how it
 failed — and the engine's `RequestTimings`, and each step's cost; gives each load
-stage's `StageSummary`, the run's client and engine latency summaries and its
-step-time weighted sums (`StepTotals`). Everything goes into
+stage's `StageSummary`, the run's client and engine latency summaries, its
+step-time weighted sums (`StepTotals`) and its free-block series, thinned evenly to at
+most `SampledSeries.MAX_POINTS` points (`SampledSeries`). Everything goes into
 `QuantileSketch`es (percentiles within 0.5 % of numpy's, counts and means exact),
 so nothing of a request is kept once it is folded in and a run's memory does not
 grow with its number of requests.
@@ -26,7 +27,7 @@ from infertriage.twin.request import RequestTimings
 from infertriage.twin.results import LatencyPercentiles, StageSummary, sketch_percentiles
 from infertriage.twin.traffic import Stage
 
-__all__ = ["ClientLatency", "EngineTally", "StageTally", "StepTotals"]
+__all__ = ["ClientLatency", "EngineTally", "SampledSeries", "StageTally", "StepTotals"]
 
 
 class ClientLatency:
@@ -208,3 +209,37 @@ class StepTotals:
 
     def share(self, part: float) -> float:
         return part / self.step_s if self.step_s > 0 else 0.0
+
+
+class SampledSeries:
+    """A (ts, value) series in bounded memory: every `stride`-th point, the stride doubling
+    (and every other kept point dropped) whenever `MAX_POINTS` are kept, and always the
+    latest point, so the kept points are an evenly thinned subsequence of what was added
+    (a series that falls throughout still does; a short one is kept whole)."""
+
+    MAX_POINTS = 4096
+
+    __slots__ = ("_kept", "_last", "_seen", "_stride")
+
+    def __init__(self) -> None:
+        self._kept: list[tuple[float, int]] = []
+        self._last: tuple[float, int] | None = None
+        self._seen = 0
+        self._stride = 1
+
+    def add(self, ts: float, value: int) -> None:
+        point = (ts, value)
+        if self._seen % self._stride == 0:
+            self._kept.append(point)
+            if len(self._kept) >= self.MAX_POINTS:
+                self._kept = self._kept[::2]
+                self._stride *= 2
+        self._seen += 1
+        self._last = point
+
+    def points(self) -> list[tuple[float, int]]:
+        """The kept points in order, the latest one last."""
+        kept = list(self._kept)
+        if self._last is not None and (not kept or kept[-1] is not self._last):
+            kept.append(self._last)
+        return kept
