@@ -345,7 +345,7 @@ class _Session:
             token_check=self.token_check,
             workload_fit=fit,
             standard=tuple(self.verdicts),
-            max_rate=self.search.result() if self.search is not None else None,
+            max_rate=self.search.result(interrupted) if self.search is not None else None,
         )
 
     def check_tokens(self) -> None:

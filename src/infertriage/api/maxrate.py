@@ -147,10 +147,13 @@ class RateSearchDriver:
         first, again = level_names(step.rate)
         return NextLevel(again if step.more else first, LoadMode.RATE, step.rate)
 
-    def result(self) -> MaxRateResult | None:
+    def result(self, interrupted: bool = False) -> MaxRateResult | None:
+        """The search's answer; `interrupted`: Ctrl-C cut it short (it says so)."""
         if self.search is None:
             return None
-        return self.search.result(self.spec.max_rate_rule, self.spec.attainment, self.slos)
+        return self.search.result(
+            self.spec.max_rate_rule, self.spec.attainment, self.slos, interrupted=interrupted
+        )
 
 
 def level_spec(driver: RateSearchDriver | None, spec: BenchSpec) -> BenchSpec:
@@ -168,6 +171,9 @@ def offered(driver: RateSearchDriver | None, schedule: Schedule) -> Schedule:
 def next_levels(
     driver: RateSearchDriver | None, level: LevelResult, records: Sequence[RequestRecord]
 ) -> list[NextLevel]:
-    """The search's next level after `level`, if any; none with no search."""
+    """The search's next level after `level`, if any; none with no search, nor after a level
+    Ctrl-C cut short (its partial load, before any queue built, is not judged)."""
+    if level.interrupted:
+        return []
     found = driver.after(level, records) if driver is not None else None
     return [found] if found is not None else []

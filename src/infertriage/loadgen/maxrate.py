@@ -238,6 +238,7 @@ class MaxRateResult:
     converged: bool  # the bracket is within the tolerance
     tolerance: float
     why: str
+    interrupted: bool = False  # Ctrl-C cut the search short: the bracket is as far as it got
 
     @property
     def at_max(self) -> StepJudgement | None:
@@ -297,10 +298,21 @@ class MaxRateSearch:
         assert self.failed is not None
         return self.failed * SHRINK
 
-    def result(self, rule: MaxRateRule, target: float, slos: Sequence[Slo]) -> MaxRateResult:
-        """The answer so far (a search cut short keeps its bracket)."""
+    def result(
+        self,
+        rule: MaxRateRule,
+        target: float,
+        slos: Sequence[Slo],
+        *,
+        interrupted: bool = False,
+    ) -> MaxRateResult:
+        """The answer so far (a search cut short keeps its bracket; `interrupted`: by Ctrl-C,
+        the step it cut short not judged)."""
         converged = self.held is not None and self.failed is not None and self.done()
-        if self.held is None:
+        if interrupted and not converged:
+            held = "no rate held" if self.held is None else f"{self.held:.4g} req/s held"
+            why = f"interrupted after {len(self.steps)} judged steps ({held} so far)"
+        elif self.held is None:
             why = "no rate tried held" if self.steps else "no rate was run"
         elif self.failed is None:
             why = "every rate tried held: the bracket has no upper end"
@@ -319,4 +331,5 @@ class MaxRateSearch:
             converged=converged,
             tolerance=self.tolerance,
             why=why,
+            interrupted=interrupted and not converged,
         )

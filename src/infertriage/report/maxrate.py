@@ -57,6 +57,7 @@ def max_rate_to_json(result: MaxRateResult | None) -> dict[str, object] | None:
         "converged": result.converged,
         "tolerance": result.tolerance,
         "why": result.why,
+        "interrupted": result.interrupted,
         "steps": [_step_json(step) for step in result.steps],
     }
 
@@ -96,6 +97,9 @@ def max_rate_headline(result: MaxRateResult) -> Text:
     low, high = result.bracket
     bracket = f"bracket [{_rate(low)}, {_rate(high)}] req/s"
     held = result.at_max
+    if result.interrupted:  # a lower bound at most: the search did not finish
+        line = f"max rate: search interrupted ({result.why}) — bracket {bracket[8:]}\n"
+        return Text(line, style="bold red")
     if result.max_rate is None or held is None:
         line = f"max rate: none found ({result.why}) — {bracket}\n"
         return Text(line, style="bold red")
