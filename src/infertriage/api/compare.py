@@ -42,6 +42,7 @@ from infertriage.analyze.compare.comparison import (
 from infertriage.analyze.compare.power import SamplePlan, plan_sample
 from infertriage.analyze.compare.sequential import (
     Look,
+    look_alpha,
     planning_alpha,
     schedule,
     until_decided,
@@ -292,7 +293,7 @@ def compare_ab(
         if not spec.until_decided:
             notes.append(plan.enough(*(sum(1 for r in arm if r.ok) for arm in arms)))
     notes += [look.describe() for look in blocks_run.looks]
-    if spec.until_decided and blocks_run.looks:
+    if spec.until_decided and (blocks_run.looks or blocks_run.stalled is not None):
         notes.append(blocks_run.outcome())
     result = CompareResult(
         base=f"A {urls[0]}",
@@ -350,6 +351,7 @@ class _Blocks:
         self.comparison: Comparison | None = None
         self.count = 0
         self.bound = 0
+        self.stalled: int | None = None  # the block (1-based) in which an arm answered nothing
         self._interrupt: Interrupt | None = None
 
     def run(self) -> bool:
@@ -406,7 +408,8 @@ class _Blocks:
             if not self._block(index):
                 return
             grown = _per_arm(_arms(self.shared.run))
-            if grown <= size:
+            if grown <= size:  # an arm answered nothing in this block: no look on it
+                self.stalled = index + 1
                 return
             size, index = grown, index + 1
 
@@ -425,13 +428,39 @@ class _Blocks:
             alpha=_ALPHA,
             on_look=lambda look: self.announce(look.describe()),
         )
-        self.looks = result.looks
+        self.looks, metrics = result.looks, result.metrics
+        if result.looks and self.stalled is not None:
+            metrics = self._last_look(metrics)
         if result.looks:  # else Ctrl-C came before the first look: judged whole, as fixed blocks
             base, run = _arms(self.shared.run)
-            self.comparison = Comparison(metrics=result.metrics, shape=traffic_shape(base, run))
+            self.comparison = Comparison(metrics=metrics, shape=traffic_shape(base, run))
+
+    def _last_look(self, metrics: Sequence[MetricComparison]) -> tuple[MetricComparison, ...]:
+        """An arm stopped answering: a last look judges every request, its failures included,
+        at the alpha left (as the look at the bound would); a regression it finds stands over
+        an earlier look's verdict (the union bound over the looks still holds)."""
+        last = self.looks[-1]
+        alpha = look_alpha(last.per_arm, self.bound, self.bound, _ALPHA)
+        judged = {m.metric: m for m in self._judge(alpha)}
+        final = tuple(
+            judged[m.metric] if judged.get(m.metric, m).verdict == "regression" else m
+            for m in metrics
+        )
+        undecided = tuple(m.metric for m in final if m.verdict == "inconclusive")
+        size = _per_arm(_arms(self.shared.run))
+        block = self.stalled or last.block
+        self.looks = (*self.looks, Look(last.index + 1, block, size, alpha, undecided))
+        self.announce(self.looks[-1].describe())
+        return final
 
     def outcome(self) -> str:
         """The sequential run's end, in one sentence."""
+        if self.stalled is not None:
+            return (
+                f"an arm answered no request in block {self.stalled}: sampling stopped at "
+                f"{_per_arm(_arms(self.shared.run))} requests per arm, and every request sent, "
+                f"failures included, was judged"
+            )
         last = self.looks[-1]
         if not last.undecided:
             return (
