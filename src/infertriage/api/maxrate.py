@@ -31,7 +31,8 @@ from infertriage.loadgen.maxrate import (
 )
 from infertriage.loadgen.results import LevelResult
 from infertriage.schemas import RequestRecord, UserError
-from infertriage.workload import Schedule
+from infertriage.workload import Schedule, WorkloadKind, WorkloadSpec
+from infertriage.workload.sources import read_jsonl_requests
 
 __all__ = [
     "NextLevel",
@@ -65,8 +66,24 @@ def probe_level(spec: BenchSpec) -> NextLevel:
         raise UserError("--find-max-rate needs an SLO to hold: give --goodput or --slo.")
     if spec.arrival != "poisson":
         raise UserError("--find-max-rate searches Poisson rates: drop --arrival.")
+    if _replays(spec.workload):
+        raise UserError(
+            f"--workload {spec.workload.text} replays its own timestamps and --find-max-rate "
+            "offers its own Poisson rates: use jsonl:FILE,replay=false for the file's requests."
+        )
     users = spec.max_concurrency or PROBE_CONCURRENCY
     return NextLevel(f"probe concurrency={users}", LoadMode.CONCURRENCY, float(users))
+
+
+def _replays(workload: WorkloadSpec) -> bool:
+    """Does the workload replay its own arrival times (a trace; a jsonl file with timestamps
+    and replay left on)? Read before any request, so the search is refused before its probe."""
+    if workload.kind is WorkloadKind.TRACE:
+        return True
+    if not workload.is_replay or workload.path is None:
+        return False
+    items = read_jsonl_requests(workload.path)
+    return bool(items) and items[0].timestamp_s is not None
 
 
 def level_names(rate: float) -> tuple[str, str]:

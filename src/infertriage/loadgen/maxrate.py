@@ -28,7 +28,8 @@ was not the bottleneck, and the level's own validity checks of `STEP_CHECKS` pas
 (`loadgen.validity`: achieved vs nominal rate, lengths, steady state, client); its
 duration and per-percentile sample checks are for a level's own p95 claims, and the
 search's claim has its own sample rule (the interval, or early stopping). An INVALID
-step does not hold (the reason is kept).
+step does not hold (the reason is kept). A step INVALID by a check of the server's lengths
+(`RATE_BLIND_CHECKS`) before any rate held ends the search: no lower rate would pass it.
 
 The search: the closed-loop probe's throughput P bounds the rates worth trying. The
 first rate is `FIRST_SHARE`·P; while rates hold it steps up by `GROW`, while they fail
@@ -66,6 +67,9 @@ __all__ = [
 CONFIDENCE = 0.95  # the attainment interval's level
 # the level's validity checks (`loadgen.validity`, by name) a step is held to
 STEP_CHECKS = ("rate", "output lengths", "prompt lengths", "steady state", "client")
+# of those, the checks no lower rate can pass where they fail (the server's lengths): a step
+# that fails one before any rate held ends the search, with that check as its reason
+RATE_BLIND_CHECKS = ("output lengths", "prompt lengths")
 FIRST_SHARE = 0.8  # the first rate tried, of the probe's throughput
 GROW = 1.25  # the next rate up while every rate held
 SHRINK = 0.6  # the next rate down while every rate failed
@@ -117,6 +121,7 @@ class StepJudgement:
     why: str
     more: int = 0  # requests a rerun would need to decide it
     claims: tuple[EarlyStop, ...] = ()
+    rate_blind: str = ""  # a failed check no lower rate would pass (`RATE_BLIND_CHECKS`)
 
     @property
     def attainment(self) -> float:
@@ -158,10 +163,12 @@ def judge_step(
     judged, _ = steady_requests(records)
     met = sum(1 for r in judged if _met(r, slos))
     invalid = _validity(stable, client_bound, len(judged), failed_checks)
+    blind = next((line for line in failed_checks if line.startswith(RATE_BLIND_CHECKS)), "")
+    base = judge_attainment(rate, met, len(judged), target=target, invalid=invalid)
+    base = replace(base, rate_blind=blind)
     if rule is MaxRateRule.MLPERF_SERVER:
-        base = judge_attainment(rate, met, len(judged), target=target, invalid=invalid)
         return _judge_mlperf(replace(base, holds=False, why=invalid, more=0), judged, slos)
-    return judge_attainment(rate, met, len(judged), target=target, invalid=invalid)
+    return base
 
 
 def judge_attainment(
@@ -257,6 +264,7 @@ class MaxRateSearch:
     held: float | None = None  # the largest rate that held
     failed: float | None = None  # the smallest rate that did not
     steps: list[StepJudgement] = field(default_factory=list)
+    stopped: str = ""  # why the search ended early: a rate-blind check failed
     _reran: bool = False  # the last step was a rerun of an undecided rate
 
     def first(self) -> SearchStep | None:
@@ -280,6 +288,9 @@ class MaxRateSearch:
             self.held = max(self.held or 0.0, judgement.rate)
         else:
             self.failed = min(self.failed or math.inf, judgement.rate)
+        if judgement.rate_blind and self.held is None:  # a lower rate would fail it too
+            self.stopped = f"{judgement.rate_blind}; no lower rate was tried, it would fail too"
+            return None
         if self.done() or len(self.steps) >= self.max_steps:
             return None
         return SearchStep(round(self._next_rate(), 4))
@@ -309,7 +320,9 @@ class MaxRateSearch:
         """The answer so far (a search cut short keeps its bracket; `interrupted`: by Ctrl-C,
         the step it cut short not judged)."""
         converged = self.held is not None and self.failed is not None and self.done()
-        if interrupted and not converged:
+        if self.stopped:
+            why = f"no rate held: {self.stopped}"
+        elif interrupted and not converged:
             held = "no rate held" if self.held is None else f"{self.held:.4g} req/s held"
             why = f"interrupted after {len(self.steps)} judged steps ({held} so far)"
         elif self.held is None:
