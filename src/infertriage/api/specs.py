@@ -30,6 +30,7 @@ from infertriage.loadgen.spec import (
     ClientSpec,
     Workload,
     known_standard,
+    mlperf_model_needs_standard,
     userinfo_to_header,
 )
 from infertriage.loadgen.standards import MIN_DURATION_S, TAIL_GAPS
@@ -190,6 +191,11 @@ class ValidateSpec(CommandSpec):
     @classmethod
     def _known_standard(cls, value: str | None) -> str | None:
         return known_standard(value)
+
+    @model_validator(mode="after")
+    def _mlperf_model_with_standard(self) -> ValidateSpec:
+        mlperf_model_needs_standard(self.standard, self.mlperf_model)
+        return self
 
     @field_serializer("metrics_url", "dcgm_url")
     def _stored(self, url: str | None) -> str | None:

@@ -42,6 +42,7 @@ __all__ = [
     "client_config",
     "default_workload",
     "known_standard",
+    "mlperf_model_needs_standard",
     "userinfo_to_header",
 ]
 
@@ -109,6 +110,15 @@ class ClientSpec(CommandSpec):
 
 
 STANDARDS = ("mlperf",)  # `--standard`: `loadgen.standards` runs and judges each
+
+
+def mlperf_model_needs_standard(standard: str | None, mlperf_model: str | None) -> None:
+    """`--mlperf-model` without `--standard mlperf` would be ignored: one sentence instead."""
+    if mlperf_model is not None and standard is None:
+        raise UserError(
+            f"--mlperf-model {mlperf_model!r} names the limits --standard mlperf judges by: "
+            "add --standard mlperf."
+        )
 
 
 def known_standard(value: str | None) -> str | None:
@@ -226,6 +236,27 @@ class BenchSpec(CommandSpec):
         if isinstance(value, str) and value not in known:
             raise UserError(f"--max-rate-rule {value!r}: give {' or '.join(known)}.")
         return value
+
+    @model_validator(mode="after")
+    def _flags_that_apply(self) -> BenchSpec:
+        """A search setting without `--find-max-rate`, or `--mlperf-model` without
+        `--standard`, would be ignored in silence: refused in one sentence instead."""
+        mlperf_model_needs_standard(self.standard, self.mlperf_model)
+        given = [
+            flag
+            for flag, value, default in (
+                ("--max-rate-rule", self.max_rate_rule, MaxRateRule.ATTAINMENT),
+                ("--attainment", self.attainment, 0.9),
+                ("--rate-tolerance", self.rate_tolerance, 0.05),
+            )
+            if value != default
+        ]
+        if given and not self.find_max_rate:
+            verb = "is" if len(given) == 1 else "are"
+            raise UserError(
+                f"{', '.join(given)} {verb} for the goodput search: add --find-max-rate."
+            )
+        return self
 
     @field_validator("rates")
     @classmethod
