@@ -25,6 +25,7 @@ from infertriage.loadgen.saturation import Saturation
 from infertriage.schemas import RequestRecord
 
 __all__ = [
+    "MIN_GROWTH_POINTS",
     "SWEEP_FRACTIONS",
     "find_knee",
     "judge_stable",
@@ -37,6 +38,7 @@ SWEEP_FRACTIONS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25)
 _MIN_COMPLETION = 0.9
 _MAX_SLOPE = 0.05
 _MAX_LATE_RATIO = 1.5
+MIN_GROWTH_POINTS = 8  # first tokens `ttft_growth` needs; fewer: no growth measured
 CRITERION = (
     "stable while completions (any outcome) reach 90 % of sends in the window and TTFT "
     "from the intended start does not grow (slope < 0.05 s/s or last-quarter median "
@@ -57,7 +59,7 @@ def ttft_growth(records: Sequence[RequestRecord]) -> tuple[float, float]:
         for r in records
         if r.first_token_ts is not None
     )
-    if len(points) < 8:
+    if len(points) < MIN_GROWTH_POINTS:
         return 0.0, 1.0
     x = np.asarray([p[0] for p in points])
     y = np.asarray([p[1] for p in points])

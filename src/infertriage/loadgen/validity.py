@@ -17,11 +17,14 @@ value, the prompt lengths asked, the client's own verdict); gives a
   bound), else more requests;
 - rate (open loop, finite rate): the sends of the judged window per second reach
   ≥ 90 % of the nominal rate, or fall short by no more than Poisson noise
-  (2/√ the sends expected);
+  (2/√ the sends expected); not judged for sessions (multiturn, agentic), whose
+  later requests wait on replies and think time;
 - lengths: mean output tokens ≥ 90 % of those asked (when outputs were asked
   exactly: `ignore_eos`), and the server's prompt counts (`usage`) within 10 %
   or 32 tokens (a chat template's own) of the lengths asked;
-- steady state: not stopped early as over-saturated (`loadgen.saturation`); an
+- steady state: at least `MIN_GROWTH_POINTS` first tokens to judge it by (a level
+  whose requests all failed shows no steady state); not stopped early as
+  over-saturated (`loadgen.saturation`); an
   open loop kept up (`sweep.judge_stable`: completions and TTFT growth); a closed
   loop's TTFT from the intended start stayed bounded (`sweep.ttft_bounded`);
 - client: the load client was not the bottleneck (`latency.judge_client`:
@@ -46,7 +49,12 @@ from infertriage.analyze.stats.latency import (
 )
 from infertriage.loadgen.results import ClientDiagnostics, LevelResult
 from infertriage.loadgen.saturation import Saturation
-from infertriage.loadgen.sweep import judge_stable, ttft_bounded, ttft_growth
+from infertriage.loadgen.sweep import (
+    MIN_GROWTH_POINTS,
+    judge_stable,
+    ttft_bounded,
+    ttft_growth,
+)
 from infertriage.schemas import (
     JudgedWindow,
     RequestRecord,
@@ -238,15 +246,21 @@ def _rate(
     nominal = facts.value
     if facts.mode != "rate" or nominal is None or not math.isfinite(nominal) or nominal <= 0:
         return []  # a closed loop sets no rate; a burst (rate inf) none to reach
+    rule = (
+        f"sends ≥ {1 - rules.rate_shortfall:.0%} of the nominal rate, "
+        "or short by no more than Poisson noise (2/√expected)"
+    )
+    if any("session" in r.labels for r in judged):  # multiturn, agentic
+        figure = (
+            f"not judged: a session's later requests are sent on its replies, not at the "
+            f"nominal {nominal:g}/s (the client check judges the schedule's lag)"
+        )
+        return [ValidityCheck(name="rate", passed=True, figure=figure, rule=rule)]
     sends = sorted(r.sent_ts for r in judged)
     if window.basis == "steady":
         span, count = window.end_ts - window.start_ts, len(sends)
     else:  # the whole level: its sends' span, without the drain
         span, count = (sends[-1] - sends[0], len(sends) - 1) if len(sends) > 1 else (0.0, 0)
-    rule = (
-        f"sends ≥ {1 - rules.rate_shortfall:.0%} of the nominal rate, "
-        "or short by no more than Poisson noise (2/√expected)"
-    )
     if span <= 0 or count <= 0:
         fix = "run the level longer: too few sends to measure a rate"
         figure = f"{len(sends)} send(s): no rate measured (nominal {nominal:g}/s)"
@@ -321,6 +335,15 @@ def _steady(records: Sequence[RequestRecord], facts: LevelFacts) -> ValidityChec
             figure=facts.saturation.describe(),
             rule="not stopped early as over-saturated (`loadgen.saturation`)",
             fix="a lower rate: the server could not keep up, so no figure of this level holds",
+        )
+    firsts = sum(1 for r in records if r.first_token_ts is not None)
+    if firsts < MIN_GROWTH_POINTS:  # no growth to measure: not a steady state shown
+        return ValidityCheck(
+            name="steady state",
+            passed=False,
+            figure=f"{firsts} request(s) gave a first token: too few to measure TTFT growth",
+            rule=f"TTFT from the intended start bounded, on ≥ {MIN_GROWTH_POINTS} first tokens",
+            fix="requests that succeed: see the level's errors",
         )
     slope, ratio = ttft_growth(records)
     slope = round(slope, 3) + 0.0  # no "-0.000"
