@@ -2,8 +2,10 @@
 
 Two loopback servers answer alike until B fails every request from the first look of
 the sequential run on: the verdict must be B's error-rate regression, judged on every
-request sent, not the "unchanged" of a look taken while B still answered; and a bound
-(`--max-requests`) far below the planned sample must give a verdict, not a traceback.
+request sent, not the "unchanged" of a look taken while B still answered; B failing from
+the start leaves nothing to plan by, and the run says it runs the fixed blocks instead;
+and a bound (`--max-requests`) far below the planned sample gives a verdict, not a
+traceback.
 """
 
 from __future__ import annotations
@@ -60,3 +62,17 @@ def test_a_bound_far_below_the_plan_still_gives_a_verdict(tmp_path: Path) -> Non
         result = compare_ab(_spec((url_a, url_b), tmp_path / "run", max_requests=1))
     assert not result.regressed  # like servers; the one look at the bound takes all of alpha
     assert result.looks and result.looks[-1].alpha > 0
+
+
+def test_an_arm_failing_from_the_start_says_the_blocks_are_fixed(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with (
+        serve_in_thread(ServerConfig(behavior=_OK)) as (url_a, _),
+        serve_in_thread(ServerConfig(behavior=Behavior(status=500))) as (url_b, _),
+    ):
+        result = compare_ab(
+            _spec((url_a, url_b), tmp_path / "run", max_requests=200), announce=lines.append
+        )
+    assert any("runs the 4 fixed blocks instead" in line for line in lines), lines
+    verdicts = {m.metric: m.verdict for m in result.levels[0].comparison.metrics}
+    assert verdicts["error_rate"] == "regression" and result.regressed

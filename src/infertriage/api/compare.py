@@ -385,7 +385,10 @@ class _Blocks:
     def _pilot(self) -> None:
         pilot = _arms(self.shared.run)
         if _per_arm(pilot) < 2:
-            self.announce("no plan: the pilot block left fewer than 2 answered requests per arm")
+            line = "no plan: the pilot block left fewer than 2 answered requests per arm"
+            if self.spec.until_decided:  # nothing to size the looks by: the fixed blocks
+                line += f"; --until-decided runs the {self.spec.blocks} fixed blocks instead"
+            self.announce(line)
             return
         self.plan = _plan(self.spec, pilot)
         self.bound = self.spec.max_requests or _BOUND_FACTOR * self.plan.requests_per_arm
