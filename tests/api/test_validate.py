@@ -108,8 +108,9 @@ def test_the_default_load_judges_the_steady_window_and_a_healthy_twin_passes(
     # No --rate: a closed loop of 16 streams whose first burst queues behind itself. The
     # level is shorter than the default 60 s, so the burst weighs more, not less.
     out = tmp_path / "run"
-    # 25 s: long enough for the sample a p95 claim needs (90 requests; 15 s judged about 66)
-    code = main(["validate", "--duration", "25s", "--skip-functional", "--out", str(out), "--json"])
+    # The default 60 s: the sample a p95 claim needs grows with the requests over the limit
+    # (90 with none, 130 with one: 25 s judged 99 with one TTFT over 200 ms on a busy host)
+    code = main(["validate", "--skip-functional", "--out", str(out), "--json"])
     document = json.loads(capsys.readouterr().out)
     checks = {c["name"]: c for c in document["checks"]}
     assert code == 0, {name: c["detail"] for name, c in checks.items() if c["status"] == "fail"}
