@@ -159,3 +159,20 @@ def test_the_mlperf_server_rule_wants_p99_within_the_limit_and_loadgens_sample()
 def test_a_step_judgement_of_no_request_is_invalid() -> None:
     step = judge_step(4.0, [], SLOS, target=TARGET)
     assert isinstance(step, StepJudgement) and step.holds is False and not step.valid
+
+
+def test_a_miss_with_the_server_idle_ends_the_search_and_a_loaded_miss_steps_down() -> None:
+    # one request each 0.1 s, each 0.09 s long: 0.9 in flight, every TTFT over a 1 ms SLO
+    idle_miss = judge_step(4.0, _records(200, ttft=0.02), (Slo("ttft", 0.001),), target=TARGET)
+    assert idle_miss.holds is False and idle_miss.valid
+    assert idle_miss.in_flight is not None and idle_miss.in_flight < 1.0
+    search = MaxRateSearch(probe_rps=5.0)
+    assert search.record(idle_miss) is None
+    result = search.result(MaxRateRule.ATTAINMENT, TARGET, ())
+    assert result.max_rate is None and "mostly idle" in result.why
+    # the same miss with many in flight: a lower rate may hold, so the search goes on
+    loaded = MaxRateSearch(probe_rps=5.0)
+    step = loaded.record(
+        StepJudgement(4.0, 200, 0, (0.0, 0.02), False, True, "miss", in_flight=12.0)
+    )
+    assert step is not None and step.rate < 4.0

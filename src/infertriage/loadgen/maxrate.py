@@ -30,6 +30,10 @@ duration and per-percentile sample checks are for a level's own p95 claims, and 
 search's claim has its own sample rule (the interval, or early stopping). An INVALID
 step does not hold (the reason is kept). A step INVALID by a check of the server's lengths
 (`RATE_BLIND_CHECKS`) before any rate held ends the search: no lower rate would pass it.
+So does a valid step that fails with under `UNLOADED_IN_FLIGHT` request in flight on
+average (Little's law over its judged requests: their time from send to end over the
+window), before any rate held: the server was mostly idle and still missed the SLOs (an
+SLO below its unloaded latency), and a lower rate only makes each step longer.
 
 The search: the closed-loop probe's throughput P bounds the rates worth trying. The
 first rate is `FIRST_SHARE`·P; while rates hold it steps up by `GROW`, while they fail
@@ -75,6 +79,7 @@ GROW = 1.25  # the next rate up while every rate held
 SHRINK = 0.6  # the next rate down while every rate failed
 MAX_MORE_FACTOR = 4  # an undecided rate reruns with at most this many times its requests
 MLPERF_PERCENTILE = 0.99
+UNLOADED_IN_FLIGHT = 1.0  # a failing step below this mean in flight: the server was idle
 _FLOOR_SHARE = 0.01  # below this share of the probe's throughput, nothing holds
 _ATTAINMENT_REQUESTS = 200  # a step's requests when neither --num-requests nor --duration
 _MLPERF_REQUESTS = 662  # LoadGen's p99 claim with one request over the limit
@@ -122,6 +127,7 @@ class StepJudgement:
     more: int = 0  # requests a rerun would need to decide it
     claims: tuple[EarlyStop, ...] = ()
     rate_blind: str = ""  # a failed check no lower rate would pass (`RATE_BLIND_CHECKS`)
+    in_flight: float | None = None  # mean requests in flight over the judged window
 
     @property
     def attainment(self) -> float:
@@ -160,15 +166,26 @@ def judge_step(
 ) -> StepJudgement:
     """Whether `slos` hold at `rate` on these records (see the module docstring);
     `failed_checks`: the level's failed validity checks of `STEP_CHECKS`, as lines."""
-    judged, _ = steady_requests(records)
+    judged, window = steady_requests(records)
     met = sum(1 for r in judged if _met(r, slos))
     invalid = _validity(stable, client_bound, len(judged), failed_checks)
     blind = next((line for line in failed_checks if line.startswith(RATE_BLIND_CHECKS)), "")
     base = judge_attainment(rate, met, len(judged), target=target, invalid=invalid)
-    base = replace(base, rate_blind=blind)
+    base = replace(
+        base, rate_blind=blind, in_flight=_in_flight(judged, window.end_ts - window.start_ts)
+    )
     if rule is MaxRateRule.MLPERF_SERVER:
         return _judge_mlperf(replace(base, holds=False, why=invalid, more=0), judged, slos)
     return base
+
+
+def _in_flight(judged: Sequence[RequestRecord], span_s: float) -> float | None:
+    """Little's law: the judged requests' time from send to end over the span they were
+    sent in (their rate times their mean time in the system)."""
+    if span_s <= 0.0 or not judged:
+        return None
+    busy = sum(r.end_ts - r.sent_ts for r in judged if r.end_ts is not None)
+    return busy / span_s
 
 
 def judge_attainment(
@@ -254,6 +271,17 @@ class MaxRateResult:
         return held[-1] if held else None
 
 
+def _missed_unloaded(judgement: StepJudgement) -> bool:
+    """A valid step that failed with the server mostly idle (`UNLOADED_IN_FLIGHT`)."""
+    flight = judgement.in_flight
+    return (
+        judgement.holds is False
+        and judgement.valid
+        and flight is not None
+        and flight < UNLOADED_IN_FLIGHT
+    )
+
+
 @dataclass(slots=True)
 class MaxRateSearch:
     """Bracket, then bisect, over the Poisson rate (see the module docstring)."""
@@ -290,6 +318,13 @@ class MaxRateSearch:
             self.failed = min(self.failed or math.inf, judgement.rate)
         if judgement.rate_blind and self.held is None:  # a lower rate would fail it too
             self.stopped = f"{judgement.rate_blind}; no lower rate was tried, it would fail too"
+            return None
+        if self.held is None and _missed_unloaded(judgement):
+            self.stopped = (
+                f"the SLOs were missed at {judgement.rate:.4g} req/s with "
+                f"{judgement.in_flight:.2f} requests in flight on average (the server mostly "
+                "idle): no lower rate was tried, it would miss them too"
+            )
             return None
         if self.done() or len(self.steps) >= self.max_steps:
             return None
