@@ -10,10 +10,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from infertriage.api.maxrate import level_names
-from infertriage.api.specs import PlanSpec
+from infertriage.api.specs_offline import PlanSpec
 from infertriage.api.topology import read_interconnect
-from infertriage.api.traffic import traffic_plan
 from infertriage.plan import (
     CapacityPlan,
     PlanInputs,
@@ -76,6 +74,8 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
     max_rate = read_max_rate(run)
     records = [r for r in run.iter_records(run.requests, RequestRecord) if r.ok]
     if max_rate is not None:
+        from infertriage.api.maxrate import level_names  # noqa: PLC0415  # a run's levels: numpy
+
         names = level_names(max_rate.rate_rps)
         records = [r for r in records if r.labels.get("level") in names]
     measured = [r for r in records if r.end_ts is not None and r.output_tokens is not None]
@@ -164,7 +164,11 @@ def plan(spec: PlanSpec) -> PlanReport:
         max_num_batched_tokens=spec.max_num_batched_tokens,
     )
     inputs = _with_measured_link(spec, inputs, concurrency)
-    traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
+    traffic = None
+    if spec.traffic is not None:  # `--traffic`: YAML, the HPA and `validate`'s checks load here
+        from infertriage.api.traffic import traffic_plan  # noqa: PLC0415
+
+        traffic = traffic_plan(spec, inputs)
     if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
         peak = traffic.peak.capacity
         inputs = inputs.replace(
