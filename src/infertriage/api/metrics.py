@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infertriage.api.specs_offline import FleetSpec
 from infertriage.collect import (
     MetricsView,
     Scrape,
@@ -29,9 +28,19 @@ from infertriage.collect import (
 from infertriage.schemas import RunClock, UserError
 
 if TYPE_CHECKING:
+    from infertriage.api.specs_offline import FleetSpec
     from infertriage.collect import FleetView
 
 __all__ = ["FleetSpec", "fleet_metrics", "scrape_metrics"]
+
+
+def __getattr__(name: str) -> object:
+    """`FleetSpec`, re-exported on first use: a metrics file needs no spec (nor pydantic)."""
+    if name == "FleetSpec":
+        from infertriage.api.specs_offline import FleetSpec  # noqa: PLC0415
+
+        return FleetSpec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _read_file(source: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from infertriage.api.metrics import FleetSpec, fleet_metrics, scrape_metrics
+from infertriage.api.metrics import fleet_metrics, scrape_metrics
 from infertriage.cli import flags
 from infertriage.cli.common import print_json
 from infertriage.cli.options import positive, seconds
@@ -36,6 +36,7 @@ def metrics(
 ) -> None:
     if prometheus is not None:
         # a fleet is read over HTTP (aiohttp): imported here, so `metrics FILE` starts without it
+        from infertriage.api.specs_offline import FleetSpec  # noqa: PLC0415
         from infertriage.collect.prometheus_api import required_matchers  # noqa: PLC0415
         from infertriage.report.fleet import fleet_to_json, render_fleet  # noqa: PLC0415
 

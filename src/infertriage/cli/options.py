@@ -35,7 +35,6 @@ from urllib.parse import urlsplit
 import typer
 
 from infertriage.net import strip_userinfo
-from infertriage.plan import get_gpu, load_model
 from infertriage.schemas import UserError, parse_duration
 
 if TYPE_CHECKING:
@@ -181,6 +180,8 @@ def workload_spec(text: str) -> WorkloadSpec:
 def gpu_name(value: str | None) -> str | None:
     """A GPU of the catalogue (as `plan --gpu` takes it); the known ones listed when not."""
     if value is not None:
+        from infertriage.plan import get_gpu  # noqa: PLC0415  # the catalogue: only when given
+
         get_gpu(value)
     return value
 
@@ -188,6 +189,8 @@ def gpu_name(value: str | None) -> str | None:
 def model_name(value: str | None) -> str | None:
     """A model preset or a config.json (as `plan --model` takes it); the presets when not."""
     if value is not None:
+        from infertriage.plan import load_model  # noqa: PLC0415  # the presets: only when given
+
         load_model(value)
     return value
 
