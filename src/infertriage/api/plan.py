@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infertriage.api.specs_offline import PlanSpec
 from infertriage.api.topology import read_interconnect
@@ -31,8 +32,11 @@ from infertriage.plan.parallel_choice import LayoutChoice, choose_layout
 from infertriage.plan.pdpools import KvLink, ServingSlo
 from infertriage.plan.pipeline import make_pipeline_plan
 from infertriage.plan.topology import measured_gpu
-from infertriage.schemas import RequestRecord, RunDir, UserError, load_thresholds
+from infertriage.schemas import UserError, load_thresholds
 from infertriage.schemas.units import GIB
+
+if TYPE_CHECKING:
+    from infertriage.schemas import RunDir
 
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
 
@@ -70,6 +74,9 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
     A run that searched its max rate (`bench --find-max-rate`) is summarised by the level(s)
     at the rate found, and carries that rate: one replica's measured capacity under the SLOs.
     """
+    # a run's files (and run.json's models) load for `--from-run` only
+    from infertriage.schemas import RequestRecord, RunDir  # noqa: PLC0415
+
     run = RunDir.open(run_dir)
     max_rate = read_max_rate(run)
     records = [r for r in run.iter_records(run.requests, RequestRecord) if r.ok]
