@@ -14,28 +14,33 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from infertriage.api.specs import FleetSpec
 from infertriage.collect import (
-    FleetView,
     MetricsView,
     Scrape,
-    Scraper,
-    ScrapeTarget,
     adapt_scrape,
-    base_url_of,
     build_view,
-    collect_fleet,
-    fetch_server_config,
     is_url,
-    metrics_url_of,
     parse_metrics_text,
     read_metrics_file,
 )
-from infertriage.net import open_session
 from infertriage.schemas import RunClock, UserError
 
+if TYPE_CHECKING:
+    from infertriage.api.specs_offline import FleetSpec
+    from infertriage.collect import FleetView
+
 __all__ = ["FleetSpec", "fleet_metrics", "scrape_metrics"]
+
+
+def __getattr__(name: str) -> object:
+    """`FleetSpec`, re-exported on first use: a metrics file needs no spec (nor pydantic)."""
+    if name == "FleetSpec":
+        from infertriage.api.specs_offline import FleetSpec  # noqa: PLC0415
+
+        return FleetSpec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _read_file(source: str) -> str:
@@ -54,6 +59,16 @@ def _from_file(source: str) -> MetricsView:
 async def _from_url(
     url: str, duration_s: float | None, interval_s: float, timeout_s: float
 ) -> MetricsView:
+    # a file needs none of the HTTP side (aiohttp): it is imported for a URL only
+    from infertriage.collect import (  # noqa: PLC0415
+        Scraper,
+        ScrapeTarget,
+        base_url_of,
+        fetch_server_config,
+        metrics_url_of,
+    )
+    from infertriage.net import open_session  # noqa: PLC0415
+
     target = ScrapeTarget("engine", metrics_url_of(url))
     scraper = Scraper([target], clock=RunClock(), interval_s=interval_s, timeout_s=timeout_s)
     async with open_session() as session:
@@ -102,6 +117,8 @@ def fleet_metrics(spec: FleetSpec) -> FleetView:
     if not is_url(spec.prometheus_url):
         raise UserError(f"--prometheus {spec.prometheus_url!r} is not an http(s) URL.")
     end = spec.end_unix_s if spec.end_unix_s is not None else time.time()
+    from infertriage.collect import collect_fleet  # noqa: PLC0415  # see _from_url
+    from infertriage.net import open_session  # noqa: PLC0415
 
     async def run() -> FleetView:
         async with open_session() as session:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from infertriage.api.maxrate import level_names
-from infertriage.api.specs import PlanSpec
+from infertriage.api.specs_offline import PlanSpec
 from infertriage.api.topology import read_interconnect
-from infertriage.api.traffic import traffic_plan
 from infertriage.plan import (
     CapacityPlan,
     PlanInputs,
@@ -33,8 +32,11 @@ from infertriage.plan.parallel_choice import LayoutChoice, choose_layout
 from infertriage.plan.pdpools import KvLink, ServingSlo
 from infertriage.plan.pipeline import make_pipeline_plan
 from infertriage.plan.topology import measured_gpu
-from infertriage.schemas import RequestRecord, RunDir, UserError, load_thresholds
+from infertriage.schemas import UserError, load_thresholds
 from infertriage.schemas.units import GIB
+
+if TYPE_CHECKING:
+    from infertriage.schemas import RunDir
 
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
 
@@ -72,10 +74,15 @@ def summarize_run_workload(run_dir: Path) -> RunWorkload:
     A run that searched its max rate (`bench --find-max-rate`) is summarised by the level(s)
     at the rate found, and carries that rate: one replica's measured capacity under the SLOs.
     """
+    # a run's files (and run.json's models) load for `--from-run` only
+    from infertriage.schemas import RequestRecord, RunDir  # noqa: PLC0415
+
     run = RunDir.open(run_dir)
     max_rate = read_max_rate(run)
     records = [r for r in run.iter_records(run.requests, RequestRecord) if r.ok]
     if max_rate is not None:
+        from infertriage.api.maxrate import level_names  # noqa: PLC0415  # a run's levels: numpy
+
         names = level_names(max_rate.rate_rps)
         records = [r for r in records if r.labels.get("level") in names]
     measured = [r for r in records if r.end_ts is not None and r.output_tokens is not None]
@@ -164,7 +171,11 @@ def plan(spec: PlanSpec) -> PlanReport:
         max_num_batched_tokens=spec.max_num_batched_tokens,
     )
     inputs = _with_measured_link(spec, inputs, concurrency)
-    traffic = traffic_plan(spec, inputs) if spec.traffic is not None else None
+    traffic = None
+    if spec.traffic is not None:  # `--traffic`: YAML, the HPA and `validate`'s checks load here
+        from infertriage.api.traffic import traffic_plan  # noqa: PLC0415
+
+        traffic = traffic_plan(spec, inputs)
     if concurrency is None and traffic is not None:  # one replica at the peak's concurrency
         peak = traffic.peak.capacity
         inputs = inputs.replace(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from infertriage.api.specs import TopologySpec
+from infertriage.api.specs_offline import TopologySpec
 from infertriage.plan import PlanInputs, get_gpu, load_model, normalize_dtype
 from infertriage.plan.topology import (
     NcclRun,

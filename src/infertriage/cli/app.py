@@ -3,62 +3,80 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import typer
 
 from infertriage import __version__
 from infertriage.api.interrupt import Interrupt, signal_name, stop_signals
-from infertriage.cli import bench as bench_cmd
-from infertriage.cli import compare as compare_cmd
-from infertriage.cli import diagnose as diagnose_cmd
-from infertriage.cli import logs as logs_cmd
-from infertriage.cli import metrics as metrics_cmd
-from infertriage.cli import monitor as monitor_cmd
-from infertriage.cli import plan as plan_cmd
-from infertriage.cli import report as report_cmd
-from infertriage.cli import simulate as simulate_cmd
-from infertriage.cli import topology as topology_cmd
-from infertriage.cli import trace as trace_cmd
-from infertriage.cli import twin as twin_cmd
-from infertriage.cli import validate as validate_cmd
 from infertriage.cli.commands import APP_HELP, COMMANDS
 from infertriage.cli.outfail import WRITE_ERRNOS, flush_stdout, pipe_error, write_failure
 from infertriage.cli.usage import PROG, ClickException, usage_sentence
 from infertriage.schemas import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
 from infertriage.schemas.text import show_controls
 
-app = typer.Typer(
-    name="infertriage",
-    help=APP_HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-_CALLBACKS: dict[str, Callable[..., Any]] = {
-    "diagnose": diagnose_cmd.diagnose,
-    "plan": plan_cmd.plan,
-    "bench": bench_cmd.bench,
-    "trace": trace_cmd.trace,
-    "logs": logs_cmd.logs,
-    "metrics": metrics_cmd.metrics,
-    "simulate": simulate_cmd.simulate,
-    "twin": twin_cmd.twin,
-    "validate": validate_cmd.validate,
-    "report": report_cmd.report,
-    "topology": topology_cmd.topology,
-    "monitor-config": monitor_cmd.monitor_config,
-    "compare": compare_cmd.compare,
+if TYPE_CHECKING:
+    app: typer.Typer  # every command registered; built on first use (`__getattr__`)
+
+# each command's module in `infertriage.cli` and its callback (`baseline` is a group)
+_CALLBACKS: dict[str, tuple[str, str]] = {
+    "diagnose": ("diagnose", "diagnose"),
+    "plan": ("plan", "plan"),
+    "bench": ("bench", "bench"),
+    "trace": ("trace", "trace"),
+    "logs": ("logs", "logs"),
+    "metrics": ("metrics", "metrics"),
+    "simulate": ("simulate", "simulate"),
+    "twin": ("twin", "twin"),
+    "validate": ("validate", "validate"),
+    "report": ("report", "report"),
+    "topology": ("topology", "topology"),
+    "monitor-config": ("monitor", "monitor_config"),
+    "compare": ("compare", "compare"),
+    "baseline": ("compare", "baseline_app"),
 }
-for _name, _help in COMMANDS:
-    if _name == "baseline":
-        app.add_typer(compare_cmd.baseline_app, name="baseline", help=_help)
-    else:
-        app.command(_name, help=_help)(_CALLBACKS[_name])
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer application: every command, or only the command `only` names, so that a
+    command imports its own module (and what that needs) and no other command's."""
+    built = typer.Typer(
+        name="infertriage",
+        help=APP_HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    for name, help_ in COMMANDS:
+        if only is not None and name != only:
+            continue
+        module_name, attribute = _CALLBACKS[name]
+        callback = getattr(importlib.import_module(f"infertriage.cli.{module_name}"), attribute)
+        if isinstance(callback, typer.Typer):
+            built.add_typer(callback, name=name, help=help_)
+        else:
+            built.command(name, help=help_)(callback)
+    built.callback()(_root)
+    return built
+
+
+def __getattr__(name: str) -> object:
+    """`app`, the application with every command, built when first asked for."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()["app"] = built = build_app()
+    return built
+
+
+def _command_of(args: Sequence[str]) -> str | None:
+    """The command the arguments run, when the first of them names one; else None (an
+    option, a mistyped name: the whole application answers, with its suggestions)."""
+    return args[0] if args and args[0] in _CALLBACKS else None
 
 
 def _version(value: bool) -> None:
@@ -67,7 +85,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -86,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None, stop: Interrupt) -> int:
     try:
         args = list(argv) if argv is not None else None
-        result = app(args=args, prog_name=PROG, standalone_mode=False)
+        command = _command_of(sys.argv[1:] if args is None else args)
+        result = build_app(command)(args=args, prog_name=PROG, standalone_mode=False)
         failed = flush_stdout()  # a closed pipe fails here, inside this handling, not at exit
         if failed is not None:
             return _error(failed)

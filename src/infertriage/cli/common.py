@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 from rich.console import Console
 
-from infertriage.report.live import LiveView
+if TYPE_CHECKING:
+    from infertriage.report.live import LiveView
 
 
 def print_json(document: object) -> None:
@@ -27,4 +29,6 @@ def live_view(
     terminals = sys.stdout.isatty() and sys.stderr.isatty()
     if json_out or not progress or not terminals or not console.is_interactive:
         return contextlib.nullcontext()
+    from infertriage.report.live import LiveView  # noqa: PLC0415  # numpy: a live run only
+
     return LiveView(console)

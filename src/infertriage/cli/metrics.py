@@ -9,12 +9,10 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from infertriage.api.metrics import FleetSpec, fleet_metrics, scrape_metrics
+from infertriage.api.metrics import fleet_metrics, scrape_metrics
 from infertriage.cli import flags
 from infertriage.cli.common import print_json
 from infertriage.cli.options import positive, seconds
-from infertriage.collect.prometheus_api import required_matchers
-from infertriage.report.fleet import fleet_to_json, render_fleet
 from infertriage.report.metrics import metrics_to_json, render_metrics
 from infertriage.schemas import UserError
 
@@ -37,6 +35,11 @@ def metrics(
     json_out: bool = flags.json_out(),
 ) -> None:
     if prometheus is not None:
+        # a fleet is read over HTTP (aiohttp): imported here, so `metrics FILE` starts without it
+        from infertriage.api.specs_offline import FleetSpec  # noqa: PLC0415
+        from infertriage.collect.prometheus_api import required_matchers  # noqa: PLC0415
+        from infertriage.report.fleet import fleet_to_json, render_fleet  # noqa: PLC0415
+
         if source is not None:
             raise UserError("give a URL or file, or --prometheus with --selector, not both.")
         required_matchers(selector)

@@ -29,16 +29,16 @@ from __future__ import annotations
 import codecs
 import math
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 import typer
 
 from infertriage.net import strip_userinfo
-from infertriage.plan import get_gpu, load_model
 from infertriage.schemas import UserError, parse_duration
-from infertriage.twin import load_scenario
-from infertriage.workload import WorkloadSpec, make_specs, parse_arrivals, parse_workload
+
+if TYPE_CHECKING:
+    from infertriage.workload import WorkloadSpec
 
 __all__ = [
     "arrival_spec",
@@ -126,6 +126,8 @@ def new_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
 
 def arrival_spec(value: str) -> str:
     """`--arrival`: poisson, constant, gamma:B (B above 0) or ramp:R0 (R0 of 0 or more)."""
+    from infertriage.workload import parse_arrivals  # noqa: PLC0415  # numpy: only when given
+
     parse_arrivals(value, 1.0)
     return value
 
@@ -165,6 +167,8 @@ def workload_spec(text: str) -> WorkloadSpec:
     """`--workload`'s parser: a known kind with its options, parsed once; a file it names is
     there, text, not empty, and one request of any other kind is built (every option's
     value checked)."""
+    from infertriage.workload import make_specs, parse_workload  # noqa: PLC0415  # numpy
+
     spec = parse_workload(text)
     if spec.path is not None:
         _check_text_file(spec.path, "--workload")
@@ -176,6 +180,8 @@ def workload_spec(text: str) -> WorkloadSpec:
 def gpu_name(value: str | None) -> str | None:
     """A GPU of the catalogue (as `plan --gpu` takes it); the known ones listed when not."""
     if value is not None:
+        from infertriage.plan import get_gpu  # noqa: PLC0415  # the catalogue: only when given
+
         get_gpu(value)
     return value
 
@@ -183,11 +189,15 @@ def gpu_name(value: str | None) -> str | None:
 def model_name(value: str | None) -> str | None:
     """A model preset or a config.json (as `plan --model` takes it); the presets when not."""
     if value is not None:
+        from infertriage.plan import load_model  # noqa: PLC0415  # the presets: only when given
+
         load_model(value)
     return value
 
 
 def scenario_name(value: str) -> str:
     """A packaged twin scenario or a scenario YAML file, read and checked now."""
+    from infertriage.twin import load_scenario  # noqa: PLC0415  # the twin: only when given
+
     load_scenario(value)
     return value

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from infertriage import api
-from infertriage.api.specs import PlanSpec
+from infertriage.api.specs_offline import PlanSpec
 from infertriage.cli import flags
 from infertriage.cli.common import print_json
 from infertriage.cli.options import milliseconds

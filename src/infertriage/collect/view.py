@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from infertriage.analyze.signals.prom import (
     CounterIncrease,
@@ -29,7 +30,10 @@ from infertriage.collect.adapters import Adapted, Availability, NormHistogram
 from infertriage.collect.adapters.dcgm import DCGM_PROFILING
 from infertriage.collect.parse import Labels
 from infertriage.collect.roles import PD_PREFIXES, role_signals
-from infertriage.schemas import VOCABULARY, Layer, MetricKind, RunServerConfig
+from infertriage.schemas import VOCABULARY, Layer, MetricKind
+
+if TYPE_CHECKING:  # the run.json models (pydantic): not loaded to read a metrics file
+    from infertriage.schemas import RunServerConfig
 
 __all__ = [
     "QUANTILES",

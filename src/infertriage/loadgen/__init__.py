@@ -15,21 +15,28 @@ server and the raw-reader floor live outside the product, in
 `infertriage_testing`.
 """
 
-from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState
-from infertriage.loadgen.results import (
-    BenchResult,
-    ClientDiagnostics,
-    Knee,
-    LevelResult,
-    RunObserver,
-    in_phase,
-    within,
-)
-from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
-from infertriage.loadgen.spec import BenchSpec, ClientSpec
-from infertriage.loadgen.sse import SseEvent, SseParser
-from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
-from infertriage.loadgen.workers import run_parallel, split_plan
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infertriage.schemas.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, StreamState
+    from infertriage.loadgen.results import (
+        BenchResult,
+        ClientDiagnostics,
+        Knee,
+        LevelResult,
+        RunObserver,
+        in_phase,
+        within,
+    )
+    from infertriage.loadgen.runner import LoadPlan, WorkerReport, run_load, run_sync
+    from infertriage.loadgen.spec import BenchSpec, ClientSpec
+    from infertriage.loadgen.sse import SseEvent, SseParser
+    from infertriage.loadgen.sweep import find_knee, judge_stable, sweep_rates
+    from infertriage.loadgen.workers import run_parallel, split_plan
 
 __all__ = [
     "BenchResult",
@@ -57,3 +64,33 @@ __all__ = [
     "sweep_rates",
     "within",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ClientConfig": "infertriage.loadgen.client",
+        "Endpoint": "infertriage.loadgen.client",
+        "RequestClient": "infertriage.loadgen.client",
+        "StreamState": "infertriage.loadgen.client",
+        "BenchResult": "infertriage.loadgen.results",
+        "ClientDiagnostics": "infertriage.loadgen.results",
+        "Knee": "infertriage.loadgen.results",
+        "LevelResult": "infertriage.loadgen.results",
+        "RunObserver": "infertriage.loadgen.results",
+        "in_phase": "infertriage.loadgen.results",
+        "within": "infertriage.loadgen.results",
+        "LoadPlan": "infertriage.loadgen.runner",
+        "WorkerReport": "infertriage.loadgen.runner",
+        "run_load": "infertriage.loadgen.runner",
+        "run_sync": "infertriage.loadgen.runner",
+        "BenchSpec": "infertriage.loadgen.spec",
+        "ClientSpec": "infertriage.loadgen.spec",
+        "SseEvent": "infertriage.loadgen.sse",
+        "SseParser": "infertriage.loadgen.sse",
+        "find_knee": "infertriage.loadgen.sweep",
+        "judge_stable": "infertriage.loadgen.sweep",
+        "sweep_rates": "infertriage.loadgen.sweep",
+        "run_parallel": "infertriage.loadgen.workers",
+        "split_plan": "infertriage.loadgen.workers",
+    },
+)

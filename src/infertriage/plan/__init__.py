@@ -7,62 +7,74 @@ roofline cost for each prefill and decode step (from which the twin draws
 its step times and `plan` its TTFT and ITL).
 """
 
-from infertriage.plan.advice import ParallelAdvice, advise_parallelism, smallest_replica_tp
-from infertriage.plan.capacity import (
-    CUDA_GRAPH_POOL_BYTES,
-    CapacityPlan,
-    KnobEffect,
-    MemoryBreakdown,
-    PlanInputs,
-    RooflineSummary,
-    activation_peak_bytes,
-    make_capacity_plan,
-    runtime_bytes,
-)
-from infertriage.plan.costparams import (
-    Calibration,
-    LinkParams,
-    RooflineParams,
-    calibration_for,
-    params_for,
-)
-from infertriage.plan.fidelity import RegimeFidelity, ServingFidelity, serving_fidelity
-from infertriage.plan.gpus import GpuSpec, LinkKind, get_gpu, list_gpus
-from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache, vllm_num_gpu_blocks
-from infertriage.plan.memory import (
-    DTYPE_ALIASES,
-    DTYPE_BYTES,
-    ParamBreakdown,
-    ParamCounts,
-    kv_bytes_for_context,
-    kv_bytes_per_token,
-    kv_bytes_per_token_per_layer,
-    linear_bytes_per_param,
-    normalize_dtype,
-    param_breakdown,
-    param_counts,
-    unquantized_bytes_per_param,
-    weight_bytes,
-)
-from infertriage.plan.models import ModelSpec, list_model_presets, load_model, model_from_hf_config
-from infertriage.plan.outcome import PlanReport, RunWorkload
-from infertriage.plan.roofline import (
-    Execution,
-    LatencyEstimate,
-    Routing,
-    StepCost,
-    StepWork,
-    allreduce_s,
-    decode_step_time,
-    moe_experts_touched,
-    peak_flops_per_s,
-    prefill_time,
-    step_allreduce_s,
-    step_cost,
-    step_work,
-    ttft_itl,
-)
-from infertriage.plan.whatif import WHAT_IF_KEYS, WhatIfRow, parse_what_if, sweep
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infertriage.schemas.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infertriage.plan.advice import ParallelAdvice, advise_parallelism, smallest_replica_tp
+    from infertriage.plan.capacity import (
+        CUDA_GRAPH_POOL_BYTES,
+        CapacityPlan,
+        KnobEffect,
+        MemoryBreakdown,
+        PlanInputs,
+        RooflineSummary,
+        activation_peak_bytes,
+        make_capacity_plan,
+        runtime_bytes,
+    )
+    from infertriage.plan.costparams import (
+        Calibration,
+        LinkParams,
+        RooflineParams,
+        calibration_for,
+        params_for,
+    )
+    from infertriage.plan.fidelity import RegimeFidelity, ServingFidelity, serving_fidelity
+    from infertriage.plan.gpus import GpuSpec, LinkKind, get_gpu, list_gpus
+    from infertriage.plan.kvcache import KvCachePlan, vllm_kv_cache, vllm_num_gpu_blocks
+    from infertriage.plan.memory import (
+        DTYPE_ALIASES,
+        DTYPE_BYTES,
+        ParamBreakdown,
+        ParamCounts,
+        kv_bytes_for_context,
+        kv_bytes_per_token,
+        kv_bytes_per_token_per_layer,
+        linear_bytes_per_param,
+        normalize_dtype,
+        param_breakdown,
+        param_counts,
+        unquantized_bytes_per_param,
+        weight_bytes,
+    )
+    from infertriage.plan.models import (
+        ModelSpec,
+        list_model_presets,
+        load_model,
+        model_from_hf_config,
+    )
+    from infertriage.plan.outcome import PlanReport, RunWorkload
+    from infertriage.plan.roofline import (
+        Execution,
+        LatencyEstimate,
+        Routing,
+        StepCost,
+        StepWork,
+        allreduce_s,
+        decode_step_time,
+        moe_experts_touched,
+        peak_flops_per_s,
+        prefill_time,
+        step_allreduce_s,
+        step_cost,
+        step_work,
+        ttft_itl,
+    )
+    from infertriage.plan.whatif import WHAT_IF_KEYS, WhatIfRow, parse_what_if, sweep
 
 __all__ = [
     "CUDA_GRAPH_POOL_BYTES",
@@ -130,3 +142,73 @@ __all__ = [
     "vllm_num_gpu_blocks",
     "weight_bytes",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ParallelAdvice": "infertriage.plan.advice",
+        "advise_parallelism": "infertriage.plan.advice",
+        "smallest_replica_tp": "infertriage.plan.advice",
+        "CUDA_GRAPH_POOL_BYTES": "infertriage.plan.capacity",
+        "CapacityPlan": "infertriage.plan.capacity",
+        "KnobEffect": "infertriage.plan.capacity",
+        "MemoryBreakdown": "infertriage.plan.capacity",
+        "PlanInputs": "infertriage.plan.capacity",
+        "RooflineSummary": "infertriage.plan.capacity",
+        "activation_peak_bytes": "infertriage.plan.capacity",
+        "make_capacity_plan": "infertriage.plan.capacity",
+        "runtime_bytes": "infertriage.plan.capacity",
+        "Calibration": "infertriage.plan.costparams",
+        "LinkParams": "infertriage.plan.costparams",
+        "RooflineParams": "infertriage.plan.costparams",
+        "calibration_for": "infertriage.plan.costparams",
+        "params_for": "infertriage.plan.costparams",
+        "RegimeFidelity": "infertriage.plan.fidelity",
+        "ServingFidelity": "infertriage.plan.fidelity",
+        "serving_fidelity": "infertriage.plan.fidelity",
+        "GpuSpec": "infertriage.plan.gpus",
+        "LinkKind": "infertriage.plan.gpus",
+        "get_gpu": "infertriage.plan.gpus",
+        "list_gpus": "infertriage.plan.gpus",
+        "KvCachePlan": "infertriage.plan.kvcache",
+        "vllm_kv_cache": "infertriage.plan.kvcache",
+        "vllm_num_gpu_blocks": "infertriage.plan.kvcache",
+        "DTYPE_ALIASES": "infertriage.plan.memory",
+        "DTYPE_BYTES": "infertriage.plan.memory",
+        "ParamBreakdown": "infertriage.plan.memory",
+        "ParamCounts": "infertriage.plan.memory",
+        "kv_bytes_for_context": "infertriage.plan.memory",
+        "kv_bytes_per_token": "infertriage.plan.memory",
+        "kv_bytes_per_token_per_layer": "infertriage.plan.memory",
+        "linear_bytes_per_param": "infertriage.plan.memory",
+        "normalize_dtype": "infertriage.plan.memory",
+        "param_breakdown": "infertriage.plan.memory",
+        "param_counts": "infertriage.plan.memory",
+        "unquantized_bytes_per_param": "infertriage.plan.memory",
+        "weight_bytes": "infertriage.plan.memory",
+        "ModelSpec": "infertriage.plan.models",
+        "list_model_presets": "infertriage.plan.models",
+        "load_model": "infertriage.plan.models",
+        "model_from_hf_config": "infertriage.plan.models",
+        "PlanReport": "infertriage.plan.outcome",
+        "RunWorkload": "infertriage.plan.outcome",
+        "Execution": "infertriage.plan.roofline",
+        "LatencyEstimate": "infertriage.plan.roofline",
+        "Routing": "infertriage.plan.roofline",
+        "StepCost": "infertriage.plan.roofline",
+        "StepWork": "infertriage.plan.roofline",
+        "allreduce_s": "infertriage.plan.roofline",
+        "decode_step_time": "infertriage.plan.roofline",
+        "moe_experts_touched": "infertriage.plan.roofline",
+        "peak_flops_per_s": "infertriage.plan.roofline",
+        "prefill_time": "infertriage.plan.roofline",
+        "step_allreduce_s": "infertriage.plan.roofline",
+        "step_cost": "infertriage.plan.roofline",
+        "step_work": "infertriage.plan.roofline",
+        "ttft_itl": "infertriage.plan.roofline",
+        "WHAT_IF_KEYS": "infertriage.plan.whatif",
+        "WhatIfRow": "infertriage.plan.whatif",
+        "parse_what_if": "infertriage.plan.whatif",
+        "sweep": "infertriage.plan.whatif",
+    },
+)

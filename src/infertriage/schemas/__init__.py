@@ -6,85 +6,92 @@ base, the normalised metric vocabulary, run-directory IO and the one
 user-error type. Imports nothing else from infertriage.
 """
 
-from infertriage.schemas.baselines import BaselineStore, SavedBaseline, default_store_root
-from infertriage.schemas.checks import (
-    SAMPLE_VALIDITY,
-    Check,
-    CheckGroup,
-    CheckStatus,
-    checklist_ready,
-    validity_check,
-)
-from infertriage.schemas.diagnosis import (
-    DIAGNOSIS_SCHEMA,
-    ChainLink,
-    Diagnosis,
-    EvidenceItem,
-    Finding,
-    JudgedWindow,
-    LayerResult,
-    LoggedRequest,
-    Primary,
-    SloResult,
-    Unexplained,
-)
-from infertriage.schemas.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
-from infertriage.schemas.frozen import FrozenModel
-from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
-from infertriage.schemas.records import (
-    Chunk,
-    ErrorKind,
-    RequestRecord,
-    Sample,
-    Signal,
-    TokenSource,
-    http_error_kind,
-)
-from infertriage.schemas.rundir import (
-    JsonlWriter,
-    RunDir,
-    check_out,
-    read_json,
-    read_jsonl,
-    write_json,
-)
-from infertriage.schemas.runinfo import (
-    RUN_SCHEMA,
-    BenchRunInfo,
-    BenchSummary,
-    CompareConfig,
-    CompareRunInfo,
-    CompareSummary,
-    Deployment,
-    DiagnoseConfig,
-    DiagnoseRunInfo,
-    DiagnoseSummary,
-    GpuInfo,
-    Phases,
-    RunEnvironment,
-    RunInfo,
-    RunServerConfig,
-    RunStatus,
-    ValidateConfig,
-    ValidateRunInfo,
-    ValidateSummary,
-    parse_run_info,
-    run_info_schema,
-)
-from infertriage.schemas.thresholds import SloProfile, Thresholds, load_thresholds
-from infertriage.schemas.units import (
-    GB,
-    GIB,
-    MIB,
-    RunClock,
-    format_bytes,
-    format_seconds,
-    parse_bytes,
-    parse_duration,
-    parse_fraction,
-)
-from infertriage.schemas.validity import Validity, ValidityCheck
-from infertriage.schemas.vocabulary import VOCABULARY, MetricDef, MetricKind, get_metric
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infertriage.schemas.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infertriage.schemas.baselines import BaselineStore, SavedBaseline, default_store_root
+    from infertriage.schemas.checks import (
+        SAMPLE_VALIDITY,
+        Check,
+        CheckGroup,
+        CheckStatus,
+        checklist_ready,
+        validity_check,
+    )
+    from infertriage.schemas.diagnosis import (
+        DIAGNOSIS_SCHEMA,
+        ChainLink,
+        Diagnosis,
+        EvidenceItem,
+        Finding,
+        JudgedWindow,
+        LayerResult,
+        LoggedRequest,
+        Primary,
+        SloResult,
+        Unexplained,
+    )
+    from infertriage.schemas.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
+    from infertriage.schemas.frozen import FrozenModel
+    from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
+    from infertriage.schemas.records import (
+        Chunk,
+        ErrorKind,
+        RequestRecord,
+        Sample,
+        Signal,
+        TokenSource,
+        http_error_kind,
+    )
+    from infertriage.schemas.rundir import (
+        JsonlWriter,
+        RunDir,
+        check_out,
+        read_json,
+        read_jsonl,
+        write_json,
+    )
+    from infertriage.schemas.runinfo import (
+        RUN_SCHEMA,
+        BenchRunInfo,
+        BenchSummary,
+        CompareConfig,
+        CompareRunInfo,
+        CompareSummary,
+        Deployment,
+        DiagnoseConfig,
+        DiagnoseRunInfo,
+        DiagnoseSummary,
+        GpuInfo,
+        Phases,
+        RunEnvironment,
+        RunInfo,
+        RunServerConfig,
+        RunStatus,
+        ValidateConfig,
+        ValidateRunInfo,
+        ValidateSummary,
+        parse_run_info,
+        run_info_schema,
+    )
+    from infertriage.schemas.thresholds import SloProfile, Thresholds, load_thresholds
+    from infertriage.schemas.units import (
+        GB,
+        GIB,
+        MIB,
+        RunClock,
+        format_bytes,
+        format_seconds,
+        parse_bytes,
+        parse_duration,
+        parse_fraction,
+    )
+    from infertriage.schemas.validity import Validity, ValidityCheck
+    from infertriage.schemas.vocabulary import VOCABULARY, MetricDef, MetricKind, get_metric
 
 __all__ = [
     "DIAGNOSIS_SCHEMA",
@@ -168,3 +175,89 @@ __all__ = [
     "validity_check",
     "write_json",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "BaselineStore": "infertriage.schemas.baselines",
+        "SavedBaseline": "infertriage.schemas.baselines",
+        "default_store_root": "infertriage.schemas.baselines",
+        "SAMPLE_VALIDITY": "infertriage.schemas.checks",
+        "Check": "infertriage.schemas.checks",
+        "CheckGroup": "infertriage.schemas.checks",
+        "CheckStatus": "infertriage.schemas.checks",
+        "checklist_ready": "infertriage.schemas.checks",
+        "validity_check": "infertriage.schemas.checks",
+        "DIAGNOSIS_SCHEMA": "infertriage.schemas.diagnosis",
+        "ChainLink": "infertriage.schemas.diagnosis",
+        "Diagnosis": "infertriage.schemas.diagnosis",
+        "EvidenceItem": "infertriage.schemas.diagnosis",
+        "Finding": "infertriage.schemas.diagnosis",
+        "JudgedWindow": "infertriage.schemas.diagnosis",
+        "LayerResult": "infertriage.schemas.diagnosis",
+        "LoggedRequest": "infertriage.schemas.diagnosis",
+        "Primary": "infertriage.schemas.diagnosis",
+        "SloResult": "infertriage.schemas.diagnosis",
+        "Unexplained": "infertriage.schemas.diagnosis",
+        "EXIT_INTERRUPTED": "infertriage.schemas.errors",
+        "EXIT_USER_ERROR": "infertriage.schemas.errors",
+        "Interrupted": "infertriage.schemas.errors",
+        "UserError": "infertriage.schemas.errors",
+        "FrozenModel": "infertriage.schemas.frozen",
+        "LAYER_ORDER": "infertriage.schemas.layers",
+        "Layer": "infertriage.schemas.layers",
+        "Status": "infertriage.schemas.layers",
+        "Chunk": "infertriage.schemas.records",
+        "ErrorKind": "infertriage.schemas.records",
+        "RequestRecord": "infertriage.schemas.records",
+        "Sample": "infertriage.schemas.records",
+        "Signal": "infertriage.schemas.records",
+        "TokenSource": "infertriage.schemas.records",
+        "http_error_kind": "infertriage.schemas.records",
+        "JsonlWriter": "infertriage.schemas.rundir",
+        "RunDir": "infertriage.schemas.rundir",
+        "check_out": "infertriage.schemas.rundir",
+        "read_json": "infertriage.schemas.rundir",
+        "read_jsonl": "infertriage.schemas.rundir",
+        "write_json": "infertriage.schemas.rundir",
+        "RUN_SCHEMA": "infertriage.schemas.runinfo",
+        "BenchRunInfo": "infertriage.schemas.runinfo",
+        "BenchSummary": "infertriage.schemas.runinfo",
+        "CompareConfig": "infertriage.schemas.runinfo",
+        "CompareRunInfo": "infertriage.schemas.runinfo",
+        "CompareSummary": "infertriage.schemas.runinfo",
+        "Deployment": "infertriage.schemas.runinfo",
+        "DiagnoseConfig": "infertriage.schemas.runinfo",
+        "DiagnoseRunInfo": "infertriage.schemas.runinfo",
+        "DiagnoseSummary": "infertriage.schemas.runinfo",
+        "GpuInfo": "infertriage.schemas.runinfo",
+        "Phases": "infertriage.schemas.runinfo",
+        "RunEnvironment": "infertriage.schemas.runinfo",
+        "RunInfo": "infertriage.schemas.runinfo",
+        "RunServerConfig": "infertriage.schemas.runinfo",
+        "RunStatus": "infertriage.schemas.runinfo",
+        "ValidateConfig": "infertriage.schemas.runinfo",
+        "ValidateRunInfo": "infertriage.schemas.runinfo",
+        "ValidateSummary": "infertriage.schemas.runinfo",
+        "parse_run_info": "infertriage.schemas.runinfo",
+        "run_info_schema": "infertriage.schemas.runinfo",
+        "SloProfile": "infertriage.schemas.thresholds",
+        "Thresholds": "infertriage.schemas.thresholds",
+        "load_thresholds": "infertriage.schemas.thresholds",
+        "GB": "infertriage.schemas.units",
+        "GIB": "infertriage.schemas.units",
+        "MIB": "infertriage.schemas.units",
+        "RunClock": "infertriage.schemas.units",
+        "format_bytes": "infertriage.schemas.units",
+        "format_seconds": "infertriage.schemas.units",
+        "parse_bytes": "infertriage.schemas.units",
+        "parse_duration": "infertriage.schemas.units",
+        "parse_fraction": "infertriage.schemas.units",
+        "Validity": "infertriage.schemas.validity",
+        "ValidityCheck": "infertriage.schemas.validity",
+        "VOCABULARY": "infertriage.schemas.vocabulary",
+        "MetricDef": "infertriage.schemas.vocabulary",
+        "MetricKind": "infertriage.schemas.vocabulary",
+        "get_metric": "infertriage.schemas.vocabulary",
+    },
+)

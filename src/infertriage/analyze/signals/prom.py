@@ -16,8 +16,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 __all__ = [
     "CounterIncrease",
     "GaugeStats",
@@ -84,6 +82,8 @@ def gauge_stats(points: Sequence[tuple[float, float]]) -> GaugeStats | None:
     """Summary of a gauge's scraped values (each scrape weighs the same); None when empty."""
     if not points:
         return None
+    import numpy as np  # noqa: PLC0415  # `metrics FILE` starts without numpy (issue 35)
+
     values = np.asarray([value for _, value in points], dtype=float)
     return GaugeStats(
         last=float(values[-1]),

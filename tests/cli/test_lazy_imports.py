@@ -1,0 +1,112 @@
+"""Start-up (issue 35): a command imports its own modules and no other command's.
+
+`plan` and `metrics FILE` answer without numpy, aiohttp, the load generator or the
+twin; `bench --help` loads bench and no other command; the package re-exports that
+load on first use (`schemas.lazy`) stay importable by name. Module sets only, never
+times (benchmarks/cli_startup.py times them).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_DUMP = Path(__file__).parents[1] / "data" / "metrics_dumps" / "vllm_dp2_balanced.txt"
+_LOADED = (
+    "import sys; from infertriage.cli import main; code = main({argv!r}); "
+    "print(sorted(sys.modules)); print(code)"
+)
+# what only the load, the twin's engine, the trace reader or the diagnosis need
+_HEAVY = ("numpy", "aiohttp", "scipy", "infertriage.loadgen", "infertriage.twin.engine")
+_OTHER_COMMANDS = (
+    "infertriage.cli.diagnose",
+    "infertriage.cli.bench",
+    "infertriage.cli.trace",
+    "infertriage.cli.compare",
+    "infertriage.cli.validate",
+    "infertriage.api.diagnose",
+    "infertriage.api.bench",
+)
+
+
+def _loaded(argv: list[str]) -> tuple[set[str], int]:
+    found = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(argv=argv)],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    *_, modules, code = found.stdout.strip().splitlines()
+    return set(ast.literal_eval(modules)), int(code)
+
+
+def _under(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m.startswith(prefixes))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--concurrency", "16"],
+        ["metrics", str(_DUMP)],
+        ["metrics", str(_DUMP), "--json"],
+    ],
+    ids=["plan", "metrics-file", "metrics-file-json"],
+)
+def test_plan_and_metrics_file_start_without_the_heavy_modules(argv: list[str]) -> None:
+    modules, code = _loaded(argv)
+    assert code == 0
+    assert _under(modules, _HEAVY) == []
+    assert _under(modules, _OTHER_COMMANDS) == []
+
+
+def test_a_command_help_loads_that_command_alone() -> None:
+    modules, code = _loaded(["bench", "--help"])
+    assert code == 0
+    assert "infertriage.cli.bench" in modules
+    others = tuple(m for m in _OTHER_COMMANDS if not m.endswith(".bench"))
+    assert _under(modules, others) == []
+
+
+def test_a_mistyped_command_still_gets_the_whole_table() -> None:
+    found = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(argv=["plna"])],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert "plan" in found.stderr  # the suggestion comes from every registered command
+    assert found.stdout.strip().splitlines()[-1] == "2"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "infertriage.api",
+        "infertriage.collect",
+        "infertriage.loadgen",
+        "infertriage.net",
+        "infertriage.plan",
+        "infertriage.schemas",
+        "infertriage.twin",
+        "infertriage.workload",
+    ],
+)
+def test_every_re_export_stays_importable(package: str) -> None:
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        assert not isinstance(value, type(sys)), f"{package}.{name} is a module"
+
+
+def test_a_function_named_like_its_module_stays_the_function() -> None:
+    import infertriage.api.plan  # noqa: PLC0415  # the import that would set the module
+    import infertriage.twin.simulate  # noqa: F401, PLC0415
+    from infertriage import api, twin  # noqa: PLC0415
+
+    assert callable(api.plan)
+    assert api.plan.__module__ == "infertriage.api.plan"
+    assert callable(twin.simulate)
+    assert twin.simulate.__module__ == "infertriage.twin.simulate"
+    assert "infertriage.api.plan" in sys.modules
