@@ -284,18 +284,12 @@ def _lengths(
         ratio = sum(got / want for got, want in asked_out) / len(asked_out)
         figure = f"outputs {ratio:.0%} of the asked length (mean of {len(asked_out)})"
         rule = f"mean output ≥ {1 - rules.output_shortfall:.0%} of the tokens asked"
-        if ratio >= 1.0 - rules.output_shortfall:
-            out.append(ValidityCheck(name="output lengths", passed=True, figure=figure, rule=rule))
-        else:
-            fix = (
-                "a server that honours ignore_eos / min_tokens, or --no-ignore-eos to measure "
-                "outputs that end at the model's EOS"
-            )
-            out.append(
-                ValidityCheck(
-                    name="output lengths", passed=False, figure=figure, rule=rule, fix=fix
-                )
-            )
+        fix = (
+            "a server that honours ignore_eos / min_tokens, or --no-ignore-eos to measure "
+            "outputs that end at the model's EOS"
+        )
+        passed = ratio >= 1.0 - rules.output_shortfall
+        out.append(_check("output lengths", passed, figure, rule, fix))
     pairs = [
         (r.prompt_tokens, facts.asked_prompt_tokens[r.id])
         for r in ok
@@ -312,19 +306,20 @@ def _lengths(
             "(a chat template's own) of the asked length"
         )
         off = abs(got - want)
-        if off <= max(rules.prompt_tolerance * want, rules.prompt_slack_tokens):
-            out.append(ValidityCheck(name="prompt lengths", passed=True, figure=figure, rule=rule))
-        else:
-            fix = (
-                "--tokenizer (the served model's tokenizer.json), so prompts are counted as "
-                "the server counts them"
-            )
-            out.append(
-                ValidityCheck(
-                    name="prompt lengths", passed=False, figure=figure, rule=rule, fix=fix
-                )
-            )
+        fix = (
+            "--tokenizer (the served model's tokenizer.json), so prompts are counted as "
+            "the server counts them"
+        )
+        passed = off <= max(rules.prompt_tolerance * want, rules.prompt_slack_tokens)
+        out.append(_check("prompt lengths", passed, figure, rule, fix))
     return out
+
+
+def _check(name: str, passed: bool, figure: str, rule: str, fix: str) -> ValidityCheck:
+    """A check with its fix only where it failed."""
+    return ValidityCheck(
+        name=name, passed=passed, figure=figure, rule=rule, fix="" if passed else fix
+    )
 
 
 def _steady(records: Sequence[RequestRecord], facts: LevelFacts) -> ValidityCheck:
