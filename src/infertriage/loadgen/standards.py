@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from infertriage.analyze.stats.earlystop import LOADGEN_CONFIDENCE, EarlyStop, early_stop
+from infertriage.analyze.stats.latency import tpot_s
 from infertriage.loadgen.spec import BenchSpec
 from infertriage.schemas import Check, CheckGroup, CheckStatus, RequestRecord, UserError
 
@@ -285,11 +286,11 @@ def _ttft(record: RequestRecord) -> float:
 
 
 def _tpot(record: RequestRecord) -> float:
+    """`latency.tpot_s`; a failure is over every limit, a single token 0."""
     if not record.ok or record.first_token_ts is None:
         return math.inf
-    n = record.output_tokens or sum(chunk.num_tokens for chunk in record.chunks)
-    last = record.last_token_ts if record.last_token_ts is not None else record.first_token_ts
-    return (last - record.first_token_ts) / (n - 1) if n > 1 else 0.0
+    tpot = tpot_s(record)
+    return 0.0 if tpot is None else tpot
 
 
 def _done(record: RequestRecord) -> float:
