@@ -98,7 +98,7 @@ def max_rate_headline(result: MaxRateResult) -> Text:
     bracket = f"bracket [{_rate(low)}, {_rate(high)}] req/s"
     held = result.at_max
     if result.interrupted:  # a lower bound at most: the search did not finish
-        line = f"max rate: search interrupted ({result.why}) — bracket {bracket[8:]}\n"
+        line = f"max rate: search interrupted ({result.why}) — {bracket}\n"
         return Text(line, style="bold red")
     if result.max_rate is None or held is None:
         line = f"max rate: none found ({result.why}) — {bracket}\n"
