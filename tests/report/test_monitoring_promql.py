@@ -20,11 +20,11 @@ def test_durations(seconds: float, text: str) -> None:
 def test_vllm_generations_are_alternatives_newest_first_with_the_selector() -> None:
     vllm = Exporter(VLLM.metrics, 'job="vllm"')
     assert vllm.gauge("kv.usage", "max") == (
-        '(max by (job, instance) (vllm:kv_cache_usage_perc{job="vllm"})) or '
-        '(max by (job, instance) (vllm:gpu_cache_usage_perc{job="vllm"}))'
+        '(max by (job, instance, namespace, pod) (vllm:kv_cache_usage_perc{job="vllm"})) or '
+        '(max by (job, instance, namespace, pod) (vllm:gpu_cache_usage_perc{job="vllm"}))'
     )
     assert vllm.rate("preemptions", "5m") == (
-        'sum by (job, instance) (rate(vllm:num_preemptions_total{job="vllm"}[5m]))'
+        'sum by (job, instance, namespace, pod) (rate(vllm:num_preemptions_total{job="vllm"}[5m]))'
     )
 
 
@@ -47,7 +47,7 @@ def test_label_filters_and_units_come_from_the_adapter() -> None:
 def test_counters_keep_the_name_the_server_exports() -> None:
     tgi = Exporter(TGI.metrics)
     assert tgi.rate("requests.finished", "5m") == (
-        "sum by (job, instance) (rate(tgi_request_success[5m]))"
+        "sum by (job, instance, namespace, pod) (rate(tgi_request_success[5m]))"
     )
     assert tgi.gauge("kv.usage") is None
     assert why_missing(tgi, "kv.usage") == "TGI exports no KV-cache metrics"

@@ -2,18 +2,28 @@
 
 Stable: the monitoring config writes them (`report.monitoring`), the HPA
 manifest `plan --hpa` writes scales on them (`plan.hpa`), and users'
-dashboards read them; one definition for all.
+dashboards read them; one definition for all. `REPLICA_LABELS` are the
+labels a per-replica series keeps: `job` and `instance` (any Prometheus)
+and `namespace` and `pod` (where Kubernetes service discovery relabels
+them: prometheus-adapter maps a series to its pod through them).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["Recorded"]
+__all__ = ["POD_LABELS", "REPLICA_LABELS", "Recorded"]
+
+# The labels that name a pod, as Kubernetes service discovery (and prometheus-operator's
+# ServiceMonitor and PodMonitor) set them.
+POD_LABELS = ("namespace", "pod")
+# A replica: a scrape target anywhere; its pod on Kubernetes (absent elsewhere: a
+# `by` over a missing label drops it, so the same rule serves both).
+REPLICA_LABELS = ("job", "instance", *POD_LABELS)
 
 
 class Recorded(StrEnum):
-    """The series the recording rules write; `per_replica` ones keep `job` and `instance`,
+    """The series the recording rules write; `per_replica` ones keep `REPLICA_LABELS`,
     the others keep `job` (the fleet)."""
 
     WAITING = "infertriage:waiting_requests:per_replica"

@@ -94,9 +94,15 @@ def make_monitor_config(
 
 
 def _test_labels(adapter: EngineAdapter, selector: str) -> dict[str, str]:
-    """The labels of the unit test's input series: a job and an instance, and every
-    `name="value"` matcher of the selector, so that the rules select them."""
-    labels = {"job": adapter.name, "instance": "replica-0:8000"}
+    """The labels of the unit test's input series: a job and an instance, the namespace
+    and pod Kubernetes service discovery adds (the recorded series must keep them), and
+    every `name="value"` matcher of the selector, so that the rules select them."""
+    labels = {
+        "job": adapter.name,
+        "instance": "replica-0:8000",
+        "namespace": "serving",
+        "pod": f"{adapter.name}-0",
+    }
     for part in selector.split(","):
         name, sep, value = part.partition("=")
         if sep and not name.endswith(("!", "=~")) and not value.startswith("~"):

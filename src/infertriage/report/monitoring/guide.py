@@ -33,6 +33,9 @@ _LOAD = """\
    them under `rule_files:`; check with `promtool check rules recording_rules.yml alert_rules.yml`
    and `promtool test rules rules_test.yml` (its input series are in this engine's own names).
    The rules select series by `job` and `instance`: scrape each replica as its own target.
+   On Kubernetes, relabel each target's namespace and pod name to `namespace` and `pod`
+   (kube-prometheus and prometheus-operator do): the per-replica series keep them, and
+   prometheus-adapter finds a pod's series through them.
 2. Alertmanager: merge `alertmanager.yml`'s route and receiver into yours (set the SMTP relay
    and the address); `amtool check-config alertmanager.yml` checks it.
 3. Grafana: Dashboards → New → Import → upload `grafana_dashboard.json`, and pick the
@@ -69,9 +72,14 @@ def guide_markdown(config: MonitorConfig) -> str:
         "",
         "## Series for autoscaling",
         "",
-        "Per replica (`job`, `instance`), for an HPA through prometheus-adapter:",
+        "Per replica (`job`, `instance`; `namespace`, `pod` on Kubernetes), for an HPA "
+        "through prometheus-adapter:",
         "",
         *[f"- `{r.value}`" for r in hpa],
+        "",
+        "`infertriage plan --traffic CURVE --hpa hpa.yaml` writes the HPA and the "
+        "prometheus-adapter rules that serve these series as Pods metrics "
+        "(`--keda PROMETHEUS_URL`: a KEDA ScaledObject instead).",
         "",
     ]
     if config.left_out:

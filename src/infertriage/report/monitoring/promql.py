@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from infertriage.engines import MetricTable, Source
+from infertriage.schemas.recorded import REPLICA_LABELS
 
 __all__ = ["Exporter", "duration", "why_missing"]
 
@@ -48,7 +49,7 @@ class Exporter:
 
     tables: tuple[MetricTable, ...]
     matchers: str = ""
-    by: str = "job, instance"  # a replica
+    by: str = ", ".join(REPLICA_LABELS)  # a replica: its target, and its pod on Kubernetes
 
     def sources(self, name: str) -> tuple[Source, ...]:
         """Every raw source of `name`, the engine's own table first; info labels left out."""

@@ -1,6 +1,8 @@
 """report, level 4: Prometheus rule files and an Alertmanager route, as YAML text.
 
 Takes `Recording`s, `Alert`s and the `Timing`; gives `recording_rules.yml`
+(headed by a comment on how its per-replica series are grouped: `job`,
+`instance`, and `namespace`, `pod` for prometheus-adapter on Kubernetes)
 and `alert_rules.yml` (rule groups as `promtool check rules` reads them;
 each alert carries `layer` and `severity` labels and `summary`, `threshold`
 and `runbook` annotations — the runbook names the layer and the command to
@@ -17,7 +19,14 @@ import yaml
 from infertriage.report.monitoring.model import Alert, Recording, Timing
 from infertriage.report.monitoring.promql import duration
 
-__all__ = ["alert_annotations", "alert_labels", "alertmanager_yaml", "rules_yaml", "runbook"]
+__all__ = [
+    "RECORDING_HEADER",
+    "alert_annotations",
+    "alert_labels",
+    "alertmanager_yaml",
+    "rules_yaml",
+    "runbook",
+]
 
 _GROUP = "infertriage"
 
@@ -67,10 +76,30 @@ def _alert_rule(alert: Alert) -> dict[str, object]:
     return rule
 
 
+# Why the per-replica series are grouped as they are: a comment at the file's head.
+RECORDING_HEADER = """\
+# Recording rules made by `infertriage monitor-config`.
+#
+# Per-replica series (`...:per_replica`) are grouped by (job, instance, namespace, pod):
+# - Outside Kubernetes a replica is a scrape target, named by `job` and `instance`; the
+#   targets carry no `namespace` or `pod`, and a `by` over an absent label drops it, so
+#   these series keep `job` and `instance` alone.
+# - On Kubernetes, service discovery (kubernetes_sd_configs relabelled to `namespace` and
+#   `pod`, or prometheus-operator's ServiceMonitor and PodMonitor) adds `namespace` and
+#   `pod` to each target. prometheus-adapter maps a series to a pod through exactly these
+#   two labels, so an HPA's Pods metric (`plan --hpa`) finds them; a series grouped by
+#   (job, instance) alone would reach no pod.
+# One target is one pod, so both groupings give one series per replica: the extra labels
+# add no series. If your relabelling names them otherwise (`kubernetes_namespace`,
+# `kubernetes_pod_name`), relabel them to `namespace` and `pod`.
+# The TTFT/ITL/E2E percentiles and the error ratio are the fleet's: they keep `job`.
+"""
+
+
 def rules_yaml(
     recordings: Sequence[Recording], alerts: Sequence[Alert], timing: Timing
 ) -> tuple[str, str]:
-    """(recording_rules.yml, alert_rules.yml)."""
+    """(recording_rules.yml with its `RECORDING_HEADER`, alert_rules.yml)."""
     interval = duration(timing.evaluation_interval_s)
     recorded = {
         "groups": [
@@ -90,7 +119,7 @@ def rules_yaml(
             }
         ]
     }
-    return _dump(recorded), _dump(alerting)
+    return RECORDING_HEADER + _dump(recorded), _dump(alerting)
 
 
 def alertmanager_yaml(alerts: Sequence[Alert]) -> str:

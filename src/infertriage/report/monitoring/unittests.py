@@ -19,6 +19,7 @@ import yaml
 from infertriage.report.monitoring.model import Alert, Recorded, Timing
 from infertriage.report.monitoring.promql import Exporter, duration
 from infertriage.report.monitoring.rulefiles import alert_annotations, alert_labels
+from infertriage.schemas.recorded import REPLICA_LABELS
 
 __all__ = ["rules_test_yaml"]
 
@@ -32,7 +33,7 @@ def _labels(base: Mapping[str, str], source_where: Sequence[tuple[str, str]], **
 
 
 def _expected(alert: Alert, labels: Mapping[str, str], url: str) -> dict[str, object]:
-    kept = {k: v for k, v in labels.items() if k in {"job", "instance"}}
+    kept = {k: v for k, v in labels.items() if k in REPLICA_LABELS}
     if alert.name in {"InferTriageTTFTHigh", "InferTriageErrorRate"}:
         kept = {"job": labels["job"]}  # fleet-wide: by job
     return {
@@ -110,7 +111,7 @@ def rules_test_yaml(
             "alert_rule_test": checks,
         }
         if alert.name == "InferTriageKVCacheFull":
-            kept = {k: base[k] for k in ("job", "instance")}
+            kept = {k: v for k, v in base.items() if k in REPLICA_LABELS}
             case["promql_expr_test"] = [
                 {
                     "expr": Recorded.KV_USAGE.value,
