@@ -46,6 +46,7 @@ class PlanSpec(CommandSpec):
     traffic: Path | None = None  # CSV: time, requests_per_s[, input_tokens, output_tokens]
     slo: str | None = None  # the TTFT and ITL limits each replica must meet
     hpa: Path | None = None  # write a HorizontalPodAutoscaler manifest here
+    keda: str | None = None  # Prometheus's URL for KEDA: a ScaledObject in the --hpa file
     deployment_name: str = Field(default="llm", json_schema_extra={"flag": "--deployment"})
     namespace: str | None = None
     # None: a validate run's (--from-run), else none

@@ -4,7 +4,10 @@ Takes the `PlanSpec` and the base `PlanInputs` of one replica; reads the
 traffic CSV, the SLOs (`--slo`, else the defaults) and the cold start (given,
 or measured by a `validate` run named with `--from-run`); gives the
 `TrafficPlan` and, with `--hpa FILE`, writes the HorizontalPodAutoscaler
-manifest there as YAML.
+manifest there as YAML and, beside it (`FILE-prometheus-adapter.yaml`), the
+prometheus-adapter rules that serve its Pods metrics; with `--keda URL` too,
+a KEDA ScaledObject querying Prometheus at URL instead of both (KEDA makes
+the HPA itself).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import yaml
 from infertriage.api.operations import COLD_START_CHECK
 from infertriage.api.specs import PlanSpec
 from infertriage.plan.capacity import PlanInputs
-from infertriage.plan.hpa import make_hpa_manifest
 from infertriage.plan.traffic import (
     SpotAssumption,
     TrafficPlan,
@@ -26,7 +28,7 @@ from infertriage.plan.traffic import (
 )
 from infertriage.schemas import UserError, load_thresholds
 
-__all__ = ["measured_cold_start_s", "traffic_plan"]
+__all__ = ["adapter_path", "measured_cold_start_s", "traffic_plan"]
 
 
 def measured_cold_start_s(run_dir: Path) -> float | None:
@@ -81,10 +83,42 @@ def traffic_plan(spec: PlanSpec, inputs: PlanInputs) -> TrafficPlan:
         gpu_hour_cost=spec.gpu_hour_cost,
         spot=_spot(spec),
     )
+    if spec.keda is not None and spec.hpa is None:
+        raise UserError("--keda writes a KEDA ScaledObject to the --hpa file: give --hpa FILE.")
     if spec.hpa is not None:
-        manifest = make_hpa_manifest(plan, spec.deployment_name, spec.namespace)
-        try:
-            spec.hpa.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
-        except OSError as err:
-            raise UserError(f"cannot write {spec.hpa}: {err.strerror or err}.") from None
+        _write_autoscaler(spec, spec.hpa, plan)
     return plan
+
+
+def adapter_path(hpa: Path) -> Path:
+    """Where the prometheus-adapter rules go beside the HPA: `hpa.yaml` →
+    `hpa-prometheus-adapter.yaml`."""
+    return hpa.with_name(f"{hpa.stem}-prometheus-adapter{hpa.suffix or '.yaml'}")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror or err}.") from None
+
+
+def _yaml(document: object, note: str = "") -> str:
+    comment = "".join(f"# {line}".rstrip() + "\n" for line in note.splitlines())
+    return comment + yaml.safe_dump(document, sort_keys=False, width=100)
+
+
+def _write_autoscaler(spec: PlanSpec, hpa: Path, plan: TrafficPlan) -> None:
+    """The HPA and the adapter's rules; or, with `--keda`, the ScaledObject alone."""
+    deployment, namespace = spec.deployment_name, spec.namespace
+    if spec.keda is not None:
+        from infertriage.plan.keda import make_scaled_object  # noqa: PLC0415
+
+        _write(hpa, _yaml(make_scaled_object(plan, deployment, namespace, spec.keda)))
+        return
+    from infertriage.plan.adapter import ADAPTER_NOTE, adapter_config  # noqa: PLC0415
+    from infertriage.plan.hpa import SCALING_METRICS, make_hpa_manifest  # noqa: PLC0415
+
+    _write(hpa, _yaml(make_hpa_manifest(plan, deployment, namespace)))
+    rules = adapter_config(SCALING_METRICS.values())
+    _write(adapter_path(hpa), _yaml(rules, ADAPTER_NOTE))

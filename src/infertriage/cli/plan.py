@@ -51,6 +51,11 @@ def plan(
     hpa: Path | None = typer.Option(
         None, "--hpa", help="Write a HorizontalPodAutoscaler (autoscaling/v2) manifest here."
     ),
+    keda: str | None = typer.Option(
+        None,
+        "--keda",
+        help="Prometheus's URL as KEDA reaches it: write a KEDA ScaledObject to --hpa instead.",
+    ),
     deployment_name: str = typer.Option("llm", "--deployment", help="The HPA's Deployment."),
     namespace: str | None = typer.Option(None, "--namespace", help="The HPA's namespace."),
     cold_start: float | None = typer.Option(
@@ -116,6 +121,7 @@ def plan(
         traffic=traffic,
         slo=slo,
         hpa=hpa,
+        keda=keda,
         deployment_name=deployment_name,
         namespace=namespace,
         cold_start_s=cold_start,

@@ -3,11 +3,12 @@
 Takes a `TrafficPlan` (replicas per interval, the measured cold start) and
 the Deployment's name; gives the manifest as a plain mapping (the api writes
 it as YAML). The HPA scales on metrics that lead latency — requests waiting
-per replica and KV-cache usage per replica, read through the Prometheus
-adapter as Pods metrics — with min/max replicas from the curve's trough and
-peak, and a scale-down stabilisation window no shorter than the time a new
-replica takes to serve its first token, so a dip shorter than a cold start
-never removes a replica that the next rise would wait for. Pure; no I/O.
+per replica and KV-cache usage per replica (`SCALING_METRICS`), read through
+prometheus-adapter as Pods metrics (`plan.adapter` writes the adapter's
+rules) — with min/max replicas from the curve's trough and peak, and a
+scale-down stabilisation window no shorter than the time a new replica takes
+to serve its first token, so a dip shorter than a cold start never removes a
+replica that the next rise would wait for. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -19,14 +20,41 @@ from typing import Any
 from infertriage.plan.traffic import TrafficPlan
 from infertriage.schemas.recorded import Recorded
 
-__all__ = ["HPA_METRICS", "HpaTargets", "hpa_targets", "make_hpa_manifest"]
+__all__ = [
+    "HPA_METRICS",
+    "SCALING_METRICS",
+    "HpaTargets",
+    "PodsMetric",
+    "hpa_behavior",
+    "hpa_targets",
+    "make_hpa_manifest",
+]
 
-# The per-replica series the HPA reads: those `monitor-config`'s recording rules write
-# (one definition, `schemas.recorded`), which the Prometheus adapter exposes as Pods metrics.
-HPA_METRICS = {
-    "waiting": Recorded.WAITING.value,
-    "kv_usage": Recorded.KV_USAGE.value,
+
+@dataclass(frozen=True, slots=True)
+class PodsMetric:
+    """A per-replica series the HPA scales on (`monitor-config` records it), as
+    prometheus-adapter serves it: a Pods metric under `name`."""
+
+    recorded: Recorded
+    aggregate: str  # how one pod's series combine (a pod scraped twice): sum or max
+
+    @property
+    def name(self) -> str:
+        """Its custom-metrics API name: `infertriage:kv_usage:per_replica` →
+        `infertriage_kv_usage` (a Pods metric is per pod; colons are Prometheus's mark of
+        a recorded series, not an API name's)."""
+        _, middle, _ = self.recorded.value.split(":")
+        return f"infertriage_{middle}"
+
+
+# The series the HPA reads, by role: requests waiting (summed over a pod) and KV-cache
+# usage (its fullest cache); `plan.adapter` serves them, `plan.keda` queries them.
+SCALING_METRICS = {
+    "waiting": PodsMetric(Recorded.WAITING, "sum"),
+    "kv_usage": PodsMetric(Recorded.KV_USAGE, "max"),
 }
+HPA_METRICS = {role: metric.name for role, metric in SCALING_METRICS.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +104,26 @@ def _milli(value: float) -> str:
     return f"{round(value * 1000)}m"
 
 
+def hpa_behavior(targets: HpaTargets) -> dict[str, Any]:
+    """The HPA's `behavior`: scale up at once (doubling, or 4 pods, a minute), scale down
+    one pod each 2 minutes after the stabilisation window."""
+    return {
+        "scaleUp": {
+            "stabilizationWindowSeconds": targets.scale_up_window_s,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Percent", "value": 100, "periodSeconds": 60},
+                {"type": "Pods", "value": 4, "periodSeconds": 60},
+            ],
+        },
+        "scaleDown": {
+            "stabilizationWindowSeconds": targets.scale_down_window_s,
+            "selectPolicy": "Min",
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+        },
+    }
+
+
 def make_hpa_manifest(
     plan: TrafficPlan, deployment: str, namespace: str | None = None
 ) -> dict[str, Any]:
@@ -96,20 +144,6 @@ def make_hpa_manifest(
                 _pods_metric(HPA_METRICS["waiting"], str(targets.waiting_per_replica)),
                 _pods_metric(HPA_METRICS["kv_usage"], _milli(targets.kv_usage)),
             ],
-            "behavior": {
-                "scaleUp": {
-                    "stabilizationWindowSeconds": targets.scale_up_window_s,
-                    "selectPolicy": "Max",
-                    "policies": [
-                        {"type": "Percent", "value": 100, "periodSeconds": 60},
-                        {"type": "Pods", "value": 4, "periodSeconds": 60},
-                    ],
-                },
-                "scaleDown": {
-                    "stabilizationWindowSeconds": targets.scale_down_window_s,
-                    "selectPolicy": "Min",
-                    "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
-                },
-            },
+            "behavior": hpa_behavior(targets),
         },
     }
