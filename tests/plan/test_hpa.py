@@ -4,7 +4,6 @@ per-replica series monitor-config records, and spans the curve's trough to its p
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
@@ -13,6 +12,8 @@ import yaml
 from infertriage.plan import PlanInputs, get_gpu, load_model
 from infertriage.plan.hpa import HPA_METRICS, make_hpa_manifest
 from infertriage.plan.traffic import make_traffic_plan, parse_traffic_csv
+
+from ..autoscaling_schemas import strict_kubernetes as _strict
 
 client = pytest.importorskip("kubernetes.client", reason="the kubernetes client (dev extra)")
 
@@ -25,30 +26,6 @@ BASE = PlanInputs(
     output_len=256,
 )
 CURVE = "time,requests_per_s\n00:00,5\n06:00,120\n12:00,300\n18:00,40\n"
-_LIST = re.compile(r"^list\[(.+)\]$", re.IGNORECASE)
-
-
-def _strict(data: Any, type_name: str, path: str = "") -> Any:
-    """Build the kubernetes model `type_name` from `data`, refusing unknown keys (the
-    client's own deserializer drops them silently) and letting the models check the rest."""
-    match = _LIST.match(type_name)
-    if match:
-        assert isinstance(data, list), f"{path}: a list expected"
-        return [_strict(item, match[1], f"{path}[{i}]") for i, item in enumerate(data)]
-    if type_name in {"str", "int", "bool", "float", "object"}:
-        expected = {"str": str, "int": int, "bool": bool, "float": float, "object": object}
-        assert isinstance(data, expected[type_name]), f"{path}: {type_name} expected, {data!r}"
-        return data
-    model = getattr(client, type_name)
-    assert isinstance(data, dict), f"{path}: a mapping expected for {type_name}"
-    by_json = {json_key: attr for attr, json_key in model.attribute_map.items()}
-    unknown = set(data) - set(by_json)
-    assert not unknown, f"{path}: {type_name} has no field {sorted(unknown)}"
-    kwargs = {
-        by_json[key]: _strict(value, model.openapi_types[by_json[key]], f"{path}.{key}")
-        for key, value in data.items()
-    }
-    return model(**kwargs)  # required fields and enums are checked here
 
 
 def _manifest(lead_time_s: float = 0.0) -> tuple[dict[str, Any], Any]:
