@@ -1,8 +1,10 @@
 """A real Prometheus server (Debian package `prometheus`) on 127.0.0.1 for the fleet tests.
 
 `running_prometheus(workdir, targets)` writes a scrape config for one job
-over the given `host:port` targets (scraped every 0.5 s), and for the
-`more_jobs` given (`(job, metrics_path, targets)`), loads the `rule_files`
+over the given `host:port` targets (scraped every 0.5 s) and the `labelled` ones (each
+`(host:port, labels)` its own target in that job, as Kubernetes service
+discovery labels a pod's: one address may appear under two label sets), and
+for the `more_jobs` given (`(job, metrics_path, targets)`), loads the `rule_files`
 (evaluated every 0.5 s), starts the binary, waits until every target is up
 (Prometheus hands new targets to its scrapers every 5 s) and yields its
 URL; it stops the server afterwards.
@@ -17,7 +19,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -61,6 +63,7 @@ def running_prometheus(
     *,
     more_jobs: Sequence[tuple[str, str, Sequence[str]]] = (),
     rule_files: Sequence[Path] = (),
+    labelled: Sequence[tuple[str, Mapping[str, str]]] = (),
 ) -> Iterator[str]:
     """Prometheus scraping `targets` (host:port) as `job` every 0.5 s; yields its base URL."""
     if PROMETHEUS is None:
@@ -72,14 +75,15 @@ def running_prometheus(
     text += "scrape_configs:\n"
     for name, path, hosts in [(job, metrics_path, targets), *more_jobs]:
         listed = ", ".join(f"'{t}'" for t in hosts)
-        text += (
-            f"  - job_name: {name}\n"
-            f"    metrics_path: {path}\n"
-            "    static_configs:\n"
-            f"      - targets: [{listed}]\n"
-        )
+        text += f"  - job_name: {name}\n    metrics_path: {path}\n    static_configs:\n"
+        if hosts:
+            text += f"      - targets: [{listed}]\n"
+        if name == job:
+            for host, labels in labelled:
+                pairs = ", ".join(f"{k}: '{v}'" for k, v in labels.items())
+                text += f"      - targets: ['{host}']\n        labels: {{{pairs}}}\n"
     config.write_text(text)
-    count = len(targets) + sum(len(hosts) for _, _, hosts in more_jobs)
+    count = len(targets) + len(labelled) + sum(len(hosts) for _, _, hosts in more_jobs)
     port = _port()
     log = workdir / "prometheus.log"
     with log.open("wb") as sink:
