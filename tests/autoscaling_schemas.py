@@ -3,8 +3,9 @@
 - `strict_kubernetes(data, "V2HorizontalPodAutoscaler")`: the kubernetes
   client's models, built field by field, an unknown key refused (the client's
   own deserializer drops it silently).
-- `AdapterConfig`: prometheus-adapter v0.12.0's `MetricsDiscoveryConfig`
-  (kubernetes-sigs/prometheus-adapter `pkg/config/config.go`), read as its
+- `AdapterConfig`: prometheus-adapter's `MetricsDiscoveryConfig`
+  (kubernetes-sigs/prometheus-adapter `pkg/config/config.go`, read at commit
+  0536a5d4; v0.12.0 is the current release), read as its
   `pkg/config/loader.go` reads it (`yaml.UnmarshalStrict`: an unknown field is
   an error), with the checks `pkg/naming/metric_namer.go` makes when it builds
   a rule (the name regex compiles, `as` is given where it has no default, each
@@ -13,12 +14,13 @@
   (`pkg/naming/metrics_query.go`) do: the name's regex expansion, and the
   template filled with the series, `namespace="NS",pod=~"A|B"` (the namespace
   matcher first, `=~` for more than one object) and the resource's label.
-- `ScaledObject`: KEDA's `apis/keda/v1alpha1` types (`scaledobject_types.go`,
-  `scaletriggers_types.go`; the CRD `config/crd/bases/keda.sh_scaledobjects.yaml`
-  requires `scaleTargetRef` and `triggers`, and each trigger's `type` and
-  `metadata`), its HPA behaviour checked by the kubernetes client's
-  `V2HorizontalPodAutoscalerBehavior`, and a `prometheus` trigger's metadata
-  by the keys `pkg/scalers/prometheus_scaler.go` parses (`serverAddress`,
+- `ScaledObject`: KEDA's `apis/keda/v1alpha1` types (`scaledobject_types.go`
+  at commit 01ee1d30, `scaletriggers_types.go` at 1a230280; the CRD
+  `config/crd/bases/keda.sh_scaledobjects.yaml` requires `scaleTargetRef` and
+  `triggers`, and each trigger's `type` and `metadata`), its HPA behaviour
+  checked by the kubernetes client's `V2HorizontalPodAutoscalerBehavior`, and
+  a `prometheus` trigger's metadata by the keys
+  `pkg/scalers/prometheus_scaler.go` (at 0805d72e) parses (`serverAddress`,
   `query` and a float `threshold` required).
 """
 
@@ -74,7 +76,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
 
-# prometheus-adapter v0.12.0, pkg/config/config.go
+# prometheus-adapter, pkg/config/config.go
 class GroupResource(_Strict):
     group: str = ""
     resource: str

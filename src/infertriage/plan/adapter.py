@@ -7,9 +7,10 @@ Helm chart takes the same list under `rules.custom`). One discovery rule per
 metric: its `seriesQuery` the recorded series where `namespace` and `pod`
 are set, those two labels mapped to the namespace and pod resources, the
 series renamed to the metric's API name, and a `metricsQuery` that
-aggregates per pod. Field names as prometheus-adapter v0.12.0 spells them
-(`pkg/config/config.go`, read with yaml.UnmarshalStrict: an unknown field
-stops the adapter). Pure; no I/O.
+aggregates per pod. Field names as prometheus-adapter's config structs
+spell them (`pkg/config/config.go`; v0.12.0 is the current release), which
+it reads with yaml.UnmarshalStrict: an unknown field stops the adapter.
+Pure; no I/O.
 """
 
 from __future__ import annotations
