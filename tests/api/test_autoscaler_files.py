@@ -140,3 +140,14 @@ def test_keda_needs_the_hpa_file(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert "--hpa" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("flag", [["--hpa", "hpa.yaml"], ["--keda", "http://p:9090"]])
+def test_autoscaler_flags_without_traffic_are_refused(
+    flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a day of traffic nothing sizes the autoscaler: the flag is refused in one
+    sentence (exit 2), not silently ignored."""
+    assert main([*ARGS, "--output-len", "256", "--concurrency", "8", *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--traffic" in err and flag[0] in err and "\n" not in err

@@ -139,6 +139,14 @@ def _offload(spec: PlanSpec, capacity: CapacityPlan) -> OffloadPlan | None:
     return make_offload_plan(capacity, spec.offload_gb * GIB, spec.prefix_reuse, spec.rate)
 
 
+def _autoscaler_needs_traffic(spec: PlanSpec) -> None:
+    """`--hpa` and `--keda` size the autoscaler from a day of traffic: without `--traffic`
+    they would write nothing, so they are refused rather than ignored."""
+    if spec.traffic is None and (spec.hpa is not None or spec.keda is not None):
+        flag = "--keda" if spec.keda is not None else "--hpa"
+        raise UserError(f"{flag} sizes the autoscaler from --traffic FILE: give --traffic too.")
+
+
 def plan(spec: PlanSpec) -> PlanReport:
     """The `plan` command: capacity, headroom, roofline, advice and what-if sweeps."""
     from_run = spec.from_run
@@ -152,6 +160,7 @@ def plan(spec: PlanSpec) -> PlanReport:
         measured_throughput_tok_s = measured_throughput_tok_s or _measured_tok_s(workload)
     if concurrency is None and spec.traffic is None:
         raise UserError("--concurrency is required (or --from-run to take it from a run).")
+    _autoscaler_needs_traffic(spec)
     num_gpus = spec.num_gpus
     inputs = PlanInputs(
         model=load_model(spec.model),
