@@ -7,7 +7,9 @@ source defines it (tests/report/export_formats.py).
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from infertriage.schemas.exports import ExportFormat
 from infertriage.twin.process import TwinProcess
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
+DOCS = Path(__file__).parents[2] / "docs" / "exports.md"
+_STAT = re.compile(r"^(?:mean|median|std|min|max|p90|p95|p99|p99\.9)_(.+)_s$")
 BOTH = (ExportFormat.VLLM, ExportFormat.AIPERF)
 
 
@@ -59,6 +63,7 @@ def test_bench_exports_each_level(tmp_path: Path) -> None:
         assert result["max_concurrency"] == users and result["request_rate"] == "inf"
         assert result["completed"] == 8 and result["total_output_tokens"] == 64
         assert result["output_lens"] == [8] * 8 and result["backend"] == "openai-chat"
+    _assert_csv_documented(out)
     info = RunDir.open(out).read_info()
     assert info.spec["exports"] == ["vllm", "aiperf"]  # stored with the spec
     # diagnose --from-run of the same run writes its exports too (vLLM's only, here)
@@ -66,6 +71,18 @@ def test_bench_exports_each_level(tmp_path: Path) -> None:
     diagnose(DiagnoseSpec(from_run=out, exports=("vllm",)))
     assert sorted(p.name for p in (out / "exports").iterdir()) == ["vllm"]
     assert len(list((out / "exports" / "vllm").glob("*.json"))) == 2
+
+
+def _assert_csv_documented(root: Path) -> None:
+    """Each column of requests.csv and summary.csv has its line in docs/exports.md."""
+    docs = DOCS.read_text(encoding="utf-8")
+    for name in ("requests.csv", "summary.csv"):
+        with (root / name).open(encoding="utf-8") as handle:
+            header = next(csv.reader(handle))
+        for column in header:
+            stat = _STAT.match(column)
+            shown = f"`{stat.group(1)}`" if stat and name == "summary.csv" else f"`{column}`"
+            assert shown in docs, f"docs/exports.md does not document {name}'s {column}"
 
 
 def test_a_diagnose_run_exports_its_levels(tmp_path: Path) -> None:
