@@ -1,9 +1,11 @@
-"""Write the JSON Schemas of run.json and diagnosis.json, from their models, into schemas/.
+"""Write the JSON Schemas of run.json, diagnosis.json, SLO, scenario and JSONL workload files,
+from their models, into schemas/.
 
     python scripts/json_schemas.py          # (re)write schemas/*.schema.json
     python scripts/json_schemas.py --check  # exit 1 naming each file that differs
 
-Run it after changing a model of `infertriage.schemas.runinfo` or `.diagnosis` and
+Run it after changing a model of `infertriage.schemas.runinfo`, `.diagnosis`, the SLO keys of
+`.thresholds`, `infertriage.twin.scenario_model` or `infertriage.workload.file_models`, and
 commit the files with the change; tests/schemas/test_published.py fails while
 they differ.
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from infertriage.schemas.published import json_schemas, render_schema
+from infertriage.api.published import json_schemas
+from infertriage.schemas.published import render_schema
 
 OUT = Path(__file__).resolve().parents[1] / "schemas"
 

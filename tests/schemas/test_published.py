@@ -9,7 +9,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from infertriage.schemas.published import json_schemas, render_schema
+from infertriage.api.published import json_schemas
+from infertriage.schemas.published import render_schema
 
 PUBLISHED = Path(__file__).parents[2] / "schemas"
 

@@ -1,21 +1,19 @@
 """api, level 5: the `bench` command's entry point, `run_bench`.
 
-Takes a `BenchSpec` (URL, client, load levels, workload, bounds, workers,
-SLOs; `api.specs`); does the whole load test — checks the URL
-fails fast, learns the server's context (`api.preflight`), builds one seeded
-schedule per level and fits it to that context, runs it on the load engine the
-spec asks for (`loadgen.load_engine`: one event loop, `--workers` processes or a
-Locust master and `--locust-workers`), appends every record to requests.jsonl as it
-finishes, counts a sample of the prompts with the server's `/tokenize`
-(`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
-killed run keeps a summary), signals.jsonl and the CSV exports; gives a
-`BenchResult`.
-Ctrl-C (`api.interrupt`) stops the load, keeps every record and returns
-the partial result with `interrupted` set; run.json's status says so. A
-caller that writes several loads into one run passes a `SharedRun` (its
-`RunDir` and clock). run.json stores the spec (`spec`, the URL normalised —
-never with its `user:password@`, `api.specs` — and the model chosen) beside
-the resolved `config` (`BenchSpec.run_config`: the same keys for every reader). The
+Takes a `BenchSpec` (URL, client, load levels, workload, bounds, workers, SLOs;
+`api.specs`); does the whole load test — checks the URL fails fast, learns the server's
+context (`api.preflight`), builds one seeded schedule per level and fits it to that
+context, runs it on the load engine the spec asks for (`loadgen.load_engine`: one event
+loop, `--workers` processes or a Locust master and `--locust-workers`), appends every
+record to requests.jsonl as it finishes, counts a sample of the prompts with the server's
+`/tokenize` (`loadgen.tokencheck`), and writes run.json (rewritten after each level, so a
+killed run keeps a summary), signals.jsonl, the CSVs and `--export`'s files
+(`api.exports`, read back from the run); gives a `BenchResult`.
+Ctrl-C (`api.interrupt`) stops the load, keeps every record and returns the partial result
+with `interrupted` set; run.json's status says so. A caller that writes several loads into
+one run passes a `SharedRun` (its `RunDir` and clock). run.json stores the spec (`spec`,
+the URL normalised — never with its `user:password@`, `api.specs` — and the model chosen)
+beside the resolved `config` (`BenchSpec.run_config`: the same keys for every reader). The
 API key and header values are sent, never stored. `--standard mlperf`: the preset's spec,
 each level judged as LoadGen's Server run (`loadgen.standards`, `report.mlperf`).
 """
@@ -46,6 +44,7 @@ from infertriage.analyze.stats.latency import (
     summarize,
     summary_signals,
 )
+from infertriage.api.exports import export_run
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.maxrate import RateSearchDriver, level_spec, next_levels, offered, probe_level
 from infertriage.api.preflight import (
@@ -502,6 +501,7 @@ def _finish(session: _Session, info: ServerInfo, interrupted: bool, knee: Knee |
     if session.verdicts:  # LoadGen's summary block, per level
         (session.run.root / SUMMARY_FILE).write_text(summary_file(session.verdicts))
     _write_info(session, info, "interrupted" if interrupted else "complete", knee)
+    export_run(session.run.root, session.spec.exports)  # `--export` (none: nothing written)
 
 
 def run_bench(

@@ -38,6 +38,7 @@ from infertriage.api.capture import (
     keep_logs,
     take_profiles,
 )
+from infertriage.api.exports import export_run
 from infertriage.api.fleet import check_fleet, read_fleet
 from infertriage.api.fromrun import add_evidence
 from infertriage.api.interrupt import Interrupt, interruptible
@@ -441,7 +442,11 @@ def diagnose_metrics_file(path: Path, thresholds: Thresholds) -> DiagnoseResult:
 def diagnose(spec: DiagnoseSpec, *, observer: RunObserver | None = None) -> DiagnoseResult:
     """The `diagnose` command; see the module docstring. `observer`: a live view, told of
     each phase (starting the twin, warm-up, measure, overload, drain, analysis)."""
+    if spec.exports and spec.metrics_file is not None:
+        raise UserError("--export needs a run directory; --metrics-file diagnoses one scrape.")
     result = _diagnose(spec, observer)
+    if result.run_dir is not None:  # `--export`: vLLM's and AIPerf's files of its levels
+        export_run(result.run_dir, spec.exports)
     if spec.html is None or result.run_dir is None:
         return result
     written = write_report(ReportSpec(run=result.run_dir, html=spec.html))

@@ -37,6 +37,7 @@ from infertriage.loadgen.spec import (
 from infertriage.loadgen.standards import MIN_DURATION_S, TAIL_GAPS
 from infertriage.net import strip_userinfo
 from infertriage.schemas import Thresholds, UserError
+from infertriage.schemas.exports import Exports
 from infertriage.schemas.spec import CommandSpec
 from infertriage.twin.traffic import Stage
 from infertriage.workload import DEFAULT_WORKLOAD
@@ -119,6 +120,8 @@ class DiagnoseSpec(CommandSpec):
     # the measured interconnect for the plan and the parallelism rules (`topology`'s files)
     nvidia_smi_topo: Path | None = None
     nccl_tests: tuple[Path, ...] = ()
+    # `--export vllm,aiperf`: the run also in those tools' formats (`api.exports`)
+    exports: Exports = Field(default=(), json_schema_extra={"flag": "--export"})
 
     @model_validator(mode="before")
     @classmethod

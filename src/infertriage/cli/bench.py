@@ -109,6 +109,7 @@ def bench(
     ),
     standard: str | None = flags.standard(),
     mlperf_model: str | None = flags.mlperf_model(),
+    export: list[str] = flags.export(),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> int:
@@ -159,6 +160,7 @@ def bench(
         stop_on_saturation=stop_on_saturation,
         standard=standard,
         mlperf_model=mlperf_model,
+        exports=export,  # parsed by the spec (`schemas.exports`)
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_bench(spec, observer=view)

@@ -73,6 +73,7 @@ def diagnose(
     locust_master_host: str | None = flags.locust_master_host(),
     nvidia_smi_topo: Path | None = flags.nvidia_smi_topo(),
     nccl_tests: list[Path] = flags.nccl_tests(),
+    export: list[str] = flags.export(),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> None:
@@ -120,6 +121,7 @@ def diagnose(
         nvidia_smi_topo=nvidia_smi_topo,
         nccl_tests=tuple(nccl_tests),
         locust_master_host=locust_master_host,
+        exports=export,  # parsed by the spec (`schemas.exports`)
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_diagnose(spec, observer=view)

@@ -34,6 +34,7 @@ __all__ = [
     "dtype",
     "duration",
     "endpoint",
+    "export",
     "force",
     "gpu",
     "html",
@@ -314,6 +315,18 @@ def html() -> Any:
         "--html",
         callback=new_file,
         help="Write the run's HTML report to this file (report: default RUN/report.html).",
+    )
+
+
+def export() -> Any:
+    return typer.Option(
+        [],
+        "--export",
+        help=(
+            "Also write the run as vllm (bench serve --save-result JSON) or aiperf "
+            "(profile_export_aiperf.json, profile_export.jsonl), per level, under RUN/exports/; "
+            "repeatable or a comma list."
+        ),
     )
 
 

@@ -32,6 +32,7 @@ from infertriage.loadgen.maxrate import MaxRateRule
 from infertriage.loadgen.request import ClientConfig, Endpoint
 from infertriage.net import basic_authorization, check_header, split_userinfo
 from infertriage.schemas import Thresholds, UserError
+from infertriage.schemas.exports import Exports
 from infertriage.schemas.spec import CommandSpec
 from infertriage.workload import DEFAULT_WORKLOAD, WorkloadSpec, parse_workload
 
@@ -218,6 +219,8 @@ class BenchSpec(CommandSpec):
     # `--standard mlperf`: LoadGen's Server scenario for `--mlperf-model` (`loadgen.standards`)
     standard: str | None = None
     mlperf_model: str | None = None
+    # `--export vllm,aiperf`: the run also in those tools' formats (`api.exports`)
+    exports: Exports = Field(default=(), json_schema_extra={"flag": "--export"})
 
     @model_validator(mode="before")
     @classmethod

@@ -18,7 +18,7 @@ from infertriage.schemas.errors import UserError
 from infertriage.schemas.inputs import load_yaml, quoted, read_small_text
 from infertriage.schemas.units import parse_duration, parse_fraction
 
-__all__ = ["SloProfile", "Thresholds", "load_thresholds"]
+__all__ = ["SloProfile", "Thresholds", "load_thresholds", "slo_file_keys"]
 
 
 class SloProfile(StrEnum):
@@ -290,6 +290,12 @@ _EXPECTED: dict[object, str] = {
     _rate: "tokens/s, 0 or more",
     SloProfile: "interactive or batch",
 }
+
+
+def slo_file_keys() -> dict[str, str]:
+    """Each key an SLO file (or `--slo K=V`) takes, and what its value must be: the JSON
+    Schema of SLO files is made from this (`schemas.published`)."""
+    return {key: _EXPECTED[parse] for key, (_, parse) in _SLO_KEYS.items()}
 
 
 def _apply(base: Thresholds, items: Mapping[str, object], origin: str) -> Thresholds:

@@ -1,0 +1,66 @@
+"""report.exports, level 4: a run's load levels in other tools' formats (`--export`).
+
+Takes the `ExportLevel`s of a run (`api.exports` reads them from its directory)
+and the `ExportFormat`s asked for; `write_exports` writes, under `RUN/exports/`,
+`vllm/<level>.json` (vLLM's `bench serve --save-result` JSON, `report.exports.vllm`)
+and `aiperf/<level>/profile_export_aiperf.json` with `profile_export.jsonl`
+(AIPerf's summary and per-request records, `report.exports.aiperf`), one per
+level, and gives the paths written. A level is named as run.json names it,
+made a file name (`concurrency=8` → `concurrency_8`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from infertriage.report.exports.aiperf import JSON_FILE, JSONL_FILE, aiperf_records, aiperf_summary
+from infertriage.report.exports.level import ExportLevel, slug
+from infertriage.report.exports.vllm import vllm_result
+from infertriage.schemas import UserError
+from infertriage.schemas.exports import EXPORTS_FOLDER, ExportFormat
+
+__all__ = ["ExportLevel", "write_exports"]
+
+
+def _dump(document: object) -> str:
+    # vLLM and AIPerf write plain JSON; a non-finite number would not load in AIPerf
+    return json.dumps(document, ensure_ascii=False, allow_nan=False)
+
+
+def _write_vllm(folder: Path, level: ExportLevel) -> list[Path]:
+    path = folder / f"{slug(level.name)}.json"
+    path.write_text(_dump(vllm_result(level)) + "\n", encoding="utf-8")
+    return [path]
+
+
+def _write_aiperf(folder: Path, level: ExportLevel) -> list[Path]:
+    where = folder / slug(level.name)
+    where.mkdir(parents=True, exist_ok=True)
+    summary, records = where / JSON_FILE, where / JSONL_FILE
+    text = json.dumps(aiperf_summary(level), indent=2, ensure_ascii=False, allow_nan=False)
+    summary.write_text(text + "\n", encoding="utf-8")
+    with records.open("w", encoding="utf-8") as handle:
+        for record in aiperf_records(level):
+            handle.write(_dump(record) + "\n")
+    return [summary, records]
+
+
+_WRITERS = {ExportFormat.VLLM: _write_vllm, ExportFormat.AIPERF: _write_aiperf}
+
+
+def write_exports(
+    root: Path, levels: Sequence[ExportLevel], formats: Sequence[ExportFormat]
+) -> tuple[Path, ...]:
+    """Each level in each format under `root/exports/`; the files written, in order."""
+    written: list[Path] = []
+    try:
+        for fmt in formats:
+            folder = root / EXPORTS_FOLDER / fmt.value
+            folder.mkdir(parents=True, exist_ok=True)
+            for level in levels:
+                written += _WRITERS[fmt](folder, level)
+    except OSError as err:
+        raise UserError(f"cannot write the {fmt.value} export in {root}: {err.strerror}.") from err
+    return tuple(written)
