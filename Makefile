@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+AIPERF := .venv-aiperf
 SCENARIO ?= kv-pressure
 DURATION ?= 30
 
@@ -46,6 +47,9 @@ test-e2e: $(STAMP)
 test-engines: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,tokenizers]'
 	INFERTRIAGE_ENGINES=1 $(BIN)/python -m pytest -p no:xdist -q -ra --durations=10 tests/engines
+	# `--export aiperf` read back by AIPerf's own models, from a side environment (~3 min, 1.2 GB)
+	test -x $(AIPERF)/bin/python || ($(PYTHON) -m venv $(AIPERF) && $(AIPERF)/bin/python -m pip install --quiet aiperf==0.13.0)
+	INFERTRIAGE_AIPERF_PYTHON=$(AIPERF)/bin/python $(BIN)/python -m pytest -p no:xdist -q -ra tests/report/test_exports_tools.py
 
 # The declared floors: every direct dependency (and the `distributed` extra's) at the lowest
 # release pyproject.toml allows, pinned by scripts/floors.py, in an environment of its own;
