@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/scenario_maps.py [--duration 12] [--scenarios a,b,…]
 
 Each row is one real run of the whole pipeline against the twin (load, scraping,
-profiling, rules); the README's scenario table is this script's output.
+profiling, rules); the scenario table of docs/commands/diagnose.md is this script's output.
 """
 
 from __future__ import annotations

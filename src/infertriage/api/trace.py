@@ -7,7 +7,7 @@ Nsight Systems SQLite exports) and an optional `TORCH_LOGS=recompiles` log;
 evidence); `analyze_trace` gives the same report with its findings, the diagnose
 rules' over the trace's signals alone (the same rules and thresholds as `diagnose`),
 computed once. `hta_convention` leaves the last ProfilerStep out of every figure,
-as HTA does, so its idle share can be reproduced (README, "Idle time").
+as HTA does, so its idle share can be reproduced (docs/commands/trace.md).
 Bad input is a `UserError` of one sentence.
 """
 
