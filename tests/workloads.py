@@ -1,6 +1,6 @@
 """Workloads the end-to-end tests share.
 
-`SHORT_OUTPUTS` is DESIGN's chat mix (its prompts and shared prefix) with outputs of 16
+`SHORT_OUTPUTS` is the default chat mix (its prompts and shared prefix) with outputs of 16
 to 128 tokens, for tests of what `diagnose` or `validate` captures, renders, reads or
 finds beside the load rather than of the default mix itself: the default's log-normal
 outputs (p90 1,024 tokens, a tail past 2,000) keep a short level's drain waiting up to

@@ -2,7 +2,7 @@
 
 Drives load against an OpenAI-compatible server (or the built-in twin),
 collects evidence from every layer of the request path and produces a
-seven-layer bottleneck map. See DESIGN.md for the pipeline.
+seven-layer bottleneck map. See docs/architecture.md for the pipeline.
 """
 
 __version__ = "0.1.0"

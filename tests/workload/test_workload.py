@@ -1,4 +1,4 @@
-"""Workloads: DESIGN's chat mix, exact targets, prefix groups, multi-turn, files; seeded."""
+"""Workloads: the default chat mix, exact targets, prefix groups, multi-turn, files; seeded."""
 
 from __future__ import annotations
 

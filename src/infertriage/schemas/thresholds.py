@@ -1,6 +1,6 @@
 """schemas, level 0: the one frozen set of thresholds that every rule reads.
 
-Defaults come from DESIGN.md (interactive SLO profile). `--slo` overrides
+Defaults are docs/architecture.md's (interactive SLO profile). `--slo` overrides
 them with a file (YAML or JSON mapping) or an inline list such as
 `ttft_p95=200ms,itl_p95=50ms`.
 """

@@ -2,14 +2,14 @@
 
 Takes nothing; gives `Scenario` and its sections `EngineSettings`,
 `SpeculativeSettings`, `FrontendSettings` and `FaultSettings`, whose defaults are
-the healthy server of DESIGN.md, and the layouts of several engines:
+the healthy server (docs/commands/twin.md), and the layouts of several engines:
 `DataParallelSettings` (ranks behind a balancer) and `DisaggregationSettings`
 (prefill/decode instances and their KV link; off by default, not combined with
 data_parallel.size above 1). Validation is strict: a string is never read as a
 number or a boolean. Loading, the error sentences and the packaged files live in
 `twin.scenario`.
 
-Keys the twin adds to DESIGN's list: `engine.num_gpu_blocks_override` (vLLM's
+Keys beyond the basic sections: `engine.num_gpu_blocks_override` (vLLM's
 `--num-gpu-blocks-override`, to force KV pressure), `engine.launch_us_per_kernel`
 (host time of one eager kernel launch, paid on every kernel when `cuda_graphs` is
 off), `speculative.draft_cost_fraction` (one draft forward as a fraction of a

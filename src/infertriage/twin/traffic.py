@@ -18,7 +18,7 @@ The load's shape is one of:
 Arrivals are `workload.arrivals`' constant, Poisson or gamma (`gamma:SHAPE`,
 shape below 1 burstier) offsets.
 
-Without `--workload` the lengths pick it: `chat-mix` (DESIGN's synthetic chat mix:
+Without `--workload` the lengths pick it: `chat-mix` (the default synthetic chat mix:
 prompts log-normal with median 512 and p90 2,048 tokens, capped at half of
 `max_model_len`; outputs log-normal with median 256 and p90 1,024; 20 % of requests
 opening with one shared 1,024-token system prefix inside their prompt length), with a

@@ -4,7 +4,7 @@ Takes a workload spec string, an arrival process (or none, for a closed
 loop), a bound and a seed; gives the schedule every load generator worker
 shares. Specs are `KIND[:ARG][,key=value…]`:
 
-- `chat-mix` (default): DESIGN.md's synthetic chat mix — prompts log-normal
+- `chat-mix` (default): the synthetic chat mix of docs/architecture.md — prompts log-normal
   with median 512 and p90 2,048 tokens, capped at half of `max_model_len`;
   outputs log-normal with median 256 and p90 1,024; 20 % of requests open with
   one shared 1,024-token system prefix, drawn from the prompts long enough to
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 DEFAULT_WORKLOAD = "chat-mix"
-# DESIGN's chat mix: prompt and output lengths (median, p90), as `lengths.parse_length` reads them.
+# the chat mix: prompt and output lengths (median, p90), as `lengths.parse_length` reads them.
 CHAT_MIX_PROMPT = "lognormal(512,2048)"
 CHAT_MIX_OUTPUT = "lognormal(256,1024)"
 DEFAULT_MAX_MODEL_LEN = 8192

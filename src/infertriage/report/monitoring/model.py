@@ -53,7 +53,7 @@ class AlertLimits:
     """Every alert threshold, SI units; `of` takes the SLO ones from `Thresholds`. `origin`
     says where they came from (the defaults, `--slo`, a baseline run)."""
 
-    ttft_p95_s: float  # Thresholds.alert_ttft_p95_s (DESIGN.md: 500 ms), or the baseline's
+    ttft_p95_s: float  # Thresholds.alert_ttft_p95_s (default 500 ms), or the baseline's
     itl_p95_s: float
     slo_ttft_p95_s: float  # the SLO lines on the dashboard
     slo_itl_p95_s: float
