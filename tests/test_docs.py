@@ -17,7 +17,7 @@ from infertriage.diagnose import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = (ROOT / "README.md", ROOT / "README.zh-CN.md")
-PAGES = (*READMES, *sorted((ROOT / "docs").rglob("*.md")))
+PAGES = (*READMES, ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 MAX_README_LINES = 300
 
 _LINK = re.compile(r"!?\[[^\]]*\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
