@@ -122,6 +122,11 @@ class DiagnoseSpec(CommandSpec):
     nccl_tests: tuple[Path, ...] = ()
     # `--export vllm,aiperf`: the run also in those tools' formats (`api.exports`)
     exports: Exports = Field(default=(), json_schema_extra={"flag": "--export"})
+    # the server's OpenTelemetry request spans: received during the run (HOST:PORT), or a
+    # Collector's file export; joined to the requests by trace id (`api.spans`)
+    otlp_listen: str | None = None
+    spans: Path | None = None
+    export_timeline: Path | None = None  # the client's timeline as a Chrome/Perfetto trace
 
     @model_validator(mode="before")
     @classmethod
@@ -268,6 +273,8 @@ class TwinSpec(CommandSpec):
     port: int = 8000
     load_time_s: float | None = Field(default=None, ge=0)
     profile_dir: Path | None = None
+    # vLLM's flag: export one `llm_request` span per request there (OTLP/HTTP)
+    otlp_traces_endpoint: str | None = None
     # a twin a command started: it stops when that one ends
     parent_pid: int | None = Field(default=None, ge=1)
 

@@ -42,12 +42,18 @@ class Target:
 
 @contextlib.contextmanager
 def twin_target(
-    scenario: str, profile_dir: Path | None = None, load_time_s: float | None = 0.2
+    scenario: str,
+    profile_dir: Path | None = None,
+    load_time_s: float | None = 0.2,
+    otlp_endpoint: str | None = None,
 ) -> Iterator[Target]:
     """A twin serving `scenario` on 127.0.0.1 for as long as the `with` lasts; `load_time_s`
-    None keeps the scenario's own model load time (validate measures the cold start)."""
+    None keeps the scenario's own model load time (validate measures the cold start);
+    `otlp_endpoint`: where it exports its request spans."""
     loaded = load_scenario(scenario)
-    with TwinProcess(scenario, load_time_s=load_time_s, profile_dir=profile_dir) as twin:
+    with TwinProcess(
+        scenario, load_time_s=load_time_s, profile_dir=profile_dir, otlp_endpoint=otlp_endpoint
+    ) as twin:
         yield Target(
             url=twin.url,
             metrics_url=None,
