@@ -506,7 +506,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
         )
         sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency, observer)
         measured = _measure(target, sweep, capture, interrupt)
-        measured.notes.extend(settle_spans(spans, run))
+        measured.notes.extend(settle_spans(spans, run, interrupt))
         status: RunStatus = "interrupted" if interrupt.requested else "complete"
         run.write_info(_run_info(shared.clock, spec, target, measured, status))
         if measured.phases is None:

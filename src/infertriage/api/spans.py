@@ -28,6 +28,7 @@ from infertriage.analyze.signals.spans import (
     merge_span_signals,
     span_signals,
 )
+from infertriage.api.interrupt import Interrupt
 from infertriage.api.specs import DiagnoseSpec
 from infertriage.collect.otlp import read_span_file
 from infertriage.collect.otlp_receiver import OtlpReceiver, parse_listen
@@ -80,15 +81,22 @@ def _waiting(receiver: OtlpReceiver, records: Sequence[RequestRecord]) -> int:
 
 
 def settle_spans(
-    receiver: OtlpReceiver | None, run: RunDir, settle_s: float = _SETTLE_S
+    receiver: OtlpReceiver | None,
+    run: RunDir,
+    interrupt: Interrupt | None = None,
+    settle_s: float = _SETTLE_S,
 ) -> list[str]:
-    """Wait until every finished request's span has come, or `settle_s`; notes on what did not."""
+    """Wait until every finished request's span has come, or `settle_s`, or Ctrl-C; notes on
+    what did not come."""
     if receiver is None:
         return []
     records = list(run.iter_records(run.requests, RequestRecord))
     deadline = time.monotonic() + settle_s
     while _waiting(receiver, records) and time.monotonic() < deadline:
-        time.sleep(_POLL_S)
+        if interrupt is None:
+            time.sleep(_POLL_S)
+        elif interrupt.wait(_POLL_S):  # Ctrl-C: what came is kept, no more wait
+            break
     notes = [f"--otlp-listen: an export was refused: {error}" for error in receiver.errors]
     if not receiver.num_exports:
         notes.append(
