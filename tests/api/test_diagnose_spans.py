@@ -69,6 +69,7 @@ def test_the_servers_spans_join_each_request_by_trace_id(tmp_path: Path) -> None
     assert {r.id for r in records} <= tracks
     names = {e["name"] for e in events}
     assert {"request", "send", "first token", "chunk"} <= names
+    assert {"server queue", "server prefill", "server decode"} <= names  # from the spans
     # the same join from a file export, with --from-run
     export = tmp_path / "collector.json"
     export.write_bytes((out / "raw" / "otlp-spans.jsonl").read_bytes())

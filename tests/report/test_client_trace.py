@@ -1,11 +1,15 @@
-"""The client's timeline as Trace Event Format JSON: one track per request, its events."""
+"""The client's timeline as Trace Event Format JSON: one track per request, its events,
+and the server's queue, prefill and decode on it where its span came."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from infertriage.report.client_trace import client_trace
 from infertriage.schemas import Chunk, RequestRecord
+from infertriage.schemas.spans import ServerSpan
 
 
 def _record(n: int, *, late: float = 0.0) -> RequestRecord:
@@ -36,3 +40,29 @@ def test_one_track_per_request_with_send_first_token_and_each_chunk() -> None:
     chunks = [(e["ts"], e["args"]["tokens"]) for e in mine if e["name"] == "chunk"]
     assert chunks == [(1.2e6, 1), (1.3e6, 2), (1.5e6, 1)]
     assert [e["ts"] for e in mine if e["name"] in {"send", "first token"}] == [1e6, 1.2e6]
+
+
+def test_the_servers_span_lays_its_queue_prefill_and_decode_on_the_request_s_track() -> None:
+    anchor = 1_700_000_000.0
+    span = ServerSpan(
+        trace_id=f"{2:032x}",
+        span_id=f"{9:016x}",
+        name="llm_request",
+        start_ns=round((anchor + 1.05) * 1e9),  # the server's arrival, 50 ms after the send
+        end_ns=round((anchor + 1.55) * 1e9),
+        attributes={
+            "gen_ai.latency.time_to_first_token": 0.15,
+            "gen_ai.latency.time_in_queue": 0.02,
+            "gen_ai.latency.time_in_model_prefill": 0.1,
+            "gen_ai.latency.time_in_model_decode": 0.3,
+        },
+    )
+    document = client_trace([_record(1)], server={span.trace_id: span}, wall_anchor_s=anchor)
+    server = {e["name"]: e for e in json.loads(document)["traceEvents"] if e.get("cat") == "server"}
+    assert set(server) == {"server queue", "server prefill", "server decode"}
+    assert {e["tid"] for e in server.values()} == {1}  # on the request's own track
+    assert server["server prefill"]["ts"] == pytest.approx(1.1e6, abs=1)  # first token − prefill
+    assert server["server queue"]["ts"] == pytest.approx(1.08e6, abs=1)
+    assert server["server queue"]["dur"] == pytest.approx(0.02e6, abs=1)
+    assert server["server decode"]["ts"] == pytest.approx(1.2e6, abs=1)
+    assert server["server decode"]["dur"] == pytest.approx(0.3e6, abs=1)

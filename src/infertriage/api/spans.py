@@ -26,6 +26,7 @@ from infertriage.analyze.signals.spans import (
     SpanJoinResult,
     join_spans,
     merge_span_signals,
+    request_spans,
     span_signals,
 )
 from infertriage.api.interrupt import Interrupt
@@ -152,4 +153,8 @@ def export_timeline(path: Path | None, run_dir: Path | None) -> None:
     if path is None or run_dir is None:
         return
     run = RunDir.open(run_dir)
-    write_client_trace(path, list(run.iter_records(run.requests, RequestRecord)), run_dir.name)
+    found = _run_spans(run)
+    server = request_spans(found[0]) if found is not None else None
+    records = list(run.iter_records(run.requests, RequestRecord))
+    anchor = run.read_info().wall_anchor_s
+    write_client_trace(path, records, run_dir.name, server, anchor)

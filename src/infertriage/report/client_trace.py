@@ -11,13 +11,15 @@ Times are the run's clock in microseconds. `--export-timeline PATH` writes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from infertriage.engines.vllm_spans import VllmSpan
 from infertriage.schemas import RequestRecord, UserError
+from infertriage.schemas.spans import ServerSpan
 
 __all__ = ["client_trace", "write_client_trace"]
 
@@ -37,9 +39,15 @@ def _request_events(tid: int, record: RequestRecord) -> list[dict[str, Any]]:
     ]
     if record.dispatch_lag_s > 0:
         events.append(
-            {**base, "ph": "X", "cat": "client", "name": "dispatch lag",
-             "ts": _us(record.scheduled_ts), "dur": _us(record.dispatch_lag_s)}
-        )  # fmt: skip
+            {
+                **base,
+                "ph": "X",
+                "cat": "client",
+                "name": "dispatch lag",
+                "ts": _us(record.scheduled_ts),
+                "dur": _us(record.dispatch_lag_s),
+            }
+        )
     end = record.end_ts if record.end_ts is not None else record.last_token_ts
     ttft = record.ttft_s
     args: dict[str, Any] = {
@@ -52,37 +60,95 @@ def _request_events(tid: int, record: RequestRecord) -> list[dict[str, Any]]:
     if record.trace_id:
         args["trace_id"] = record.trace_id
     events.append(
-        {**base, "ph": "X", "cat": "client", "name": "request", "ts": _us(record.sent_ts),
-         "dur": _us(max(0.0, (end or record.sent_ts) - record.sent_ts)), "args": args}
-    )  # fmt: skip
+        {
+            **base,
+            "ph": "X",
+            "cat": "client",
+            "name": "request",
+            "ts": _us(record.sent_ts),
+            "dur": _us(max(0.0, (end or record.sent_ts) - record.sent_ts)),
+            "args": args,
+        }
+    )
     events.append({**base, "ph": "i", "s": "t", "name": "send", "ts": _us(record.sent_ts)})
     if record.first_token_ts is not None:
         events.append(
             {**base, "ph": "i", "s": "t", "name": "first token", "ts": _us(record.first_token_ts)}
         )
     events += [
-        {**base, "ph": "i", "s": "t", "name": "chunk", "ts": _us(chunk.ts),
-         "args": {"tokens": chunk.num_tokens}}
+        {
+            **base,
+            "ph": "i",
+            "s": "t",
+            "name": "chunk",
+            "ts": _us(chunk.ts),
+            "args": {"tokens": chunk.num_tokens},
+        }
         for chunk in record.chunks
-    ]  # fmt: skip
+    ]
     return events
 
 
-def client_trace(records: Sequence[RequestRecord], title: str = "infertriage client") -> bytes:
-    """The records as a Trace Event Format JSON document, one track per request."""
+def _server_events(tid: int, span: ServerSpan, wall_anchor_s: float) -> list[dict[str, Any]]:
+    """The engine's queue, prefill and decode of one request, from its span (vLLM's times:
+    first token = arrival + TTFT, scheduled = first token − prefill, queued = scheduled − queue)."""
+    ttft, queue = span.number(VllmSpan.TIME_TO_FIRST_TOKEN), span.number(VllmSpan.TIME_IN_QUEUE)
+    prefill, decode = (
+        span.number(VllmSpan.TIME_IN_MODEL_PREFILL),
+        span.number(VllmSpan.TIME_IN_MODEL_DECODE),
+    )
+    if ttft is None or queue is None or prefill is None:
+        return []
+    first = span.start_ns * 1e-9 - wall_anchor_s + ttft
+    phases = [("queue", first - prefill - queue, queue), ("prefill", first - prefill, prefill)]
+    if decode is not None:
+        phases.append(("decode", first, decode))
+    return [
+        {
+            "pid": _PID,
+            "tid": tid,
+            "ph": "X",
+            "cat": "server",
+            "name": f"server {name}",
+            "ts": _us(start),
+            "dur": _us(max(0.0, dur)),
+        }
+        for name, start, dur in phases
+    ]
+
+
+def client_trace(
+    records: Sequence[RequestRecord],
+    title: str = "infertriage client",
+    server: Mapping[str, ServerSpan] | None = None,
+    wall_anchor_s: float = 0.0,
+) -> bytes:
+    """The records as a Trace Event Format JSON document, one track per request; `server`:
+    the server's request spans by trace id, placed on the run's clock by `wall_anchor_s`."""
     events: list[dict[str, Any]] = [
         {"pid": _PID, "ph": "M", "name": "process_name", "args": {"name": title}}
     ]
     ordered = sorted(records, key=lambda r: (r.sent_ts, r.id))
     for tid, record in enumerate(ordered, start=1):
         events += _request_events(tid, record)
+        span = (server or {}).get(record.trace_id) if record.trace_id else None
+        if span is not None:
+            events += _server_events(tid, span, wall_anchor_s)
     return orjson.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
 
 
-def write_client_trace(path: Path, records: Sequence[RequestRecord], title: str = "") -> Path:
+def write_client_trace(
+    path: Path,
+    records: Sequence[RequestRecord],
+    title: str = "",
+    server: Mapping[str, ServerSpan] | None = None,
+    wall_anchor_s: float = 0.0,
+) -> Path:
     """Write the timeline to `path` (a `UserError` when it cannot be written)."""
     try:
-        path.write_bytes(client_trace(records, title or "infertriage client"))
+        path.write_bytes(
+            client_trace(records, title or "infertriage client", server, wall_anchor_s)
+        )
     except OSError as err:
         raise UserError(f"--export-timeline {path}: {err.strerror or err}.") from err
     return path

@@ -23,7 +23,13 @@ from infertriage.engines.vllm_spans import REQUEST_SPAN, VllmSpan
 from infertriage.schemas import RequestRecord, Signal
 from infertriage.schemas.spans import JoinedRequest, ServerSpan, SpanJoin
 
-__all__ = ["SpanJoinResult", "join_spans", "merge_span_signals", "span_signals"]
+__all__ = [
+    "SpanJoinResult",
+    "join_spans",
+    "merge_span_signals",
+    "request_spans",
+    "span_signals",
+]
 
 SOURCE = "otlp spans"
 _SLOWEST = 10
@@ -49,7 +55,7 @@ class SpanJoinResult:
         )
 
 
-def _request_spans(spans: Sequence[ServerSpan]) -> dict[str, ServerSpan]:
+def request_spans(spans: Sequence[ServerSpan]) -> dict[str, ServerSpan]:
     """vLLM's request spans by trace id; of two with one id (a resend), the later one."""
     by_trace: dict[str, ServerSpan] = {}
     for span in spans:
@@ -84,7 +90,7 @@ def _joined(record: RequestRecord, span: ServerSpan) -> JoinedRequest:
 
 def join_spans(records: Sequence[RequestRecord], spans: Sequence[ServerSpan]) -> SpanJoinResult:
     """Each record that sent a trace id beside the server's span of that trace (if any)."""
-    by_trace = _request_spans(spans)
+    by_trace = request_spans(spans)
     traced = [r for r in records if r.trace_id]
     joined = tuple(_joined(r, by_trace[r.trace_id]) for r in traced if r.trace_id in by_trace)
     return SpanJoinResult(joined, len(traced), len(by_trace))
