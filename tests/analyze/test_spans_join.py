@@ -69,6 +69,16 @@ def test_a_resent_request_joins_its_later_span() -> None:
     assert [r.queue_s for r in result.joined] == [0.3]
 
 
+def test_the_span_with_the_latencies_wins_over_a_bare_api_span() -> None:
+    """Two spans in one trace (vLLM's journey tracing adds `llm_core`): the timed one joins."""
+    bare = ServerSpan(
+        trace_id=f"{1:032x}", span_id=f"{5:016x}", name="llm_request", start_ns=0, end_ns=99
+    )
+    core = _span(0, 0.2, 0.1, name="llm_core", end=50)
+    result = join_spans([_record(0, 1.0)], [core, bare])
+    assert [(r.queue_s, r.prefill_s) for r in result.joined] == [(0.2, 0.1)]
+
+
 def test_signals_fill_the_server_figures_the_metrics_lack() -> None:
     records = [_record(n, 0.5 + n * 0.1) for n in range(4)]
     spans = [_span(n, 0.1 * n, 0.2) for n in range(3)]

@@ -54,7 +54,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != TRACES_PATH:
             self._answer(404, JSON_TYPE, b'{"message":"OTLP traces are posted to /v1/traces"}')
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length_text = self.headers.get("Content-Length") or ""
+        if not length_text.isdigit():  # a chunked body is not read: the SDKs send a length
+            self._answer(411, JSON_TYPE, b'{"message":"an export carries its Content-Length"}')
+            return
+        length = int(length_text)
         if length > _MAX_BODY:
             self._answer(413, JSON_TYPE, b'{"message":"the export is too large"}')
             return

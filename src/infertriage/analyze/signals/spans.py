@@ -56,15 +56,21 @@ class SpanJoinResult:
 
 
 def request_spans(spans: Sequence[ServerSpan]) -> dict[str, ServerSpan]:
-    """vLLM's request spans by trace id; of two with one id (a resend), the later one."""
+    """vLLM's request spans by trace id: `llm_request`, or any span with its latencies (a
+    vLLM with journey tracing adds an `llm_core` span to the trace); of two with one id,
+    the one with the latencies, then the later (a resend)."""
     by_trace: dict[str, ServerSpan] = {}
     for span in spans:
-        if span.name != REQUEST_SPAN and span.number(VllmSpan.TIME_IN_QUEUE) is None:
+        if span.name != REQUEST_SPAN and not _timed(span):
             continue
         kept = by_trace.get(span.trace_id)
-        if kept is None or span.end_ns >= kept.end_ns:
+        if kept is None or (_timed(span), span.end_ns) >= (_timed(kept), kept.end_ns):
             by_trace[span.trace_id] = span
     return by_trace
+
+
+def _timed(span: ServerSpan) -> bool:
+    return span.number(VllmSpan.TIME_IN_QUEUE) is not None
 
 
 def _joined(record: RequestRecord, span: ServerSpan) -> JoinedRequest:
