@@ -7,9 +7,12 @@ import threading
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from infertriage.api.spans import settle_spans
+from infertriage.api.specs import DiagnoseSpec
 from infertriage.collect.otlp_receiver import OtlpReceiver
-from infertriage.schemas import JsonlWriter, RequestRecord, RunDir
+from infertriage.schemas import JsonlWriter, RequestRecord, RunDir, UserError
 
 TRACE = f"{7:032x}"
 
@@ -52,3 +55,17 @@ def test_it_waits_for_a_late_batch_then_stops_waiting(tmp_path: Path) -> None:
         notes = settle_spans(receiver, run, settle_s=60.0)  # returns once the span is in
         late.join()
     assert notes == [] and [s.trace_id for s in receiver.spans()] == [TRACE]
+
+
+@pytest.mark.parametrize(
+    ("field", "flag"),
+    [
+        ("otlp_listen", "--otlp-listen"),
+        ("spans", "--spans"),
+        ("export_timeline", "--export-timeline"),
+    ],
+)
+def test_span_flags_need_a_run_not_one_scrape(field: str, flag: str, tmp_path: Path) -> None:
+    value = "127.0.0.1:0" if field == "otlp_listen" else tmp_path / "x.json"
+    with pytest.raises(UserError, match=f"{flag} needs a run"):
+        DiagnoseSpec.model_validate({"metrics_file": tmp_path / "m.txt", field: value})

@@ -174,3 +174,10 @@ def test_listen_addresses() -> None:
     for bad in ("4318", "host:port", "h:70000"):
         with pytest.raises(UserError, match="HOST:PORT"):
             parse_listen(bad)
+
+
+def test_a_cut_gzip_export_is_one_clear_error(tmp_path: Path) -> None:
+    cut = tmp_path / "spans.json.gz"
+    cut.write_bytes(gzip.compress(json.dumps(DOCUMENT).encode())[:30])
+    with pytest.raises(UserError, match="gzip file is broken"):
+        read_span_file(cut)

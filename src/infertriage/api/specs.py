@@ -150,6 +150,22 @@ class DiagnoseSpec(CommandSpec):
     def _stored(self, url: str | None) -> str | None:
         return _stored_url(url)
 
+    @model_validator(mode="after")
+    def _spans_need_a_run(self) -> DiagnoseSpec:
+        if self.metrics_file is None:
+            return self
+        given = (
+            ("--otlp-listen", self.otlp_listen),
+            ("--spans", self.spans),
+            ("--export-timeline", self.export_timeline),
+        )
+        for flag, value in given:
+            if value is not None:
+                raise UserError(
+                    f"{flag} needs a run's requests; --metrics-file diagnoses one scrape."
+                )
+        return self
+
 
 class ValidateSpec(CommandSpec):
     """`validate`: the go-live checklist against `url` (None: a twin of `scenario`)."""

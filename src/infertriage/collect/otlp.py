@@ -237,7 +237,10 @@ def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
     except OSError as err:
         raise UserError(f"{flag} {path}: {err.strerror or err}.") from err
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as err:
+            raise UserError(f"{flag} {path}: the gzip file is broken ({err}).") from err
     try:
         documents = [orjson.loads(line) for line in data.splitlines() if line.strip()]
     except orjson.JSONDecodeError:
