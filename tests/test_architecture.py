@@ -27,7 +27,7 @@ MAX_MODULE_LINES = 600
 # The twin is a product server (a stand-in engine that serves and profiles), so it may do both.
 SERVER_PACKAGES = ("twin",)
 # Trace-event writers that export what was measured, never a synthesised profile:
-# `--export-timeline` writes the client's own timeline (its sends, first tokens, chunks).
+# `--export timeline` writes the client's own timeline (its sends, first tokens, chunks).
 MEASURED_TIMELINES = ("infertriage.report.client_trace",)
 
 

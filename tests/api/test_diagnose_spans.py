@@ -1,7 +1,8 @@
 """`diagnose --otlp-listen`: the twin exports vLLM's request spans through the OpenTelemetry
 SDK's real OTLP/HTTP exporter to our loopback receiver, and each request's queue, prefill and
 decode time is joined to the client's record by its trace id; `--spans` reads them back from a
-file export; `--export-timeline` writes the client's timeline as a Chrome/Perfetto trace."""
+file export; `--export timeline` writes the client's timeline as a Chrome/Perfetto trace
+with the server's queue, prefill and decode on each request's track."""
 
 from __future__ import annotations
 
@@ -21,14 +22,14 @@ pytestmark = pytest.mark.slow  # a whole diagnose of a twin: about 12 s
 
 
 def test_the_servers_spans_join_each_request_by_trace_id(tmp_path: Path) -> None:
-    out, timeline = tmp_path / "run", tmp_path / "timeline.json"
+    out = tmp_path / "run"
     result = diagnose(
         DiagnoseSpec(
             duration_s=3.0,
             concurrency=4,
             workload=SHORT,
             otlp_listen="127.0.0.1:0",
-            export_timeline=timeline,
+            exports="timeline",
             out=out,
         )
     )
@@ -64,7 +65,9 @@ def test_the_servers_spans_join_each_request_by_trace_id(tmp_path: Path) -> None
     written = json.loads(run.diagnosis.read_text())
     assert written["spans"]["num_joined"] == join.num_joined
     # the timeline: a track per request, named by its id, with its send, first token, chunks
-    events = json.loads(timeline.read_text())["traceEvents"]
+    files = sorted((out / "exports" / "timeline").glob("*.json"))  # one per load level
+    assert len(files) >= 3  # the warm-up level(s), the measured one and the overload step
+    events = [e for f in files for e in json.loads(f.read_text())["traceEvents"]]
     tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     assert {r.id for r in records} <= tracks
     names = {e["name"] for e in events}

@@ -62,7 +62,6 @@ def test_it_waits_for_a_late_batch_then_stops_waiting(tmp_path: Path) -> None:
     [
         ("otlp_listen", "--otlp-listen"),
         ("spans", "--spans"),
-        ("export_timeline", "--export-timeline"),
     ],
 )
 def test_span_flags_need_a_run_not_one_scrape(field: str, flag: str, tmp_path: Path) -> None:

@@ -4,11 +4,14 @@ and the server's queue, prefill and decode on it where its span came."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from infertriage.report.client_trace import client_trace
+from infertriage.report.exports import ExportLevel, write_exports
 from infertriage.schemas import Chunk, RequestRecord
+from infertriage.schemas.exports import ExportFormat
 from infertriage.schemas.spans import ServerSpan
 
 
@@ -66,3 +69,20 @@ def test_the_servers_span_lays_its_queue_prefill_and_decode_on_the_request_s_tra
     assert server["server queue"]["dur"] == pytest.approx(0.02e6, abs=1)
     assert server["server decode"]["ts"] == pytest.approx(1.2e6, abs=1)
     assert server["server decode"]["dur"] == pytest.approx(0.3e6, abs=1)
+
+
+def test_export_timeline_writes_one_trace_per_level(tmp_path: Path) -> None:
+    level = ExportLevel(
+        name="concurrency=2",
+        mode="concurrency",
+        value=2.0,
+        records=(_record(1), _record(2)),
+        model="m",
+        endpoint="chat",
+        wall_anchor_s=0.0,
+        generator="infertriage test",
+    )
+    [path] = write_exports(tmp_path, [level], (ExportFormat.TIMELINE,))
+    assert path == tmp_path / "exports" / "timeline" / "concurrency_2.json"
+    events = json.loads(path.read_text())["traceEvents"]
+    assert {e["args"]["name"] for e in events if e["name"] == "thread_name"} == {"r-1", "r-2"}

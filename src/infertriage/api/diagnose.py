@@ -52,9 +52,9 @@ from infertriage.api.runview import (
     run_spec,
     run_target,
 )
-from infertriage.api.spans import export_timeline, settle_spans, span_receiver, with_span_join
+from infertriage.api.spans import settle_spans, span_receiver, with_span_join
 from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec, ValidateSpec
-from infertriage.api.target import Target, collector_for, twin_target
+from infertriage.api.target import Target, TargetContext, collector_for, twin_target
 from infertriage.api.topology import keep_interconnect
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
@@ -548,9 +548,7 @@ def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
     return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
 
 
-def _target(
-    spec: DiagnoseSpec, run: RunDir, otlp: str | None
-) -> contextlib.AbstractContextManager[Target]:
+def _target(spec: DiagnoseSpec, run: RunDir, otlp: str | None) -> TargetContext:
     """The server to diagnose: the one at `--url`, or a twin started for the run."""
     if spec.url is None:
         return twin_target(spec.scenario, run.raw, otlp_endpoint=otlp)

@@ -9,8 +9,9 @@ land in the run's raw/ as OTLP JSON lines, so the join is redone from the run.
 After the load, `settle_spans` waits briefly for the last batches; the
 analysis joins them to the requests by trace id (`analyze.signals.spans`):
 signals for the rules and the join's summary in diagnosis.json.
-`--export-timeline PATH` writes the client's timeline as a Chrome/Perfetto
-trace (`report.client_trace`).
+`--export timeline` writes the client's timeline, with the spans' queue,
+prefill and decode on each request's track, as a Chrome/Perfetto trace
+(`api.exports`, `report.client_trace`).
 """
 
 from __future__ import annotations
@@ -33,14 +34,13 @@ from infertriage.api.interrupt import Interrupt
 from infertriage.api.specs import DiagnoseSpec
 from infertriage.collect.otlp import read_span_file
 from infertriage.collect.otlp_receiver import OtlpReceiver, parse_listen
-from infertriage.report.client_trace import write_client_trace
 from infertriage.schemas import Diagnosis, RequestRecord, RunDir, Signal
 from infertriage.schemas.spans import ServerSpan
 
 __all__ = [
     "RECEIVED_FILE",
     "add_given_spans",
-    "export_timeline",
+    "run_request_spans",
     "run_span_signals",
     "settle_spans",
     "span_receiver",
@@ -148,13 +148,7 @@ def with_span_join(
     return diagnosis.model_copy(update={"spans": joined[0].summary(joined[1])})
 
 
-def export_timeline(path: Path | None, run_dir: Path | None) -> None:
-    """`--export-timeline`: every request of the run as a Chrome/Perfetto trace at `path`."""
-    if path is None or run_dir is None:
-        return
-    run = RunDir.open(run_dir)
+def run_request_spans(run: RunDir) -> dict[str, ServerSpan]:
+    """The server's request spans the run keeps, by trace id (none: empty)."""
     found = _run_spans(run)
-    server = request_spans(found[0]) if found is not None else None
-    records = list(run.iter_records(run.requests, RequestRecord))
-    anchor = run.read_info().wall_anchor_s
-    write_client_trace(path, records, run_dir.name, server, anchor)
+    return request_spans(found[0]) if found is not None else {}

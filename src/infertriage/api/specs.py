@@ -126,7 +126,6 @@ class DiagnoseSpec(CommandSpec):
     # Collector's file export; joined to the requests by trace id (`api.spans`)
     otlp_listen: str | None = None
     spans: Path | None = None
-    export_timeline: Path | None = None  # the client's timeline as a Chrome/Perfetto trace
 
     @model_validator(mode="before")
     @classmethod
@@ -154,12 +153,7 @@ class DiagnoseSpec(CommandSpec):
     def _spans_need_a_run(self) -> DiagnoseSpec:
         if self.metrics_file is None:
             return self
-        given = (
-            ("--otlp-listen", self.otlp_listen),
-            ("--spans", self.spans),
-            ("--export-timeline", self.export_timeline),
-        )
-        for flag, value in given:
+        for flag, value in (("--otlp-listen", self.otlp_listen), ("--spans", self.spans)):
             if value is not None:
                 raise UserError(
                     f"{flag} needs a run's requests; --metrics-file diagnoses one scrape."

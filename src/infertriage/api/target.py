@@ -19,7 +19,7 @@ from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
 from infertriage.twin.scenario_model import Scenario
 
-__all__ = ["Target", "collector_for", "has_metrics", "twin_target"]
+__all__ = ["Target", "TargetContext", "collector_for", "has_metrics", "twin_target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,9 @@ class Target:
     # how long it took to answer /health with 200 — its cold start. None for a --url server.
     started_s: float | None = None
     health_ready_s: float | None = None
+
+
+TargetContext = contextlib.AbstractContextManager[Target]  # a server for a `with`'s length
 
 
 @contextlib.contextmanager

@@ -85,11 +85,6 @@ def diagnose(
         "--spans",
         help="The server's spans as a Collector file export (OTLP JSON lines), joined by trace id.",
     ),
-    export_timeline: Path | None = typer.Option(
-        None,
-        "--export-timeline",
-        help="Write the client's timeline here as a Chrome/Perfetto trace (one track a request).",
-    ),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> None:
@@ -140,7 +135,6 @@ def diagnose(
         exports=export,  # parsed by the spec (`schemas.exports`)
         otlp_listen=otlp_listen,
         spans=spans,
-        export_timeline=export_timeline,
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_diagnose(spec, observer=view)

@@ -6,22 +6,22 @@ one track (thread) per request, named by its id, holding a complete event
 from the send to the stream's end (its TTFT, tokens, status and trace id in
 its args), the dispatch lag before it when the send was late, and an instant
 event at the first token and at every chunk (its token count in args).
-Times are the run's clock in microseconds. `--export-timeline PATH` writes it.
+Times are the run's clock in microseconds. `--export timeline` writes it, one
+file per load level (`report.exports`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from infertriage.engines.vllm_spans import VllmSpan
-from infertriage.schemas import RequestRecord, UserError
+from infertriage.schemas import RequestRecord
 from infertriage.schemas.spans import ServerSpan
 
-__all__ = ["client_trace", "write_client_trace"]
+__all__ = ["client_trace"]
 
 _PID = 1
 _US = 1e6
@@ -135,20 +135,3 @@ def client_trace(
         if span is not None:
             events += _server_events(tid, span, wall_anchor_s)
     return orjson.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
-
-
-def write_client_trace(
-    path: Path,
-    records: Sequence[RequestRecord],
-    title: str = "",
-    server: Mapping[str, ServerSpan] | None = None,
-    wall_anchor_s: float = 0.0,
-) -> Path:
-    """Write the timeline to `path` (a `UserError` when it cannot be written)."""
-    try:
-        path.write_bytes(
-            client_trace(records, title or "infertriage client", server, wall_anchor_s)
-        )
-    except OSError as err:
-        raise UserError(f"--export-timeline {path}: {err.strerror or err}.") from err
-    return path
