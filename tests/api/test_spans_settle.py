@@ -68,3 +68,8 @@ def test_span_flags_need_a_run_not_one_scrape(field: str, flag: str, tmp_path: P
     value = "127.0.0.1:0" if field == "otlp_listen" else tmp_path / "x.json"
     with pytest.raises(UserError, match=f"{flag} needs a run"):
         DiagnoseSpec.model_validate({"metrics_file": tmp_path / "m.txt", field: value})
+
+
+def test_a_bad_listen_address_fails_before_any_work() -> None:
+    with pytest.raises(UserError, match="HOST:PORT"):
+        DiagnoseSpec(otlp_listen="4318")

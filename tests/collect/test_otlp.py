@@ -20,7 +20,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from infertriage.collect import otlp
 from infertriage.collect.otlp import read_span_file, spans_of
-from infertriage.collect.otlp_receiver import OtlpReceiver, parse_listen
+from infertriage.collect.otlp_receiver import OtlpReceiver
+from infertriage.net.urls import parse_listen
 from infertriage.schemas import UserError
 
 TRACE = "5b8efff798038103d269b633813fc60c"

@@ -33,7 +33,8 @@ from infertriage.analyze.signals.spans import (
 from infertriage.api.interrupt import Interrupt
 from infertriage.api.specs import DiagnoseSpec
 from infertriage.collect.otlp import read_span_file
-from infertriage.collect.otlp_receiver import OtlpReceiver, parse_listen
+from infertriage.collect.otlp_receiver import OtlpReceiver
+from infertriage.net.urls import parse_listen
 from infertriage.schemas import Diagnosis, RequestRecord, RunDir, Signal
 from infertriage.schemas.spans import ServerSpan
 

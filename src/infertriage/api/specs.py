@@ -36,6 +36,7 @@ from infertriage.loadgen.spec import (
 )
 from infertriage.loadgen.standards import MIN_DURATION_S, TAIL_GAPS
 from infertriage.net import strip_userinfo
+from infertriage.net.urls import parse_listen
 from infertriage.schemas import Thresholds, UserError
 from infertriage.schemas.exports import Exports
 from infertriage.schemas.spec import CommandSpec
@@ -148,6 +149,13 @@ class DiagnoseSpec(CommandSpec):
     @field_serializer("metrics_url", "dcgm_url")
     def _stored(self, url: str | None) -> str | None:
         return _stored_url(url)
+
+    @field_validator("otlp_listen")
+    @classmethod
+    def _listen_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)  # HOST:PORT, or one sentence before any work
+        return value
 
     @model_validator(mode="after")
     def _spans_need_a_run(self) -> DiagnoseSpec:

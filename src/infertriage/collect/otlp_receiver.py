@@ -30,21 +30,11 @@ from infertriage.collect.otlp import (
 from infertriage.schemas import UserError
 from infertriage.schemas.spans import ServerSpan
 
-__all__ = ["TRACES_PATH", "OtlpReceiver", "parse_listen"]
+__all__ = ["TRACES_PATH", "OtlpReceiver"]
 
 TRACES_PATH = "/v1/traces"
 _MAX_BODY = 64 * 1024**2
 _MAX_ERRORS = 5
-
-
-def parse_listen(value: str, flag: str = "--otlp-listen") -> tuple[str, int]:
-    """'127.0.0.1:4318' → ('127.0.0.1', 4318); ':4318' listens on 127.0.0.1."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise UserError(
-            f"{flag} takes HOST:PORT (127.0.0.1:4318; port 0 picks one), not {value!r}."
-        )
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 class _Handler(BaseHTTPRequestHandler):
