@@ -18,8 +18,8 @@ from pathlib import Path
 
 from infertriage import __version__
 from infertriage.analyze.stats.latency import Slo, parse_slos
+from infertriage.api.runspans import run_request_spans
 from infertriage.api.runview import run_spec
-from infertriage.api.spans import run_request_spans
 from infertriage.api.specs import BenchSpec, DiagnoseSpec
 from infertriage.report.exports import ExportLevel, write_exports
 from infertriage.schemas import (

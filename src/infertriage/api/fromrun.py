@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infertriage.api.capture import check_files
-from infertriage.api.spans import add_given_spans
+from infertriage.api.runspans import add_given_spans
 from infertriage.api.specs import ClientSpec, DiagnoseSpec
 from infertriage.schemas import RunDir, UserError
 

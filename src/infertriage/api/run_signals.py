@@ -16,8 +16,8 @@ from infertriage.analyze.signals.scaling import scaling_signals
 from infertriage.api.capture import read_log
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE
+from infertriage.api.runspans import run_span_signals
 from infertriage.api.runview import RunView
-from infertriage.api.spans import run_span_signals
 from infertriage.api.topology import kept_interconnect
 from infertriage.schemas import (
     Deployment,

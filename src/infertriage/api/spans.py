@@ -7,61 +7,28 @@ a twin the command starts is pointed there itself); `--spans FILE` reads a
 Collector's file export instead (or as well, and with `--from-run`). Both
 land in the run's raw/ as OTLP JSON lines, so the join is redone from the run.
 After the load, `settle_spans` waits briefly for the last batches; the
-analysis joins them to the requests by trace id (`analyze.signals.spans`):
-signals for the rules and the join's summary in diagnosis.json.
-`--export timeline` writes the client's timeline, with the spans' queue,
-prefill and decode on each request's track, as a Chrome/Perfetto trace
-(`api.exports`, `report.client_trace`).
+analysis joins them to the requests by trace id (`api.runspans`: signals for
+the rules, the join's summary in diagnosis.json, `with_span_join`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Literal
 
-from infertriage.analyze.signals.spans import (
-    SpanJoinResult,
-    join_spans,
-    merge_span_signals,
-    request_spans,
-    span_signals,
-)
 from infertriage.api.interrupt import Interrupt
+from infertriage.api.runspans import RECEIVED_FILE, add_given_spans, with_span_join
 from infertriage.api.specs import DiagnoseSpec
-from infertriage.collect.otlp import read_span_file
 from infertriage.collect.otlp_receiver import OtlpReceiver
 from infertriage.net.urls import parse_listen
-from infertriage.schemas import Diagnosis, RequestRecord, RunDir, Signal
-from infertriage.schemas.spans import ServerSpan
+from infertriage.schemas import RequestRecord, RunDir
 
-__all__ = [
-    "RECEIVED_FILE",
-    "add_given_spans",
-    "run_request_spans",
-    "run_span_signals",
-    "settle_spans",
-    "span_receiver",
-    "with_span_join",
-]
+__all__ = ["settle_spans", "span_receiver", "with_span_join"]
 
-RECEIVED_FILE = "otlp-spans.jsonl"  # under raw/: what --otlp-listen received
-GIVEN_FILE = "otlp-spans-file.jsonl"  # under raw/: the --spans file
 # The SDK's batch processor exports every 5 s (vLLM keeps it): a little longer than that.
 _SETTLE_S = 7.0
 _POLL_S = 0.1
-
-
-def add_given_spans(spans: Path | None, run: RunDir) -> None:
-    """Copy a `--spans` file into the run (read first: a file that is not OTLP JSON fails)."""
-    if spans is None:
-        return
-    read_span_file(spans)
-    run.raw.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(spans, run.raw / GIVEN_FILE)
 
 
 @contextlib.contextmanager
@@ -107,49 +74,3 @@ def settle_spans(
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf (gRPC is not received)."
         )
     return notes
-
-
-_Source = Literal["otlp-listen", "spans-file"]
-
-
-def _run_spans(run: RunDir) -> tuple[list[ServerSpan], _Source] | None:
-    """The spans kept in the run and where they came from; None when it holds none."""
-    received, given = run.raw / RECEIVED_FILE, run.raw / GIVEN_FILE
-    spans: list[ServerSpan] = []
-    for path in (received, given):
-        if path.is_file():
-            spans += read_span_file(path)
-    if not received.is_file() and not given.is_file():
-        return None
-    return spans, "otlp-listen" if received.is_file() else "spans-file"
-
-
-def _join(run: RunDir, records: Sequence[RequestRecord]) -> tuple[SpanJoinResult, _Source] | None:
-    found = _run_spans(run)
-    return None if found is None else (join_spans(records, found[0]), found[1])
-
-
-def run_span_signals(
-    run: RunDir, records: Sequence[RequestRecord], signals: Sequence[Signal]
-) -> list[Signal]:
-    """The run's signals with the spans' figures added (the metrics' own kept first)."""
-    joined = _join(run, records)
-    if joined is None:
-        return list(signals)
-    return merge_span_signals(signals, span_signals(joined[0], records))
-
-
-def with_span_join(
-    diagnosis: Diagnosis, run: RunDir, records: Sequence[RequestRecord]
-) -> Diagnosis:
-    """The diagnosis with the join's summary (`spans`), when the run holds spans."""
-    joined = _join(run, records)
-    if joined is None:
-        return diagnosis
-    return diagnosis.model_copy(update={"spans": joined[0].summary(joined[1])})
-
-
-def run_request_spans(run: RunDir) -> dict[str, ServerSpan]:
-    """The server's request spans the run keeps, by trace id (none: empty)."""
-    found = _run_spans(run)
-    return request_spans(found[0]) if found is not None else {}
