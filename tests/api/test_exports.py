@@ -108,7 +108,7 @@ def test_export_flags_are_checked_before_any_work(
 ) -> None:
     argv = ["bench", "--url", "http://127.0.0.1:9", "--export", "vllm,csv", "--no-progress"]
     assert main(argv) == 2  # before any request: the URL is not even tried
-    assert "--export 'csv': give vllm, aiperf." in capsys.readouterr().err
+    assert "--export 'csv': give vllm, aiperf, timeline." in capsys.readouterr().err
     scrape = tmp_path / "metrics.txt"
     scrape.write_text("vllm:num_requests_running 1\n")
     with pytest.raises(UserError, match="--export needs a run directory"):

@@ -202,5 +202,5 @@ def test_parse_exports(given: list[str], formats: tuple[ExportFormat, ...]) -> N
 
 
 def test_an_unknown_export_is_one_sentence() -> None:
-    with pytest.raises(UserError, match=r"--export 'csv': give vllm, aiperf\."):
+    with pytest.raises(UserError, match=r"--export 'csv': give vllm, aiperf, timeline\."):
         parse_exports(["vllm,csv"])

@@ -52,8 +52,9 @@ from infertriage.api.runview import (
     run_spec,
     run_target,
 )
+from infertriage.api.spans import settle_spans, span_receiver, with_span_join
 from infertriage.api.specs import BenchSpec, DiagnoseSpec, ReportSpec, ValidateSpec
-from infertriage.api.target import Target, collector_for, twin_target
+from infertriage.api.target import Target, TargetContext, collector_for, twin_target
 from infertriage.api.topology import keep_interconnect
 from infertriage.collect import adapt_scrape, detect, parse_metrics_text, read_metrics_file
 from infertriage.collect.scraper import samples_of
@@ -403,6 +404,7 @@ def _diagnose_run(
     slowest = slowest_in_logs(logs, view)
     if slowest:
         diagnosis = diagnosis.model_copy(update={"slowest": slowest})
+    diagnosis = with_span_join(diagnosis, run, records)  # --otlp-listen, --spans
     write_json(run.diagnosis, diagnosis)
     reuse = prefix_reuse(records, run=view.run_records)
     line = reuse.describe() if reuse is not None and reuse.reused_tokens else ""
@@ -490,8 +492,9 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
     capture = Capture(spec.profile_s, spec.profile_dir, spec.logs, profiles_in_run=spec.url is None)
     # Ctrl-C is caught before the twin starts, and the twin is stopped after all is written.
     with interruptible() as interrupt, contextlib.ExitStack() as stack:
+        spans = stack.enter_context(span_receiver(spec, run))  # before the twin: its endpoint
         with in_phase(observer if spec.url is None else None, "starting the twin"):
-            target = stack.enter_context(_target(spec, run))
+            target = stack.enter_context(_target(spec, run, spans.endpoint if spans else None))
         bench = BenchSpec(
             url=target.url,
             client=spec.client,
@@ -503,6 +506,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
         )
         sweep = _Sweep(bench, shared, spec.duration_s, spec.concurrency, observer)
         measured = _measure(target, sweep, capture, interrupt)
+        measured.notes.extend(settle_spans(spans, run, interrupt))
         status: RunStatus = "interrupted" if interrupt.requested else "complete"
         run.write_info(_run_info(shared.clock, spec, target, measured, status))
         if measured.phases is None:
@@ -544,10 +548,10 @@ def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
     return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
 
 
-def _target(spec: DiagnoseSpec, run: RunDir) -> contextlib.AbstractContextManager[Target]:
+def _target(spec: DiagnoseSpec, run: RunDir, otlp: str | None) -> TargetContext:
     """The server to diagnose: the one at `--url`, or a twin started for the run."""
     if spec.url is None:
-        return twin_target(spec.scenario, run.raw)
+        return twin_target(spec.scenario, run.raw, otlp_endpoint=otlp)
     url, profile = spec.url, spec.profile_s is not None
     given = Target(
         url,

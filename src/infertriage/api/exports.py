@@ -18,6 +18,7 @@ from pathlib import Path
 
 from infertriage import __version__
 from infertriage.analyze.stats.latency import Slo, parse_slos
+from infertriage.api.runspans import run_request_spans
 from infertriage.api.runview import run_spec
 from infertriage.api.specs import BenchSpec, DiagnoseSpec
 from infertriage.report.exports import ExportLevel, write_exports
@@ -109,6 +110,7 @@ def export_levels(root: Path) -> list[ExportLevel]:
         burstiness, max_concurrency = _burstiness(spec.arrival), spec.max_concurrency
     tokenizer = str(spec.client.tokenizer) if spec.client.tokenizer is not None else None
     summary_levels = _summary_levels(info)
+    server = run_request_spans(run)  # the timeline's server phases, where spans were kept
     levels = []
     for name, records in _grouped(list(run.iter_records(run.requests, RequestRecord))).items():
         mode, value = _load_of(name, summary_levels)
@@ -127,6 +129,7 @@ def export_levels(root: Path) -> list[ExportLevel]:
                 burstiness=burstiness,
                 slos=slos,
                 interrupted=info.summary.status == "interrupted",
+                server=server,
             )
         )
     return levels

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infertriage.api.capture import check_files
+from infertriage.api.runspans import add_given_spans
 from infertriage.api.specs import ClientSpec, DiagnoseSpec
 from infertriage.schemas import RunDir, UserError
 
@@ -44,6 +45,7 @@ _NEW_RUN_ONLY = {
     "force": "--force",
     "nvidia_smi_topo": "--nvidia-smi-topo",
     "nccl_tests": "--nccl-tests",
+    "otlp_listen": "--otlp-listen",
 }
 # the key and headers are not among them: OPENAI_API_KEY sets the key unasked
 _CLIENT_ONLY = {
@@ -90,6 +92,7 @@ def add_evidence(spec: DiagnoseSpec, run: RunDir) -> None:
         )
     check_files(spec.traces, "--trace")
     check_files(spec.logs, "--log")
+    add_given_spans(spec.spans, run)  # --spans: a Collector's file export of the run's spans
     for folder, paths in ((run.raw / "traces", spec.traces), (run.raw / "logs", spec.logs)):
         if paths:
             _add(folder, paths)

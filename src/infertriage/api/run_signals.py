@@ -16,6 +16,7 @@ from infertriage.analyze.signals.scaling import scaling_signals
 from infertriage.api.capture import read_log
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE
+from infertriage.api.runspans import run_span_signals
 from infertriage.api.runview import RunView
 from infertriage.api.topology import kept_interconnect
 from infertriage.schemas import (
@@ -86,6 +87,7 @@ def signals_of_run(run: RunDir, view: RunView, logs: Sequence[str]) -> list[Sign
         *trace_signals(_trace_files(run)),
     ]
     signals = merge_log_signals(signals, _log_signals(logs, info, phases))
+    signals = run_span_signals(run, view.records, signals)  # the server's spans, if kept
     signals += plan_signals(deployment, info.server_config, signals, kept_interconnect(run.raw))
     return signals + _scaling_signals(run, signals)
 

@@ -36,6 +36,7 @@ from infertriage.loadgen.spec import (
 )
 from infertriage.loadgen.standards import MIN_DURATION_S, TAIL_GAPS
 from infertriage.net import strip_userinfo
+from infertriage.net.urls import parse_listen
 from infertriage.schemas import Thresholds, UserError
 from infertriage.schemas.exports import Exports
 from infertriage.schemas.spec import CommandSpec
@@ -122,6 +123,10 @@ class DiagnoseSpec(CommandSpec):
     nccl_tests: tuple[Path, ...] = ()
     # `--export vllm,aiperf`: the run also in those tools' formats (`api.exports`)
     exports: Exports = Field(default=(), json_schema_extra={"flag": "--export"})
+    # the server's OpenTelemetry request spans: received during the run (HOST:PORT), or a
+    # Collector's file export; joined to the requests by trace id (`api.spans`)
+    otlp_listen: str | None = None
+    spans: Path | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -144,6 +149,24 @@ class DiagnoseSpec(CommandSpec):
     @field_serializer("metrics_url", "dcgm_url")
     def _stored(self, url: str | None) -> str | None:
         return _stored_url(url)
+
+    @field_validator("otlp_listen")
+    @classmethod
+    def _listen_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)  # HOST:PORT, or one sentence before any work
+        return value
+
+    @model_validator(mode="after")
+    def _spans_need_a_run(self) -> DiagnoseSpec:
+        if self.metrics_file is None:
+            return self
+        for flag, value in (("--otlp-listen", self.otlp_listen), ("--spans", self.spans)):
+            if value is not None:
+                raise UserError(
+                    f"{flag} needs a run's requests; --metrics-file diagnoses one scrape."
+                )
+        return self
 
 
 class ValidateSpec(CommandSpec):
@@ -268,6 +291,8 @@ class TwinSpec(CommandSpec):
     port: int = 8000
     load_time_s: float | None = Field(default=None, ge=0)
     profile_dir: Path | None = None
+    # vLLM's flag: export one `llm_request` span per request there (OTLP/HTTP)
+    otlp_traces_endpoint: str | None = None
     # a twin a command started: it stops when that one ends
     parent_pid: int | None = Field(default=None, ge=1)
 

@@ -19,7 +19,7 @@ from infertriage.twin.process import TwinProcess
 from infertriage.twin.scenario import load_scenario
 from infertriage.twin.scenario_model import Scenario
 
-__all__ = ["Target", "collector_for", "has_metrics", "twin_target"]
+__all__ = ["Target", "TargetContext", "collector_for", "has_metrics", "twin_target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +40,23 @@ class Target:
     health_ready_s: float | None = None
 
 
+TargetContext = contextlib.AbstractContextManager[Target]  # a server for a `with`'s length
+
+
 @contextlib.contextmanager
 def twin_target(
-    scenario: str, profile_dir: Path | None = None, load_time_s: float | None = 0.2
+    scenario: str,
+    profile_dir: Path | None = None,
+    load_time_s: float | None = 0.2,
+    otlp_endpoint: str | None = None,
 ) -> Iterator[Target]:
     """A twin serving `scenario` on 127.0.0.1 for as long as the `with` lasts; `load_time_s`
-    None keeps the scenario's own model load time (validate measures the cold start)."""
+    None keeps the scenario's own model load time (validate measures the cold start);
+    `otlp_endpoint`: where it exports its request spans."""
     loaded = load_scenario(scenario)
-    with TwinProcess(scenario, load_time_s=load_time_s, profile_dir=profile_dir) as twin:
+    with TwinProcess(
+        scenario, load_time_s=load_time_s, profile_dir=profile_dir, otlp_endpoint=otlp_endpoint
+    ) as twin:
         yield Target(
             url=twin.url,
             metrics_url=None,

@@ -21,4 +21,10 @@ def serve_twin(spec: TwinSpec) -> None:
         loaded = loaded.model_copy(update={"engine": engine})
     if spec.profile_dir is not None:
         spec.profile_dir.mkdir(parents=True, exist_ok=True)
-    serve(loaded, host=spec.host, port=spec.port, profile_dir=spec.profile_dir)
+    serve(
+        loaded,
+        host=spec.host,
+        port=spec.port,
+        profile_dir=spec.profile_dir,
+        otlp_endpoint=spec.otlp_traces_endpoint,
+    )

@@ -74,6 +74,17 @@ def diagnose(
     nvidia_smi_topo: Path | None = flags.nvidia_smi_topo(),
     nccl_tests: list[Path] = flags.nccl_tests(),
     export: list[str] = flags.export(),
+    otlp_listen: str | None = typer.Option(
+        None,
+        "--otlp-listen",
+        help="Receive the server's OTLP/HTTP spans here during the run (127.0.0.1:4318; "
+        "the twin is pointed there): each request's queue, prefill and decode time.",
+    ),
+    spans: Path | None = typer.Option(
+        None,
+        "--spans",
+        help="The server's spans as a Collector file export (OTLP JSON lines), joined by trace id.",
+    ),
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> None:
@@ -122,6 +133,8 @@ def diagnose(
         nccl_tests=tuple(nccl_tests),
         locust_master_host=locust_master_host,
         exports=export,  # parsed by the spec (`schemas.exports`)
+        otlp_listen=otlp_listen,
+        spans=spans,
     )
     with live_view(json_out=json_out, progress=progress) as view:
         result = run_diagnose(spec, observer=view)

@@ -323,9 +323,10 @@ def export() -> Any:
         [],
         "--export",
         help=(
-            "Also write the run as vllm (bench serve --save-result JSON) or aiperf "
-            "(profile_export_aiperf.json, profile_export.jsonl), per level, under RUN/exports/; "
-            "repeatable or a comma list."
+            "Also write the run as vllm (bench serve --save-result JSON), aiperf "
+            "(profile_export_aiperf.json, profile_export.jsonl) or timeline (a Chrome/Perfetto "
+            "trace: a track per request), per level, under RUN/exports/; repeatable or a comma "
+            "list."
         ),
     )
 

@@ -23,6 +23,11 @@ def twin(
         help="How long /health answers 503: 0, 5s (default: the scenario's).",
     ),
     profile_dir: Path | None = flags.profile_dir(),
+    otlp_traces_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-traces-endpoint",
+        help="Export vLLM's llm_request spans to this OTLP/HTTP URL (needs opentelemetry-sdk).",
+    ),
     parent_pid: int | None = typer.Option(
         None,
         "--parent-pid",
@@ -36,6 +41,7 @@ def twin(
         port=port,
         load_time_s=load_time,
         profile_dir=profile_dir,
+        otlp_traces_endpoint=otlp_traces_endpoint,
         parent_pid=parent_pid,
     )
     api.serve_twin(spec)

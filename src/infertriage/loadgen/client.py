@@ -48,6 +48,7 @@ from infertriage.loadgen.response import (
     replica_of,
 )
 from infertriage.loadgen.sse import SseEventTooLarge
+from infertriage.loadgen.tracecontext import TRACEPARENT, new_trace
 from infertriage.net import make_redirect_guard
 from infertriage.schemas import ErrorKind
 from infertriage.schemas.redact import Redactor
@@ -118,7 +119,8 @@ class RequestClient:
         except Exception as err:  # a spec the client cannot encode is the user's data
             state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
             return
-        headers = {**self._headers, "X-Request-Id": request_id}
+        state.trace_id, traceparent = new_trace()  # the server's spans join on it
+        headers = {**self._headers, "X-Request-Id": request_id, TRACEPARENT: traceparent}
         # One turn of the loop between encoding and the stamp: pending reads are handled
         # (a server's close of a kept-alive connection among them, so the pool drops it),
         # and requests started together (a closed loop's first burst) all encode before

@@ -208,6 +208,7 @@ class StreamState:
         "status",
         "texts",
         "timed_out",
+        "trace_id",
         "usage_completion",
         "usage_prompt",
     )
@@ -248,6 +249,7 @@ class StreamState:
         self.reused = False  # the send went out on a kept-alive connection
         self.server_id = ""  # the response's X-Request-Id, else its first event's `id`
         self.replica = ""  # which replica served it, where a header says (`REPLICA_HEADERS`)
+        self.trace_id = ""  # the W3C trace id its `traceparent` carried (`loadgen.tracecontext`)
 
     def fail(self, kind: ErrorKind, fault: str, text: str = "") -> None:
         """Record the first failure; a later one (a reset after an error event) does not mask it."""
@@ -556,6 +558,7 @@ class StreamState:
             and (self.exact or self.usage_completion == counted),
             fault=self.fault,
             server_request_id=self.server_id,
+            trace_id=self.trace_id,
             prompt_prefix=prefix_marks(
                 self.spec.turns, tokenizer.count if tokenizer is not None else None
             ),

@@ -25,6 +25,7 @@ __all__ = [
     "is_url",
     "metrics_url_of",
     "normalize_base_url",
+    "parse_listen",
     "root_url",
     "same_origin",
     "split_userinfo",
@@ -110,3 +111,14 @@ def metrics_url_of(url: str) -> str:
     if path in {"", _API}:
         path = _METRICS
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def parse_listen(value: str, flag: str = "--otlp-listen") -> tuple[str, int]:
+    """An address to listen on: '127.0.0.1:4318' → ('127.0.0.1', 4318); ':4318' is
+    127.0.0.1's; port 0 asks the OS for a free one."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise UserError(
+            f"{flag} takes HOST:PORT (127.0.0.1:4318; port 0 picks one), not {value!r}."
+        )
+    return host.strip("[]") or "127.0.0.1", int(port)

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infertriage.schemas import Diagnosis, EvidenceItem, Finding, LayerResult, Status, Validity
+from infertriage.schemas.spans import SpanJoin
 from infertriage.schemas.text import show_controls, terminal_text
 
 __all__ = ["diagnosis_to_json", "evidence_text", "evidence_value", "render_diagnosis", "slo_value"]
@@ -95,7 +96,25 @@ def render_diagnosis(diagnosis: Diagnosis, console: Console, *, title: str = "")
     parts.append(_summary(diagnosis))
     if diagnosis.slowest:
         parts.append(_slowest(diagnosis))
+    if diagnosis.spans is not None:
+        parts.append(_spans(diagnosis.spans))
     console.print(Group(*parts))
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else slo_value(value, "s")
+
+
+def _spans(join: SpanJoin) -> Text:
+    """The server's request spans beside the client's TTFT (`--otlp-listen`, `--spans`)."""
+    text = Text(f"{join.describe().capitalize()}; slowest first:\n", style="bold")
+    for r in join.slowest:
+        text.append(
+            f"  {show_controls(r.id)}: client TTFT {_ms(r.client_ttft_s)}, server TTFT "
+            f"{_ms(r.server_ttft_s)} (queue {_ms(r.queue_s)}, prefill {_ms(r.prefill_s)}), "
+            f"{_ms(r.ttft_gap_s)} in front of the engine; decode {_ms(r.decode_s)}\n"
+        )
+    return text
 
 
 def _slowest(diagnosis: Diagnosis) -> Text:

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from infertriage.schemas.frozen import FrozenModel
 from infertriage.schemas.layers import LAYER_ORDER, Layer, Status
+from infertriage.schemas.spans import SpanJoin
 from infertriage.schemas.validity import Validity
 
 __all__ = [
@@ -157,6 +158,8 @@ class Diagnosis(FrozenModel):
     symptom: str = ""
     unexplained: Unexplained | None = None  # a miss with no primary: said, never silent
     slowest: tuple[LoggedRequest, ...] = ()  # with `--log`: the slowest requests' log lines
+    # with `--otlp-listen` or `--spans`: the server's request spans joined by trace id
+    spans: SpanJoin | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -2,7 +2,8 @@
 
 Gives `ExportFormat` (`vllm`: the result JSON of `vllm bench serve --save-result`, one
 file per load level; `aiperf`: AIPerf's `profile_export_aiperf.json` and
-`profile_export.jsonl`, one folder per level) and `parse_exports`, which reads
+`profile_export.jsonl`, one folder per level; `timeline`: the client's timeline as a
+Chrome/Perfetto trace, one file per level, `report.client_trace`) and `parse_exports`, which reads
 `--export` as given (repeatable, or a comma list) into formats, each once, in the
 order first named; `Exports` is the spec field's type that parses it (bench's and
 diagnose's `exports`). `report.exports` writes them; `docs/exports.md` says what each
@@ -27,6 +28,7 @@ EXPORTS_FOLDER = "exports"  # under the run directory
 class ExportFormat(StrEnum):
     VLLM = "vllm"
     AIPERF = "aiperf"
+    TIMELINE = "timeline"
 
 
 def parse_exports(values: str | Iterable[str | ExportFormat]) -> tuple[ExportFormat, ...]:

@@ -110,6 +110,9 @@ class RequestRecord:
     # The prompt's prefix, one mark per message: (digest of the messages so far, prompt
     # tokens so far), as `workload.prefix_marks` makes them; read by the prefix-reuse count.
     prompt_prefix: tuple[tuple[str, int], ...] = ()
+    # The W3C trace id its `traceparent` header carried: a server's OpenTelemetry spans of
+    # the request carry it too (`diagnose --otlp-listen`, `--spans`); "" when none was sent.
+    trace_id: str = ""
 
     @property
     def ok(self) -> bool:

@@ -38,8 +38,10 @@ class TwinProcess:
         load_time_s: float | None = None,
         timeout_s: float = 30.0,
         profile_dir: Path | None = None,
+        otlp_endpoint: str | None = None,
     ) -> None:
         self.profile_dir = profile_dir
+        self.otlp_endpoint = otlp_endpoint  # export vLLM's request spans there
         self.scenario = scenario
         self.port = port
         self.load_time_s = load_time_s
@@ -60,6 +62,8 @@ class TwinProcess:
             command += ["--load-time", str(self.load_time_s)]
         if self.profile_dir is not None:
             command += ["--profile-dir", str(self.profile_dir)]
+        if self.otlp_endpoint is not None:
+            command += ["--otlp-traces-endpoint", self.otlp_endpoint]
         started = self.started_s = time.monotonic()
         # A process group of its own: the Ctrl-C a terminal sends to ours must not stop the
         # server before the command has measured, written and stopped it itself.

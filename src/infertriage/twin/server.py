@@ -54,9 +54,10 @@ from infertriage.twin.openai_api import (
 )
 from infertriage.twin.profile import MAX_PROFILED_STEPS, trace_bytes
 from infertriage.twin.ranks import DataParallelFleet, Fleet
-from infertriage.twin.request import FinishReason, SamplingParams
+from infertriage.twin.request import FinishReason, RequestTimings, SamplingParams
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.scheduler import RequestOutput
+from infertriage.twin.tracing import RequestSpans
 
 __all__ = ["TwinApp", "make_app", "serve"]
 
@@ -82,9 +83,15 @@ class TwinApp:
     """State of one twin: its engines (`Fleet`), the front end, the metrics."""
 
     def __init__(
-        self, scenario: Scenario, model_name: str | None = None, profile_dir: Path | None = None
+        self,
+        scenario: Scenario,
+        model_name: str | None = None,
+        profile_dir: Path | None = None,
+        otlp_endpoint: str | None = None,
     ) -> None:
         self.scenario = scenario
+        # vLLM's `--otlp-traces-endpoint`: one `llm_request` span per finished request
+        self.spans = RequestSpans(otlp_endpoint) if otlp_endpoint else None
         self.profile_dir = profile_dir
         self._profiled: list[StepResult] | None = None
         self.model_name = model_name or scenario.model
@@ -146,6 +153,8 @@ class TwinApp:
 
     async def on_cleanup(self, _app: web.Application) -> None:
         self.fleet.stop()
+        if self.spans is not None:
+            await asyncio.to_thread(self.spans.shutdown)
 
     def _deliver(self, outputs: Sequence[RequestOutput]) -> None:
         for output in outputs:
@@ -266,6 +275,14 @@ class TwinApp:
         finally:
             self._streams.pop(request_id, None)
             self.fleet.finish(request_id, abort=not generation.engine_finished)
+            if self.spans is not None and generation.timings is not None:
+                self.spans.emit(
+                    generation.timings,
+                    request.headers,
+                    request_id=request_id,
+                    engine_now_s=self.fleet.now(),
+                    max_tokens=spec.max_tokens,
+                )
 
     def _request_id(self, request: web.Request, chat: bool) -> str:
         """As vLLM names a request: its prefix and the client's `X-Request-Id`, else a uuid
@@ -303,6 +320,7 @@ class _Generation:
         self.finished = False  # the client's response is complete
         self.engine_finished = False  # the engine is done with the request
         self.finish_reason = "length"
+        self.timings: RequestTimings | None = None  # the engine's, once it finished the request
 
     def _take(self, output: RequestOutput) -> str:
         """The new text of one output; applies stop strings (finishing the request early)."""
@@ -310,6 +328,7 @@ class _Generation:
         self.num_output += len(output.new_token_ids)
         if output.finish_reason is not None:
             self.finished = self.engine_finished = True
+            self.timings = output.timings
             self.finish_reason = "stop" if output.finish_reason is FinishReason.STOP else "length"
         if self.spec.stop:
             cut = find_stop(self.text + new, self.spec.stop)
@@ -407,9 +426,12 @@ class _Generation:
 
 
 def make_app(
-    scenario: Scenario, model_name: str | None = None, profile_dir: Path | None = None
+    scenario: Scenario,
+    model_name: str | None = None,
+    profile_dir: Path | None = None,
+    otlp_endpoint: str | None = None,
 ) -> web.Application:
-    twin = TwinApp(scenario, model_name, profile_dir)
+    twin = TwinApp(scenario, model_name, profile_dir, otlp_endpoint)
     app = web.Application(client_max_size=64 * 1024**2)
     app["twin"] = twin
     app.on_startup.append(twin.on_startup)
@@ -468,9 +490,11 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     profile_dir: Path | None = None,
+    otlp_endpoint: str | None = None,
 ) -> None:
-    """Serve the twin until interrupted; prints one line with the bound URL (port 0 picks one)."""
+    """Serve the twin until interrupted; prints one line with the bound URL (port 0 picks one).
+    `otlp_endpoint`: export vLLM's request spans there (OTLP/HTTP)."""
     sys.setswitchinterval(_SWITCH_INTERVAL_S)
-    app = make_app(scenario, profile_dir=profile_dir)
+    app = make_app(scenario, profile_dir=profile_dir, otlp_endpoint=otlp_endpoint)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(app, host, port, ready_line=True))

@@ -36,6 +36,7 @@ from infertriage.loadgen.response import (
     body_text,
 )
 from infertriage.loadgen.sse import SseEventTooLarge
+from infertriage.loadgen.tracecontext import TRACEPARENT, new_trace
 from infertriage.schemas import ErrorKind
 from infertriage.workload import TextRenderer
 
@@ -104,7 +105,11 @@ class GeventClient:
         except Exception as err:  # a spec the client cannot encode is the user's data
             state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
             return
-        head = f"{self._head}X-Request-Id: {request_id}\r\nContent-Length: {len(body)}\r\n\r\n"
+        state.trace_id, traceparent = new_trace()  # the server's spans join on it
+        head = (
+            f"{self._head}X-Request-Id: {request_id}\r\n{TRACEPARENT}: {traceparent}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
         payload = head.encode("latin-1") + body
         state.sent_ns = state.last_ns = time.perf_counter_ns()
         timer = gevent.Timeout(self.config.timeout_s, _RequestTimeout)

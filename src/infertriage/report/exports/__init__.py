@@ -4,9 +4,10 @@ Takes the `ExportLevel`s of a run (`api.exports` reads them from its directory)
 and the `ExportFormat`s asked for; `write_exports` writes, under `RUN/exports/`,
 `vllm/<level>.json` (vLLM's `bench serve --save-result` JSON, `report.exports.vllm`)
 and `aiperf/<level>/profile_export_aiperf.json` with `profile_export.jsonl`
-(AIPerf's summary and per-request records, `report.exports.aiperf`), one per
-level, and gives the paths written. A level is named as run.json names it,
-made a file name (`concurrency=8` → `concurrency_8`).
+(AIPerf's summary and per-request records, `report.exports.aiperf`) and
+`timeline/<level>.json` (the client's timeline as a Chrome/Perfetto trace,
+`report.client_trace`), one per level, and gives the paths written. A level is
+named as run.json names it, made a file name (`concurrency=8` → `concurrency_8`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from infertriage.report.client_trace import client_trace
 from infertriage.report.exports.aiperf import JSON_FILE, JSONL_FILE, aiperf_records, aiperf_summary
 from infertriage.report.exports.level import ExportLevel, slug
 from infertriage.report.exports.vllm import vllm_result
@@ -47,7 +49,17 @@ def _write_aiperf(folder: Path, level: ExportLevel) -> list[Path]:
     return [summary, records]
 
 
-_WRITERS = {ExportFormat.VLLM: _write_vllm, ExportFormat.AIPERF: _write_aiperf}
+def _write_timeline(folder: Path, level: ExportLevel) -> list[Path]:
+    path = folder / f"{slug(level.name)}.json"
+    path.write_bytes(client_trace(level.records, level.name, level.server, level.wall_anchor_s))
+    return [path]
+
+
+_WRITERS = {
+    ExportFormat.VLLM: _write_vllm,
+    ExportFormat.AIPERF: _write_aiperf,
+    ExportFormat.TIMELINE: _write_timeline,
+}
 
 
 def write_exports(

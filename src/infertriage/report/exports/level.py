@@ -12,11 +12,12 @@ a file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from infertriage.analyze.stats.latency import Slo, icl_samples
 from infertriage.schemas import RequestRecord
+from infertriage.schemas.spans import ServerSpan
 
 __all__ = [
     "ExportLevel",
@@ -46,6 +47,8 @@ class ExportLevel:
     burstiness: float | None = None  # gamma shape of the arrivals: 1 Poisson; None: other
     slos: tuple[Slo, ...] = ()  # `--goodput`: () when none was asked
     interrupted: bool = False  # the run was stopped (Ctrl-C) before its end
+    # the server's request spans by trace id (`--otlp-listen`, `--spans`): the timeline's
+    server: Mapping[str, ServerSpan] = field(default_factory=dict)
 
     @staticmethod
     def sort(records: Sequence[RequestRecord]) -> tuple[RequestRecord, ...]:
