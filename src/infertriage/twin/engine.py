@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from infertriage.plan import RooflineParams
 from infertriage.twin.blocks import BlockPool, KVCacheManager
 from infertriage.twin.capacity import Hardware, make_hardware
@@ -189,7 +191,8 @@ class DecodeRun:
     memory_bound_s: float  # of those steps' time, memory-bound
     request_ids: tuple[str, ...]  # the batch, in scheduling order
     finished: tuple[RequestOutput, ...]  # requests that finished in the last step
-    kv_usage: float  # after the run's allocations
+    kv_usage: float  # after the last step's allocations, before finished requests' blocks return
+    kv_usage_s: float  # Σ over the steps of the usage after the step's allocations × its length
     stats: SchedulerStats
 
     @property
@@ -353,19 +356,22 @@ class EngineCore:
         call `step()`.
         """
         scheduler = self.scheduler
-        limit = scheduler.max_decode_run()
+        start_ts = max(self.clock.now(), self._last_end_ts)
+        limit = scheduler.max_decode_run(self._admit_until(start_ts))
         if max_steps is not None:
             limit = min(limit, max_steps)
         running = scheduler.running
         limit = self._steps_that_fit(running, limit)
         if limit <= 0:
             return None
-        start_ts = max(self.clock.now(), self._last_end_ts)
         context = sum(r.num_computed_tokens for r in running)
         run = self.cost_model.decode_run(len(running), context, limit, start_ts, until_ts)
         ends = run.step_end_ts
         request_ids = tuple(r.request_id for r in running)
-        finished = scheduler.apply_decode_run(ends)
+        kv_usage_s = self._kv_usage_s(start_ts, ends)
+        finished, kv_usage = scheduler.apply_decode_run(ends)
+        if len(ends) == 1:
+            kv_usage_s = kv_usage * run.total.total_s
         self._counters.add(run.total, len(ends))
         self._last_end_ts = ends[-1]
         self._busy = (ends[-2] if len(ends) > 1 else start_ts, ends[-1])
@@ -377,9 +383,20 @@ class EngineCore:
             memory_bound_s=run.memory_bound_s,
             request_ids=request_ids,
             finished=tuple(finished),
-            kv_usage=self.kv.pool.get_usage(),
+            kv_usage=kv_usage,
+            kv_usage_s=kv_usage_s,
             stats=scheduler.make_stats(self._num_waiting()),
         )
+
+    def _kv_usage_s(self, start_ts: float, step_end_ts: Sequence[float]) -> float:
+        """Σ over a run's steps of the KV usage after each step's allocations × its length."""
+        if len(step_end_ts) == 1:
+            return 0.0  # the caller has it from the pool
+        pool = self.kv.pool
+        taken = self.kv.new_blocks_by_step(self.scheduler.running, len(step_end_ts))
+        usage = 1.0 - (pool.get_num_free_blocks() - taken) / (pool.num_gpu_blocks - 1)
+        lengths = np.diff(np.asarray(step_end_ts), prepend=start_ts)
+        return float(usage @ lengths)
 
     def _steps_that_fit(self, running: Sequence[Request], limit: int) -> int:
         """The most decode steps, up to `limit`, whose blocks are free (no preemption)."""
