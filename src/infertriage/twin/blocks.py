@@ -270,6 +270,23 @@ class KVCacheManager:
             if num_full > self._num_cached.get(request.request_id, 0):
                 self._cache_full_blocks(request, num_full)
 
+    def grow_all(self, requests: Iterable[Request], num_new_tokens: int) -> None:
+        """`grow` for each request in turn (a decode run's, whose blocks fit)."""
+        size, cap = self.block_size, self.max_blocks_per_request
+        caching = self.pool.enable_caching
+        blocks_of, num_cached = self._blocks, self._num_cached
+        take = self.pool.take_new_blocks
+        for request in requests:
+            blocks = blocks_of[request.request_id]
+            total = request.num_computed_tokens + num_new_tokens
+            num_new_blocks = min(-(-total // size), cap) - len(blocks)
+            if num_new_blocks > 0:
+                blocks.extend(take(num_new_blocks))
+            if caching:
+                num_full = min(total, len(request.token_ids)) // size
+                if num_full > num_cached.get(request.request_id, 0):
+                    self._cache_full_blocks(request, num_full)
+
     def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:
         """Blocks that `num_new_tokens` more computed tokens for each request would take."""
         size = self.block_size

@@ -32,6 +32,7 @@ and the step yields the accepted drafts plus one token. With
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -347,13 +348,18 @@ class EngineCore:
             return busy[0]
         return start_ts
 
-    def step_decode_run(self, until_ts: float, max_steps: int | None = None) -> DecodeRun | None:
+    def step_decode_run(
+        self, until_ts: float, max_steps: int | None = None, *, batch_kept_until: float = -1.0
+    ) -> DecodeRun | None:
         """Take back-to-back pure-decode steps, exactly as `step()` would, up to and including
         the first that ends at or after `until_ts`.
 
         A shortcut for virtual time: None when the next step is not a plain decode of the
         whole batch (admission possible, a prefill, speculation, blocks running short); then
-        call `step()`.
+        call `step()`. With async scheduling, nothing waiting, and the caller promising that
+        until `batch_kept_until` (after that step's end) only new requests, arriving at or
+        after `until_ts`, reach the engine, the step after it is taken too: its batch was
+        fixed when that step started, before any of them arrived.
         """
         scheduler = self.scheduler
         start_ts = max(self.clock.now(), self._last_end_ts)
@@ -365,8 +371,18 @@ class EngineCore:
         if limit <= 0:
             return None
         context = sum(r.num_computed_tokens for r in running)
-        run = self.cost_model.decode_run(len(running), context, limit, start_ts, until_ts)
+        batch = len(running)
+        run = self.cost_model.decode_run(batch, context, limit, start_ts, until_ts)
         ends = run.step_end_ts
+        if len(ends) < limit and ends[-1] < batch_kept_until:
+            fixed_ts = ends[-2] if len(ends) > 1 else start_ts  # the last step's start
+            if (
+                self.scenario.engine.async_scheduling
+                and fixed_ts < until_ts
+                and not scheduler.waiting
+            ):
+                run = self.cost_model.decode_run(batch, context, len(ends) + 1, start_ts, math.inf)
+                ends = run.step_end_ts
         request_ids = tuple(r.request_id for r in running)
         kv_usage_s = self._kv_usage_s(start_ts, ends)
         finished, kv_usage = scheduler.apply_decode_run(ends)

@@ -413,13 +413,15 @@ class Scheduler:
                 one_step = True
         steps = 1 if one_step else config.max_model_len
         for request in running:
+            num_tokens = len(request.token_ids)
             if (
-                request.num_computed_tokens != request.num_tokens - 1
+                request.num_computed_tokens != num_tokens - 1
                 or request.will_fail
                 or request.params.stop_token_ids
             ):
                 return 0
-            steps = min(steps, request.max_output_tokens - request.num_output_tokens)
+            left = request.max_output_tokens - num_tokens + request.num_prompt_tokens
+            steps = min(steps, left)
         if one_step:
             self._blocked_at_free = None
         return steps
@@ -434,20 +436,21 @@ class Scheduler:
         num_steps = len(step_end_ts)
         last_ts = step_end_ts[-1]
         ones = [1] * num_steps
-        grow = self.kv.grow
-        done: list[tuple[Request, int]] = []
-        for request in self.running:
-            tokens = request.next_output_tokens(num_steps)
-            request.token_ids.extend(tokens)
-            grow(request, num_steps)
-            request.num_computed_tokens = request.num_tokens - 1
+        running = self.running
+        for request in running:
+            request.token_ids.extend(request.next_output_tokens(num_steps))
             request.output_event_ts.extend(step_end_ts)
             request.output_event_tokens.extend(ones)
-            if request.num_output_tokens >= request.max_output_tokens:
-                done.append((request, tokens[-1]))
-        self.num_generation_tokens += num_steps * len(self.running)
+        self.kv.grow_all(running, num_steps)  # after the tokens: their full blocks are cached
+        done: list[Request] = []
+        for request in running:
+            num_tokens = len(request.token_ids)
+            request.num_computed_tokens = num_tokens - 1
+            if num_tokens - request.num_prompt_tokens >= request.max_output_tokens:
+                done.append(request)
+        self.num_generation_tokens += num_steps * len(running)
         usage = self.kv.pool.get_usage()
-        outputs = [self._finish(r, FinishReason.LENGTH, last_ts, (last,)) for r, last in done]
+        outputs = [self._finish(r, FinishReason.LENGTH, last_ts, (r.token_ids[-1],)) for r in done]
         if done:
             self.running = [r for r in self.running if not r.is_finished]
         return outputs, usage
@@ -459,6 +462,8 @@ class Scheduler:
         that arrived since and those before it the free seats or the step's token budget
         (after the running requests' tokens) could not take."""
         arrived = [r for r in self.waiting if r.arrival_ts <= now_ts]
+        if not arrived:
+            return 0
         # Blocks ran short at the last admission: the ones before are held, not decided.
         if decided_ts is None or self._blocked_at_free is not None:
             return len(arrived)

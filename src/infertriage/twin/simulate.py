@@ -247,7 +247,7 @@ class _Run:
 
     def _step_engine(self) -> None:
         engine, clock = self.engine, self.clock
-        run = engine.step_decode_run(self._horizon())
+        run = engine.step_decode_run(self._horizon(), batch_kept_until=self._next_deadline())
         if run is not None:
             clock.advance_to(run.end_ts)
             self._on_run(run)
