@@ -411,7 +411,8 @@ class EngineCore:
         pool = self.kv.pool
         taken = self.kv.new_blocks_by_step(self.scheduler.running, len(step_end_ts))
         usage = 1.0 - (pool.get_num_free_blocks() - taken) / (pool.num_gpu_blocks - 1)
-        lengths = np.diff(np.asarray(step_end_ts), prepend=start_ts)
+        ends = np.asarray(step_end_ts)
+        lengths = ends - np.concatenate(((start_ts,), ends[:-1]))
         return float(usage @ lengths)
 
     def _steps_that_fit(self, running: Sequence[Request], limit: int) -> int:
