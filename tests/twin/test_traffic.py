@@ -3,6 +3,7 @@ one request at a time (equal text, equal ids)."""
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -130,3 +131,43 @@ def test_a_workload_and_a_length_together_are_refused() -> None:
     assert resolve_workload("chat-mix", None, None).text == "chat-mix"
     with pytest.raises(UserError, match="give --workload or --input-len/--output-len, not both"):
         resolve_workload("chat-mix", None, 32)
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        "chat-mix",
+        "chat-mix:prefix_share=0.5",
+        "synthetic:input=lognormal(300,900),output=64,prefix=100",
+    ],
+)
+def test_synthetic_requests_built_on_demand_are_the_ones_make_specs_builds(workload: str) -> None:
+    ws = parse_workload(workload)
+    traffic = _plan(workload, rate=10, num_requests=300, seed=7)
+    stages = _plan(workload, stages=[Stage(5, 20), Stage(10, 10)], seed=7)
+    assert list(traffic.specs) == list(make_specs(ws, 300, seed=7, max_model_len=CONTEXT))
+    assert [traffic.specs[i] for i in range(300)] == list(traffic.specs)
+    assert list(stages.specs) == list(make_specs(ws, len(stages), seed=7, max_model_len=CONTEXT))
+    assert (
+        traffic.specs[-1] == traffic.specs[299] and traffic.specs[1:3] == list(traffic.specs)[1:3]
+    )
+    with pytest.raises(IndexError):
+        traffic.specs[300]
+
+
+def test_a_chat_mix_run_holds_a_few_bytes_a_request_not_its_specs() -> None:
+    # the drawn lengths (17 bytes a request) and the arrival and stage arrays (16); the
+    # `RequestSpec`s they stand for took about 390 bytes each
+    tracemalloc.start()
+    try:
+        traffic = _plan("chat-mix", rate=10, num_requests=100_000)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(traffic) == 100_000
+    assert held / 100_000 < 50
+
+
+def test_an_output_length_alone_keeps_the_chat_mix_prompts() -> None:
+    ws = resolve_workload(None, None, 64)
+    assert ws.kind.value == "chat-mix" and ws.number("output", 0) == 64

@@ -8,6 +8,8 @@ import time
 import numpy as np
 import pytest
 
+from infertriage.twin.engine import EngineCore
+from infertriage.twin.scenario import load_scenario
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.simulate import simulate
 from infertriage.twin.traffic import make_traffic
@@ -70,3 +72,37 @@ def test_a_thousand_requests_simulate_far_faster_than_real_time() -> None:
     assert result.num_completed == 1000
     speedup = result.duration_s / cpu_s
     assert speedup >= 20, f"only {speedup:.0f}x faster than real time"
+
+
+def _numbers(value: object, path: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        return {
+            k: v for key, item in value.items() for k, v in _numbers(item, f"{path}.{key}").items()
+        }
+    if isinstance(value, list):
+        return {
+            k: v for i, item in enumerate(value) for k, v in _numbers(item, f"{path}[{i}]").items()
+        }
+    return {path: value}
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "kv-pressure"])
+def test_decode_runs_give_the_result_single_steps_give(
+    scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shortcut (`EngineCore.step_decode_run`) against the engine taken one step at a
+    # time: every figure the same to float rounding, the KV usage's mean and peak included
+    # (each run's steps weighed by their own usage, not the run's last after its frees).
+    def run() -> dict[str, object]:
+        result = simulate(load_scenario(scenario), rate=10, num_requests=150)
+        return _numbers(result.model_dump(mode="json", exclude={"wall_s", "speedup"}))
+
+    shortcut = run()
+    monkeypatch.setattr(EngineCore, "step_decode_run", lambda *_args, **_kw: None)
+    single = run()
+    assert shortcut.keys() == single.keys()
+    for key, value in single.items():
+        if isinstance(value, float):
+            assert shortcut[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+        else:
+            assert shortcut[key] == value, key

@@ -25,6 +25,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from infertriage.twin.offload import OffloadTier
 from infertriage.twin.request import Request
 
@@ -267,6 +270,23 @@ class KVCacheManager:
             if num_full > self._num_cached.get(request.request_id, 0):
                 self._cache_full_blocks(request, num_full)
 
+    def grow_all(self, requests: Iterable[Request], num_new_tokens: int) -> None:
+        """`grow` for each request in turn (a decode run's, whose blocks fit)."""
+        size, cap = self.block_size, self.max_blocks_per_request
+        caching = self.pool.enable_caching
+        blocks_of, num_cached = self._blocks, self._num_cached
+        take = self.pool.take_new_blocks
+        for request in requests:
+            blocks = blocks_of[request.request_id]
+            total = request.num_computed_tokens + num_new_tokens
+            num_new_blocks = min(-(-total // size), cap) - len(blocks)
+            if num_new_blocks > 0:
+                blocks.extend(take(num_new_blocks))
+            if caching:
+                num_full = min(total, len(request.token_ids)) // size
+                if num_full > num_cached.get(request.request_id, 0):
+                    self._cache_full_blocks(request, num_full)
+
     def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:
         """Blocks that `num_new_tokens` more computed tokens for each request would take."""
         size = self.block_size
@@ -276,6 +296,17 @@ class KVCacheManager:
             needed = -(-(request.num_computed_tokens + num_new_tokens) // size)
             total += max(0, min(needed, self.max_blocks_per_request) - held)
         return total
+
+    def new_blocks_by_step(
+        self, requests: Iterable[Request], num_steps: int
+    ) -> npt.NDArray[np.int64]:
+        """`num_new_blocks_for(requests, k)` for k = 1 … `num_steps`, as one array."""
+        size, cap = self.block_size, self.max_blocks_per_request
+        rows = [(r.num_computed_tokens, len(self._blocks.get(r.request_id, ()))) for r in requests]
+        computed, held = np.array(rows, dtype=np.int64).reshape(-1, 2).T
+        tokens = computed[:, None] + np.arange(1, num_steps + 1)[None, :]
+        needed = np.minimum(-(-tokens // size), cap)
+        return np.maximum(0, needed - held[:, None]).sum(axis=0)  # type: ignore[no-any-return]
 
     def free(self, request: Request, num_leaked: int = 0) -> int:
         """Return a request's blocks, tail first; `num_leaked` of its last blocks are kept.

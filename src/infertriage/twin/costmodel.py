@@ -444,6 +444,9 @@ class CostModel:
         first and the last: two `step_cost` calls whatever the run's length.
         """
         first = self.step_cost(BatchShape((), batch, context_sum, batch))
+        if max_steps == 1:  # what the arrays below give for one step, without them
+            memory_bound_s = first.total_s if first.compute_s - first.memory_s < 0 else 0.0
+            return DecodeRunCost((start_ts + first.total_s,), first, memory_bound_s)
         last = first
         if max_steps > 1:
             last_context = context_sum + (max_steps - 1) * batch

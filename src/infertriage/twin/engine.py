@@ -32,11 +32,14 @@ and the step yields the accepted drafts plus one token. With
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+import numpy as np
 
 from infertriage.plan import RooflineParams
 from infertriage.twin.blocks import BlockPool, KVCacheManager
@@ -189,7 +192,8 @@ class DecodeRun:
     memory_bound_s: float  # of those steps' time, memory-bound
     request_ids: tuple[str, ...]  # the batch, in scheduling order
     finished: tuple[RequestOutput, ...]  # requests that finished in the last step
-    kv_usage: float  # after the run's allocations
+    kv_usage: float  # after the last step's allocations, before finished requests' blocks return
+    kv_usage_s: float  # Σ over the steps of the usage after the step's allocations × its length
     stats: SchedulerStats
 
     @property
@@ -344,28 +348,46 @@ class EngineCore:
             return busy[0]
         return start_ts
 
-    def step_decode_run(self, until_ts: float, max_steps: int | None = None) -> DecodeRun | None:
+    def step_decode_run(
+        self, until_ts: float, max_steps: int | None = None, *, batch_kept_until: float = -1.0
+    ) -> DecodeRun | None:
         """Take back-to-back pure-decode steps, exactly as `step()` would, up to and including
         the first that ends at or after `until_ts`.
 
         A shortcut for virtual time: None when the next step is not a plain decode of the
         whole batch (admission possible, a prefill, speculation, blocks running short); then
-        call `step()`.
+        call `step()`. With async scheduling, nothing waiting, and the caller promising that
+        until `batch_kept_until` (after that step's end) only new requests, arriving at or
+        after `until_ts`, reach the engine, the step after it is taken too: its batch was
+        fixed when that step started, before any of them arrived.
         """
         scheduler = self.scheduler
-        limit = scheduler.max_decode_run()
+        start_ts = max(self.clock.now(), self._last_end_ts)
+        limit = scheduler.max_decode_run(self._admit_until(start_ts))
         if max_steps is not None:
             limit = min(limit, max_steps)
         running = scheduler.running
         limit = self._steps_that_fit(running, limit)
         if limit <= 0:
             return None
-        start_ts = max(self.clock.now(), self._last_end_ts)
         context = sum(r.num_computed_tokens for r in running)
-        run = self.cost_model.decode_run(len(running), context, limit, start_ts, until_ts)
+        batch = len(running)
+        run = self.cost_model.decode_run(batch, context, limit, start_ts, until_ts)
         ends = run.step_end_ts
+        if len(ends) < limit and ends[-1] < batch_kept_until:
+            fixed_ts = ends[-2] if len(ends) > 1 else start_ts  # the last step's start
+            if (
+                self.scenario.engine.async_scheduling
+                and fixed_ts < until_ts
+                and not scheduler.waiting
+            ):
+                run = self.cost_model.decode_run(batch, context, len(ends) + 1, start_ts, math.inf)
+                ends = run.step_end_ts
         request_ids = tuple(r.request_id for r in running)
-        finished = scheduler.apply_decode_run(ends)
+        kv_usage_s = self._kv_usage_s(start_ts, ends)
+        finished, kv_usage = scheduler.apply_decode_run(ends)
+        if len(ends) == 1:
+            kv_usage_s = kv_usage * run.total.total_s
         self._counters.add(run.total, len(ends))
         self._last_end_ts = ends[-1]
         self._busy = (ends[-2] if len(ends) > 1 else start_ts, ends[-1])
@@ -377,9 +399,21 @@ class EngineCore:
             memory_bound_s=run.memory_bound_s,
             request_ids=request_ids,
             finished=tuple(finished),
-            kv_usage=self.kv.pool.get_usage(),
+            kv_usage=kv_usage,
+            kv_usage_s=kv_usage_s,
             stats=scheduler.make_stats(self._num_waiting()),
         )
+
+    def _kv_usage_s(self, start_ts: float, step_end_ts: Sequence[float]) -> float:
+        """Σ over a run's steps of the KV usage after each step's allocations × its length."""
+        if len(step_end_ts) == 1:
+            return 0.0  # the caller has it from the pool
+        pool = self.kv.pool
+        taken = self.kv.new_blocks_by_step(self.scheduler.running, len(step_end_ts))
+        usage = 1.0 - (pool.get_num_free_blocks() - taken) / (pool.num_gpu_blocks - 1)
+        ends = np.asarray(step_end_ts)
+        lengths = ends - np.concatenate(((start_ts,), ends[:-1]))
+        return float(usage @ lengths)
 
     def _steps_that_fit(self, running: Sequence[Request], limit: int) -> int:
         """The most decode steps, up to `limit`, whose blocks are free (no preemption)."""

@@ -222,7 +222,7 @@ class Request:
 
     def next_output_tokens(self, count: int) -> list[int]:
         """The next `count` output token ids by the rule, drawn in blocks of `_PLAN_CHUNK`."""
-        first = self.num_output_tokens
+        first = len(self.token_ids) - self.num_prompt_tokens
         planned = self._planned
         if first + count > len(planned):
             extra = max(_PLAN_CHUNK, first + count - len(planned))

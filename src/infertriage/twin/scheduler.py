@@ -389,58 +389,71 @@ class Scheduler:
         return RequestOutput(request.request_id, new_tokens, reason, now_ts, request.make_timings())
 
     # ------------------------------------------------------------------ decode runs
-    def max_decode_run(self) -> int:
+    def max_decode_run(self, admit_until_ts: float | None = None) -> int:
         """Steps that would be pure decode back to back with nothing else changing; 0 if none.
 
         Only without speculation, stop tokens or pending faults, and with no waiting request
         that could be admitted (none waiting, `max_num_seqs` reached, or the last admission
         failed for want of blocks and none have been freed since). The run ends when the first
-        running request would finish; the blocks are the caller's to check.
+        running request would finish; the blocks are the caller's to check. One step when the
+        next step's batch was fixed at `admit_until_ts` (async scheduling) before the first
+        waiting request arrived: that step admits nothing, as `schedule` would find (which
+        also forgets a failed admission, as this does then).
         """
         running = self.running
         config = self.config
         if not running or config.num_spec_tokens or len(running) > config.max_num_batched_tokens:
             return 0
+        one_step = False
         if self.waiting and len(running) < config.max_num_seqs:
             blocked = self._blocked_at_free
             if blocked is None or self.kv.pool.get_num_free_blocks() > blocked:
-                return 0
-        steps = config.max_model_len
+                if admit_until_ts is None or self.waiting[0].arrival_ts <= admit_until_ts:
+                    return 0
+                one_step = True
+        steps = 1 if one_step else config.max_model_len
         for request in running:
+            num_tokens = len(request.token_ids)
             if (
-                request.num_computed_tokens != request.num_tokens - 1
+                request.num_computed_tokens != num_tokens - 1
                 or request.will_fail
                 or request.params.stop_token_ids
             ):
                 return 0
-            steps = min(steps, request.max_output_tokens - request.num_output_tokens)
+            left = request.max_output_tokens - num_tokens + request.num_prompt_tokens
+            steps = min(steps, left)
+        if one_step:
+            self._blocked_at_free = None
         return steps
 
-    def apply_decode_run(self, step_end_ts: Sequence[float]) -> list[RequestOutput]:
+    def apply_decode_run(self, step_end_ts: Sequence[float]) -> tuple[list[RequestOutput], float]:
         """Apply `len(step_end_ts)` decode steps to every running request at once.
 
-        Gives the outputs of the requests that finished in the last step; the blocks must
-        fit (`KVCacheManager.num_new_blocks_for`).
+        Gives the outputs of the requests that finished in the last step, and the KV cache's
+        usage after the last step's allocations (before those requests' blocks return, as a
+        step's `SchedulerOutput.kv_usage`); the blocks must fit (`num_new_blocks_for`).
         """
         num_steps = len(step_end_ts)
         last_ts = step_end_ts[-1]
         ones = [1] * num_steps
-        outputs: list[RequestOutput] = []
-        finished = False
-        for request in self.running:
-            tokens = request.next_output_tokens(num_steps)
-            request.token_ids.extend(tokens)
-            self.kv.grow(request, num_steps)
-            request.num_computed_tokens = request.num_tokens - 1
+        running = self.running
+        for request in running:
+            request.token_ids.extend(request.next_output_tokens(num_steps))
             request.output_event_ts.extend(step_end_ts)
             request.output_event_tokens.extend(ones)
-            if request.num_output_tokens >= request.max_output_tokens:
-                finished = True
-                outputs.append(self._finish(request, FinishReason.LENGTH, last_ts, (tokens[-1],)))
-        self.num_generation_tokens += num_steps * len(self.running)
-        if finished:
+        self.kv.grow_all(running, num_steps)  # after the tokens: their full blocks are cached
+        done: list[Request] = []
+        for request in running:
+            num_tokens = len(request.token_ids)
+            request.num_computed_tokens = num_tokens - 1
+            if num_tokens - request.num_prompt_tokens >= request.max_output_tokens:
+                done.append(request)
+        self.num_generation_tokens += num_steps * len(running)
+        usage = self.kv.pool.get_usage()
+        outputs = [self._finish(r, FinishReason.LENGTH, last_ts, (r.token_ids[-1],)) for r in done]
+        if done:
             self.running = [r for r in self.running if not r.is_finished]
-        return outputs
+        return outputs, usage
 
     # ------------------------------------------------------------------ stats
     def num_waiting_at(self, now_ts: float, decided_ts: float | None) -> int:
@@ -449,6 +462,8 @@ class Scheduler:
         that arrived since and those before it the free seats or the step's token budget
         (after the running requests' tokens) could not take."""
         arrived = [r for r in self.waiting if r.arrival_ts <= now_ts]
+        if not arrived:
+            return 0
         # Blocks ran short at the last admission: the ones before are held, not decided.
         if decided_ts is None or self._blocked_at_free is not None:
             return len(arrived)

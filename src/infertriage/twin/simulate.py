@@ -219,7 +219,7 @@ class _Run:
 
     def _on_run(self, run: DecodeRun) -> None:
         batch = len(run.request_ids)
-        self.totals.add_run(run.cost, run.memory_bound_s, run.kv_usage, batch)
+        self.totals.add_run(run.cost, run.memory_bound_s, run.kv_usage, run.kv_usage_s, batch)
         self._stage_at(run.start_ts).add_steps(run.cost.total_s, batch)
         starts = []
         for end_ts in run.step_end_ts:
@@ -247,7 +247,7 @@ class _Run:
 
     def _step_engine(self) -> None:
         engine, clock = self.engine, self.clock
-        run = engine.step_decode_run(self._horizon())
+        run = engine.step_decode_run(self._horizon(), batch_kept_until=self._next_deadline())
         if run is not None:
             clock.advance_to(run.end_ts)
             self._on_run(run)

@@ -201,10 +201,24 @@ class StepTotals:
                 self.decode_memory_s += duration
 
     def add_run(
-        self, cost: StepBreakdown, memory_bound_s: float, kv_usage: float, num_seqs: int
+        self,
+        cost: StepBreakdown,
+        memory_bound_s: float,
+        kv_usage: float,
+        kv_usage_s: float,
+        num_seqs: int,
     ) -> None:
-        """Several decode-only steps summed in `cost`."""
-        self.decode_s += self._add_time(cost, kv_usage, num_seqs)
+        """Several decode-only steps summed in `cost`; `kv_usage` is the last (the highest),
+        `kv_usage_s` the sum of each step's usage × its length."""
+        duration = cost.total_s
+        self.step_s += duration
+        self.comm_s += cost.comm_s
+        self.cpu_s += cost.cpu_s
+        self.gap_s += cost.launch_gap_s
+        self.kv_weighted += kv_usage_s
+        self.kv_max = max(self.kv_max, kv_usage)
+        self.running_weighted += num_seqs * duration
+        self.decode_s += duration
         self.decode_memory_s += memory_bound_s
 
     def share(self, part: float) -> float:

@@ -2,10 +2,11 @@
 
 Takes a workload (any `--workload` spec `bench` takes, or the `--input-len` and
 `--output-len` shorthands), the load's shape and a seed; gives a `Traffic`: the
-workload's `RequestSpec`s (small: synthetic text is a length and a key), each
-request's arrival time and stage, and `Traffic.request(i)`, which builds request
-i's prompt token ids only when it is asked for (when the request reaches the
-front end), so a run holds the specs, never every prompt at once.
+workload's `RequestSpec`s (a `chat-mix` or `synthetic` workload's built on demand
+from its drawn lengths, `workload.build.SyntheticSpecs`: a few bytes a request),
+each request's arrival time and stage, and `Traffic.request(i)`, which builds
+request i's prompt token ids only when it is asked for (when the request reaches
+the front end), so a run never holds every prompt at once.
 
 The load's shape is one of:
 - one rate and a request count (`--rate`, `--num-requests`; 4 req/s and 1,000
@@ -61,6 +62,7 @@ from infertriage.workload import (
     parse_workload,
     read_jsonl_requests,
 )
+from infertriage.workload.build import synthetic_specs
 
 __all__ = [
     "DEFAULT_NUM_REQUESTS",
@@ -142,7 +144,7 @@ def parse_arrival_process(text: str) -> Arrivals:
 def traffic_workload(input_len: int | None, output_len: int | None) -> WorkloadSpec:
     """The workload `simulate`'s length options name: the chat mix, or fixed lengths."""
     if input_len is None:
-        return parse_workload("chat-mix" if output_len is None else f"chat-mix,output={output_len}")
+        return parse_workload("chat-mix" if output_len is None else f"chat-mix:output={output_len}")
     output = CHAT_MIX_OUTPUT if output_len is None else str(output_len)
     return parse_workload(f"synthetic:input={input_len},output={output}")
 
@@ -196,7 +198,7 @@ def prompt_token_ids(spec: RequestSpec, vocab_size: int) -> tuple[int, ...]:
 class Traffic:
     """The run's requests: specs, arrivals and stages; prompts built one at a time."""
 
-    specs: tuple[RequestSpec, ...]
+    specs: Sequence[RequestSpec]  # a synthetic workload's built on demand (`SyntheticSpecs`)
     arrival_ts: npt.NDArray[np.float64]
     stage_of: npt.NDArray[np.int64]  # the stage each request arrives in
     stages: tuple[Stage, ...]
@@ -260,7 +262,7 @@ def _staged_offsets(
 class _Shape:
     """Which requests arrive when, and in which stage."""
 
-    specs: tuple[RequestSpec, ...]
+    specs: Sequence[RequestSpec]
     arrival_ts: npt.NDArray[np.float64]
     stage_of: npt.NDArray[np.int64]
     stages: tuple[Stage, ...]
@@ -284,9 +286,22 @@ def _replayed(ws: WorkloadSpec, num_requests: int | None, seed: int, max_model_l
     return _Shape(schedule.specs, offsets, np.zeros(len(offsets), np.int64), (stage,))
 
 
+def _specs(ws: WorkloadSpec, count: int, seed: int, max_model_len: int) -> Sequence[RequestSpec]:
+    """`make_specs`'s requests; a synthetic workload's built on demand (the same ones)."""
+    lazy = synthetic_specs(ws, count, seed=seed, max_model_len=max_model_len)
+    if lazy is not None:
+        return lazy
+    return make_specs(ws, count, seed=seed, max_model_len=max_model_len)
+
+
 def _one_rate(
     ws: WorkloadSpec, arrivals: Arrivals, num_requests: int, seed: int, max_model_len: int
 ) -> _Shape:
+    stage = Stage(arrivals.rate, num_requests / arrivals.rate)
+    if ws.kind in (WorkloadKind.CHAT_MIX, WorkloadKind.SYNTHETIC):  # `make_schedule`'s draws
+        offsets = make_offsets(arrivals, num_requests=num_requests, duration_s=None, seed=seed)
+        specs = _specs(ws, len(offsets), seed, max_model_len)
+        return _Shape(specs, offsets, np.zeros(len(offsets), np.int64), (stage,))
     schedule = make_schedule(
         ws,
         arrivals,
@@ -295,10 +310,9 @@ def _one_rate(
         seed=seed,
         max_model_len=max_model_len,
     )
-    offsets = schedule.offsets_s
-    assert offsets is not None  # an open loop
-    stage = Stage(arrivals.rate, num_requests / arrivals.rate)
-    return _Shape(schedule.specs, offsets, np.zeros(len(offsets), np.int64), (stage,))
+    assert schedule.offsets_s is not None  # an open loop
+    drawn = schedule.offsets_s
+    return _Shape(schedule.specs, drawn, np.zeros(len(drawn), np.int64), (stage,))
 
 
 def _staged(
@@ -307,7 +321,7 @@ def _staged(
     offsets, owners, starts = _staged_offsets(stages, arrivals, seed)
     if len(offsets) == 0:
         raise UserError("the stages leave no request to send.")
-    specs = make_specs(ws, len(offsets), seed=seed, max_model_len=max_model_len)
+    specs = _specs(ws, len(offsets), seed, max_model_len)
     return _Shape(specs, offsets, owners, tuple(stages), starts)
 
 

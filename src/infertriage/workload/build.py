@@ -47,10 +47,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -67,12 +68,14 @@ __all__ = [
     "CHAT_MIX_OUTPUT",
     "CHAT_MIX_PROMPT",
     "DEFAULT_WORKLOAD",
+    "SyntheticSpecs",
     "WorkloadKind",
     "WorkloadSpec",
     "closed_loop_count",
     "make_schedule",
     "make_specs",
     "parse_workload",
+    "synthetic_specs",
 ]
 
 DEFAULT_WORKLOAD = "chat-mix"
@@ -230,49 +233,83 @@ def _pick_shared(
     return shared
 
 
-def _synthetic_specs(
-    ctx: _Ctx,
-    prompts: npt.NDArray[np.int64],
-    outputs: npt.NDArray[np.int64],
-    shared: npt.NDArray[np.bool_],
-    prefix_len: int,
-    *,
-    inside: bool,
-) -> list[RequestSpec]:
-    """A prefix `inside` the prompt length keeps the length distribution; else it is added."""
-    prefix = SynthText(prefix_len, _PREFIX_KEY)
-    specs = []
-    rows = zip(prompts.tolist(), outputs.tolist(), shared.tolist(), strict=True)
-    for i, (length, out, has_prefix) in enumerate(rows):
+class SyntheticSpecs(Sequence[RequestSpec]):
+    """A synthetic workload's requests, each `RequestSpec` built when it is asked for from
+    the drawn lengths (17 bytes a request), so a long run never holds them all. A prefix
+    `inside` the prompt length keeps the length distribution; else it is added."""
+
+    __slots__ = ("_ignore_eos", "_inside", "_outputs", "_prefix", "_prompts", "_shared")
+
+    def __init__(
+        self,
+        prompts: npt.NDArray[np.int64],
+        outputs: npt.NDArray[np.int64],
+        shared: npt.NDArray[np.bool_],
+        prefix_len: int,
+        *,
+        inside: bool,
+        ignore_eos: bool,
+    ) -> None:
+        self._prompts, self._outputs, self._shared = prompts, outputs, shared
+        self._prefix = SynthText(prefix_len, _PREFIX_KEY)
+        self._inside, self._ignore_eos = inside, ignore_eos
+
+    def __len__(self) -> int:
+        return len(self._prompts)
+
+    @overload
+    def __getitem__(self, index: int) -> RequestSpec: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RequestSpec]: ...
+    def __getitem__(self, index: int | slice) -> RequestSpec | list[RequestSpec]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = index + len(self) if index < 0 else index
+        if not 0 <= i < len(self):
+            raise IndexError(index)
+        return self._spec(i, int(self._prompts[i]), int(self._outputs[i]), bool(self._shared[i]))
+
+    def __iter__(self) -> Iterator[RequestSpec]:
+        rows = zip(
+            self._prompts.tolist(), self._outputs.tolist(), self._shared.tolist(), strict=True
+        )
+        for i, (length, out, has_prefix) in enumerate(rows):
+            yield self._spec(i, length, out, has_prefix)
+
+    def _spec(self, i: int, length: int, out: int, has_prefix: bool) -> RequestSpec:
         if has_prefix:
-            body_len = max(_MIN_BODY, length - prefix_len) if inside else length
+            prefix = self._prefix
+            body_len = max(_MIN_BODY, length - prefix.num_tokens) if self._inside else length
             body = SynthText(body_len, _BODY_KEY + i)
             turns: tuple[Turn, ...] = (Turn("system", prefix), Turn("user", body))
             labels: tuple[tuple[str, str], ...] = (("prefix", "shared"),)
-            total = prefix_len + body_len
+            total = prefix.num_tokens + body_len
         else:
             turns, total, labels = (Turn("user", SynthText(length, _BODY_KEY + i)),), length, ()
-        specs.append(RequestSpec(i, turns, total, out, ctx.ignore_eos, labels))
-    return specs
+        return RequestSpec(i, turns, total, out, self._ignore_eos, labels)
 
 
-def _chat_mix(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
+def _chat_mix(ws: WorkloadSpec, ctx: _Ctx) -> SyntheticSpecs:
     cap = max(2, ctx.max_model_len // 2)
     prompts = parse_length(CHAT_MIX_PROMPT).sample(ctx.rng, ctx.count, cap=cap)
     outputs = ws.length("output", CHAT_MIX_OUTPUT).sample(ctx.rng, ctx.count, cap=ctx.max_model_len)
     prefix_len = min(round(ws.number("prefix", 1024)), cap // 2)
     share = ws.number("prefix_share", 0.2) if prefix_len > 0 else 0.0
     shared = _pick_shared(ctx.rng, prompts, share, prefix_len + _MIN_BODY)
-    return _synthetic_specs(ctx, prompts, outputs, shared, prefix_len, inside=True)
+    return SyntheticSpecs(
+        prompts, outputs, shared, prefix_len, inside=True, ignore_eos=ctx.ignore_eos
+    )
 
 
-def _plain_synthetic(ws: WorkloadSpec, ctx: _Ctx) -> list[RequestSpec]:
+def _plain_synthetic(ws: WorkloadSpec, ctx: _Ctx) -> SyntheticSpecs:
     prompts = ws.length("input", "512").sample(ctx.rng, ctx.count)
     outputs = ws.length("output", "256").sample(ctx.rng, ctx.count, cap=ctx.max_model_len)
     prefix_len = round(ws.number("prefix", 0))
     share = ws.number("prefix_share", 1.0) if prefix_len > 0 else 0.0
     shared = ctx.rng.random(ctx.count) < share
-    return _synthetic_specs(ctx, prompts, outputs, shared, prefix_len, inside=False)
+    return SyntheticSpecs(
+        prompts, outputs, shared, prefix_len, inside=False, ignore_eos=ctx.ignore_eos
+    )
 
 
 def _prompt_set(ws: WorkloadSpec, ctx: _Ctx, num_groups: int, prefix_len: int) -> list[RequestSpec]:
@@ -427,7 +464,7 @@ def _from_items(ws: WorkloadSpec, ctx: _Ctx, items: list[DatasetItem]) -> list[R
     return specs
 
 
-_BUILDERS: dict[WorkloadKind, Callable[[WorkloadSpec, _Ctx], list[RequestSpec]]] = {
+_BUILDERS: dict[WorkloadKind, Callable[[WorkloadSpec, _Ctx], Sequence[RequestSpec]]] = {
     WorkloadKind.CHAT_MIX: _chat_mix,
     WorkloadKind.SYNTHETIC: _plain_synthetic,
     WorkloadKind.PREFIX: _prefix_groups,
@@ -459,6 +496,17 @@ def make_specs(
     return tuple(
         _from_items(ws, ctx, items if items is not None else _dataset_items(ws, tokenizer))
     )
+
+
+def synthetic_specs(
+    ws: WorkloadSpec, count: int, *, seed: int = 0, max_model_len: int = DEFAULT_MAX_MODEL_LEN
+) -> SyntheticSpecs | None:
+    """What `make_specs` gives for a `chat-mix` or `synthetic` workload, the same requests
+    with the same seed, as a `SyntheticSpecs` built on demand; None for any other kind."""
+    if ws.kind not in (WorkloadKind.CHAT_MIX, WorkloadKind.SYNTHETIC):
+        return None
+    ctx = _Ctx(np.random.default_rng(seed), count, max_model_len, ws.flag("ignore_eos", True), None)
+    return _chat_mix(ws, ctx) if ws.kind is WorkloadKind.CHAT_MIX else _plain_synthetic(ws, ctx)
 
 
 def closed_loop_count(concurrency: int, duration_s: float | None, num_requests: int | None) -> int:
