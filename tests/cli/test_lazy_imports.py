@@ -1,9 +1,11 @@
 """Start-up (issue 35): a command imports its own modules and no other command's.
 
 `plan` and `metrics FILE` answer without numpy, aiohttp, the load generator or the
-twin; `bench --help` loads bench and no other command; the package re-exports that
-load on first use (`schemas.lazy`) stay importable by name. Module sets only, never
-times (benchmarks/cli_startup.py times them).
+twin, and without what only another branch needs (PyYAML, psutil, asyncio, the whole
+prometheus-client, the sections a plan sizes only on request); `bench --help` loads
+bench and no other command; the package re-exports that load on first use
+(`schemas.lazy`) stay importable by name. Module sets only, never times
+(benchmarks/cli_startup.py times them).
 """
 
 from __future__ import annotations
@@ -22,7 +24,22 @@ _LOADED = (
     "print(sorted(sys.modules)); print(code)"
 )
 # what only the load, the twin's engine, the trace reader or the diagnosis need
+_LENS = ["--concurrency", "16", "--input-len", "4000", "--output-len", "500"]
 _HEAVY = ("numpy", "aiohttp", "scipy", "infertriage.loadgen", "infertriage.twin.engine")
+# what a plain `plan` or a metrics file never needs: a YAML file (--slo, --traffic), the
+# second Ctrl-C (psutil), a URL (asyncio), the client's HTTP server and collectors
+_UNNEEDED = ("yaml", "psutil", "asyncio", "gzip", "http.server", "prometheus_client")
+# what only an option of `plan` sizes: --nvidia-smi-topo / --nccl-tests, --num-gpus,
+# --rate, --offload-gb, --traffic
+_PLAN_OPTIONS = (
+    "infertriage.api.topology",
+    "infertriage.plan.topology",
+    "infertriage.plan.parallel_choice",
+    "infertriage.plan.disagg",
+    "infertriage.plan.pdpools",
+    "infertriage.plan.offload",
+    "infertriage.plan.traffic",
+)
 _OTHER_COMMANDS = (
     "infertriage.cli.diagnose",
     "infertriage.cli.bench",
@@ -61,6 +78,50 @@ def test_plan_and_metrics_file_start_without_the_heavy_modules(argv: list[str]) 
     assert code == 0
     assert _under(modules, _HEAVY) == []
     assert _under(modules, _OTHER_COMMANDS) == []
+    assert _under(modules, _UNNEEDED) == []
+
+
+def test_a_plain_plan_loads_no_optional_section() -> None:
+    modules, code = _loaded(["plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", *_LENS])
+    assert code == 0
+    assert _under(modules, _PLAN_OPTIONS) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "loaded"),
+    [
+        (["--rate", "5"], "infertriage.plan.disagg"),
+        (["--num-gpus", "4"], "infertriage.plan.parallel_choice"),
+        (["--offload-gb", "64", "--prefix-reuse", "0.5"], "infertriage.plan.offload"),
+    ],
+    ids=["rate", "num-gpus", "offload"],
+)
+def test_a_plan_option_loads_its_section(option: list[str], loaded: str) -> None:
+    argv = ["plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", *_LENS, *option, "--json"]
+    modules, code = _loaded(argv)
+    assert code == 0
+    assert loaded in modules
+
+
+_PARSED_BOTH_WAYS = (
+    "import sys; from pathlib import Path; import infertriage.collect.parse as parse; "
+    "text = Path({path!r}).read_text(); alone = parse.parse_metrics_text(text, 'dump'); "
+    "print('prometheus_client' in sys.modules); parse._text_parser.cache_clear(); "
+    "import prometheus_client; whole = parse.parse_metrics_text(text, 'dump'); "
+    "print(alone == whole, len(alone.samples))"
+)
+
+
+def test_the_parser_loaded_alone_reads_as_the_package_does() -> None:
+    found = subprocess.run(
+        [sys.executable, "-c", _PARSED_BOTH_WAYS.format(path=str(_DUMP))],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    package_loaded, same = found.stdout.strip().splitlines()
+    assert package_loaded == "False"  # the first parse loaded the parser's modules alone
+    equal, count = same.split()
+    assert equal == "True"
+    assert int(count) > 0
 
 
 def test_a_command_help_loads_that_command_alone() -> None:
