@@ -132,6 +132,16 @@ def test_a_command_help_loads_that_command_alone() -> None:
     assert _under(modules, others) == []
 
 
+@pytest.mark.parametrize("command", ["bench", "diagnose"])
+def test_a_load_command_s_help_loads_no_load(command: str) -> None:
+    modules, code = _loaded([command, "--help"])
+    assert code == 0
+    # what only the run needs: the load generator, its specs, the analysis, HTTP
+    running = ("infertriage.loadgen", "infertriage.api.specs", "infertriage.analyze", "aiohttp")
+    assert _under(modules, running) == []
+    assert _under(modules, (f"infertriage.api.{command}",)) == []
+
+
 def test_a_mistyped_command_still_gets_the_whole_table() -> None:
     found = subprocess.run(
         [sys.executable, "-c", _LOADED.format(argv=["plna"])],
