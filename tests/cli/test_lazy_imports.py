@@ -15,6 +15,7 @@ import importlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,3 +182,27 @@ def test_a_function_named_like_its_module_stays_the_function() -> None:
     assert callable(twin.simulate)
     assert twin.simulate.__module__ == "infertriage.twin.simulate"
     assert "infertriage.api.plan" in sys.modules
+
+
+def test_the_collector_is_on_while_the_command_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # paused while the command's modules load (`cli.app.loading`), never while it works
+    import gc  # noqa: PLC0415
+
+    from infertriage import api  # noqa: PLC0415
+    from infertriage.cli import main  # noqa: PLC0415
+
+    real = api.plan
+    seen: list[bool] = []
+
+    def plan_watched(spec: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(spec)
+
+    monkeypatch.setattr("infertriage.api.plan", plan_watched)
+    argv = ["plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", *_LENS, "--json"]
+    assert main(argv) == 0
+    assert seen == [True]
+    assert gc.isenabled()
+    assert '"schema"' in capsys.readouterr().out
