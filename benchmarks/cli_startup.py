@@ -1,6 +1,7 @@
 """Start-up of infertriage's commands against a bare `python -c pass` (issue 35 part 2).
 
-    .venv/bin/python benchmarks/cli_startup.py [--runs 7] [--src DIR] [--metrics-file FILE]
+    .venv/bin/python benchmarks/cli_startup.py [--runs 7] [--src DIR] [--before DIR]
+        [--metrics-file FILE] [--no-bytecode-cache]
 
 Each command is started as a fresh process (the installed console script's interpreter,
 with the same `-c` entry the script uses), all interleaved round by round with the bare
@@ -9,9 +10,16 @@ rounds of each child's own CPU time (user + system, `os.wait4`) and wall time, a
 ratios to the bare interpreter's. Timed: `--version`, `--help`, `bench --help`, `plan` of a
 catalogue model (offline), `metrics FILE` of a real vLLM scrape (the fixtures' when
 present, else the tests' dump) and `diagnose --help`. `--src DIR` runs another tree's
-`src` (the previous commit's, for a before). Exits 1 when `--version` or `--help` takes
-more than twice the bare interpreter's CPU, or `plan` or `metrics FILE` more than 0.3
-CPU-s (the issue's targets).
+`src`; `--before DIR` runs a second tree's `src` (the previous commit's) in the same
+rounds, interleaved with this one, and adds its CPU-s and the after / before ratio.
+
+The children read and write compiled bytecode in a cache of their own (a temporary
+`PYTHONPYCACHEPREFIX`, filled by one untimed round first), as an installed copy has its
+`.pyc` files: an environment with `PYTHONDONTWRITEBYTECODE=1` would otherwise compile
+every module of the tree from source at each start (about 50 ms of `plan`'s CPU).
+`--no-bytecode-cache` keeps the environment as it is. Exits 1 when `--version` or
+`--help` takes more than twice the bare interpreter's CPU, or `plan` or `metrics FILE`
+more than 0.3 CPU-s (the issue's targets), in the tree measured (not the before).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +39,7 @@ _ENTRY = (
 )
 _PLAN = ["plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--concurrency", "16"]
 _PLAN += ["--input-len", "4000", "--output-len", "500"]
+_BARE = "python -c pass"
 _FRONT_DOOR = ("infertriage --version", "infertriage --help")
 _OFFLINE = ("infertriage plan", "infertriage metrics FILE")
 _MAX_FRONT_DOOR = 2.0  # × the bare interpreter
@@ -47,7 +57,7 @@ def _default_metrics_file() -> Path:
 def _cases(metrics_file: Path) -> dict[str, list[str]]:
     cli = [sys.executable, "-c", _ENTRY]
     return {
-        "python -c pass": [sys.executable, "-c", "pass"],
+        _BARE: [sys.executable, "-c", "pass"],
         "infertriage --version": [*cli, "--version"],
         "infertriage --help": [*cli, "--help"],
         "infertriage bench --help": [*cli, "bench", "--help"],
@@ -73,27 +83,63 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--src", type=Path, default=_ROOT / "src", help="the tree's src to run")
+    parser.add_argument("--before", type=Path, default=None, help="a second src, same rounds")
     parser.add_argument("--metrics-file", type=Path, default=None)
+    parser.add_argument(
+        "--no-bytecode-cache", action="store_true", help="keep the environment's bytecode setting"
+    )
     args = parser.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(args.src.resolve()))
+    trees = {"after": args.src}
+    if args.before is not None:
+        trees["before"] = args.before
+    envs = {tree: dict(os.environ, PYTHONPATH=str(src.resolve())) for tree, src in trees.items()}
     cases = _cases(args.metrics_file or _default_metrics_file())
-    cpu: dict[str, list[float]] = {name: [] for name in cases}
-    wall: dict[str, list[float]] = {name: [] for name in cases}
+    if args.no_bytecode_cache:
+        return _measure(args, envs, cases, "as the environment has it")
+    with tempfile.TemporaryDirectory(prefix="cli_startup_pyc_") as cache:
+        for tree, env in envs.items():
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = os.path.join(cache, tree)
+            for argv in cases.values():  # the untimed round that fills the cache
+                _once(argv, env)
+        return _measure(args, envs, cases, "cached (one untimed round first)")
+
+
+def _measure(
+    args: argparse.Namespace,
+    envs: dict[str, dict[str, str]],
+    cases: dict[str, list[str]],
+    bytecode: str,
+) -> int:
+    cpu: dict[tuple[str, str], list[float]] = {(t, n): [] for t in envs for n in cases}
+    wall: dict[tuple[str, str], list[float]] = {(t, n): [] for t in envs for n in cases}
     for _ in range(args.runs):
         for name, argv in cases.items():
-            spent, taken = _once(argv, env)
-            cpu[name].append(spent)
-            wall[name].append(taken)
-    bare_cpu = statistics.median(cpu["python -c pass"])
-    bare_wall = statistics.median(wall["python -c pass"])
-    print(f"{args.runs} rounds, src {args.src}, load average {os.getloadavg()[0]:.1f}\n")
-    print("| command | CPU-s (median) | vs bare | wall s (median) | vs bare |")
-    print("|---|---|---|---|---|")
+            for tree, env in envs.items():
+                spent, taken = _once(argv, env)
+                cpu[tree, name].append(spent)
+                wall[tree, name].append(taken)
+    med_cpu = {key: statistics.median(values) for key, values in cpu.items()}
+    med_wall = {key: statistics.median(values) for key, values in wall.items()}
+    bare_cpu, bare_wall = med_cpu["after", _BARE], med_wall["after", _BARE]
+    load = os.getloadavg()[0]
+    before = f", before {args.before}" if args.before is not None else ""
+    print(f"{args.runs} rounds, src {args.src}{before}, bytecode {bytecode}, load {load:.1f}\n")
+    head = "| command | CPU-s (median) | vs bare | wall s (median) | vs bare |"
+    rule = "|---|---|---|---|---|"
+    if args.before is not None:
+        head += " before CPU-s | after / before |"
+        rule += "---|---|"
+    print(head + "\n" + rule)
     for name in cases:
-        c, w = statistics.median(cpu[name]), statistics.median(wall[name])
-        print(f"| `{name}` | {c:.3f} | {c / bare_cpu:.1f}× | {w:.3f} | {w / bare_wall:.1f}× |")
-    front = max(statistics.median(cpu[n]) for n in _FRONT_DOOR) / bare_cpu
-    offline = max(statistics.median(cpu[n]) for n in _OFFLINE)
+        c, w = med_cpu["after", name], med_wall["after", name]
+        row = f"| `{name}` | {c:.3f} | {c / bare_cpu:.1f}× | {w:.3f} | {w / bare_wall:.1f}× |"
+        if args.before is not None:
+            b = med_cpu["before", name]
+            row += f" {b:.3f} | {c / b:.2f} |"
+        print(row)
+    front = max(med_cpu["after", n] for n in _FRONT_DOOR) / bare_cpu
+    offline = max(med_cpu["after", n] for n in _OFFLINE)
     met = front <= _MAX_FRONT_DOOR and offline <= _MAX_OFFLINE_CPU_S
     print(
         f"\nfront door {front:.2f}× bare (≤ {_MAX_FRONT_DOOR:g}×), plan / metrics FILE "

@@ -25,8 +25,8 @@ def _never(*_: object, **__: object) -> None:
 @pytest.fixture(autouse=True)
 def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     for target in (
-        "infertriage.cli.bench.run_bench",
-        "infertriage.cli.diagnose.run_diagnose",
+        "infertriage.cli.bench.api.run_bench",
+        "infertriage.cli.diagnose.api.diagnose",
         "infertriage.cli.validate.run_validate",
         "infertriage.cli.compare.compare_ab",
         "infertriage.cli.plan.api.plan",

@@ -33,8 +33,6 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-import psutil
-
 from infertriage.schemas import EXIT_INTERRUPTED
 
 __all__ = ["Interrupt", "Stopped", "interruptible", "signal_name", "stop_signals"]
@@ -111,6 +109,8 @@ def signal_name(signum: int) -> str:
 
 def exit_now(code: int = EXIT_INTERRUPTED) -> None:
     """Kill every child of this process (a twin, load workers), then exit `code` at once."""
+    import psutil  # noqa: PLC0415  # the second signal alone needs it: not every command's start
+
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error):

@@ -11,7 +11,6 @@ the user can fix are `UserError`s.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,7 +58,9 @@ def _from_file(source: str) -> MetricsView:
 async def _from_url(
     url: str, duration_s: float | None, interval_s: float, timeout_s: float
 ) -> MetricsView:
-    # a file needs none of the HTTP side (aiohttp): it is imported for a URL only
+    # a file needs none of the HTTP side (aiohttp, asyncio): it is imported for a URL only
+    import asyncio  # noqa: PLC0415
+
     from infertriage.collect import (  # noqa: PLC0415
         Scraper,
         ScrapeTarget,
@@ -109,6 +110,8 @@ def scrape_metrics(
             raise UserError("--duration needs a URL: a file holds a single scrape.")
         return _from_file(source)
     interval = min(interval_s, duration_s / 2) if duration_s else interval_s
+    import asyncio  # noqa: PLC0415  # see _from_url
+
     return asyncio.run(_from_url(source, duration_s, interval, timeout_s))
 
 
@@ -117,6 +120,8 @@ def fleet_metrics(spec: FleetSpec) -> FleetView:
     if not is_url(spec.prometheus_url):
         raise UserError(f"--prometheus {spec.prometheus_url!r} is not an http(s) URL.")
     end = spec.end_unix_s if spec.end_unix_s is not None else time.time()
+    import asyncio  # noqa: PLC0415  # see _from_url
+
     from infertriage.collect import collect_fleet  # noqa: PLC0415  # see _from_url
     from infertriage.net import open_session  # noqa: PLC0415
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infertriage.api.specs_offline import PlanSpec
-from infertriage.api.topology import read_interconnect
 from infertriage.plan import (
     CapacityPlan,
     PlanInputs,
@@ -25,18 +24,20 @@ from infertriage.plan import (
     normalize_dtype,
     sweep,
 )
-from infertriage.plan.disagg import DisaggPlan, make_disagg_plan
-from infertriage.plan.offload import OffloadPlan, make_offload_plan
 from infertriage.plan.outcome import MeasuredMaxRate
-from infertriage.plan.parallel_choice import LayoutChoice, choose_layout
-from infertriage.plan.pdpools import KvLink, ServingSlo
 from infertriage.plan.pipeline import make_pipeline_plan
-from infertriage.plan.topology import measured_gpu
 from infertriage.schemas import UserError, load_thresholds
 from infertriage.schemas.units import GIB
 
 if TYPE_CHECKING:
-    from infertriage.schemas import RunDir
+    from infertriage.plan.disagg import DisaggPlan
+    from infertriage.plan.offload import OffloadPlan
+    from infertriage.plan.parallel_choice import LayoutChoice
+    from infertriage.plan.pdpools import ServingSlo
+    from infertriage.schemas import RunDir, Thresholds
+
+# What only an option sizes (the measured interconnect, DP/TP/EP on several GPUs, xPyD,
+# a CPU KV tier) is imported where that option is handled: a plain plan starts without it.
 
 __all__ = ["PlanSpec", "plan", "summarize_run_workload"]
 
@@ -108,32 +109,48 @@ def _with_measured_link(spec: PlanSpec, inputs: PlanInputs, concurrency: int | N
     replicas near max_num_seqs)."""
     if spec.nvidia_smi_topo is None and not spec.nccl_tests:
         return inputs
+    from infertriage.api.topology import read_interconnect  # noqa: PLC0415  # see the imports
+    from infertriage.plan.topology import measured_gpu  # noqa: PLC0415
+
     topo, runs = read_interconnect(spec.nvidia_smi_topo, spec.nccl_tests)
     planned = inputs.replace(concurrency=concurrency or inputs.max_num_seqs)
     return inputs.replace(gpu=measured_gpu(planned, runs, topo))
 
 
-def _layout(spec: PlanSpec, inputs: PlanInputs, slo: ServingSlo) -> LayoutChoice | None:
+def _serving_slo(thresholds: Thresholds) -> ServingSlo:
+    from infertriage.plan.pdpools import ServingSlo  # noqa: PLC0415  # see the imports
+
+    return ServingSlo(thresholds.ttft_p95_s, thresholds.itl_p95_s)
+
+
+def _layout(spec: PlanSpec, inputs: PlanInputs, thresholds: Thresholds) -> LayoutChoice | None:
     """DP vs TP vs EP on the GPUs given, when there is more than one and lengths are known."""
     num_gpus = spec.num_gpus or inputs.gpus_per_instance
     if num_gpus < 2 or inputs.input_len is None or inputs.output_len is None:
         return None
-    return choose_layout(inputs, num_gpus, slo, spec.rate)
+    from infertriage.plan.parallel_choice import choose_layout  # noqa: PLC0415
+
+    return choose_layout(inputs, num_gpus, _serving_slo(thresholds), spec.rate)
 
 
-def _disagg(spec: PlanSpec, inputs: PlanInputs, slo: ServingSlo) -> DisaggPlan | None:
+def _disagg(spec: PlanSpec, inputs: PlanInputs, thresholds: Thresholds) -> DisaggPlan | None:
     """xPyD against colocated for `--rate`."""
     if spec.rate is None:
         return None
     if inputs.input_len is None or inputs.output_len is None:
         raise UserError("--rate sizes prefill and decode: give --input-len and --output-len too.")
+    from infertriage.plan.disagg import make_disagg_plan  # noqa: PLC0415  # see the imports
+    from infertriage.plan.pdpools import KvLink  # noqa: PLC0415
+
     link = KvLink(spec.kv_link_gb_s * 1e9, spec.kv_link_latency_s)
-    return make_disagg_plan(inputs, spec.rate, slo, link)
+    return make_disagg_plan(inputs, spec.rate, _serving_slo(thresholds), link)
 
 
 def _offload(spec: PlanSpec, capacity: CapacityPlan) -> OffloadPlan | None:
     if spec.offload_gb is None:
         return None
+    from infertriage.plan.offload import make_offload_plan  # noqa: PLC0415  # see the imports
+
     if spec.prefix_reuse is None:
         raise UserError("--offload-gb needs --prefix-reuse: the share of a prompt a prefix covers.")
     return make_offload_plan(capacity, spec.offload_gb * GIB, spec.prefix_reuse, spec.rate)
@@ -192,7 +209,6 @@ def plan(spec: PlanSpec) -> PlanReport:
         )
     capacity = make_capacity_plan(inputs)
     thresholds = load_thresholds(spec.slo)
-    slo = ServingSlo(thresholds.ttft_p95_s, thresholds.itl_p95_s)
     advice, advice_error = None, ""
     try:
         advice = advise_parallelism(inputs.replace(num_gpus=num_gpus or inputs.gpus_per_instance))
@@ -218,8 +234,8 @@ def plan(spec: PlanSpec) -> PlanReport:
         cost_per_million_output_tokens=cost,
         from_run=workload,
         traffic=traffic,
-        layout=_layout(spec, inputs, slo),
-        disagg=_disagg(spec, inputs, slo),
+        layout=_layout(spec, inputs, thresholds),
+        disagg=_disagg(spec, inputs, thresholds),
         pipeline=make_pipeline_plan(inputs),
         offload=_offload(spec, capacity),
         replicas_at_rate=_replicas(spec.rate, workload),

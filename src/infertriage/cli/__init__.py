@@ -10,6 +10,7 @@ code): they need only the version and the table of commands (`cli.commands`).
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -47,14 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return _exit_error(write_failure(err, stdout=True), argv)
         return 0
+    gc.disable()  # while the modules load: `cli.app.loading` turns it on before the command runs
     try:
-        from infertriage.cli.app import main as run  # noqa: PLC0415  # see the docstring
-    except KeyboardInterrupt:
-        print("infertriage: interrupted.", file=sys.stderr)
-        if argv is None:
-            sys.exit(_EXIT_INTERRUPTED)
-        return _EXIT_INTERRUPTED
-    return run(argv)
+        try:
+            from infertriage.cli.app import main as run  # noqa: PLC0415  # see the docstring
+        except KeyboardInterrupt:
+            print("infertriage: interrupted.", file=sys.stderr)
+            if argv is None:
+                sys.exit(_EXIT_INTERRUPTED)
+            return _EXIT_INTERRUPTED
+        return run(argv)
+    finally:
+        gc.enable()  # on already, unless the application failed before it loaded the command
 
 
 def _exit_error(sentence: str, argv: Sequence[str] | None) -> int:

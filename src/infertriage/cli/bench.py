@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from infertriage.api.bench import BenchResult, run_bench
-from infertriage.api.specs import BenchSpec, ClientSpec, parse_endpoint
+from infertriage import api
 from infertriage.cli import flags
 from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import arrival_spec, seconds
-from infertriage.report.bench import bench_to_json, render_bench
-from infertriage.report.mlperf import summary_text, with_verdicts
 from infertriage.schemas import Interrupted, UserError, load_thresholds
 from infertriage.schemas.errors import EXIT_NO_SUCCESS
 from infertriage.workload import WorkloadSpec
+
+if TYPE_CHECKING:
+    from infertriage.api.bench import BenchResult
 
 
 def _split(values: list[str], flag: str, kind: type[float] | type[int]) -> list[float]:
@@ -113,6 +114,11 @@ def bench(
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> int:
+    # the load generator, its specs and its report load when a load runs, not for --help
+    from infertriage.api.specs import BenchSpec, ClientSpec, parse_endpoint  # noqa: PLC0415
+    from infertriage.report.bench import bench_to_json, render_bench  # noqa: PLC0415
+    from infertriage.report.mlperf import summary_text, with_verdicts  # noqa: PLC0415
+
     if find_max_rate and not (slo or goodput):
         raise UserError("--find-max-rate needs an SLO to hold: give --goodput or --slo.")
     thresholds = load_thresholds(slo)
@@ -163,7 +169,7 @@ def bench(
         exports=export,  # parsed by the spec (`schemas.exports`)
     )
     with live_view(json_out=json_out, progress=progress) as view:
-        result = run_bench(spec, observer=view)
+        result = api.run_bench(spec, observer=view)
     if json_out:
         print_json(with_verdicts(bench_to_json(result), result.standard))
     else:

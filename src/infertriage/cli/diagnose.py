@@ -7,12 +7,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from infertriage.api.diagnose import diagnose as run_diagnose
-from infertriage.api.specs import ClientSpec, DiagnoseSpec, parse_endpoint
+from infertriage import api
 from infertriage.cli import flags
 from infertriage.cli.common import live_view, print_json
 from infertriage.cli.options import model_name, nonempty_files, seconds
-from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis
 from infertriage.schemas import Interrupted
 from infertriage.schemas.text import show_controls
 from infertriage.workload import WorkloadSpec
@@ -88,6 +86,10 @@ def diagnose(
     json_out: bool = flags.json_out(),
     progress: bool = flags.progress(),
 ) -> None:
+    # the load generator, the analysis and the report load when a diagnosis runs, not for --help
+    from infertriage.api.specs import ClientSpec, DiagnoseSpec, parse_endpoint  # noqa: PLC0415
+    from infertriage.report.diagnosis import diagnosis_to_json, render_diagnosis  # noqa: PLC0415
+
     deployment: dict[str, object] = {"tensor_parallel": tp}
     if pp > 1:  # said only when given: the pipeline rule then reads each GPU's activity
         deployment["pipeline_parallel"] = pp
@@ -137,7 +139,7 @@ def diagnose(
         spans=spans,
     )
     with live_view(json_out=json_out, progress=progress) as view:
-        result = run_diagnose(spec, observer=view)
+        result = api.diagnose(spec, observer=view)
     for note in result.notes:
         typer.echo(f"note: {show_controls(note)}", err=True)
     if json_out:

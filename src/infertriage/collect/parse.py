@@ -14,15 +14,21 @@ paste) is a `UserError` of one sentence.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import importlib
+import importlib.util
+import sys
+import types
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
+from typing import TYPE_CHECKING
 
 from infertriage.schemas import UserError
 from infertriage.schemas.inputs import clip
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 __all__ = ["Exposition", "RawSample", "parse_metrics_text", "read_metrics_file"]
 
@@ -85,6 +91,37 @@ def _short(message: str) -> str:
 
 
 _PARSE_ERRORS = (ValueError, TypeError, IndexError, KeyError)
+_PARSER_ALONE = "_infertriage_prometheus_text"  # the parser's modules, loaded on their own
+
+
+@functools.cache
+def _text_parser() -> Callable[[str], Iterable[Metric]]:
+    """prometheus-client's `text_string_to_metric_families`.
+
+    Its package's `__init__` imports the whole client (an HTTP server, urllib, the
+    collectors, a registry): about 35 ms of CPU, a tenth of `metrics FILE`, none of which
+    reading text needs. So unless the package is loaded already, the parser's own modules
+    (parser, metrics_core, samples, validation: relative imports among themselves) are
+    loaded from the installed package's folder under a private name, without that
+    `__init__`: the same code, run the same way. A layout this does not know (an older
+    client, a zipped install) takes the package's own import."""
+    if "prometheus_client" not in sys.modules:
+        spec = importlib.util.find_spec("prometheus_client")
+        where = spec.submodule_search_locations if spec is not None else None
+        if where:
+            package = types.ModuleType(_PARSER_ALONE)
+            package.__path__ = list(where)
+            sys.modules.setdefault(_PARSER_ALONE, package)
+            try:
+                parser = importlib.import_module(f"{_PARSER_ALONE}.parser")
+            except ImportError:
+                pass
+            else:
+                found: Callable[[str], Iterable[Metric]] = parser.text_string_to_metric_families
+                return found
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    return text_string_to_metric_families
 
 
 def _missing_part(family: str, index: Mapping[str, list[RawSample]]) -> str | None:
@@ -174,13 +211,13 @@ def _read_families(text: str, source: str) -> tuple[list[Metric], tuple[str, ...
     """The text's families; a last line that cannot be read (a paste cut mid-line) is
     left out with a note, so only text with nothing readable before it is refused."""
     try:
-        return list(text_string_to_metric_families(text)), ()
+        return list(_text_parser()(text)), ()
     except _PARSE_ERRORS as err:
         refused = UserError(f"{source} is not valid Prometheus metrics text ({_short(str(err))}).")
         first: Exception = err
     head, last = _last_line(text)
     try:
-        families = list(text_string_to_metric_families(head)) if head.strip() else []
+        families = list(_text_parser()(head)) if head.strip() else []
     except _PARSE_ERRORS:
         families = []
     if not any(family.samples for family in families):

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from infertriage.plan.advice import ParallelAdvice
-from infertriage.plan.capacity import CapacityPlan
-from infertriage.plan.disagg import DisaggPlan
-from infertriage.plan.offload import OffloadPlan
-from infertriage.plan.parallel_choice import LayoutChoice
-from infertriage.plan.pipeline import PipelinePlan
-from infertriage.plan.traffic import TrafficPlan
-from infertriage.plan.whatif import WhatIfRow
+if TYPE_CHECKING:  # annotations only: a plan without --rate, --traffic… loads none of these
+    from infertriage.plan.advice import ParallelAdvice
+    from infertriage.plan.capacity import CapacityPlan
+    from infertriage.plan.disagg import DisaggPlan
+    from infertriage.plan.offload import OffloadPlan
+    from infertriage.plan.parallel_choice import LayoutChoice
+    from infertriage.plan.pipeline import PipelinePlan
+    from infertriage.plan.traffic import TrafficPlan
+    from infertriage.plan.whatif import WhatIfRow
 
 __all__ = ["MeasuredMaxRate", "PlanReport", "RunWorkload"]
 

@@ -9,18 +9,21 @@ stay in SI in the JSON; milliseconds only on screen.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.plan import PlanReport
-from infertriage.plan.disagg import DisaggPlan, Pool
-from infertriage.plan.offload import OffloadPlan
-from infertriage.plan.parallel_choice import LayoutChoice
-from infertriage.plan.pipeline import PipelinePlan
 from infertriage.schemas.text import show_controls
 from infertriage.schemas.units import format_bytes
 from infertriage.schemas.units import format_seconds as _ms
+
+if TYPE_CHECKING:  # annotations only: the sections a plan without them needs no module of
+    from infertriage.plan import PlanReport
+    from infertriage.plan.disagg import DisaggPlan, Pool
+    from infertriage.plan.offload import OffloadPlan
+    from infertriage.plan.parallel_choice import LayoutChoice
+    from infertriage.plan.pipeline import PipelinePlan
 
 __all__ = ["ASSUMPTIONS", "topologies_to_json", "topology_parts"]
 

@@ -8,13 +8,17 @@ spot. The time labels come from the user's CSV and are shown as data.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.plan.traffic import IntervalPlan, TrafficPlan
 from infertriage.schemas.text import terminal_text
 from infertriage.schemas.units import format_seconds
+
+if TYPE_CHECKING:  # annotations only: a plan without --traffic loads no traffic model
+    from infertriage.plan.traffic import IntervalPlan, TrafficPlan
 
 __all__ = ["render_traffic", "traffic_to_json"]
 

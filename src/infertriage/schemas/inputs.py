@@ -18,18 +18,22 @@ Every refusal is a `UserError` of one sentence naming the file.
 
 from __future__ import annotations
 
-import gzip
+import functools
 import io
 import os
 import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
-
-import yaml
+from typing import TYPE_CHECKING, BinaryIO
 
 from infertriage.schemas.errors import UserError
+
+if TYPE_CHECKING:
+    import yaml
+
+# PyYAML (its loader subclassed here) and gzip load on first use: every command imports
+# this module, few read a YAML file or a gzip stream
 
 __all__ = [
     "GZIP_MAGIC",
@@ -103,7 +107,7 @@ def clip(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
 _NO_ALIASES = "; infertriage's files never need one: write each value out"
 
 
-class _Refused(yaml.YAMLError):
+class _Refused(Exception):
     """A bound of this module broken: `sentence` follows the file's name."""
 
     def __init__(self, what: str, event: yaml.Event, advice: str = "") -> None:
@@ -113,24 +117,29 @@ class _Refused(yaml.YAMLError):
         self.sentence = f"{what}{where}{advice}"
 
 
-class _BoundedLoader(yaml.SafeLoader):
+@functools.cache
+def _bounded_loader() -> type[yaml.SafeLoader]:
     """PyYAML's safe loader without anchors and aliases, and with a depth bound."""
+    import yaml  # noqa: PLC0415  # see the imports
 
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self._depth = 0
+    class _BoundedLoader(yaml.SafeLoader):
+        def __init__(self, text: str) -> None:
+            super().__init__(text)
+            self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused("uses a YAML anchor or alias", event, _NO_ALIASES)
-        if self._depth >= MAX_YAML_DEPTH:
-            raise _Refused(f"nests deeper than {MAX_YAML_DEPTH} levels", event)
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise _Refused("uses a YAML anchor or alias", event, _NO_ALIASES)
+            if self._depth >= MAX_YAML_DEPTH:
+                raise _Refused(f"nests deeper than {MAX_YAML_DEPTH} levels", event)
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return _BoundedLoader
 
 
 def load_yaml(text: str, name: str) -> object:
@@ -140,9 +149,11 @@ def load_yaml(text: str, name: str) -> object:
     YAML or breaks a bound of this module."""
     if len(text) > MAX_YAML_BYTES:
         raise UserError(f"{name} is larger than {MAX_YAML_BYTES // 1024} KiB; {_NOT_OURS}")
-    loader: _BoundedLoader | None = None
+    import yaml  # noqa: PLC0415  # see the imports
+
+    loader: yaml.SafeLoader | None = None
     try:
-        loader = _BoundedLoader(text)  # its reader refuses control characters (NUL) at once
+        loader = _bounded_loader()(text)  # its reader refuses control characters (NUL) at once
         return loader.get_single_data()
     except _Refused as err:
         raise UserError(f"{name} {err.sentence}.") from err
@@ -164,6 +175,8 @@ class _GuardedGzip(io.RawIOBase):
 
     def __init__(self, raw: BinaryIO, name: str, limit: int) -> None:
         super().__init__()
+        import gzip  # noqa: PLC0415  # see the imports
+
         self._unzipped = gzip.GzipFile(fileobj=raw, mode="rb")
         self._name = name
         self._limit = limit

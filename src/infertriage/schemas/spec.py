@@ -94,9 +94,12 @@ def _sentence(model: type[FrozenModel], err: ValidationError) -> str | None:
 
 class CommandSpec(FrozenModel):
     """A command's spec: refused in one sentence naming the flag (see the module docstring).
-    A number is finite unless its field says otherwise (`Field(allow_inf_nan=True)`)."""
+    A number is finite unless its field says otherwise (`Field(allow_inf_nan=True)`).
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    Its validator is built when the spec is first made (`defer_build`), not when its
+    module loads: a command imports the modules of specs it never makes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     @model_validator(mode="wrap")
     @classmethod
