@@ -12,8 +12,10 @@ Every analysis is a function of this table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +92,18 @@ class StringTable:
             self._ids[name] = found
             self._names.append(name)
         return found
+
+    def intern_all(self, names: Sequence[str]) -> list[int]:
+        """The ids of many names, new ones interned in order (as `intern` one by one)."""
+        found: list[int | None] = list(map(self._ids.get, names))
+        if None not in found:
+            return found  # type: ignore[return-value]
+        intern = self.intern
+        return [intern(n) if i is None else i for i, n in zip(found, names, strict=True)]
+
+    def find(self, names: Iterable[object]) -> Iterator[int]:
+        """The id of each name, -1 for one not interned."""
+        return map(self._ids.get, names, repeat(-1))  # type: ignore[arg-type]
 
     def __getitem__(self, index: int) -> str:
         return self._names[index]
