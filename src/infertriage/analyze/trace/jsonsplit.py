@@ -165,10 +165,17 @@ def _loads(batch: bytearray) -> list[object]:
     return events
 
 
-def _parse_batch(pending: bytearray, end: int, decode: Decode[T]) -> T:
+def _bracketed(pending: bytearray, end: int) -> bytearray:
+    """`[` + pending[:end] + `]`, copied once."""
     batch = bytearray(b"[")
-    batch += pending[:end]
+    with memoryview(pending) as view, view[:end] as part:
+        batch += part
     batch += b"]"
+    return batch
+
+
+def _parse_batch(pending: bytearray, end: int, decode: Decode[T]) -> T:
+    batch = _bracketed(pending, end)
     try:
         return decode(batch)
     except orjson.JSONDecodeError as err:
@@ -185,9 +192,7 @@ def _fast_batch(pending: bytearray, decode: Decode[T]) -> tuple[T | None, int]:
     brace = pending.rfind(b"},")
     if brace < 0:
         return None, -1
-    batch = bytearray(b"[")
-    batch += pending[: brace + 1]
-    batch += b"]"
+    batch = _bracketed(pending, brace + 1)
     try:
         events = decode(batch)
     except orjson.JSONDecodeError:

@@ -174,8 +174,8 @@ class Reader:
         lo = (bounds - bounds[0]).tolist()
         gpu, runtime, cpu = slice(lo[0], lo[1]), slice(lo[1], lo[2]), slice(lo[2], lo[3])
         kept_code = code[kept]
-        start = _ns(np.asarray(ts, dtype=np.float64)[kept])
-        end = start + _ns(np.asarray(dur, dtype=np.float64)[kept])
+        start = _ns(np.fromiter(ts, dtype=np.float64, count=n)[kept])  # floats, typed
+        end = start + _ns(np.fromiter(dur, dtype=np.float64, count=n)[kept])
         host = kept[runtime.start : cpu.stop]
         every_tid = np.asarray(tid)  # ints: int64; a name among them: strings
         tids = every_tid[host] if every_tid.dtype == np.int64 else _ints(_take(tid, host))
