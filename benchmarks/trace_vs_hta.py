@@ -4,8 +4,9 @@ For each trace (the real PyTorch fixtures, then generated inference traces
 of the sizes asked), each tool runs in a fresh child process that loads the
 trace and runs the analyses both have: temporal breakdown (busy, idle,
 compute), idle-time breakdown, communication/computation overlap, kernel
-launch statistics and the kernel-type breakdown. The child reports its wall
-time and its peak RSS (`ru_maxrss`). Then the figures both compute are
+launch statistics and the kernel-type breakdown. The child reports its
+times and its peak RSS (`ru_maxrss`); the parent adds the child's own CPU
+seconds, start-up and imports included (`process_cpu_s`). Then the figures both compute are
 compared (span, idle, compute, overlap, kernel count), ours on HTA's window
 (`trim_to_complete_steps`: HTA drops the last ProfilerStep) and, for traces
 with fractional-microsecond timestamps, with HTA's rounding of each op to
@@ -40,7 +41,7 @@ from pathlib import Path
 from infertriage_testing.tracesynth import SynthSpec, trace_chunks
 
 HERE = Path(__file__).resolve().parent
-FIXTURES = HERE.parent.parent / "shared" / "fixtures" / "traces" / "pytorch"
+FIXTURES = Path(os.environ.get("INFERTRIAGE_FIXTURES", HERE.parent.parent / "shared" / "fixtures"))
 MEMORY_LIMIT_BYTES = 20 * 1024**3  # a child past this fails instead of taking the machine down
 
 OURS = r"""
@@ -110,9 +111,18 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_child(python: str, code: str, target: Path, timeout_s: float) -> dict[str, object]:
-    """One tool on one trace in a fresh process; its JSON line, or why it failed."""
+    """One tool on one trace in a fresh process; its JSON line, or why it failed.
+
+    `process_cpu_s` is the child's own CPU time, start-up and imports included (the
+    children run one at a time, so the growth of RUSAGE_CHILDREN is this child's)."""
     start = time.perf_counter()
+    cpu_before = _children_cpu_s()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     try:
         done = subprocess.run(
@@ -127,12 +137,14 @@ def run_child(python: str, code: str, target: Path, timeout_s: float) -> dict[st
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout_s:.0f} s"}
     wall = time.perf_counter() - start
+    cpu = _children_cpu_s() - cpu_before
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {done.returncode}: {tail[:200]}", "wall_s": wall}
     result: dict[str, object] = json.loads(lines[-1])
     result["wall_s"] = wall
+    result["process_cpu_s"] = cpu
     return result
 
 
@@ -179,6 +191,7 @@ def compare(trace: Path, hta_python: str | None, timeout_s: float) -> dict[str, 
         row["hta"] = hta
         if "error" not in hta and "error" not in ours:
             row["speedup"] = float(hta["total_s"]) / float(ours["total_s"])  # type: ignore[arg-type]
+            row["cpu_ratio"] = float(hta["process_cpu_s"]) / float(ours["process_cpu_s"])  # type: ignore[arg-type]
             row["memory_ratio"] = float(ours["peak_rss_bytes"]) / float(hta["peak_rss_bytes"])  # type: ignore[arg-type]
             row["relative_difference"] = _agreement(ours, hta)
     return row
@@ -194,11 +207,16 @@ def print_row(row: dict[str, object]) -> None:
     hta_time = hta.get("error") or _fmt_s(hta.get("total_s"))
     parts = [
         f"{row['trace'][:44]:44s} {_fmt_mb(row['bytes']):>9s}",
-        f"ours {_fmt_s(ours.get('total_s')):>8s} {_fmt_mb(ours.get('peak_rss_bytes')):>8s}",
-        f"HTA {hta_time:>8s} {_fmt_mb(hta.get('peak_rss_bytes')):>8s}",
+        f"ours {_fmt_s(ours.get('total_s')):>8s} {_fmt_s(ours.get('process_cpu_s')):>8s} CPU "
+        f"{_fmt_mb(ours.get('peak_rss_bytes')):>8s}",
+        f"HTA {hta_time:>8s} {_fmt_s(hta.get('process_cpu_s')):>8s} CPU "
+        f"{_fmt_mb(hta.get('peak_rss_bytes')):>8s}",
     ]
     if "speedup" in row:
-        parts.append(f"{row['speedup']:5.1f}x faster, {row['memory_ratio']:.2f} of HTA's memory")
+        parts.append(
+            f"{row['speedup']:5.1f}x faster, {row['cpu_ratio']:5.1f}x less CPU (whole process), "
+            f"{row['memory_ratio']:.2f} of HTA's memory"
+        )
         parts.append("worst difference " + ("–" if worst is None else f"{worst:.3%}"))
     print(" | ".join(parts), flush=True)
 
@@ -210,14 +228,27 @@ def main() -> int:
     parser.add_argument("--timeout-s", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, help="write every figure as JSON here")
     parser.add_argument("--workdir", type=Path, help="where generated traces go (default: tmp)")
+    parser.add_argument(
+        "--fixtures", type=Path, default=FIXTURES, help="the fixtures folder (its traces/)"
+    )
+    parser.add_argument(
+        "--trace", type=Path, action="append", default=[], help="also this trace (repeatable)"
+    )
+    parser.add_argument("--no-fixtures", action="store_true", help="leave the real traces out")
+    parser.add_argument(
+        "--fixtures-only", action="store_true", help="only the real traces, nothing generated"
+    )
     args = parser.parse_args()
     hta_python = args.hta_python if Path(args.hta_python).exists() else None
     if hta_python is None:
         print(f"HTA not found at {args.hta_python}: running our side only", file=sys.stderr)
-    traces = sorted(FIXTURES.glob("*.json.gz")) if FIXTURES.is_dir() else []
+    real = args.fixtures / "traces"
+    traces = sorted(real.glob("**/*.json.gz")) if real.is_dir() and not args.no_fixtures else []
+    traces += args.trace
     rows = []
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        for size in (float(s) for s in args.sizes_gb.split(",") if s):
+        sizes = [] if args.fixtures_only else [float(s) for s in args.sizes_gb.split(",") if s]
+        for size in sizes:
             start = time.perf_counter()
             traces.append(make_trace(Path(tmp), size))
             print(f"generated {traces[-1].name} in {time.perf_counter() - start:.0f} s", flush=True)

@@ -3,6 +3,10 @@
 Takes a `.json` or `.json.gz` file; gives one `TraceTable` (one rank). The
 file is streamed (`jsonsplit`): events are parsed a batch at a time and only
 the columns the analyses need are kept, as numpy arrays, with names interned.
+A batch is decoded by msgspec into typed events and turned into columns
+without Python code per event (`kineto`); one that does not fit those types
+is read here, from orjson's dicts, which defines the result: both give the
+same table. Garbage collection is paused while the file loads.
 Kept: kernels, memcpys and memsets (`kernel`, `gpu_memcpy`, `gpu_memset`),
 runtime and driver calls (`cuda_runtime`, `cuda_driver`, also HIP names),
 user annotations (ProfilerStep#N, record_function) and torch.compile regions,
@@ -13,6 +17,7 @@ the GPU sat idle.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import re
 import zlib
@@ -22,97 +27,35 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
-import numpy.typing as npt
+import orjson
 
-from infertriage.analyze.trace.jsonsplit import NotATrace, TruncatedTrace, iter_event_batches
-from infertriage.analyze.trace.table import (
-    CopyKind,
-    CpuKind,
-    GpuOpKind,
-    RangeKind,
-    TableBuilder,
-    TraceTable,
+from infertriage.analyze.trace import kineto
+from infertriage.analyze.trace.events import (
+    ANNOTATION_CATS,
+    CPU_CATS,
+    GPU_CATS,
+    OCCUPANCY,
+    RANGE_INITIALS,
+    RUNTIME_CATS,
+    column,
+    copy_kind,
+    is_compiled_region,
+    range_kind,
+    to_ns,
 )
+from infertriage.analyze.trace.jsonsplit import NotATrace, TruncatedTrace, iter_decoded_batches
+from infertriage.analyze.trace.table import GpuOpKind, TableBuilder, TraceTable
 from infertriage.schemas.errors import UserError
 from infertriage.schemas.inputs import GZIP_MAGIC, clip, open_gunzip
 
 __all__ = ["is_compiled_region", "load_chrome"]
 
 Event = dict[str, Any]
-_GPU_CATS = {
-    "kernel": GpuOpKind.KERNEL,
-    "Kernel": GpuOpKind.KERNEL,
-    "gpu_memcpy": GpuOpKind.MEMCPY,
-    "Memcpy": GpuOpKind.MEMCPY,
-    "gpu_memset": GpuOpKind.MEMSET,
-    "Memset": GpuOpKind.MEMSET,
-}
-_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
-_CPU_CATS = {
-    "cpu_op": CpuKind.OP,
-    "user_annotation": CpuKind.ANNOTATION,
-    "python_function": CpuKind.PYTHON,
-}
-_ANNOTATION_CATS = {
-    "user_annotation": RangeKind.ANNOTATION,
-    "gpu_user_annotation": RangeKind.GPU_ANNOTATION,
-}
-_COMPILED = re.compile(r"^(Torch-Compiled Region|CompiledFunction|TorchDynamo Cache Lookup)")
-_COPY = re.compile(r"Memcpy\s+([HDAP])to([HDAP])")
-_COPY_KINDS = {
-    ("H", "D"): CopyKind.HTOD,
-    ("D", "H"): CopyKind.DTOH,
-    ("D", "D"): CopyKind.DTOD,
-    ("H", "H"): CopyKind.HTOH,
-    ("P", "P"): CopyKind.PTOP,
-}
-_OCCUPANCY = "est. achieved occupancy %"
-_RANGE_INITIALS = frozenset("TCP")  # Torch-Compiled Region, CompiledFunction, ProfilerStep#
-_MAX_US = 2**62 // 1000  # ~146 years: start + duration in nanoseconds stays an int64
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
-def is_compiled_region(name: str) -> bool:
-    """A torch.compile region as the profiler names it (`Torch-Compiled Region: 0/1`, …)."""
-    return _COMPILED.match(name) is not None
-
-
-def _copy_kind(name: str) -> tuple[int, bool]:
-    match = _COPY.search(name)
-    pair = (match.group(1), match.group(2)) if match else ("", "")
-    kind = _COPY_KINDS.get(pair, CopyKind.UNKNOWN)
-    return int(kind), "Pageable" in name
-
-
-def _ns(values: list[object]) -> npt.NDArray[np.int64]:
-    """Microsecond timestamps (ints, or floats with fractions) to integer nanoseconds."""
-    array = np.asarray(values)
-    if array.dtype.kind not in "iuf":
-        raise NotATrace("some events have timestamps or durations that are not numbers")
-    if len(array) and not (np.abs(array) < _MAX_US).all():  # NaN fails too
-        raise NotATrace(
-            "some events have timestamps or durations out of range (not a number, or more "
-            "microseconds than 146 years hold)"
-        )
-    if array.dtype.kind in "iu":
-        ints: npt.NDArray[np.int64] = array.astype(np.int64) * 1000
-        return ints
-    whole = np.floor(array)
-    fraction_ns: npt.NDArray[np.int64] = np.rint((array - whole) * 1000.0).astype(np.int64)
-    ns: npt.NDArray[np.int64] = whole.astype(np.int64) * 1000 + fraction_ns
-    return ns
-
-
-def _column(values: list[object], dtype: type[np.generic], default: float) -> np.ndarray:
-    """A numpy column; values that are not numbers (a string stream id, None) become `default`."""
-    try:
-        return np.asarray(values, dtype=dtype)
-    except (TypeError, ValueError):
-        clean = [v if isinstance(v, int | float) else default for v in values]
-        return np.asarray(clean, dtype=dtype)
-
-
 _EMPTY: Event = {}
+_INITIALS = frozenset(RANGE_INITIALS)
 
 
 def _args(events: list[Event]) -> list[Event]:
@@ -139,34 +82,34 @@ class _Sink:
     def add_gpu(self, events: list[Event]) -> None:
         args = _args(events)
         names = self.names(events)
-        kinds = [_GPU_CATS[e["cat"]] for e in events]
+        kinds = [GPU_CATS[e["cat"]] for e in events]
         copies = [
             self._copy(name) if kind == GpuOpKind.MEMCPY else (0, False)
             for name, kind in zip(names, kinds, strict=True)
         ]
-        start = _ns([e["ts"] for e in events])
+        start = to_ns([e["ts"] for e in events])
         self.builder.gpu.append(
             start_ns=start,
-            end_ns=start + _ns([e.get("dur", 0) for e in events]),
+            end_ns=start + to_ns([e.get("dur", 0) for e in events]),
             kind=kinds,
-            device=_column(
+            device=column(
                 [a.get("device", e.get("pid")) for a, e in zip(args, events, strict=True)],
                 np.int32,
                 -1,
             ),
-            stream=_column([a.get("stream", -1) for a in args], np.int32, -1),
-            correlation=_column([a.get("correlation", -1) for a in args], np.int64, -1),
+            stream=column([a.get("stream", -1) for a in args], np.int32, -1),
+            correlation=column([a.get("correlation", -1) for a in args], np.int64, -1),
             name=names,
-            num_bytes=_column([a.get("bytes", 0) for a in args], np.int64, 0),
+            num_bytes=column([a.get("bytes", 0) for a in args], np.int64, 0),
             copy_kind=[c[0] for c in copies],
             pageable=[c[1] for c in copies],
-            occupancy=_column([a.get(_OCCUPANCY, np.nan) for a in args], np.float32, np.nan) / 100,
+            occupancy=column([a.get(OCCUPANCY, np.nan) for a in args], np.float32, np.nan) / 100,
         )
 
     def _copy(self, name: int) -> tuple[int, bool]:
         cached = self.copy_cache.get(name)
         if cached is None:
-            cached = self.copy_cache[name] = _copy_kind(self.strings[name])
+            cached = self.copy_cache[name] = copy_kind(self.strings[name])
         return cached
 
     def tids(self, events: list[Event]) -> list[int]:
@@ -179,46 +122,33 @@ class _Sink:
 
     def add_runtime(self, events: list[Event]) -> None:
         args = _args(events)
-        start = _ns([e["ts"] for e in events])
+        start = to_ns([e["ts"] for e in events])
         self.builder.runtime.append(
             start_ns=start,
-            end_ns=start + _ns([e.get("dur", 0) for e in events]),
+            end_ns=start + to_ns([e.get("dur", 0) for e in events]),
             tid=self.tids(events),
-            correlation=_column([a.get("correlation", -1) for a in args], np.int64, -1),
+            correlation=column([a.get("correlation", -1) for a in args], np.int64, -1),
             name=self.names(events),
         )
 
     def add_cpu(self, events: list[Event], kinds: list[int]) -> None:
-        start = _ns([e["ts"] for e in events])
+        start = to_ns([e["ts"] for e in events])
         self.builder.cpu.append(
             start_ns=start,
-            end_ns=start + _ns([e.get("dur", 0) for e in events]),
+            end_ns=start + to_ns([e.get("dur", 0) for e in events]),
             tid=self.tids(events),
             kind=kinds,
             name=self.names(events),
         )
 
     def add_ranges(self, events: list[Event], kinds: list[int]) -> None:
-        start = _ns([e["ts"] for e in events])
+        start = to_ns([e["ts"] for e in events])
         self.builder.ranges.append(
             start_ns=start,
-            end_ns=start + _ns([e.get("dur", 0) for e in events]),
+            end_ns=start + to_ns([e.get("dur", 0) for e in events]),
             kind=kinds,
             name=self.names(events),
         )
-
-
-def _range_kind(event: Event) -> int:
-    """The RangeKind of an event worth keeping as a range, or -1."""
-    name = event.get("name")
-    if not isinstance(name, str):
-        return -1
-    if _COMPILED.match(name):
-        return RangeKind.COMPILED
-    kind = _ANNOTATION_CATS.get(str(event.get("cat")))
-    if kind is not None:
-        return int(kind)
-    return RangeKind.ANNOTATION if name.startswith("ProfilerStep#") else -1
 
 
 def _ingest(events: list[Any], sink: _Sink) -> None:
@@ -228,19 +158,19 @@ def _ingest(events: list[Any], sink: _Sink) -> None:
     for event in events:
         if event.get("ph") == "X":
             by_cat.setdefault(event.get("cat"), []).append(event)
-    gpu = [e for cat in _GPU_CATS for e in by_cat.get(cat, ())]
+    gpu = [e for cat in GPU_CATS for e in by_cat.get(cat, ())]
     if gpu:
         sink.add_gpu(gpu)
-    runtime = [e for cat in _RUNTIME_CATS for e in by_cat.get(cat, ())]
+    runtime = [e for cat in RUNTIME_CATS for e in by_cat.get(cat, ())]
     if runtime:
         sink.add_runtime(runtime)
-    host = [(e, kind) for cat, kind in _CPU_CATS.items() for e in by_cat.get(cat, ())]
+    host = [(e, kind) for cat, kind in CPU_CATS.items() for e in by_cat.get(cat, ())]
     if host:
         sink.add_cpu([e for e, _ in host], [int(k) for _, k in host])
     # Ranges: annotations, and CPU ops named like a compiled region or a ProfilerStep.
-    candidates = [e for cat in _ANNOTATION_CATS for e in by_cat.get(cat, ())]
-    candidates += [e for e in by_cat.get("cpu_op", ()) if e.get("name", "")[:1] in _RANGE_INITIALS]
-    kinds = [_range_kind(e) for e in candidates]
+    candidates = [e for cat in ANNOTATION_CATS for e in by_cat.get(cat, ())]
+    candidates += [e for e in by_cat.get("cpu_op", ()) if e.get("name", "")[:1] in _INITIALS]
+    kinds = [range_kind(e.get("name"), e.get("cat")) for e in candidates]
     kept = [e for e, k in zip(candidates, kinds, strict=True) if k >= 0]
     if kept:
         sink.add_ranges(kept, [k for k in kinds if k >= 0])
@@ -278,6 +208,31 @@ def _device_names(header: Event) -> dict[int, str]:
     }
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No garbage collection while loading: the load makes no cycles, only many young objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(batch: kineto.Batch, reader: kineto.Reader, sink: _Sink) -> None:
+    """The typed reader where the batch fits it, the generic one otherwise (same table)."""
+    if batch.typed:
+        try:
+            reader.ingest(batch.events)
+            return
+        except (kineto.Irregular, TypeError, ValueError, OverflowError):
+            events = orjson.loads(batch.raw)  # the generic reader's view, errors and all
+    else:
+        events = batch.events
+    _ingest(events, sink)
+
+
 def _reason(err: Exception) -> str:
     """Why the events are not a trace's, for the error sentence."""
     if isinstance(err, NotATrace):
@@ -287,15 +242,20 @@ def _reason(err: Exception) -> str:
     return f"an event holds a value of the wrong type ({clip(str(err))})"
 
 
-def load_chrome(path: Path, default_rank: int = 0) -> TraceTable:
-    """Stream one Chrome trace file into a table; bad input is a `UserError` of one sentence."""
+def load_chrome(path: Path, default_rank: int = 0, *, typed: bool = True) -> TraceTable:
+    """Stream one Chrome trace file into a table; bad input is a `UserError` of one sentence.
+
+    `typed=False` reads every batch with the generic reader: the reference the typed one
+    is held to (the same table, the same errors)."""
     builder = TableBuilder()
     sink = _Sink(builder)
+    reader = kineto.Reader(builder, sink.copy_cache)
     header: Event = {}
     try:
-        with _open(path) as stream:
-            for events in iter_event_batches(stream, header):
-                _ingest(events, sink)
+        with _open(path) as stream, _gc_paused():
+            decode = kineto.decode if typed else kineto.decode_generic
+            for batch in iter_decoded_batches(stream, header, decode):
+                _read(batch, reader, sink)
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise UserError(f"{path} is a truncated or corrupt gzip file ({clip(str(err))}).") from err
     except OSError as err:

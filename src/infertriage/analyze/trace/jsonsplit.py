@@ -20,13 +20,20 @@ blanks holds no more memory than one without. One event longer than
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 import orjson
 
-__all__ = ["CHUNK_BYTES", "MAX_EVENT_BYTES", "NotATrace", "TruncatedTrace", "iter_event_batches"]
+__all__ = [
+    "CHUNK_BYTES",
+    "MAX_EVENT_BYTES",
+    "NotATrace",
+    "TruncatedTrace",
+    "iter_decoded_batches",
+    "iter_event_batches",
+]
 
 CHUNK_BYTES = 1024 * 1024  # peak memory grows ~20× the chunk: keep it small
 MAX_EVENT_BYTES = 32 * 1024 * 1024  # a profiler's events are well under a kilobyte
@@ -45,6 +52,8 @@ _QUOTE, _BACKSLASH, _COMMA = ord('"'), ord("\\"), ord(",")
 _DEPTH = np.zeros(256, dtype=np.int8)
 _DEPTH[ord("{")] = _DEPTH[ord("[")] = 1
 _DEPTH[ord("}")] = _DEPTH[ord("]")] = -1
+T = TypeVar("T")
+Decode = Callable[[bytearray], T]  # the bytes of `[events…]` to a batch; orjson's errors
 
 
 class NotATrace(ValueError):
@@ -151,18 +160,29 @@ class _Scanner:
         return ~drop if drop.any() else None
 
 
-def _parse_batch(pending: bytearray, end: int) -> list[object]:
+def _loads(batch: bytearray) -> list[object]:
+    events: list[object] = orjson.loads(batch)
+    return events
+
+
+def _bracketed(pending: bytearray, end: int) -> bytearray:
+    """`[` + pending[:end] + `]`, copied once."""
     batch = bytearray(b"[")
-    batch += pending[:end]
+    with memoryview(pending) as view, view[:end] as part:
+        batch += part
     batch += b"]"
+    return batch
+
+
+def _parse_batch(pending: bytearray, end: int, decode: Decode[T]) -> T:
+    batch = _bracketed(pending, end)
     try:
-        events = orjson.loads(batch)
+        return decode(batch)
     except orjson.JSONDecodeError as err:
         raise NotATrace(f"its traceEvents array is not valid JSON ({err})") from err
-    return events  # type: ignore[no-any-return]
 
 
-def _fast_batch(pending: bytearray) -> tuple[list[object] | None, int]:
+def _fast_batch(pending: bytearray, decode: Decode[T]) -> tuple[T | None, int]:
     """Cut after the last `},` and parse: if that parses, the cut was at the top level.
 
     A prefix of array elements that parses as `[...]` must end on an element
@@ -172,11 +192,9 @@ def _fast_batch(pending: bytearray) -> tuple[list[object] | None, int]:
     brace = pending.rfind(b"},")
     if brace < 0:
         return None, -1
-    batch = bytearray(b"[")
-    batch += pending[: brace + 1]
-    batch += b"]"
+    batch = _bracketed(pending, brace + 1)
     try:
-        events = orjson.loads(batch)
+        events = decode(batch)
     except orjson.JSONDecodeError:
         return None, -1
     return events, brace + 1
@@ -238,15 +256,25 @@ def iter_event_batches(stream: BinaryIO, header: dict[str, object]) -> Iterator[
     than `MAX_EVENT_BYTES`) and `TruncatedTrace` when the file ends inside the
     array. Exceptions of the stream itself (a corrupt gzip) pass through.
     """
+    return iter_decoded_batches(stream, header, _loads)
+
+
+def iter_decoded_batches(
+    stream: BinaryIO, header: dict[str, object], decode: Decode[T], chunk_bytes: int | None = None
+) -> Iterator[T]:
+    """`iter_event_batches` with each batch's bytes (`[…]`) given to `decode`, read
+    `chunk_bytes` (default `CHUNK_BYTES`) at a time; `decode` raises orjson's error for
+    bytes that are not JSON."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     head, buf = _read_head(stream)
     header.update(head)
     pending = bytearray(buf)
     scanner = _Scanner()
-    while scanner.close < 0 and (more := stream.read(CHUNK_BYTES)):
+    while scanner.close < 0 and (more := stream.read(chunk_bytes)):
         pending += more
-        backlog = len(pending) > _FAST_PENDING_CHUNKS * CHUNK_BYTES
+        backlog = len(pending) > _FAST_PENDING_CHUNKS * chunk_bytes
         if not backlog:
-            events, end = _fast_batch(pending)
+            events, end = _fast_batch(pending, decode)
             if events is not None:
                 yield events
                 del pending[: end + 1]
@@ -255,7 +283,7 @@ def iter_event_batches(stream: BinaryIO, header: dict[str, object]) -> Iterator[
         scanner.scan(pending, compact=backlog)
         if scanner.comma >= 0 and scanner.close < 0:
             end = scanner.comma
-            yield _parse_batch(pending, end)
+            yield _parse_batch(pending, end, decode)
             del pending[: end + 1]
             scanner.consumed(end + 1)
         elif len(pending) > MAX_EVENT_BYTES:
@@ -264,6 +292,6 @@ def iter_event_batches(stream: BinaryIO, header: dict[str, object]) -> Iterator[
     if scanner.close < 0:
         raise TruncatedTrace("it ends before its traceEvents array closes")
     end = scanner.close
-    yield _parse_batch(pending, end)
+    yield _parse_batch(pending, end, decode)
     tail = bytes(pending[end + 1 :])
     header.update({k: v for k, v in _read_tail(tail, stream).items() if k not in header})

@@ -12,8 +12,10 @@ Every analysis is a function of this table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +92,18 @@ class StringTable:
             self._ids[name] = found
             self._names.append(name)
         return found
+
+    def intern_all(self, names: Sequence[str]) -> list[int]:
+        """The ids of many names, new ones interned in order (as `intern` one by one)."""
+        found: list[int | None] = list(map(self._ids.get, names))
+        if None not in found:
+            return found  # type: ignore[return-value]
+        intern = self.intern
+        return [intern(n) if i is None else i for i, n in zip(found, names, strict=True)]
+
+    def find(self, names: Iterable[object]) -> Iterator[int]:
+        """The id of each name, -1 for one not interned."""
+        return map(self._ids.get, names, repeat(-1))  # type: ignore[arg-type]
 
     def __getitem__(self, index: int) -> str:
         return self._names[index]
@@ -250,18 +264,25 @@ class _Columns:
             self._chunks[name].append(np.asarray(columns[name], dtype=dtype))
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {
-            name: np.concatenate(self._chunks[name]) if self._chunks[name] else _empty(dtype)
-            for name, dtype in self._spec
-        }
+        """Each column whole, the chunks let go column by column (peak memory: the columns
+        plus one column's chunks, not twice the table): the builder is emptied."""
+        out: dict[str, np.ndarray] = {}
+        for name, dtype in self._spec:
+            chunks = self._chunks[name]
+            out[name] = np.concatenate(chunks) if chunks else _empty(dtype)
+            chunks.clear()
+        return out
 
 
 def _sorted(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns by start (stable), each replaced in turn so one copy is held at a time."""
     start = columns["start_ns"]
     if np.all(start[1:] >= start[:-1]):
         return columns
     order = np.argsort(start, kind="stable")
-    return {name: values[order] for name, values in columns.items()}
+    for name in list(columns):
+        columns[name] = columns[name][order]
+    return columns
 
 
 def _join_launchers(gpu: GpuOps, runtime: RuntimeCalls) -> I64:
@@ -283,7 +304,7 @@ class TableBuilder:
 
     A loader appends one chunk of columns at a time (named as the dataclass
     fields; `cpu` may stay empty); `build()` concatenates, sorts by start, joins GPU ops to their
-    launching calls and freezes the table.
+    launching calls and freezes the table, taking the chunks with it (build once).
     """
 
     def __init__(self) -> None:
