@@ -12,6 +12,7 @@ whose series is one `monitor-config` records per namespace and pod.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,17 @@ def test_autoscaler_flags_without_traffic_are_refused(
     assert main([*ARGS, "--output-len", "256", "--concurrency", "8", *flag]) == 2
     err = capsys.readouterr().err.strip()
     assert "--traffic" in err and flag[0] in err and "\n" not in err
+
+
+def test_plan_says_which_files_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal names every file `--hpa` wrote, and `--json` lists them."""
+    hpa = _plan(tmp_path)
+    out = capsys.readouterr().out
+    flat = out.replace("\n", "")  # the terminal wraps long paths
+    assert "Wrote " in out and str(hpa) in flat and "prometheus-adapter.yaml" in flat
+    curve = tmp_path / "day.csv"
+    args = [*ARGS, "--output-len", "256", "--traffic", str(curve), "--hpa", str(hpa), "--json"]
+    assert main(args) == 0
+    document = json.loads(capsys.readouterr().out)
+    written = document["traffic"]["written"]
+    assert written == [str(hpa), str(hpa.with_name("hpa-prometheus-adapter.yaml"))]

@@ -12,6 +12,7 @@ the HPA itself).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -86,7 +87,8 @@ def traffic_plan(spec: PlanSpec, inputs: PlanInputs) -> TrafficPlan:
     if spec.keda is not None and spec.hpa is None:
         raise UserError("--keda writes a KEDA ScaledObject to the --hpa file: give --hpa FILE.")
     if spec.hpa is not None:
-        _write_autoscaler(spec, spec.hpa, plan)
+        written = _write_autoscaler(spec, spec.hpa, plan)
+        plan = dataclasses.replace(plan, written=tuple(str(path) for path in written))
     return plan
 
 
@@ -108,17 +110,19 @@ def _yaml(document: object, note: str = "") -> str:
     return comment + yaml.safe_dump(document, sort_keys=False, width=100)
 
 
-def _write_autoscaler(spec: PlanSpec, hpa: Path, plan: TrafficPlan) -> None:
-    """The HPA and the adapter's rules; or, with `--keda`, the ScaledObject alone."""
+def _write_autoscaler(spec: PlanSpec, hpa: Path, plan: TrafficPlan) -> tuple[Path, ...]:
+    """The HPA and the adapter's rules; or, with `--keda`, the ScaledObject alone: the
+    files written."""
     deployment, namespace = spec.deployment_name, spec.namespace
     if spec.keda is not None:
         from infertriage.plan.keda import make_scaled_object  # noqa: PLC0415
 
         _write(hpa, _yaml(make_scaled_object(plan, deployment, namespace, spec.keda)))
-        return
+        return (hpa,)
     from infertriage.plan.adapter import ADAPTER_NOTE, adapter_config  # noqa: PLC0415
     from infertriage.plan.hpa import SCALING_METRICS, make_hpa_manifest  # noqa: PLC0415
 
     _write(hpa, _yaml(make_hpa_manifest(plan, deployment, namespace)))
     rules = adapter_config(SCALING_METRICS.values())
     _write(adapter_path(hpa), _yaml(rules, ADAPTER_NOTE))
+    return hpa, adapter_path(hpa)

@@ -260,6 +260,7 @@ class TrafficPlan:
     fixed_gpu_hours: float  # a fleet sized for the peak, over the curve
     gpu_hour_cost: float | None = None
     spot: SpotPlan | None = None
+    written: tuple[str, ...] = ()  # the autoscaler's files (`--hpa`), as given
 
     @property
     def peak(self) -> IntervalPlan:

@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from infertriage.schemas.text import terminal_text
+from infertriage.schemas.text import show_controls, terminal_text
 from infertriage.schemas.units import format_seconds
 
 if TYPE_CHECKING:  # annotations only: a plan without --traffic loads no traffic model
@@ -65,6 +65,7 @@ def traffic_to_json(plan: TrafficPlan) -> dict[str, object]:
         },
         "spot": None,
         "intervals": [_interval_json(i) for i in plan.intervals],
+        "written": list(plan.written),
     }
     if plan.spot is not None:
         s = plan.spot
@@ -140,6 +141,8 @@ def _summary(plan: TrafficPlan) -> Text:
             f"({s.interruptions * day:,.1f}/day) with {format_seconds(a.notice_s)} notice; "
             f"{s.spare_replicas} spare replica(s) warm, each replacement's load time paid.\n"
         )
+    if plan.written:
+        text.append(f"Wrote {', '.join(show_controls(path) for path in plan.written)}.\n")
     return text
 
 
