@@ -85,12 +85,14 @@ def diagnose(
     otlp_listen: str | None = typer.Option(
         None,
         "--otlp-listen",
+        metavar="HOST:PORT",
         help="Receive the server's OTLP/HTTP spans here during the run (127.0.0.1:4318; "
         "the twin is pointed there): each request's queue, prefill and decode time.",
     ),
     spans: Path | None = typer.Option(
         None,
         "--spans",
+        metavar="PATH",
         help="The server's spans as a Collector file export (OTLP JSON lines), joined by trace id.",
     ),
     json_out: bool = flags.json_out(),

@@ -29,6 +29,7 @@ def twin(
     otlp_traces_endpoint: str | None = typer.Option(
         None,
         "--otlp-traces-endpoint",
+        metavar="URL",
         help="Export vLLM's llm_request spans to this OTLP/HTTP URL (needs opentelemetry-sdk).",
     ),
     parent_pid: int | None = typer.Option(
