@@ -248,6 +248,17 @@ def test_verbose_and_quiet_set_the_log_level_on_stderr(
     assert "infertriage.cli.bench" not in modules  # `-v plan` builds plan alone, as `plan`
 
 
+@pytest.mark.parametrize("flag", ["-v", "-vv", "--verbose", "-q", "--quiet"])
+def test_a_root_flag_after_the_command_says_where_it_goes(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "--model", "llama-3.1-8b", flag]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"infertriage: error: {flag[:2] if flag == '-vv' else flag} goes before")
+    assert "infertriage -" in err and " plan " in err
+    assert len(err.strip().splitlines()) == 1
+
+
 # --- completion --------------------------------------------------------------------------
 
 

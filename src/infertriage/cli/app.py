@@ -14,7 +14,7 @@ import typer
 
 from infertriage import __version__
 from infertriage.api.interrupt import Interrupt, signal_name, stop_signals
-from infertriage.cli.commands import APP_HELP, COMMANDS, ROOT_FLAGS
+from infertriage.cli.commands import APP_HELP, COMMANDS, is_root_flag
 from infertriage.cli.examples import epilog
 from infertriage.cli.helpfmt import install as install_help_format
 from infertriage.cli.logging_setup import configure as configure_logging
@@ -102,13 +102,9 @@ def _command_of(args: Sequence[str]) -> str | None:
     names one; else None (an option, a mistyped name: the whole application answers, with
     its suggestions)."""
     rest = list(args)
-    while rest and (rest[0] in ROOT_FLAGS or _counted_verbose(rest[0])):
+    while rest and is_root_flag(rest[0]):
         rest.pop(0)
     return rest[0] if rest and rest[0] in _CALLBACKS else None
-
-
-def _counted_verbose(arg: str) -> bool:
-    return len(arg) > 2 and arg.startswith("-") and set(arg[1:]) <= {"v", "q"}
 
 
 def _version(value: bool) -> None:
