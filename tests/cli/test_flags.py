@@ -10,6 +10,9 @@
 - The specs: every field of each command's spec (its `ClientSpec` too) names a flag
   the command takes (`--` and the field's name, `_s` dropped, or the flag the field
   names itself), or an argument of that name, or is in `NO_FLAG` with its reason.
+- The help: every option and argument says what it is; a flag shows no type
+  (`--force`, not `--force <bool>`), an option the kind of value it takes in capitals
+  (`DURATION`, `RATE`, `PATH`: typer's `<float>` never), every time option `DURATION`.
 - The ranges: every int or float option is checked once — its spec field carries the
   range (`Field(gt=…, ge=…, le=…)`), or, with no spec field to hold it, a callback.
 """
@@ -46,11 +49,16 @@ from infertriage.api.specs import (
     ValidateSpec,
 )
 from infertriage.cli.app import app
+from infertriage.cli.options import milliseconds, seconds
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "infertriage" / "cli"
 
 # A flag name that means different things to different commands: one declaration each.
 MEANINGS: dict[str, tuple[str, ...]] = {
+    "--url": (
+        "the server (bench, diagnose, validate; OPENAI_BASE_URL when not given)",
+        "compare A/B: the two servers, A then B (no environment variable: it holds one)",
+    ),
     "--model": (
         "the served model's name (bench, diagnose, validate, compare)",
         "a catalog preset or config.json (plan, topology)",
@@ -321,3 +329,60 @@ def test_every_flag_starts_from_its_spec_fields_default() -> None:
                 apart.append((name, option.opts[0], default, field))
     assert compared > 100
     assert apart == []
+
+
+def _parser(param: TyperOption | TyperArgument) -> Any:
+    return param.type_descriptor.parameter_info.parser
+
+
+def test_every_option_and_argument_has_help() -> None:
+    bare = [
+        (name, param.name)
+        for name, command in _commands().items()
+        for param in command.params
+        if not (param.help or "").strip()
+    ]
+    assert bare == []
+
+
+def test_a_flag_shows_no_type_and_an_option_its_metavar() -> None:
+    """`--force` is a flag, not `--force <bool>`; an option that takes a value says what in
+    capitals (`DURATION`, `RATE`, `PATH`), not typer's `<float>`; a time is `DURATION`."""
+    wrong: list[tuple[str, str, str | None]] = []
+    durations = 0
+    for name, command in _commands().items():
+        ctx = command.make_context(name, [], resilient_parsing=True)
+        for option in _options(command):
+            shown = option.display_type_rich(ctx)
+            flag = option.opts[0]
+            if option.is_flag:
+                if shown is not None:
+                    wrong.append((name, flag, shown))
+                continue
+            if option.type_descriptor.is_choice:  # monitor-config --engine: its choices
+                assert shown is not None and "|" in shown
+                continue
+            # capitals (a kind of value), or the literal values it takes (chat|completions)
+            if shown is None or "<" in shown or not (shown.isupper() or shown.islower()):
+                wrong.append((name, flag, shown))
+            if _parser(option) in (seconds, milliseconds):
+                durations += 1
+                if shown != "DURATION":
+                    wrong.append((name, flag, shown))
+        help_option = command.get_help_option(ctx)
+        assert help_option is not None and help_option.display_type_rich(ctx) is None
+    assert durations > 20
+    assert wrong == []
+
+
+def test_each_metavar_names_one_kind_of_value_per_flag() -> None:
+    """One declaration per flag: a flag's metavar is the same wherever it is taken (but for
+    the names whose meanings differ)."""
+    shown: dict[str, set[str | None]] = defaultdict(set)
+    for command in _commands().values():
+        for option in _options(command):
+            shown[option.opts[0]].add(option.metavar)
+    apart = {
+        flag: found for flag, found in shown.items() if len(found) > len(MEANINGS.get(flag, "1"))
+    }
+    assert apart == {}

@@ -14,7 +14,10 @@ import typer
 
 from infertriage import __version__
 from infertriage.api.interrupt import Interrupt, signal_name, stop_signals
-from infertriage.cli.commands import APP_HELP, COMMANDS
+from infertriage.cli.commands import APP_HELP, COMMANDS, is_root_flag
+from infertriage.cli.examples import epilog
+from infertriage.cli.helpfmt import install as install_help_format
+from infertriage.cli.logging_setup import configure as configure_logging
 from infertriage.cli.outfail import WRITE_ERRNOS, flush_stdout, pipe_error, write_failure
 from infertriage.cli.usage import PROG, ClickException, usage_sentence
 from infertriage.schemas import EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupted, UserError
@@ -45,11 +48,12 @@ _CALLBACKS: dict[str, tuple[str, str]] = {
 def build_app(only: str | None = None) -> typer.Typer:
     """The typer application: every command, or only the command `only` names, so that a
     command imports its own module (and what that needs) and no other command's."""
+    install_help_format()
     built = typer.Typer(
         name="infertriage",
         help=APP_HELP,
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,  # opt-in: --install-completion, --show-completion
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
@@ -59,9 +63,9 @@ def build_app(only: str | None = None) -> typer.Typer:
         module_name, attribute = _CALLBACKS[name]
         callback = getattr(importlib.import_module(f"infertriage.cli.{module_name}"), attribute)
         if isinstance(callback, typer.Typer):
-            built.add_typer(callback, name=name, help=help_)
+            built.add_typer(callback, name=name, help=help_)  # its epilog is its own
         else:
-            built.command(name, help=help_)(callback)
+            built.command(name, help=help_, epilog=epilog(name))(callback)
     built.callback()(_root)
     return built
 
@@ -94,9 +98,13 @@ def __getattr__(name: str) -> object:
 
 
 def _command_of(args: Sequence[str]) -> str | None:
-    """The command the arguments run, when the first of them names one; else None (an
-    option, a mistyped name: the whole application answers, with its suggestions)."""
-    return args[0] if args and args[0] in _CALLBACKS else None
+    """The command the arguments run, when the first of them (after the root's `-v`, `-q`)
+    names one; else None (an option, a mistyped name: the whole application answers, with
+    its suggestions)."""
+    rest = list(args)
+    while rest and is_root_flag(rest[0]):
+        rest.pop(0)
+    return rest[0] if rest and rest[0] in _CALLBACKS else None
 
 
 def _version(value: bool) -> None:
@@ -109,8 +117,13 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="More log lines on stderr: -v INFO, -vv DEBUG."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Errors only on stderr."),
 ) -> None:
     """infertriage: which of the seven layers is the bottleneck, the evidence, what to change."""
+    configure_logging(verbose, quiet)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

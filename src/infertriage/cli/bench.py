@@ -52,55 +52,82 @@ def bench(
     concurrency: list[str] = flags.concurrency([]),
     sweep: bool = typer.Option(False, "--sweep", help="Find max throughput and the knee."),
     find_max_rate: bool = typer.Option(
-        False, "--find-max-rate", help="Search the largest Poisson rate whose SLOs hold."
+        False,
+        "--find-max-rate",
+        help="Search the largest Poisson rate whose SLOs hold.",
     ),
     max_rate_rule: str = typer.Option(
-        "attainment", "--max-rate-rule", help="attainment, or mlperf-server (p99, early stop)."
+        "attainment",
+        "--max-rate-rule",
+        metavar="RULE",
+        help="attainment, or mlperf-server (p99, early stop).",
     ),
     attainment: float = typer.Option(
-        0.9, "--attainment", help="Search: share of requests meeting every SLO."
+        0.9, "--attainment", metavar="SHARE", help="Search: share of requests meeting every SLO."
     ),
     rate_tolerance: float = typer.Option(
-        0.05, "--rate-tolerance", help="Search: stop when the bracket is this narrow."
+        0.05,
+        "--rate-tolerance",
+        metavar="SHARE",
+        help="Search: stop when the bracket is this narrow.",
     ),
     workload: WorkloadSpec = flags.workload(),
     arrival: str = typer.Option(
-        "poisson", "--arrival", callback=arrival_spec, help="poisson, constant, gamma:B, ramp:R0."
+        "poisson",
+        "--arrival",
+        metavar="PROCESS",
+        callback=arrival_spec,
+        help="poisson, constant, gamma:B, ramp:R0.",
     ),
     duration: float | None = flags.duration(),
     num_requests: int | None = flags.num_requests(),
-    workers: int = typer.Option(1, "--workers", help="Client processes (one event loop each)."),
+    workers: int = typer.Option(
+        1, "--workers", metavar="N", help="Client processes (one event loop each)."
+    ),
     locust_workers: int | None = flags.locust_workers(),
     locust_master_host: str | None = flags.locust_master_host(),
     max_concurrency: int | None = typer.Option(
-        None, "--max-concurrency", help="Cap on in-flight requests (the wait is reported)."
+        None,
+        "--max-concurrency",
+        metavar="N",
+        help="Cap on in-flight requests (the wait is reported).",
     ),
     think_time: float = typer.Option(
-        "0", "--think-time", parser=seconds, help="Closed loop: pause."
+        "0", "--think-time", metavar="DURATION", parser=seconds, help="Closed loop: pause."
     ),
     out: Path | None = flags.out(),
     force: bool = flags.force(),
     slo: str | None = flags.slo(),
-    goodput: str | None = typer.Option(None, "--goodput", help="Per-request SLOs: ttft=200ms,…"),
-    header: list[str] = typer.Option([], "--header", help="NAME:VALUE, repeatable."),
+    goodput: str | None = typer.Option(
+        None, "--goodput", metavar="SLOS", help="Per-request SLOs: ttft=200ms,…"
+    ),
+    header: list[str] = typer.Option(
+        [], "--header", metavar="NAME:VALUE", help="NAME:VALUE, repeatable."
+    ),
     timeout: float = flags.timeout("600s"),
     stall_timeout: float | None = typer.Option(
-        None, "--stall-timeout", parser=seconds, help="No byte for this."
+        None, "--stall-timeout", metavar="DURATION", parser=seconds, help="No byte for this."
     ),
     drain_timeout: float | None = typer.Option(
-        None, "--drain-timeout", parser=seconds, help="Wait after issuing."
+        None, "--drain-timeout", metavar="DURATION", parser=seconds, help="Wait after issuing."
     ),
     seed: int = flags.seed(),
     tokenizer: Path | None = flags.tokenizer(),
     max_model_len: int | None = flags.server_max_model_len(),
     continuous_usage: bool = typer.Option(
-        True, "--continuous-usage/--no-continuous-usage", help="Ask for usage in every chunk."
+        True,
+        "--continuous-usage/--no-continuous-usage",
+        help="Ask for usage in every chunk.",
     ),
     ignore_eos: bool = typer.Option(
-        True, "--ignore-eos/--no-ignore-eos", help="Exact lengths: send ignore_eos, min_tokens."
+        True,
+        "--ignore-eos/--no-ignore-eos",
+        help="Exact lengths: send ignore_eos, min_tokens.",
     ),
     tokenize_check: bool = typer.Option(
-        True, "--tokenize-check/--no-tokenize-check", help="Count prompts with /tokenize."
+        True,
+        "--tokenize-check/--no-tokenize-check",
+        help="Count prompts with /tokenize.",
     ),
     uvloop: bool = typer.Option(True, "--uvloop/--no-uvloop", help="Use uvloop where installed."),
     stop_on_saturation: bool = typer.Option(

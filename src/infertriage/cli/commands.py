@@ -8,7 +8,7 @@ library.
 
 from __future__ import annotations
 
-__all__ = ["APP_HELP", "COMMANDS", "HELP", "top_help"]
+__all__ = ["APP_HELP", "COMMANDS", "HELP", "ROOT_FLAGS", "is_root_flag", "top_help"]
 
 APP_HELP = "Find why an LLM inference service is slow: a seven-layer bottleneck map."
 # in the order `--help` lists them
@@ -34,8 +34,21 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 HELP = dict(COMMANDS)
 _OPTIONS = (
     ("--version", "Print the version and exit."),
+    ("-v, --verbose", "More log lines on stderr: -v INFO, -vv DEBUG."),
+    ("-q, --quiet", "Errors only on stderr."),
+    ("--install-completion", "Install completion for the current shell."),
+    ("--show-completion", "Show completion for the current shell, to copy it or customize it."),
     ("-h, --help", "Show this message and exit."),
 )
+# the root's options a command line may start with before the command's name
+ROOT_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet"})
+
+
+def is_root_flag(arg: str) -> bool:
+    """`-v`, `-vv`, `--verbose`, `-q`, `--quiet`: an option of the root, not of a command."""
+    if arg in ROOT_FLAGS:
+        return True
+    return len(arg) > 2 and arg.startswith("-") and set(arg[1:]) <= {"v", "q"}
 
 
 def top_help(prog: str = "infertriage") -> str:

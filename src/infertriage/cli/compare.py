@@ -25,6 +25,7 @@ from infertriage.api.specs import ClientSpec, CompareABSpec, CompareRunsSpec, pa
 from infertriage.cli import flags
 from infertriage.cli.commands import HELP
 from infertriage.cli.common import live_view, print_json
+from infertriage.cli.examples import epilog
 from infertriage.report.compare import (
     CompareResult,
     compare_markdown,
@@ -36,7 +37,7 @@ from infertriage.schemas.errors import EXIT_INCONCLUSIVE
 from infertriage.schemas.text import show_controls
 from infertriage.workload import WorkloadSpec
 
-baseline_app = typer.Typer(help=HELP["baseline"], no_args_is_help=True)
+baseline_app = typer.Typer(help=HELP["baseline"], epilog=epilog("baseline"), no_args_is_help=True)
 EXIT_REGRESSION = 1
 _FAIL_HELP = (
     f"Exit {EXIT_REGRESSION} when any metric regressed; exit {EXIT_INCONCLUSIVE} when none did "
@@ -45,7 +46,11 @@ _FAIL_HELP = (
 )
 
 
-@baseline_app.command("save", help="Store RUN (a run directory) as the baseline NAME.")
+@baseline_app.command(
+    "save",
+    help="Store RUN (a run directory) as the baseline NAME.",
+    epilog=epilog("baseline save"),
+)
 def save(
     name: str = typer.Argument(..., help="Baseline name."),
     run: Path = typer.Argument(..., help="Run directory (bench, diagnose or validate)."),
@@ -61,7 +66,7 @@ def save(
     )
 
 
-@baseline_app.command("list", help="The saved baselines.")
+@baseline_app.command("list", help="The saved baselines.", epilog=epilog("baseline list"))
 def list_(
     store: Path | None = flags.store(),
     json_out: bool = flags.json_out(),
@@ -87,7 +92,7 @@ def list_(
         typer.echo(show_controls(f"{b.name}\t{b.command}\t{b.saved_at}\t{b.source}"))
 
 
-@baseline_app.command("delete", help="Delete the baseline NAME.")
+@baseline_app.command("delete", help="Delete the baseline NAME.", epilog=epilog("baseline delete"))
 def delete(
     name: str = typer.Argument(..., help="Baseline name."),
     store: Path | None = flags.store(),
@@ -109,19 +114,22 @@ def _change(text: str) -> float:
 def compare(
     base: str | None = typer.Argument(None, help="Saved baseline name or run directory."),
     run: Path | None = typer.Argument(None, help="The run directory to judge."),
-    url: list[str] = flags.url([]),
+    url: list[str] = flags.ab_urls(),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help=_FAIL_HELP),
     threshold: float = typer.Option(
-        "10%", "--threshold", parser=_change, help="Smallest change that matters."
+        "10%", "--threshold", metavar="CHANGE", parser=_change, help="Smallest change that matters."
     ),
     store: Path | None = flags.store(),
     rate: float | None = flags.rate(),
     concurrency: int | None = flags.concurrency(),
     duration: float = flags.duration("60s"),
     num_requests: int | None = flags.num_requests(),
-    blocks: int = typer.Option(4, "--blocks", help="A/B: interleaved blocks."),
+    blocks: int = typer.Option(4, "--blocks", metavar="N", help="A/B: interleaved blocks."),
     power: float = typer.Option(
-        0.8, "--power", help="The sample plan's power to detect a --threshold change."
+        0.8,
+        "--power",
+        metavar="SHARE",
+        help="The sample plan's power to detect a --threshold change.",
     ),
     until_decided: bool = typer.Option(
         False,
@@ -135,6 +143,7 @@ def compare(
     max_requests: int | None = typer.Option(
         None,
         "--max-requests",
+        metavar="N",
         help="A/B --until-decided: the most requests per arm (default 4× the planned sample).",
     ),
     workload: WorkloadSpec = flags.workload(),

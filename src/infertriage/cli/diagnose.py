@@ -25,11 +25,15 @@ def diagnose(
     selector: str = flags.selector(),
     server_pid: int | None = flags.server_pid(),
     duration: float = flags.duration("60s"),
-    from_run: Path | None = typer.Option(None, "--from-run", help="Re-diagnose a run dir."),
-    metrics_file: Path | None = typer.Option(None, "--metrics-file", help="One scrape."),
+    from_run: Path | None = typer.Option(
+        None, "--from-run", metavar="DIR", help="Re-diagnose a run dir."
+    ),
+    metrics_file: Path | None = typer.Option(
+        None, "--metrics-file", metavar="PATH", help="One scrape."
+    ),
     model: str | None = flags.served_model(),
     model_config: str | None = typer.Option(
-        None, "--model-config", callback=model_name, help="Preset or config."
+        None, "--model-config", metavar="MODEL", callback=model_name, help="Preset or config."
     ),
     gpu: str | None = flags.gpu(None),
     tp: int = flags.tp(),
@@ -43,12 +47,14 @@ def diagnose(
     trace: list[Path] = typer.Option(
         [],
         "--trace",
+        metavar="PATH",
         callback=nonempty_files,
         help="Profiler trace or nsys SQLite export to analyse (repeatable).",
     ),
     profile: float | None = typer.Option(
         None,
         "--profile",
+        metavar="DURATION",
         parser=seconds,
         help="Server profile (/start_profile) this long in the measured level: 10, 10s.",
     ),
@@ -56,11 +62,15 @@ def diagnose(
     log: list[Path] = typer.Option(
         [],
         "--log",
+        metavar="PATH",
         callback=nonempty_files,
         help="The server's log (vLLM, SGLang; .gz too), read after the load.",
     ),
     compare_run: Path | None = typer.Option(
-        None, "--compare-run", help="A diagnosed run of the service at another GPU count."
+        None,
+        "--compare-run",
+        metavar="DIR",
+        help="A diagnosed run of the service at another GPU count.",
     ),
     workload: WorkloadSpec | None = flags.workload(None),  # None: the scenario's, else chat-mix
     concurrency: int = flags.concurrency(16),
@@ -75,12 +85,14 @@ def diagnose(
     otlp_listen: str | None = typer.Option(
         None,
         "--otlp-listen",
+        metavar="HOST:PORT",
         help="Receive the server's OTLP/HTTP spans here during the run (127.0.0.1:4318; "
         "the twin is pointed there): each request's queue, prefill and decode time.",
     ),
     spans: Path | None = typer.Option(
         None,
         "--spans",
+        metavar="PATH",
         help="The server's spans as a Collector file export (OTLP JSON lines), joined by trace id.",
     ),
     json_out: bool = flags.json_out(),

@@ -27,6 +27,7 @@ from infertriage.cli.options import (
 )
 
 __all__ = [
+    "ab_urls",
     "api_key",
     "catalog_model",
     "concurrency",
@@ -78,58 +79,86 @@ def url(default: Any = None) -> Any:
     return typer.Option(
         default,
         "--url",
+        metavar="URL",
+        envvar="OPENAI_BASE_URL",
+        show_envvar=True,
         callback=http_url,
         help=(
-            "Server base URL (a trailing /v1 is fine); diagnose and validate use the twin "
-            "without it, compare A/B takes two."
+            "Server base URL (a trailing /v1 is fine); without it diagnose and validate "
+            "use the twin."
         ),
     )
 
 
+def ab_urls() -> Any:
+    """compare's A/B: two servers, A then B; no environment variable (it holds one URL, and
+    `compare BASE RUN` must not turn into an A/B when it is set)."""
+    return typer.Option(
+        [],
+        "--url",
+        metavar="URL",
+        callback=http_url,
+        help="A/B: the two servers, A then B (--url A --url B).",
+    )
+
+
 def served_model() -> Any:
-    return typer.Option(None, "--model", help="Served model (default: the first).")
+    return typer.Option(None, "--model", metavar="NAME", help="Served model (default: the first).")
 
 
 def endpoint() -> Any:
-    return typer.Option("chat", "--endpoint", help="chat or completions.")
+    return typer.Option(
+        "chat", "--endpoint", metavar="chat|completions", help="chat or completions."
+    )
 
 
 def api_key() -> Any:
     return typer.Option(
         None,
         "--api-key",
+        metavar="KEY",
         envvar="OPENAI_API_KEY",
         show_default=False,
-        help="Bearer key (or OPENAI_API_KEY); sent, never stored.",
+        help="Bearer key; sent, never stored.",
     )
 
 
 def tokenizer() -> Any:
-    return typer.Option(None, "--tokenizer", help="The model's tokenizer.json, a local file.")
+    return typer.Option(
+        None, "--tokenizer", metavar="PATH", help="The model's tokenizer.json, a local file."
+    )
 
 
 def server_max_model_len() -> Any:
     return typer.Option(
-        None, "--max-model-len", help="The server's context, where it does not say it."
+        None,
+        "--max-model-len",
+        metavar="TOKENS",
+        help="The server's context, where it does not say it.",
     )
 
 
 def metrics_url() -> Any:
-    return typer.Option(None, "--metrics-url", callback=http_url, help="Default URL/metrics.")
+    return typer.Option(
+        None, "--metrics-url", metavar="URL", callback=http_url, help="Default URL/metrics."
+    )
 
 
 def dcgm_url() -> Any:
-    return typer.Option(None, "--dcgm-url", callback=http_url, help="dcgm-exporter /metrics.")
+    return typer.Option(
+        None, "--dcgm-url", metavar="URL", callback=http_url, help="dcgm-exporter /metrics."
+    )
 
 
 def server_pid() -> Any:
-    return typer.Option(None, "--server-pid", help="The server's process.")
+    return typer.Option(None, "--server-pid", metavar="PID", help="The server's process.")
 
 
 def prometheus() -> Any:
     return typer.Option(
         None,
         "--prometheus",
+        metavar="URL",
         callback=http_url,
         help="A Prometheus server: read the replicas it scrapes instead.",
     )
@@ -137,7 +166,10 @@ def prometheus() -> Any:
 
 def selector() -> Any:
     return typer.Option(
-        "", "--selector", help='Label matchers of the engine\'s series, e.g. job="vllm".'
+        "",
+        "--selector",
+        metavar="MATCHERS",
+        help='Label matchers of the engine\'s series, e.g. job="vllm".',
     )
 
 
@@ -149,7 +181,7 @@ def workload(default: str | None = "chat-mix") -> Any:
         default,
         "--workload",
         parser=workload_spec,
-        metavar="<spec>",
+        metavar="SPEC",
         help="chat-mix, synthetic:…, prefix:…, trace:F, … (a spec or a file).",
     )
 
@@ -158,6 +190,7 @@ def rate(default: Any = None) -> Any:
     return typer.Option(
         default,
         "--rate",
+        metavar="RATE",
         help=(
             "Open-loop requests/s (bench: levels, e.g. 1,2,4 or inf; simulate: default 4; "
             "plan: the rate to size P/D and layouts for)."
@@ -167,13 +200,20 @@ def rate(default: Any = None) -> Any:
 
 def concurrency(default: Any = None) -> Any:
     return typer.Option(
-        default, "--concurrency", help="Closed-loop users (bench: levels, e.g. 1,4,16)."
+        default,
+        "--concurrency",
+        metavar="N",
+        help="Closed-loop users (bench: levels, e.g. 1,4,16).",
     )
 
 
 def duration(default: str | None = None) -> Any:
     return typer.Option(
-        default, "--duration", parser=seconds, help="Load for this long: 60, 90s, 2m."
+        default,
+        "--duration",
+        metavar="DURATION",
+        parser=seconds,
+        help="Load for this long: 60, 90s, 2m.",
     )
 
 
@@ -181,6 +221,7 @@ def num_requests() -> Any:
     return typer.Option(
         None,
         "--num-requests",
+        metavar="N",
         help="Requests to send (bench: per level; compare: per server; simulate: default 1000).",
     )
 
@@ -189,21 +230,29 @@ def seed(default: int | None = 0) -> Any:
     return typer.Option(
         default,
         "--seed",
+        metavar="N",
         help="Seed of the workload and arrivals (simulate: default the scenario's).",
     )
 
 
 def timeout(default: str | None) -> Any:
-    return typer.Option(default, "--timeout", parser=seconds, help="Per-request timeout.")
+    return typer.Option(
+        default, "--timeout", metavar="DURATION", parser=seconds, help="Per-request timeout."
+    )
 
 
 def locust_workers() -> Any:
-    return typer.Option(None, "--locust-workers", help="Drive the load with Locust: N workers.")
+    return typer.Option(
+        None, "--locust-workers", metavar="N", help="Drive the load with Locust: N workers."
+    )
 
 
 def locust_master_host() -> Any:
     return typer.Option(
-        None, "--locust-master-host", help="HOST[:PORT] the master binds; workers join it."
+        None,
+        "--locust-master-host",
+        metavar="HOST[:PORT]",
+        help="HOST[:PORT] the master binds; workers join it.",
     )
 
 
@@ -212,7 +261,11 @@ def locust_master_host() -> Any:
 
 def scenario() -> Any:
     return typer.Option(
-        "healthy", "--scenario", callback=scenario_name, help="Twin scenario (name or YAML)."
+        "healthy",
+        "--scenario",
+        metavar="SCENARIO",
+        callback=scenario_name,
+        help="Twin scenario (name or YAML).",
     )
 
 
@@ -220,6 +273,7 @@ def profile_dir() -> Any:
     return typer.Option(
         None,
         "--profile-dir",
+        metavar="DIR",
         help=(
             "Where the server writes profiler traces (VLLM_TORCH_PROFILER_DIR; the twin "
             "serves /start_profile with it)."
@@ -231,57 +285,68 @@ def profile_dir() -> Any:
 
 
 def catalog_model(default: Any = ...) -> Any:
-    return typer.Option(default, "--model", help="Catalog preset or path to an HF config.json.")
+    return typer.Option(
+        default, "--model", metavar="MODEL", help="Catalog preset or path to an HF config.json."
+    )
 
 
 def gpu(default: Any = ...) -> Any:
     return typer.Option(
-        default, "--gpu", callback=gpu_name, help="GPU from the catalog, e.g. H100-SXM."
+        default,
+        "--gpu",
+        metavar="GPU",
+        callback=gpu_name,
+        help="GPU from the catalog, e.g. H100-SXM.",
     )
 
 
 def tp() -> Any:
-    return typer.Option(1, "--tp", help="Tensor-parallel size.")
+    return typer.Option(1, "--tp", metavar="N", help="Tensor-parallel size.")
 
 
 def pp() -> Any:
-    return typer.Option(1, "--pp", help="Pipeline-parallel size.")
+    return typer.Option(1, "--pp", metavar="N", help="Pipeline-parallel size.")
 
 
 def ep() -> Any:
-    return typer.Option(1, "--ep", help="Expert-parallel size.")
+    return typer.Option(1, "--ep", metavar="N", help="Expert-parallel size.")
 
 
 def planned_max_model_len() -> Any:
-    return typer.Option(8192, "--max-model-len", help="Longest request (tokens).")
+    return typer.Option(8192, "--max-model-len", metavar="TOKENS", help="Longest request (tokens).")
 
 
 def planned_concurrency(default: int | None) -> Any:
     return typer.Option(
-        default, "--concurrency", help="Concurrent requests (the batch per replica)."
+        default, "--concurrency", metavar="N", help="Concurrent requests (the batch per replica)."
     )
 
 
 def input_len() -> Any:
-    return typer.Option(None, "--input-len", help="Prompt tokens per request.")
+    return typer.Option(None, "--input-len", metavar="TOKENS", help="Prompt tokens per request.")
 
 
 def output_len() -> Any:
-    return typer.Option(None, "--output-len", help="Output tokens per request.")
+    return typer.Option(None, "--output-len", metavar="TOKENS", help="Output tokens per request.")
 
 
 def dtype() -> Any:
-    return typer.Option("bf16", "--dtype", help="Weights: bf16, fp8, int8, int4, awq…")
+    return typer.Option(
+        "bf16", "--dtype", metavar="DTYPE", help="Weights: bf16, fp8, int8, int4, awq…"
+    )
 
 
 def nvidia_smi_topo() -> Any:
-    return typer.Option(None, "--nvidia-smi-topo", help="`nvidia-smi topo -m` saved to a file.")
+    return typer.Option(
+        None, "--nvidia-smi-topo", metavar="PATH", help="`nvidia-smi topo -m` saved to a file."
+    )
 
 
 def nccl_tests() -> Any:
     return typer.Option(
         [],
         "--nccl-tests",
+        metavar="PATH",
         help="nccl-tests all_reduce_perf output (repeatable, per rank count).",
     )
 
@@ -290,11 +355,13 @@ def nccl_tests() -> Any:
 
 
 def slo() -> Any:
-    return typer.Option(None, "--slo", help="FILE or ttft_p95=200ms,itl_p95=50ms.")
+    return typer.Option(None, "--slo", metavar="SLO", help="FILE or ttft_p95=200ms,itl_p95=50ms.")
 
 
 def out() -> Any:
-    return typer.Option(None, "--out", help="Run directory (default runs/COMMAND-…).")
+    return typer.Option(
+        None, "--out", metavar="DIR", help="Run directory (default runs/COMMAND-…)."
+    )
 
 
 def force() -> Any:
@@ -305,6 +372,7 @@ def store() -> Any:
     return typer.Option(
         None,
         "--store",
+        metavar="DIR",
         help="Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder).",
     )
 
@@ -313,6 +381,7 @@ def html() -> Any:
     return typer.Option(
         None,
         "--html",
+        metavar="PATH",
         callback=new_file,
         help="Write the run's HTML report to this file (report: default RUN/report.html).",
     )
@@ -322,6 +391,7 @@ def export() -> Any:
     return typer.Option(
         [],
         "--export",
+        metavar="FORMAT",
         help=(
             "Also write the run as vllm (bench serve --save-result JSON), aiperf "
             "(profile_export_aiperf.json, profile_export.jsonl) or timeline (a Chrome/Perfetto "
@@ -332,7 +402,9 @@ def export() -> Any:
 
 
 def markdown() -> Any:
-    return typer.Option(None, "--markdown", callback=new_file, help="Also write Markdown here.")
+    return typer.Option(
+        None, "--markdown", metavar="PATH", callback=new_file, help="Also write Markdown here."
+    )
 
 
 def json_out() -> Any:
@@ -341,7 +413,9 @@ def json_out() -> Any:
 
 def progress() -> Any:
     return typer.Option(
-        True, "--progress/--no-progress", help="Live view on stderr (in a terminal only)."
+        True,
+        "--progress/--no-progress",
+        help="Live view on stderr (in a terminal only).",
     )
 
 
@@ -349,6 +423,7 @@ def standard() -> Any:
     return typer.Option(
         None,
         "--standard",
+        metavar="mlperf",
         help=(
             "mlperf: MLPerf LoadGen's Server scenario — Poisson at each --rate for 600 s, "
             "its seed, p99 TTFT/TPOT limits of --mlperf-model, its VALID/INVALID summary."
@@ -360,5 +435,6 @@ def mlperf_model() -> Any:
     return typer.Option(
         None,
         "--mlperf-model",
+        metavar="MODEL",
         help="With --standard mlperf: whose Server limits (llama2-70b, llama3_1-8b, …).",
     )

@@ -20,15 +20,24 @@ def logs(
         ..., help="One server's logs (.log, .gz; rotated parts in any order)."
     ),
     engine: str | None = typer.Option(
-        None, "--engine", help="The engine whose log it is (default: detected from the lines)."
+        None,
+        "--engine",
+        metavar="ENGINE",
+        help="The engine whose log it is (default: detected from the lines).",
     ),
     since: str | None = typer.Option(
-        None, "--since", help="From HH:MM[:SS] (the log's first day) or an ISO date and time."
+        None,
+        "--since",
+        metavar="TIME",
+        help="From HH:MM[:SS] (the log's first day) or an ISO date and time.",
     ),
-    until: str | None = typer.Option(None, "--until", help="Up to a time, as --since."),
+    until: str | None = typer.Option(
+        None, "--until", metavar="TIME", help="Up to a time, as --since."
+    ),
     interval: float | None = typer.Option(
         None,
         "--interval",
+        metavar="DURATION",
         parser=seconds,
         help="Timeline rows: 10s, 1m (default: the engine's stats interval, widened to fit).",
     ),

@@ -26,6 +26,7 @@ def metrics(
     duration: float | None = typer.Option(
         None,
         "--duration",
+        metavar="DURATION",
         parser=seconds,
         callback=positive,
         help="Scrape for this long (e.g. 30s) and show rates and quantiles.",

@@ -27,31 +27,39 @@ else:
 
 def monitor_config(
     engine: _Engine = typer.Option(..., "--engine", help="The engine the rules read."),
-    out: Path = typer.Option(..., "--out", help="Folder to write the files to."),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="Folder to write the files to."),
     from_run: Path | None = typer.Option(
-        None, "--from-run", help="Thresholds from this run's measurements."
+        None, "--from-run", metavar="DIR", help="Thresholds from this run's measurements."
     ),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Thresholds from this saved baseline (`baseline save`)."
+        None,
+        "--baseline",
+        metavar="NAME",
+        help="Thresholds from this saved baseline (`baseline save`).",
     ),
     store: Path | None = flags.store(),
     slo: str | None = flags.slo(),
     selector: str = flags.selector(),
     gpu_selector: str = typer.Option(
-        "", "--gpu-selector", help='Label matchers of dcgm-exporter\'s series, e.g. job="dcgm".'
+        "",
+        "--gpu-selector",
+        metavar="MATCHERS",
+        help='Label matchers of dcgm-exporter\'s series, e.g. job="dcgm".',
     ),
     rate_window: float = typer.Option(
         "5m",
         "--rate-window",
+        metavar="DURATION",
         parser=seconds,
         help="Window of rates and quantiles (5m).",
     ),
     for_scale: float = typer.Option(
-        1.0, "--for-scale", help="Multiply every `for:` (demos: 0.01)."
+        1.0, "--for-scale", metavar="FACTOR", help="Multiply every `for:` (demos: 0.01)."
     ),
     evaluation_interval: float = typer.Option(
         "30s",
         "--evaluation-interval",
+        metavar="DURATION",
         parser=seconds,
         help="Rule groups' interval.",
     ),

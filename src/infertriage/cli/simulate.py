@@ -19,13 +19,20 @@ def simulate(
     rate: float | None = flags.rate(),
     num_requests: int | None = flags.num_requests(),
     stage: list[str] = typer.Option(
-        [], "--stage", help="RATE:DURATION, repeatable, run back to back: 8:600 --stage 20:10m."
+        [],
+        "--stage",
+        metavar="RATE:DURATION",
+        help="RATE:DURATION, repeatable, run back to back: 8:600 --stage 20:10m.",
     ),
     workload: WorkloadSpec | None = flags.workload(None),
     input_len: int | None = flags.input_len(),
     output_len: int | None = flags.output_len(),
     arrivals: str = typer.Option(
-        "poisson", "--arrivals", "--arrival", help="poisson, constant or gamma:SHAPE."
+        "poisson",
+        "--arrivals",
+        "--arrival",
+        metavar="PROCESS",
+        help="poisson, constant or gamma:SHAPE.",
     ),
     timeout: float | None = flags.timeout(None),
     seed: int | None = flags.seed(None),

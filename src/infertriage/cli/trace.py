@@ -19,7 +19,10 @@ def trace(
         help="PyTorch-profiler traces (.json, .json.gz), a directory of ranks, or nsys .sqlite.",
     ),
     log: Path | None = typer.Option(
-        None, "--log", help="A TORCH_LOGS=recompiles log to count recompilations from."
+        None,
+        "--log",
+        metavar="PATH",
+        help="A TORCH_LOGS=recompiles log to count recompilations from.",
     ),
     hta_convention: bool = typer.Option(
         False,

@@ -23,6 +23,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from infertriage.cli.commands import is_root_flag
+
 __all__ = ["CLICK_ERRORS", "PROG", "ClickException", "usage_sentence"]
 
 
@@ -125,9 +127,12 @@ def _what(err: Exception, where: str) -> str:
     command = where.removeprefix(PROG + " ") or PROG
     message = _text(err, "message")
     if _is(err, "NoSuchOption"):
+        option = _text(err, "option_name")
+        if is_root_flag(option) and command != PROG:  # `bench … -v`
+            return f"{option} goes before the command: {PROG} {option} {command} …"
         guess = sorted(getattr(err, "possibilities", None) or ())
         said = f" (did you mean {' or '.join(guess)}?)" if guess else ""
-        return f"{command} has no option {_text(err, 'option_name')}{said}"
+        return f"{command} has no option {option}{said}"
     if _is(err, "MissingParameter"):
         return f"{command} needs {_hint(err)}"
     if isinstance(err, BadParameter):

@@ -23,10 +23,17 @@ def validate(
     scenario: str = flags.scenario(),
     slo: str | None = flags.slo(),
     soak: float = typer.Option(
-        "0", "--soak", parser=seconds, help="Soak length at a steady rate, e.g. 30m."
+        "0",
+        "--soak",
+        metavar="DURATION",
+        parser=seconds,
+        help="Soak length at a steady rate, e.g. 30m.",
     ),
     soak_rate: float | None = typer.Option(
-        None, "--soak-rate", help="Soak requests/s (default --rate, else ½ the measured)."
+        None,
+        "--soak-rate",
+        metavar="RATE",
+        help="Soak requests/s (default --rate, else ½ the measured).",
     ),
     rate: float | None = flags.rate(),
     concurrency: int | None = flags.concurrency(),
@@ -55,6 +62,7 @@ def validate(
     long_generation_max_s: float = typer.Option(
         "0",
         "--long-generation-max-s",
+        metavar="DURATION",
         parser=seconds,
         help="Send the longest generation allowed, for at most this long (0: not run).",
     ),
