@@ -10,7 +10,8 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -305,3 +306,38 @@ def test_the_offline_examples_run(
     monkeypatch.chdir(str(tmp_path))
     _, words = _environment_and_words(invocation)
     assert main(words) == 0
+
+
+# --- OPENAI_BASE_URL gives way to what the command line asks -----------------------------
+
+
+def test_the_variable_gives_way_to_a_recorded_run(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    shared_fixture: Callable[[str], Path],
+) -> None:
+    """A shell with OPENAI_BASE_URL set can still re-diagnose what was recorded: the
+    variable is for measuring, and --from-run / --metrics-file measure nothing."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    scrape = shared_fixture("metrics/vllm.txt")
+    assert main(["diagnose", "--metrics-file", str(scrape), "--json"]) == 0
+    assert "OPENAI_BASE_URL" not in capsys.readouterr().err
+
+
+def test_url_and_scenario_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("diagnose", "validate"):
+        args = [command, "--url", "http://127.0.0.1:9", "--scenario", "kv-pressure"]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--scenario" in err and "--url" in err and "\n" not in err
+
+
+def test_a_url_from_the_variable_is_said(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without it the twin would have run: the server the variable names is said on stderr
+    (here a closed port: the run ends at the connection, exit 2)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["diagnose", "--duration", "5s", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_BASE_URL" in err and "127.0.0.1:9" in err

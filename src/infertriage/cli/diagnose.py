@@ -9,7 +9,7 @@ from rich.console import Console
 
 from infertriage import api
 from infertriage.cli import flags
-from infertriage.cli.common import live_view, print_json
+from infertriage.cli.common import live_view, print_json, server_or_twin
 from infertriage.cli.options import model_name, nonempty_files, seconds
 from infertriage.schemas import Interrupted
 from infertriage.schemas.text import show_controls
@@ -17,6 +17,7 @@ from infertriage.workload import WorkloadSpec
 
 
 def diagnose(
+    context: typer.Context,
     url: str | None = flags.url(),
     scenario: str = flags.scenario(),
     metrics_url: str | None = flags.metrics_url(),
@@ -119,7 +120,7 @@ def diagnose(
         max_model_len=max_model_len,
     )
     spec = DiagnoseSpec(
-        url=url,
+        url=server_or_twin(context, url, offline=from_run is not None or metrics_file is not None),
         scenario=scenario,
         client=client,
         metrics_url=metrics_url,

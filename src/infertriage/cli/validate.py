@@ -11,7 +11,7 @@ from infertriage.api.specs import ClientSpec, ValidateSpec, parse_endpoint
 from infertriage.api.validate import validate as run_validate
 from infertriage.api.validate import validate_to_json
 from infertriage.cli import flags
-from infertriage.cli.common import live_view, print_json
+from infertriage.cli.common import live_view, print_json, server_or_twin
 from infertriage.cli.options import seconds
 from infertriage.report.validate import checklist_markdown, render_checklist
 from infertriage.schemas import Interrupted
@@ -19,6 +19,7 @@ from infertriage.workload import WorkloadSpec
 
 
 def validate(
+    context: typer.Context,
     url: str | None = flags.url(),
     scenario: str = flags.scenario(),
     slo: str | None = flags.slo(),
@@ -75,7 +76,7 @@ def validate(
         max_model_len=max_model_len,
     )
     spec = ValidateSpec(
-        url=url,
+        url=server_or_twin(context, url, offline=False),
         scenario=scenario,
         client=client,
         slo=slo,
