@@ -169,6 +169,26 @@ def replica_of(headers: Any) -> str | None:
     return None
 
 
+_new = object.__new__
+_set_ts, _set_tokens, _set_reasoning = (
+    Chunk.__dict__[name].__set__ for name in ("ts", "num_tokens", "reasoning")
+)
+
+
+def _chunks(stamped: list[tuple[int, int, bool]], start_ns: int) -> tuple[Chunk, ...]:
+    """The record's chunks on the run's clock. `Chunk` is frozen, so its `__init__` sets each
+    field through `object.__setattr__`; its slots are set here directly, half the cost (a
+    200-token answer: 55 µs instead of 105 µs, a quarter of a record's making)."""
+    out = []
+    for ns, tokens, reasoning in stamped:
+        chunk = _new(Chunk)
+        _set_ts(chunk, (ns - start_ns) * 1e-9)
+        _set_tokens(chunk, tokens)
+        _set_reasoning(chunk, reasoning)
+        out.append(chunk)
+    return tuple(out)
+
+
 def _is_html(head: bytes) -> bool:
     return head.lstrip()[:16].lower().startswith(_HTML_STARTS)
 
@@ -397,6 +417,10 @@ class StreamState:
             obj = _loads(data)
         except orjson.JSONDecodeError:
             obj = None
+        return self._object(obj, data)
+
+    def _object(self, obj: object, data: bytes) -> tuple[int, int]:
+        """An unnamed event's decoded JSON → (kind, tokens), every field checked."""
         if type(obj) is not dict:
             self.fail(ErrorKind.STREAM, "malformed_event", data[:80].decode("utf-8", "replace"))
             return _NOTHING, 0
@@ -425,12 +449,61 @@ class StreamState:
             raise _shape("id", value, "a string")
         self.server_id = self.redact(value)[:_SERVER_ID_LIMIT]
 
+    def _common(self, obj: dict[str, Any]) -> int:
+        """Tokens of the common chat event (one choice whose delta holds only non-empty
+        `content`, no finish, whole-number `usage`), read in one pass; -1: not that event,
+        for `_event`'s full reading. The same checks, fewer calls: it runs for every token."""
+        choices = obj.get("choices")
+        usage = obj.get("usage")
+        if type(choices) is not list or len(choices) != 1 or type(usage) is not dict:
+            return -1
+        if not self.server_id and obj.get("id") is not None:
+            return -1  # `_event` takes the id
+        first = choices[0]
+        if type(first) is not dict or first.get("finish_reason") is not None:
+            return -1
+        delta = first.get("delta")
+        if type(delta) is not dict or len(delta) != 1:
+            return -1
+        text = delta.get("content")
+        cum = usage.get("completion_tokens")
+        prompt = usage.get("prompt_tokens")
+        if (
+            type(text) is not str
+            or not text
+            or type(cum) is not int
+            or type(prompt) is not int
+            or not 0 <= cum <= MAX_TOKEN_COUNT
+            or not 0 <= prompt <= MAX_TOKEN_COUNT
+        ):
+            return -1
+        if self.texts is not None:
+            self.texts.append(text)
+        self.usage_prompt, self.usage_completion = prompt, cum
+        tokens, self.prev_cum = cum - self.prev_cum, cum
+        return tokens if tokens > 0 else 0
+
     def on_events(self, events: list[SseEvent], ns: int) -> None:
         """Fold the events of one read, all stamped `ns`, into at most two chunks."""
         output = reasoning = -1
         self.saw_event = True
+        chat = self.chat
         for name, data in events:
-            kind, tokens = self._event(name, data, ns)
+            if name or data == b"[DONE]":
+                kind, tokens = self._event(name, data, ns)
+            else:
+                try:
+                    obj = _loads(data)
+                except orjson.JSONDecodeError:
+                    obj = None
+                if chat and type(obj) is dict and "error" not in obj:
+                    tokens = self._common(obj)  # the common event, read at once
+                    if tokens >= 0:
+                        if not self.first_kind:
+                            self.first_kind = _OUTPUT
+                        output = (output if output > 0 else 0) + tokens
+                        continue
+                kind, tokens = self._object(obj, data)
             if not kind:
                 continue
             if not self.first_kind:
@@ -526,7 +599,7 @@ class StreamState:
         def ts(ns: int | None) -> float | None:
             return None if ns is None else (ns - start_ns) * 1e-9
 
-        chunks = tuple(Chunk((ns - start_ns) * 1e-9, k, r) for ns, k, r in self.chunks)
+        chunks = _chunks(self.chunks, start_ns)
         counted = sum(k for _, k, _ in self.chunks)
         output, output_source = self._output_tokens(counted, tokenizer)
         prompt_source = TokenSource.USAGE if self.usage_prompt is not None else TokenSource.ESTIMATE
