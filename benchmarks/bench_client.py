@@ -149,9 +149,16 @@ def _in_child(target: Any, *args: Any) -> dict[str, Any]:
     return result
 
 
+def _base_ns(run: RunDir) -> int:
+    """The run's clock origin on the system's perf_counter_ns (stamps compare with the server's)."""
+    base_ns = run.read_info().environment.perf_counter_start_ns
+    assert base_ns is not None, "the run recorded no perf_counter origin"
+    return base_ns
+
+
 def _accuracy(run_dir: Path, writes: dict[str, list[int]]) -> dict[str, float]:
     run = RunDir.open(run_dir)
-    base_ns = run.read_info().environment["perf_counter_start_ns"]
+    base_ns = _base_ns(run)
     tpot_err, itl_err, delays, true_tpots = [], [], [], []
     for record in run.iter_records(run.requests, RequestRecord):
         truth = np.asarray(writes[record.id], dtype=np.int64)
@@ -224,7 +231,7 @@ def _ours_ttft(load: Load) -> list[TtftRow]:
         )
     )
     run = RunDir.open(out / "run")
-    base_ns = run.read_info().environment["perf_counter_start_ns"]
+    base_ns = _base_ns(run)
     return [
         (r.id, base_ns + round(r.sent_ts * 1e9), base_ns + round(r.first_token_ts * 1e9))
         for r in run.iter_records(run.requests, RequestRecord)
