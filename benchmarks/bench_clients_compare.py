@@ -205,20 +205,31 @@ def _median_row(itl_s: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {**row, "nominal_itl_s": itl_s}
 
 
+def _paired(ours: dict[str, Any] | None, other: dict[str, Any]) -> str:
+    """The median over repeats of ours ÷ this client's CPU per chunk, each pair from one
+    repeat (the clients run back to back there, so a drifting host hits both alike)."""
+    mine = (ours or {}).get("cpu_s_per_10k_runs")
+    theirs = other.get("cpu_s_per_10k_runs")
+    if not mine or not theirs or len(mine) != len(theirs):
+        return "—"
+    return f"{statistics.median(a / b for a, b in zip(mine, theirs, strict=True)):.2f}"
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:+.2%}"
 
 
 def _print(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    repeat = max((len(r.get("cpu_s_per_10k_runs", [])) for r in rows), default=args.repeat)
     print(f"{args.streams} streams × {args.tokens} tokens, {args.requests} requests per run, "
-          f"clients at nice {args.client_nice}, median of {args.repeat}; load average "
+          f"clients at nice {args.client_nice}, median of {repeat or 1}; load average "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")  # fmt: skip
     print(
         f"versions {tools.VERSIONS}; load average after each client run: "
         + ", ".join(f"{r['load_avg']:.1f}" for r in rows if "load_avg" in r)
     )
     head = ("ITL", "client", "true TPOT", "chunks/s", "CPU-s/10k", "ours ÷ this",
-            "TPOT err", "ITL err", "TPOT err max", "|ITL err| p99")  # fmt: skip
+            "paired ÷", "TPOT err", "ITL err", "TPOT err max", "|ITL err| p99")  # fmt: skip
     print(" | ".join(head))
     for itl in sorted({r["nominal_itl_s"] for r in rows}, reverse=True):
         group = [r for r in rows if r["nominal_itl_s"] == itl]
@@ -233,6 +244,7 @@ def _print(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             print(" | ".join([
                 f"{itl * 1e3:g} ms", r["client"], f"{r['true_tpot_s'] * 1e3:.3f} ms",
                 f"{r['chunks_per_s']:,.0f}", f"{r['cpu_s_per_10k']:.3f}", f"{ratio:.2f}",
+                _paired(ours, r),
                 _pct(r.get("tpot_error")), _pct(r.get("itl_error")),
                 "—" if r.get("tpot_error_max_abs") is None
                 else f"{r['tpot_error_max_abs']:.2%}",
