@@ -17,7 +17,9 @@ from its own child process tree at `--client-nice`:
   in this repository or the project's venv;
 - `guidellm`: `guidellm run` (profile concurrent, max_requests) from its own venv,
   beside the CPU build of torch (`pip install torch==2.13.0` first);
-- `aiperf`: `aiperf profile --concurrency N --request-count R` from its own venv.
+- `aiperf`: `aiperf profile --concurrency N --request-count R` from its own venv;
+- `before` (only with `--before-src DIR`): `run_bench` as `infertriage`, imported from
+  another tree's src/ (e.g. main's), so a change is judged against its base in one run.
 
 GuideLLM and AIPerf need a tokenizer: the script writes a word-level one (the test
 server's words) into the cache and an HF-cache layout for it, used offline.
@@ -36,7 +38,7 @@ Figures per client and ITL:
 
     .venv/bin/python benchmarks/bench_clients_compare.py [--clients all] [--itl 5ms,1ms]
         [--streams 32] [--tokens 200] [--requests 320] [--client-nice 5]
-        [--cache ~/.cache/infertriage/bench-clients] [--setup] [--json]
+        [--cache ~/.cache/infertriage/bench-clients] [--before-src DIR] [--setup] [--json]
 
 `--setup` creates what is missing in the cache (venvs, vLLM's file, the tokenizer);
 without it a client whose venv is missing is reported as skipped, with the reason.
@@ -265,6 +267,9 @@ def main() -> None:
                         help="Niceness of the clients (the server keeps 0).")  # fmt: skip
     parser.add_argument("--sample-ms", type=float, default=20.0, help="CPU sampling period.")
     parser.add_argument("--timeout", type=float, default=600.0, help="Per client run.")
+    parser.add_argument("--before-src", metavar="DIR",
+                        help="Another tree's src/ (e.g. main's): adds client `before`, "
+                        "infertriage from there, beside this tree's.")  # fmt: skip
     parser.add_argument("--cache", default=str(tools.DEFAULT_CACHE))
     parser.add_argument("--setup", action="store_true", help="Install what is missing first.")
     parser.add_argument("--json", action="store_true")
@@ -274,6 +279,10 @@ def main() -> None:
         _print(orjson.loads(Path(args.table).read_bytes()), args)
         return
     clients = list(CLIENTS) if args.clients == "all" else args.clients.split(",")
+    if args.before_src:
+        clients.insert(clients.index("infertriage") + 1 if "infertriage" in clients else 0,
+                       "before")  # fmt: skip
+        os.environ[tools.BEFORE_ENV] = str(Path(args.before_src).resolve())
     if args.setup:
         tools.setup(clients, Path(args.cache))
     rows: list[dict[str, Any]] = []
