@@ -17,7 +17,9 @@ from its own child process tree at `--client-nice`:
   in this repository or the project's venv;
 - `guidellm`: `guidellm run` (profile concurrent, max_requests) from its own venv,
   beside the CPU build of torch (`pip install torch==2.13.0` first);
-- `aiperf`: `aiperf profile --concurrency N --request-count R` from its own venv.
+- `aiperf`: `aiperf profile --concurrency N --request-count R` from its own venv;
+- `before` (only with `--before-src DIR`): `run_bench` as `infertriage`, imported from
+  another tree's src/ (e.g. main's), so a change is judged against its base in one run.
 
 GuideLLM and AIPerf need a tokenizer: the script writes a word-level one (the test
 server's words) into the cache and an HF-cache layout for it, used offline.
@@ -36,7 +38,7 @@ Figures per client and ITL:
 
     .venv/bin/python benchmarks/bench_clients_compare.py [--clients all] [--itl 5ms,1ms]
         [--streams 32] [--tokens 200] [--requests 320] [--client-nice 5]
-        [--cache ~/.cache/infertriage/bench-clients] [--setup] [--json]
+        [--cache ~/.cache/infertriage/bench-clients] [--before-src DIR] [--setup] [--json]
 
 `--setup` creates what is missing in the cache (venvs, vLLM's file, the tokenizer);
 without it a client whose venv is missing is reported as skipped, with the reason.
@@ -205,20 +207,31 @@ def _median_row(itl_s: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {**row, "nominal_itl_s": itl_s}
 
 
+def _paired(ours: dict[str, Any] | None, other: dict[str, Any]) -> str:
+    """The median over repeats of ours ÷ this client's CPU per chunk, each pair from one
+    repeat (the clients run back to back there, so a drifting host hits both alike)."""
+    mine = (ours or {}).get("cpu_s_per_10k_runs")
+    theirs = other.get("cpu_s_per_10k_runs")
+    if not mine or not theirs or len(mine) != len(theirs):
+        return "—"
+    return f"{statistics.median(a / b for a, b in zip(mine, theirs, strict=True)):.2f}"
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:+.2%}"
 
 
 def _print(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    repeat = max((len(r.get("cpu_s_per_10k_runs", [])) for r in rows), default=args.repeat)
     print(f"{args.streams} streams × {args.tokens} tokens, {args.requests} requests per run, "
-          f"clients at nice {args.client_nice}, median of {args.repeat}; load average "
+          f"clients at nice {args.client_nice}, median of {repeat or 1}; load average "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")  # fmt: skip
     print(
         f"versions {tools.VERSIONS}; load average after each client run: "
         + ", ".join(f"{r['load_avg']:.1f}" for r in rows if "load_avg" in r)
     )
     head = ("ITL", "client", "true TPOT", "chunks/s", "CPU-s/10k", "ours ÷ this",
-            "TPOT err", "ITL err", "TPOT err max", "|ITL err| p99")  # fmt: skip
+            "paired ÷", "TPOT err", "ITL err", "TPOT err max", "|ITL err| p99")  # fmt: skip
     print(" | ".join(head))
     for itl in sorted({r["nominal_itl_s"] for r in rows}, reverse=True):
         group = [r for r in rows if r["nominal_itl_s"] == itl]
@@ -233,6 +246,7 @@ def _print(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             print(" | ".join([
                 f"{itl * 1e3:g} ms", r["client"], f"{r['true_tpot_s'] * 1e3:.3f} ms",
                 f"{r['chunks_per_s']:,.0f}", f"{r['cpu_s_per_10k']:.3f}", f"{ratio:.2f}",
+                _paired(ours, r),
                 _pct(r.get("tpot_error")), _pct(r.get("itl_error")),
                 "—" if r.get("tpot_error_max_abs") is None
                 else f"{r['tpot_error_max_abs']:.2%}",
@@ -253,6 +267,9 @@ def main() -> None:
                         help="Niceness of the clients (the server keeps 0).")  # fmt: skip
     parser.add_argument("--sample-ms", type=float, default=20.0, help="CPU sampling period.")
     parser.add_argument("--timeout", type=float, default=600.0, help="Per client run.")
+    parser.add_argument("--before-src", metavar="DIR",
+                        help="Another tree's src/ (e.g. main's): adds client `before`, "
+                        "infertriage from there, beside this tree's.")  # fmt: skip
     parser.add_argument("--cache", default=str(tools.DEFAULT_CACHE))
     parser.add_argument("--setup", action="store_true", help="Install what is missing first.")
     parser.add_argument("--json", action="store_true")
@@ -262,6 +279,10 @@ def main() -> None:
         _print(orjson.loads(Path(args.table).read_bytes()), args)
         return
     clients = list(CLIENTS) if args.clients == "all" else args.clients.split(",")
+    if args.before_src:
+        clients.insert(clients.index("infertriage") + 1 if "infertriage" in clients else 0,
+                       "before")  # fmt: skip
+        os.environ[tools.BEFORE_ENV] = str(Path(args.before_src).resolve())
     if args.setup:
         tools.setup(clients, Path(args.cache))
     rows: list[dict[str, Any]] = []

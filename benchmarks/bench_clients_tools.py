@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 
 DEFAULT_CACHE = Path.home() / ".cache" / "infertriage" / "bench-clients"
+BEFORE_ENV = "INFERTRIAGE_BENCH_BEFORE_SRC"  # `--before-src`: the tree client `before` runs
 VERSIONS = {"vllm": "0.33.0", "guidellm": "0.8.1", "aiperf": "0.13.0"}
 TORCH_CPU = "torch==2.13.0"  # the CPU build pip takes from this machine's disk
 VLLM_FILE = "vllm/benchmarks/lib/endpoint_request_func.py"
@@ -162,6 +163,10 @@ def command(client: str, load: Any, cache: Path, work: Path) -> tuple[list[str],
     """The argv and environment that run `client` against `load.url`, writing under `work`."""
     env = dict(os.environ)
     n, r, t = str(load.streams), str(load.requests), str(load.tokens)
+    if client == "before":  # infertriage from another tree (`--before-src`), same child
+        testing = Path(__file__).resolve().parent.parent / "testing"
+        env["PYTHONPATH"] = os.pathsep.join([env[BEFORE_ENV], str(testing)])
+        client = "infertriage"
     if client in ("infertriage", "raw"):
         spec = orjson.dumps({"url": load.url, "streams": load.streams, "requests": load.requests,
                              "tokens": load.tokens, "workers": load.workers,
@@ -262,7 +267,7 @@ def _reported_aiperf(work: Path) -> dict[str, Any]:
 
 def reported(client: str, work: Path, writes: dict[str, list[int]]) -> dict[str, Any]:
     """What the client itself reported, in seconds, under our definitions."""
-    if client == "infertriage":
+    if client in ("infertriage", "before"):
         return _reported_infertriage(work, writes)
     if client == "vllm":
         return _reported_vllm(work, writes)

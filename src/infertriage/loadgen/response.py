@@ -37,7 +37,6 @@ so (label `ttft_from` = `tool_call`). What the server calls the request (its
 
 from __future__ import annotations
 
-import contextlib
 import time
 import zlib
 from collections.abc import Callable
@@ -46,6 +45,22 @@ from typing import Any
 
 import orjson
 
+from infertriage.loadgen.body import (
+    HTML_TYPES,
+    REPLICA_HEADERS,
+    body_text,
+    inflater,
+    is_html,
+    replica_of,
+)
+from infertriage.loadgen.fields import (
+    MAX_TOKEN_COUNT,
+    BadField,
+    carries,
+    not_count,
+    part_texts,
+    shape,
+)
 from infertriage.loadgen.sse import SseEvent, SseParser
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource, http_error_kind
 from infertriage.schemas.redact import Redactor
@@ -61,29 +76,11 @@ __all__ = [
 ]
 
 ERROR_TEXT_LIMIT = 300
-# More tokens than any context holds or any request produces: a count past it is not one.
-MAX_TOKEN_COUNT = 100_000_000
 _SERVER_ID_LIMIT = 200  # a request id longer than this is not one
-# Response headers that name the replica (instance, pod) that served a request, first found
-# wins: what gateways and routers in front of several engines add where configured.
-REPLICA_HEADERS = ("x-served-by", "x-instance", "x-replica", "x-backend", "x-upstream")
 _HEAD_LIMIT = 200  # the start of a body kept to say what it was when it held no event
-# One read may inflate to at most this much: more is a compression bomb, not a stream.
-_MAX_INFLATED_PER_READ = 64 << 20
 _NO_SECRETS = Redactor()
 _NOTHING, _OUTPUT, _REASONING, _TOOL = 0, 1, 2, 3
 _loads = orjson.loads
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_HTML_STARTS = (b"<!doctype html", b"<html", b"<head", b"<body", b"<!--")
-_JSON_NAMES = {
-    type(None): "null",
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-    str: "a string",
-    list: "an array",
-    dict: "an object",
-}
 
 
 class BodyMode(IntEnum):
@@ -95,82 +92,24 @@ class BodyMode(IntEnum):
     DONE = 3  # nothing more to read: the headers already failed the request
 
 
-class _BadField(Exception):
-    """A field of an event that is not what the API says it is."""
-
-    def __init__(self, fault: str, text: str) -> None:
-        super().__init__(text)
-        self.fault = fault
+_new = object.__new__
+_set_ts, _set_tokens, _set_reasoning = (
+    Chunk.__dict__[name].__set__ for name in ("ts", "num_tokens", "reasoning")
+)
 
 
-def _shape(where: str, value: object, wanted: str) -> _BadField:
-    got = _JSON_NAMES.get(type(value), type(value).__name__)
-    return _BadField("bad_shape", f"the event's `{where}` is {got}, not {wanted}: {value!r:.80}")
-
-
-def _not_count(where: str, value: object) -> _BadField:
-    text = f"`{where}` is {value!r:.40}, not a token count (a whole number 0–{MAX_TOKEN_COUNT})"
-    return _BadField("bad_count", text)
-
-
-def _carries(where: str, value: object) -> bool:
-    """Does a text field that is there carry text? A string, or an array of content parts
-    (`[{"type": "text", "text": …}]`); anything else is `bad_shape`."""
-    kind = type(value)
-    if kind is str or kind is list:
-        return bool(value)
-    if value is None:
-        return False
-    raise _shape(where, value, "a string")
-
-
-def _part_texts(value: object) -> str:
-    """The text an output field carries, for the local tokenizer's cross-check."""
-    if type(value) is str:
-        return value
-    parts = value if type(value) is list else []
-    return "".join(p["text"] for p in parts if type(p) is dict and type(p.get("text")) is str)
-
-
-def _inflater(encoding: str) -> Callable[[bytes], bytes] | None:
-    """A decoder for a body compressed as `encoding`; None: a coding not decoded."""
-    if encoding in {"gzip", "x-gzip"}:
-        wbits = 16 + zlib.MAX_WBITS
-    elif encoding == "deflate":
-        wbits = 32 + zlib.MAX_WBITS  # zlib-wrapped, as RFC 9110 says (auto-detects gzip too)
-    else:
-        return None
-    inflate = zlib.decompressobj(wbits)
-
-    def decode(data: bytes) -> bytes:
-        out = inflate.decompress(data, _MAX_INFLATED_PER_READ)
-        if inflate.unconsumed_tail:
-            raise zlib.error(f"one read inflated past {_MAX_INFLATED_PER_READ} bytes")
-        return out
-
-    return decode
-
-
-def body_text(data: bytes, encoding: str) -> str:
-    """A short body (an error, a JSON answer) as text, decoded if it was compressed."""
-    decode = _inflater(encoding) if encoding and encoding != "identity" else None
-    if decode is not None:
-        with contextlib.suppress(zlib.error):
-            data = decode(data)
-    return data.decode("utf-8", "replace")
-
-
-def replica_of(headers: Any) -> str | None:
-    """The replica a response names (`REPLICA_HEADERS`), or None: one `get` per name."""
-    for name in REPLICA_HEADERS:
-        value = headers.get(name)
-        if value:
-            return str(value)
-    return None
-
-
-def _is_html(head: bytes) -> bool:
-    return head.lstrip()[:16].lower().startswith(_HTML_STARTS)
+def _chunks(stamped: list[tuple[int, int, bool]], start_ns: int) -> tuple[Chunk, ...]:
+    """The record's chunks on the run's clock. `Chunk` is frozen, so its `__init__` sets each
+    field through `object.__setattr__`; its slots are set here directly, half the cost (a
+    200-token answer: 55 µs instead of 105 µs, a quarter of a record's making)."""
+    out = []
+    for ns, tokens, reasoning in stamped:
+        chunk = _new(Chunk)
+        _set_ts(chunk, (ns - start_ns) * 1e-9)
+        _set_tokens(chunk, tokens)
+        _set_reasoning(chunk, reasoning)
+        out.append(chunk)
+    return tuple(out)
 
 
 class StreamState:
@@ -281,11 +220,11 @@ class StreamState:
             return BodyMode.ERROR
         if content_type == "application/json":
             return BodyMode.JSON
-        if content_type in _HTML_TYPES:
+        if content_type in HTML_TYPES:
             self._html_page()
             return BodyMode.DONE
         if encoding and encoding != "identity":
-            self.decode = _inflater(encoding)
+            self.decode = inflater(encoding)
             if self.decode is None:
                 self.fail(
                     ErrorKind.STREAM,
@@ -318,18 +257,18 @@ class StreamState:
     def _usage(self, usage: object) -> int:
         """Tokens since the last count, from cumulative `usage`; 1 when it has no count."""
         if type(usage) is not dict:
-            raise _shape("usage", usage, "an object")
+            raise shape("usage", usage, "an object")
         prompt = usage.get("prompt_tokens")
         if prompt is not None:
             if type(prompt) is not int or not 0 <= prompt <= MAX_TOKEN_COUNT:
-                raise _not_count("usage.prompt_tokens", prompt)
+                raise not_count("usage.prompt_tokens", prompt)
             self.usage_prompt = prompt
         cum = usage.get("completion_tokens")
         if cum is None:
             self.exact = False
             return 1
         if type(cum) is not int or not 0 <= cum <= MAX_TOKEN_COUNT:
-            raise _not_count("usage.completion_tokens", cum)
+            raise not_count("usage.completion_tokens", cum)
         self.usage_completion = cum
         tokens, self.prev_cum = cum - self.prev_cum, cum
         return max(tokens, 0)
@@ -340,32 +279,32 @@ class StreamState:
         if type(choices) is not list:
             if choices is None:
                 return _NOTHING
-            raise _shape("choices", choices, "an array")
+            raise shape("choices", choices, "an array")
         if not choices:
             return _NOTHING
         first = choices[0]
         if type(first) is not dict:
-            raise _shape("choices[0]", first, "an object")
+            raise shape("choices[0]", first, "an object")
         reason = first.get("finish_reason")
         if reason is not None:
             if type(reason) is not str:
-                raise _shape("choices[0].finish_reason", reason, "a string")
+                raise shape("choices[0].finish_reason", reason, "a string")
             self.finished = self.finished or bool(reason)
         if self.chat:
             return self._delta(first.get("delta"))
         text = first.get("text")
         if type(text) is str:
             return self._output(text) if text else _NOTHING
-        return self._output(text) if _carries("choices[0].text", text) else _NOTHING
+        return self._output(text) if carries("choices[0].text", text) else _NOTHING
 
     def _delta(self, delta: object) -> int:
         """What a chat choice's `delta` carries: reasoning, content, tool calls or nothing."""
         if type(delta) is not dict:
             if delta is None:
                 return _NOTHING
-            raise _shape("choices[0].delta", delta, "an object")
+            raise shape("choices[0].delta", delta, "an object")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning is not None and _carries("delta.reasoning_content", reasoning):
+        if reasoning is not None and carries("delta.reasoning_content", reasoning):
             return _REASONING
         text = delta.get("content")
         if type(text) is str:
@@ -373,18 +312,18 @@ class StreamState:
                 if self.texts is not None:
                     self.texts.append(text)
                 return _OUTPUT
-        elif _carries("delta.content", text):
+        elif carries("delta.content", text):
             return self._output(text)
         calls = delta.get("tool_calls")
         if calls is None:
             return _NOTHING
         if type(calls) is not list:
-            raise _shape("delta.tool_calls", calls, "an array")
+            raise shape("delta.tool_calls", calls, "an array")
         return _TOOL if calls else _NOTHING
 
     def _output(self, text: object) -> int:
         if self.texts is not None:
-            self.texts.append(_part_texts(text))
+            self.texts.append(part_texts(text))
         return _OUTPUT
 
     def _event(self, name: bytes, data: bytes, ns: int) -> tuple[int, int]:
@@ -399,6 +338,10 @@ class StreamState:
             obj = _loads(data)
         except orjson.JSONDecodeError:
             obj = None
+        return self._object(obj, data)
+
+    def _object(self, obj: object, data: bytes) -> tuple[int, int]:
+        """An unnamed event's decoded JSON → (kind, tokens), every field checked."""
         if type(obj) is not dict:
             self.fail(ErrorKind.STREAM, "malformed_event", data[:80].decode("utf-8", "replace"))
             return _NOTHING, 0
@@ -412,7 +355,7 @@ class StreamState:
             usage = obj.get("usage")
             if usage is not None:
                 return kind, self._usage(usage)  # a usage-only event still moves the count on
-        except _BadField as bad:
+        except BadField as bad:
             self.fail(ErrorKind.STREAM, bad.fault, str(bad))
             return _NOTHING, 0
         if kind:
@@ -424,15 +367,64 @@ class StreamState:
         if value is None:
             return
         if type(value) is not str:
-            raise _shape("id", value, "a string")
+            raise shape("id", value, "a string")
         self.server_id = self.redact(value)[:_SERVER_ID_LIMIT]
+
+    def _common(self, obj: dict[str, Any]) -> int:
+        """Tokens of the common chat event (one choice whose delta holds only non-empty
+        `content`, no finish, whole-number `usage`), read in one pass; -1: not that event,
+        for `_event`'s full reading. The same checks, fewer calls: it runs for every token."""
+        choices = obj.get("choices")
+        usage = obj.get("usage")
+        if type(choices) is not list or len(choices) != 1 or type(usage) is not dict:
+            return -1
+        if not self.server_id and obj.get("id") is not None:
+            return -1  # `_event` takes the id
+        first = choices[0]
+        if type(first) is not dict or first.get("finish_reason") is not None:
+            return -1
+        delta = first.get("delta")
+        if type(delta) is not dict or len(delta) != 1:
+            return -1
+        text = delta.get("content")
+        cum = usage.get("completion_tokens")
+        prompt = usage.get("prompt_tokens")
+        if (
+            type(text) is not str
+            or not text
+            or type(cum) is not int
+            or type(prompt) is not int
+            or not 0 <= cum <= MAX_TOKEN_COUNT
+            or not 0 <= prompt <= MAX_TOKEN_COUNT
+        ):
+            return -1
+        if self.texts is not None:
+            self.texts.append(text)
+        self.usage_prompt, self.usage_completion = prompt, cum
+        tokens, self.prev_cum = cum - self.prev_cum, cum
+        return tokens if tokens > 0 else 0
 
     def on_events(self, events: list[SseEvent], ns: int) -> None:
         """Fold the events of one read, all stamped `ns`, into at most two chunks."""
         output = reasoning = -1
         self.saw_event = True
+        chat = self.chat
         for name, data in events:
-            kind, tokens = self._event(name, data, ns)
+            if name or data == b"[DONE]":
+                kind, tokens = self._event(name, data, ns)
+            else:
+                try:
+                    obj = _loads(data)
+                except orjson.JSONDecodeError:
+                    obj = None
+                if chat and type(obj) is dict and "error" not in obj:
+                    tokens = self._common(obj)  # the common event, read at once
+                    if tokens >= 0:
+                        if not self.first_kind:
+                            self.first_kind = _OUTPUT
+                        output = (output if output > 0 else 0) + tokens
+                        continue
+                kind, tokens = self._object(obj, data)
             if not kind:
                 continue
             if not self.first_kind:
@@ -477,7 +469,7 @@ class StreamState:
             )
 
     def _not_event_stream(self) -> None:
-        if _is_html(self.head):
+        if is_html(self.head):
             self._html_page()
             return
         start = self.head[:80].decode("utf-8", "replace")
@@ -528,7 +520,7 @@ class StreamState:
         def ts(ns: int | None) -> float | None:
             return None if ns is None else (ns - start_ns) * 1e-9
 
-        chunks = tuple(Chunk((ns - start_ns) * 1e-9, k, r) for ns, k, r in self.chunks)
+        chunks = _chunks(self.chunks, start_ns)
         counted = sum(k for _, k, _ in self.chunks)
         output, output_source = self._output_tokens(counted, tokenizer)
         prompt_source = TokenSource.USAGE if self.usage_prompt is not None else TokenSource.ESTIMATE
