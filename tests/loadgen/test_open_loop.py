@@ -88,6 +88,8 @@ def test_a_growing_lag_is_a_client_that_fell_behind() -> None:
     queued = schedule_behind([_record(t, 0.3 * t, queue=0.3 * t) for t in times])
     assert queued is not None and not queued.fell_behind
     assert schedule_behind(falling[:1]) is None
+    # `--rate inf`: all due at once, no schedule to keep however long the burst takes
+    assert schedule_behind([_record(0.0, 0.001 * i) for i in range(2000)]) is None
 
 
 @pytest.mark.parametrize("cpu", [0.05, 0.4, 0.95])

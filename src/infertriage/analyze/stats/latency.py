@@ -446,15 +446,16 @@ class ScheduleBehind:
 
 
 def schedule_behind(records: Sequence[RequestRecord]) -> ScheduleBehind | None:
-    """The lag of a level's last sends (by intended start), none for fewer than 2 records.
+    """The lag of a level's last sends (by intended start); None for fewer than 2 records,
+    or all due at once.
 
     A client that keeps its schedule ends about as late as it began, whatever its jitter;
     one that cannot (too high a rate for its CPU, or for the share of a core its host gives
     it) falls further behind with every request, and its last sends show the backlog.
     """
-    if len(records) < 2:
-        return None
     ordered = sorted(records, key=lambda r: r.scheduled_ts)
+    if len(ordered) < 2 or ordered[-1].scheduled_ts <= ordered[0].scheduled_ts:
+        return None  # a burst (`--rate inf`) has no schedule to keep
     tail = ordered[-max(1, round(len(ordered) * _BEHIND_TAIL)) :]
     lag = float(np.median([r.dispatch_lag_s - r.client_queue_s for r in tail]))
     return ScheduleBehind(lag, ordered[-1].scheduled_ts - ordered[0].scheduled_ts)
