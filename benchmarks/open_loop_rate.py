@@ -20,7 +20,13 @@ The host's load average is printed beside the figures: other work moves them.
 
     PYTHONPATH=src .venv/bin/python benchmarks/open_loop_rate.py
         [--rates 200,400,800,1000,1500] [--workers 1,2] [--duration 10]
-        [--arrival poisson] [--json]
+        [--arrival poisson] [--repeat 1] [--src OLD/src] [--pin] [--nice 0] [--json]
+
+`--src` runs a previous tree's `src/` beside this one, level by level (before, after).
+`--pin` keeps the server on the last CPU and the clients on the others, as a remote
+server would (on the same cores, each send wakes the server, which takes the client's
+core). `--nice -10` (root) runs the server and the clients ahead of other work on a shared host,
+standing in for a machine of this class that runs nothing else.
 """
 
 from __future__ import annotations
@@ -109,7 +115,11 @@ class _Http(asyncio.Protocol):
                 self.transport.write(_NOT_FOUND)
 
 
-def _serve(sock: socket.socket) -> None:
+def _serve(sock: socket.socket, nice: int, cpus: set[int] | None) -> None:
+    os.nice(nice)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(_Http, sock=sock)
@@ -156,10 +166,12 @@ def _bench(url: str, rate: float, workers: int, duration: float, arrival: str) -
     }  # fmt: skip
 
 
-def _in_child(src: str, *args: Any) -> dict[str, Any]:
-    """One level in a fresh process importing infertriage from `src` (before/after)."""
+def _in_child(src: str, nice: int, cpus: set[int] | None, *args: Any) -> dict[str, Any]:
+    """One level in a fresh process importing infertriage from `src` (before/after), at
+    `nice`, on `cpus` (its `--workers` inherit both)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(_ROOT / "testing")])}
-    cmd = [sys.executable, __file__, "--child", json.dumps(args)]
+    pin = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+    cmd = [*pin, "nice", "-n", str(nice), sys.executable, __file__, "--child", json.dumps(args)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"the child failed:\n{done.stderr[-3000:]}")
@@ -207,18 +219,25 @@ def main() -> None:
     parser.add_argument("--arrival", default="poisson")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--src", help="a previous tree's src/, run beside this one (before)")
+    parser.add_argument("--pin", action="store_true", help="the server on the last CPU, "
+                        "the clients on the others")  # fmt: skip
+    parser.add_argument("--nice", type=int, default=0, help="the server's and clients' niceness")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(_bench(*json.loads(args.child))))
         return
+    every = sorted(os.sched_getaffinity(0))
+    server_cpus, client_cpus = ({every[-1]}, set(every[:-1])) if args.pin else (None, None)
     trees = {"after": str(_ROOT / "src")} | ({"before": args.src} if args.src else {})
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(4096)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = mp.get_context("fork").Process(target=_serve, args=(sock,), daemon=True)
+    server = mp.get_context("fork").Process(
+        target=_serve, args=(sock, args.nice, server_cpus), daemon=True
+    )
     server.start()
     rows = []
     try:
@@ -227,7 +246,16 @@ def main() -> None:
                 for rate in (float(r) for r in args.rates.split(",")):
                     for tree, src in trees.items():  # side by side, one after the other
                         load = os.getloadavg()[0]
-                        row = _in_child(src, url, rate, workers, args.duration, args.arrival)
+                        row = _in_child(
+                            src,
+                            args.nice,
+                            client_cpus,
+                            url,
+                            rate,
+                            workers,
+                            args.duration,
+                            args.arrival,
+                        )
                         row |= {"tree": tree, "load_before": load, "load_after": os.getloadavg()[0]}
                         rows.append(row)
                         print(f"# {tree} rate {rate:g} workers {workers}: load {load:.2f} → "
@@ -236,7 +264,8 @@ def main() -> None:
     finally:
         server.terminate()
         server.join()
-    print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), f"cpus {os.cpu_count()}")
+    print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), f"cpus {os.cpu_count()}",
+          f"nice {args.nice}", f"server on {server_cpus}, clients on {client_cpus}")  # fmt: skip
     _print(rows)
     _medians(rows, list(trees))
     goal = [
