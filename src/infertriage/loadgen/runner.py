@@ -4,10 +4,12 @@ Takes a `LoadPlan` (a schedule with absolute deadlines, or a closed loop of N
 users with think time; an optional `max_concurrency`; the run's bounds), a
 `ClientConfig` and a sink for records; gives a `WorkerReport` (CPU, wall time,
 event-loop lag samples, whether it was interrupted). Each request's record
-goes to the sink the moment it finishes. An open loop sleeps until
-`load_start + offset` for each request, so a late send never delays the next;
-under `max_concurrency` the wait for a slot is the request's client queue
-time, recorded, never hidden. Issuing stops at the duration; in-flight
+goes to the sink the moment it finishes. An open loop is one pacing loop: it
+sleeps until the next `load_start + offset`, releases every request due by then
+(each keeps its deadline as its scheduled time, so a late wake-up shows in every
+dispatch lag it caused) and encodes the next bodies while it waits, so a late
+send never delays the next; under `max_concurrency` the wait for a slot is the
+request's client queue time, recorded, never hidden. Issuing stops at the duration; in-flight
 requests then get `drain_timeout_s` before they are cancelled and recorded as
 `timeout:run_deadline`, or less when the plan lets the drain settle
 (`drain_deadline_ns`, the one rule the Locust worker applies too). Cancelling
