@@ -73,6 +73,9 @@ _TIMER_TICK_S = 0.001
 # The open loop encodes a request's body ahead of its deadline, in the time it would sleep:
 # up to this far ahead, and only while the next deadline is further than the margin away.
 _ENCODE_AHEAD_S, _ENCODE_MARGIN_S = 0.05, 0.0005
+# A released request stamps its send on its second turn of the loop (`RequestClient.fetch`
+# yields once before it): the pacing loop yields this many turns before encoding ahead.
+_SEND_TURNS = 2
 # A closed-loop user whose request failed fast, before any token (a refused connection, a
 # 5xx, a 429), waits before its next: 50 ms, doubling to 1 s, until one succeeds. Without
 # it, a failing server takes the whole budget in a second.
@@ -348,27 +351,32 @@ class _Run:
 
     async def _pace(self, offsets: npt.NDArray[np.float64]) -> None:
         """One pacing loop for a schedule of requests: at each wake-up it releases every
-        request due by then, each to a task of its own, then encodes the bodies of the next
-        ones (up to `_ENCODE_AHEAD_S` ahead) while their deadline is more than
-        `_ENCODE_MARGIN_S` away, and sleeps until the next deadline. A late wake-up releases
+        request due by then, each to a task of its own, lets them send, then encodes the
+        bodies of the next ones (up to `_ENCODE_AHEAD_S` ahead) while their deadline is more
+        than `_ENCODE_MARGIN_S` away, and sleeps until the next deadline. A late wake-up releases
         all that is due at once; each keeps its deadline as its scheduled time, so its
         lateness is in its dispatch lag, never hidden."""
         specs, client = self.plan.schedule.specs, self.client
-        deadlines = (self.load_start_ns + np.round(offsets * 1e9)).astype(np.int64)
-        if self.issue_until_ns is not None:
-            deadlines = deadlines[: int(np.searchsorted(deadlines, self.issue_until_ns))]
+        deadlines = np.round(offsets * 1e9).astype(np.int64) + self.load_start_ns
+        if self.issue_until_ns is not None:  # issuing ends at the first deadline past it
+            late = np.flatnonzero(deadlines >= self.issue_until_ns)
+            deadlines = deadlines[: late[0] if len(late) else len(deadlines)]
         due_ns, count = deadlines.tolist(), len(deadlines)
         ahead_ns, margin_ns = round(_ENCODE_AHEAD_S * 1e9), round(_ENCODE_MARGIN_S * 1e9)
         bodies: deque[bytes | None] = deque()  # encoded ahead: requests next, next + 1, …
         next_ = 0
         while next_ < count:
-            now = time.perf_counter_ns()
+            now, released = time.perf_counter_ns(), next_
             while next_ < count and due_ns[next_] <= now:
                 body = bodies.popleft() if bodies else None
                 self._spawn(self.one(specs[next_], due_ns[next_], body))
                 next_ += 1
             if next_ == count:
                 return
+            if next_ > released:  # those just released send before any body is encoded
+                for _ in range(_SEND_TURNS):
+                    await asyncio.sleep(0)
+                continue
             until, last = due_ns[next_] - margin_ns, next_ + len(bodies)
             while last < count and due_ns[last] <= now + ahead_ns and now < until:
                 bodies.append(client.prepare(specs[last]))
