@@ -187,10 +187,12 @@ def test_a_defect_of_the_client_fails_its_request_and_loses_no_record(
     load task quietly: every request still gets its record, failed and saying why."""
     real_fetch = RequestClient.fetch
 
-    async def buggy(self: RequestClient, state: object, request_id: str) -> None:
+    async def buggy(
+        self: RequestClient, state: object, request_id: str, body: bytes | None = None
+    ) -> None:
         if request_id.endswith(("-1", "-3")):
             raise AttributeError("'ResponseHandler' object has no attribute 'closed'")
-        await real_fetch(self, state, request_id)  # type: ignore[arg-type]
+        await real_fetch(self, state, request_id, body)  # type: ignore[arg-type]
 
     monkeypatch.setattr(RequestClient, "fetch", buggy)
     with serve_in_thread(ServerConfig(behavior=FAST)) as (url, _):

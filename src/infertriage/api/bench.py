@@ -41,6 +41,7 @@ from infertriage.analyze.stats.latency import (
     default_slos,
     judge_client,
     parse_slos,
+    schedule_behind,
     summarize,
     summary_signals,
 )
@@ -428,13 +429,13 @@ def _diagnose(
     per_read = sum(r.num_events for r in reports) / num_reads if num_reads else None
     num_chunks = sum(len(r.chunks) for r in records)
     icl = [c2.ts - c1.ts for r in records for c1, c2 in zip(r.chunks, r.chunks[1:], strict=False)]
-    dispatch_p99 = dispatch.p99 if dispatch is not None else None
     verdict = judge_client(
         cpu_busiest=busiest,
         loop_lag_p99_s=lag.p99 if lag else None,
-        dispatch_lag_p99_s=dispatch_p99,
+        dispatch_lag_p99_s=dispatch.p99 if dispatch is not None else None,
         icl_p50_s=float(np.median(icl)) if icl else None,
         events_per_read=per_read,
+        behind=schedule_behind(records),
     )
     return ClientDiagnostics(
         num_workers=len(reports),

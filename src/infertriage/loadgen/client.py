@@ -106,16 +106,25 @@ class RequestClient:
     def body(self, spec: RequestSpec) -> bytes:
         return request_body(self.config, self.renderer, spec)
 
+    def prepare(self, spec: RequestSpec) -> bytes | None:
+        """The body, encoded ahead of the send (`runner`'s open loop); None when it cannot
+        be: `fetch` encodes it again and records why."""
+        try:
+            return self.body(spec)
+        except Exception:  # the send reports it, with its request
+            return None
+
     def new_state(self, spec: RequestSpec, scheduled_ns: int) -> StreamState:
         state = StreamState(spec, scheduled_ns, chat=self._chat, redact=self._redact)
         if self.config.keep_text:
             state.texts = []
         return state
 
-    async def fetch(self, state: StreamState, request_id: str) -> None:
-        """Send the request and read its stream into `state`; never raises but for cancellation."""
+    async def fetch(self, state: StreamState, request_id: str, body: bytes | None = None) -> None:
+        """Send the request (`body`, when encoded ahead) and read its stream into `state`;
+        never raises but for cancellation."""
         try:
-            body = self.body(state.spec)
+            body = self.body(state.spec) if body is None else body
         except Exception as err:  # a spec the client cannot encode is the user's data
             state.fail(ErrorKind.CLIENT, "encode", f"{type(err).__name__}: {err}")
             return

@@ -64,6 +64,7 @@ __all__ = [
     "SLO_METRICS",
     "ClientVerdict",
     "LatencySummary",
+    "ScheduleBehind",
     "Slo",
     "Window",
     "apportion",
@@ -74,6 +75,7 @@ __all__ = [
     "itl_samples",
     "judge_client",
     "parse_slos",
+    "schedule_behind",
     "steady_requests",
     "steady_window",
     "summarize",
@@ -86,6 +88,10 @@ __all__ = [
 _MIN_WINDOW_SHARE = 0.2
 # Fewer requests than this sent within the steady window: judge the whole level instead.
 _MIN_STEADY_REQUESTS = 5
+# The client fell behind its schedule when its last sends left later than this share of the
+# schedule's span, and than this long (a host's stall is shorter: a backlog is not).
+_BEHIND_SHARE, _BEHIND_FLOOR_S = 0.05, 0.25
+_BEHIND_TAIL = 0.1  # the last tenth of the sends, by schedule
 
 
 # --- per-request metrics -------------------------------------------------------------------
@@ -426,6 +432,35 @@ class ClientVerdict:
     reasons: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleBehind:
+    """How far behind its schedule the client's sends ended."""
+
+    behind_s: float  # the median dispatch lag (less client queue) of the last tenth sent
+    span_s: float  # the schedule's span: first to last intended start
+
+    @property
+    def fell_behind(self) -> bool:
+        """The lag grew to a backlog: the client could not keep its schedule."""
+        return self.behind_s > max(_BEHIND_FLOOR_S, _BEHIND_SHARE * self.span_s)
+
+
+def schedule_behind(records: Sequence[RequestRecord]) -> ScheduleBehind | None:
+    """The lag of a level's last sends (by intended start); None for fewer than 2 records,
+    or all due at once.
+
+    A client that keeps its schedule ends about as late as it began, whatever its jitter;
+    one that cannot (too high a rate for its CPU, or for the share of a core its host gives
+    it) falls further behind with every request, and its last sends show the backlog.
+    """
+    ordered = sorted(records, key=lambda r: r.scheduled_ts)
+    if len(ordered) < 2 or ordered[-1].scheduled_ts <= ordered[0].scheduled_ts:
+        return None  # a burst (`--rate inf`) has no schedule to keep
+    tail = ordered[-max(1, round(len(ordered) * _BEHIND_TAIL)) :]
+    lag = float(np.median([r.dispatch_lag_s - r.client_queue_s for r in tail]))
+    return ScheduleBehind(lag, ordered[-1].scheduled_ts - ordered[0].scheduled_ts)
+
+
 def judge_client(
     *,
     cpu_busiest: float,
@@ -433,6 +468,7 @@ def judge_client(
     dispatch_lag_p99_s: float | None,
     icl_p50_s: float | None,
     events_per_read: float | None = None,
+    behind: ScheduleBehind | None = None,
 ) -> ClientVerdict:
     """Is the load client itself distorting the figures?
 
@@ -444,7 +480,9 @@ def judge_client(
     each as it came, so a starved client's share alone understates its need. The
     client is bound when that need is ≥ 85 % of a core, or it is late while needing ≥
     50 % of one: its own work is the cause and more `--workers` help. Late with the
-    client mostly idle is a busy host (`host_busy`), not the client.
+    client mostly idle is a busy host (`host_busy`), not the client. Whatever its CPU,
+    a client whose sends fell behind its schedule (`behind.fell_behind`) is bound: it
+    did not send the load asked, so no figure describes the server at that load.
     """
     late = []
     lag_limit = max(0.002, 0.25 * icl_p50_s) if icl_p50_s else 0.002
@@ -457,8 +495,15 @@ def judge_client(
     if need > cpu_busiest * 1.05:
         cpu += f" with {events_per_read:.1f} events per read (about {need:.0%} to keep up)"
     saturated = need >= 0.85
-    bound = saturated or (bool(late) and need >= 0.5)
+    fell_behind = behind is not None and behind.fell_behind
+    bound = saturated or fell_behind or (bool(late) and need >= 0.5)
     reasons = ([cpu] if bound else []) + late
+    if behind is not None and fell_behind:
+        reasons.insert(
+            0,
+            f"the sends fell {behind.behind_s:.2f} s behind the schedule by its end "
+            f"(of {behind.span_s:.1f} s): the client could not keep it",
+        )
     return ClientVerdict(bound, bool(late) and not bound, tuple(reasons))
 
 
