@@ -24,6 +24,7 @@ from infertriage.schemas import RequestRecord, UserError
 
 SRC = Path(__file__).parents[2] / "src"
 TRACE = "ab" * 16
+JSON = "application/json"
 
 
 def _document(*attributes: tuple[str, object]) -> dict[str, object]:
@@ -126,3 +127,45 @@ def test_a_port_in_other_digits_is_one_sentence_and_exit_2(tmp_path: Path) -> No
     assert done.returncode == 2, done.stderr
     assert "--otlp-listen takes HOST:PORT" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _twin(endpoint: str, pythonpath: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    return subprocess.run(
+        [sys.executable, "-m", "infertriage", "twin", "--port", "0",
+         "--otlp-traces-endpoint", endpoint],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("endpoint", ["not a url", "ftp://h/v1/traces", "http://", "http://[h"])
+def test_the_twin_refuses_an_endpoint_that_is_not_a_url_before_serving(endpoint: str) -> None:
+    done = _twin(endpoint, str(SRC))  # before: it served, and each batch failed on stderr
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--otlp-traces-endpoint takes an OTLP/HTTP URL" in done.stderr
+    assert "listening" not in done.stdout and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_twin_without_the_sdk_says_what_to_install(tmp_path: Path) -> None:
+    hidden = tmp_path / "hide" / "opentelemetry"  # a package that shadows the SDK's
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("not installed")\n', encoding="utf-8")
+    done = _twin("http://127.0.0.1:4318/v1/traces", f"{hidden.parent}{os.pathsep}{SRC}")
+    assert done.returncode == 2, done.stderr
+    assert "pip install opentelemetry-sdk" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_export_that_cannot_be_kept_is_a_note_not_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    sink = tmp_path / "gone" / "spans.jsonl"  # the run's folder removed under the receiver
+    body = json.dumps(_document((VllmSpan.TIME_IN_QUEUE, 0.5))).encode()
+    with OtlpReceiver("127.0.0.1", 0, sink) as receiver:
+        connection = http.client.HTTPConnection("127.0.0.1", receiver.port, timeout=30)
+        connection.request("POST", TRACES_PATH, body=body, headers={"Content-Type": JSON})
+        answer = connection.getresponse()
+        assert answer.status == 503  # the exporter keeps the batch and sends it again
+        assert b"could not be kept" in answer.read()
+        assert receiver.num_exports == 0 and not receiver.spans()
+    assert receiver.errors == ["an export could not be kept: No such file or directory"]
+    assert "Traceback" not in capfd.readouterr().err
