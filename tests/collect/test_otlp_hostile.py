@@ -8,8 +8,10 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import zlib
 from pathlib import Path
 
@@ -169,3 +171,28 @@ def test_an_export_that_cannot_be_kept_is_a_note_not_a_traceback(
         assert receiver.num_exports == 0 and not receiver.spans()
     assert receiver.errors == ["an export could not be kept: No such file or directory"]
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_spans_from_a_pipe_are_read_once_and_kept(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "runs" / "diagnose", run)
+    pipe = tmp_path / "spans.fifo"  # what `--spans <(zcat spans.json.gz)` gives
+    os.mkfifo(pipe)
+    line = json.dumps(_document((VllmSpan.TIME_IN_QUEUE, 0.5))) + "\n"
+
+    def feed() -> None:
+        with pipe.open("w", encoding="utf-8") as out:
+            out.write(line)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-m", "infertriage", "diagnose", "--from-run", str(run),
+         "--spans", str(pipe)],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    writer.join(timeout=10)
+    assert done.returncode == 0, done.stderr  # before: a SpecialFileError traceback, exit 1
+    kept = run / "raw" / "otlp-spans-file.jsonl"
+    assert kept.read_text(encoding="utf-8") == line

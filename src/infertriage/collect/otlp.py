@@ -34,6 +34,7 @@ __all__ = [
     "PROTOBUF_TYPE",
     "OtlpError",
     "decode_export",
+    "load_span_file",
     "protobuf_supported",
     "read_span_file",
     "spans_of",
@@ -242,8 +243,13 @@ def spans_of(document: Mapping[str, Any]) -> list[ServerSpan]:
 def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
     """The spans of an OTLP JSON file: the Collector's file exporter (one document a line),
     or one document; `UserError` when it is not OTLP JSON (its protobuf form included)."""
+    return load_span_file(path, flag)[1]
+
+
+def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[ServerSpan]]:
+    """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans."""
     try:
-        data = path.read_bytes()
+        given = data = path.read_bytes()
     except OSError as err:
         raise UserError(f"{flag} {path}: {err.strerror or err}.") from err
     if data[:2] == b"\x1f\x8b":
@@ -265,7 +271,7 @@ def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
     out: list[ServerSpan] = []
     for document in documents:
         out += spans_of(document)
-    return out
+    return given, out
 
 
 def _documents(data: bytes) -> list[Any] | None:
