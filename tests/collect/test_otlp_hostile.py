@@ -196,3 +196,18 @@ def test_spans_from_a_pipe_are_read_once_and_kept(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr  # before: a SpecialFileError traceback, exit 1
     kept = run / "raw" / "otlp-spans-file.jsonl"
     assert kept.read_text(encoding="utf-8") == line
+
+
+def test_integers_past_int64_and_times_past_fixed64_are_left_out() -> None:
+    document = _document()
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]  # type: ignore[index]
+    span["attributes"] = [
+        {"key": VllmSpan.TIME_IN_QUEUE, "value": {"intValue": "9" * 400}},
+        {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "512"}},
+    ]
+    (kept,) = spans_of(document)
+    assert kept.number(VllmSpan.TIME_IN_QUEUE) is None  # before: OverflowError in the join
+    assert kept.number("gen_ai.usage.prompt_tokens") == 512.0
+    for start in ("-1", str(2**64), "9" * 30):
+        span["startTimeUnixNano"] = start
+        assert spans_of(document) == []  # a span without a time is no span

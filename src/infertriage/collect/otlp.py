@@ -175,9 +175,10 @@ def _any_value(value: object) -> AttrValue | None:
         return bool(value["boolValue"])
     if "intValue" in value:  # an int64: a string in OTLP JSON, a number from some writers
         try:
-            return int(value["intValue"])
-        except (TypeError, ValueError):
+            integer = int(value["intValue"])
+        except (TypeError, ValueError, OverflowError):
             return None
+        return integer if -(2**63) <= integer < 2**63 else None  # past it: not a float either
     if "doubleValue" in value:  # NaN and infinities are no measure: left out
         try:
             number = float(value["doubleValue"])
@@ -208,10 +209,12 @@ def _hex_id(value: object, digits: int) -> str:
 
 
 def _nanos(value: object) -> int | None:
+    """A fixed64 time in Unix nanoseconds; None when it is none, or not one."""
     try:
-        return int(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+        nanos = int(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
     except ValueError:
         return None
+    return nanos if nanos is not None and 0 <= nanos < 2**64 else None
 
 
 def spans_of(document: Mapping[str, Any]) -> list[ServerSpan]:
