@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -211,3 +212,21 @@ def test_integers_past_int64_and_times_past_fixed64_are_left_out() -> None:
     for start in ("-1", str(2**64), "9" * 30):
         span["startTimeUnixNano"] = start
         assert spans_of(document) == []  # a span without a time is no span
+
+
+@pytest.mark.parametrize("value", ["in-use", "nope", "127.0.0.1:99999", "127.0.0.1:-1", ""])
+def test_an_address_it_cannot_listen_on_is_one_sentence(tmp_path: Path, value: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if value == "in-use":
+            value = f"127.0.0.1:{taken.getsockname()[1]}"
+        env = {**os.environ, "PYTHONPATH": str(SRC)}
+        done = subprocess.run(
+            [sys.executable, "-m", "infertriage", "diagnose", "--otlp-listen", value,
+             "--duration", "1", "--out", str(tmp_path / "run")],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("infertriage: error: --otlp-listen")
+    assert len(done.stderr.strip().splitlines()) == 1
