@@ -185,7 +185,8 @@ def test_write_exports_lays_out_one_file_per_level(tmp_path: Path) -> None:
 
 def test_slug_makes_a_level_name_a_file_name() -> None:
     assert slug("probe concurrency=64") == "probe_concurrency_64"
-    assert slug("rate=2.5") == "rate_2.5" and slug("../x") == ".._x" and slug("") == "level"
+    assert slug("rate=2.5") == "rate_2.5" and slug("../x") == "x" and slug("") == "level"
+    assert slug("..") == "level" and slug(".hidden") == "hidden"  # no dot file, no `..`
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ live run and `--from-run` read the same files the same way.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -22,8 +21,8 @@ from infertriage.analyze.signals.spans import (
     request_spans,
     span_signals,
 )
-from infertriage.collect.otlp import read_span_file
-from infertriage.schemas import Diagnosis, RequestRecord, RunDir, Signal
+from infertriage.collect.otlp import load_span_file, read_span_file
+from infertriage.schemas import Diagnosis, RequestRecord, RunDir, Signal, UserError
 from infertriage.schemas.spans import ServerSpan
 
 __all__ = [
@@ -43,9 +42,12 @@ def add_given_spans(spans: Path | None, run: RunDir) -> None:
     """Copy a `--spans` file into the run (read first: a file that is not OTLP JSON fails)."""
     if spans is None:
         return
-    read_span_file(spans)
-    run.raw.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(spans, run.raw / GIVEN_FILE)
+    data = load_span_file(spans)[0]  # read once: `--spans <(…)` is a pipe
+    try:
+        run.raw.mkdir(parents=True, exist_ok=True)
+        (run.raw / GIVEN_FILE).write_bytes(data)
+    except OSError as err:
+        raise UserError(f"--spans: cannot keep a copy in {run.raw}: {err.strerror}.") from err
 
 
 _Source = Literal["otlp-listen", "spans-file"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -87,6 +88,7 @@ def traffic_plan(spec: PlanSpec, inputs: PlanInputs) -> TrafficPlan:
     if spec.keda is not None and spec.hpa is None:
         raise UserError("--keda writes a KEDA ScaledObject to the --hpa file: give --hpa FILE.")
     if spec.hpa is not None:
+        _check_autoscaler(spec)
         written = _write_autoscaler(spec, spec.hpa, plan)
         plan = dataclasses.replace(plan, written=tuple(str(path) for path in written))
     return plan
@@ -108,6 +110,23 @@ def _write(path: Path, text: str) -> None:
 def _yaml(document: object, note: str = "") -> str:
     comment = "".join(f"# {line}".rstrip() + "\n" for line in note.splitlines())
     return comment + yaml.safe_dump(document, sort_keys=False, width=100)
+
+
+def _check_autoscaler(spec: PlanSpec) -> None:
+    """The names and the URL the files carry, as Kubernetes and KEDA will read them."""
+    from infertriage.plan.hpa import check_names  # noqa: PLC0415
+
+    check_names(spec.deployment_name, spec.namespace)
+    if spec.keda is not None:
+        try:
+            parts = urlsplit(spec.keda)
+            host = parts.hostname
+        except ValueError:  # a bracket left open, a port not a number
+            host = None
+        if not spec.keda.startswith(("http://", "https://")) or not host:
+            raise UserError(
+                f"--keda takes Prometheus's http:// or https:// URL, not {spec.keda!r}."
+            )
 
 
 def _write_autoscaler(spec: PlanSpec, hpa: Path, plan: TrafficPlan) -> tuple[Path, ...]:

@@ -18,6 +18,7 @@ import base64
 import binascii
 import gzip
 import importlib
+import math
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "PROTOBUF_TYPE",
     "OtlpError",
     "decode_export",
+    "load_span_file",
     "protobuf_supported",
     "read_span_file",
     "spans_of",
@@ -42,6 +44,8 @@ JSON_TYPE = "application/json"
 PROTOBUF_TYPE = "application/x-protobuf"
 _TRACE_HEX, _SPAN_HEX = 32, 16
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
+# an export's body, inflated, is at most this: a small gzip body must not fill the memory
+MAX_INFLATED = 256 * 1024**2
 
 
 class OtlpError(Exception):
@@ -98,10 +102,16 @@ def _inflate(body: bytes, encoding: str) -> bytes:
     if encoding in {"", "identity"}:
         return body
     if encoding == "gzip":
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # one gzip member
         try:
-            return gzip.decompress(body)
-        except (OSError, EOFError, zlib.error) as err:
+            data = inflater.decompress(body, MAX_INFLATED)
+        except zlib.error as err:
             raise OtlpError(400, f"the gzip body is broken: {err}") from err
+        if inflater.unconsumed_tail:
+            raise OtlpError(413, f"the gzip body inflates past {MAX_INFLATED // 1024**2} MiB")
+        if not inflater.eof:
+            raise OtlpError(400, "the gzip body is broken: it ends before its end")
+        return data
     raise OtlpError(415, f"unsupported Content-Encoding {encoding!r}: send gzip or none")
 
 
@@ -165,14 +175,16 @@ def _any_value(value: object) -> AttrValue | None:
         return bool(value["boolValue"])
     if "intValue" in value:  # an int64: a string in OTLP JSON, a number from some writers
         try:
-            return int(value["intValue"])
-        except (TypeError, ValueError):
+            integer = int(value["intValue"])
+        except (TypeError, ValueError, OverflowError):
             return None
-    if "doubleValue" in value:
+        return integer if -(2**63) <= integer < 2**63 else None  # past it: not a float either
+    if "doubleValue" in value:  # NaN and infinities are no measure: left out
         try:
-            return float(value["doubleValue"])
+            number = float(value["doubleValue"])
         except (TypeError, ValueError):
             return None
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -197,10 +209,12 @@ def _hex_id(value: object, digits: int) -> str:
 
 
 def _nanos(value: object) -> int | None:
+    """A fixed64 time in Unix nanoseconds; None when it is none, or not one."""
     try:
-        return int(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+        nanos = int(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
     except ValueError:
         return None
+    return nanos if nanos is not None and 0 <= nanos < 2**64 else None
 
 
 def spans_of(document: Mapping[str, Any]) -> list[ServerSpan]:
@@ -232,8 +246,13 @@ def spans_of(document: Mapping[str, Any]) -> list[ServerSpan]:
 def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
     """The spans of an OTLP JSON file: the Collector's file exporter (one document a line),
     or one document; `UserError` when it is not OTLP JSON (its protobuf form included)."""
+    return load_span_file(path, flag)[1]
+
+
+def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[ServerSpan]]:
+    """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans."""
     try:
-        data = path.read_bytes()
+        given = data = path.read_bytes()
     except OSError as err:
         raise UserError(f"{flag} {path}: {err.strerror or err}.") from err
     if data[:2] == b"\x1f\x8b":
@@ -241,9 +260,8 @@ def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as err:
             raise UserError(f"{flag} {path}: the gzip file is broken ({err}).") from err
-    try:
-        documents = [orjson.loads(line) for line in data.splitlines() if line.strip()]
-    except orjson.JSONDecodeError:
+    documents = _documents(data)
+    if documents is None:
         try:
             documents = [orjson.loads(data)]
         except orjson.JSONDecodeError as err:
@@ -251,8 +269,23 @@ def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
                 f"{flag} {path} is not OTLP JSON (the Collector's file exporter with "
                 f"`format: json` writes it; its proto format is not read): {err}."
             ) from err
+    if any(not isinstance(document, dict) for document in documents):
+        raise UserError(f"{flag} {path} is not OTLP JSON: each line is an object with spans.")
     out: list[ServerSpan] = []
     for document in documents:
-        if isinstance(document, dict):
-            out += spans_of(document)
-    return out
+        out += spans_of(document)
+    return given, out
+
+
+def _documents(data: bytes) -> list[Any] | None:
+    """The file's JSON lines; a last line cut short (its writer stopped mid-line: no newline
+    after it) is left out, the complete ones kept. None when another line is not JSON."""
+    lines = [line for line in data.splitlines() if line.strip()]
+    documents: list[Any] = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            documents.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            cut_short = number == len(lines) > 1 and not data.rstrip(b" \t").endswith(b"\n")
+            return documents if cut_short else None
+    return documents

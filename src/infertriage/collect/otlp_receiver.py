@@ -12,6 +12,7 @@ read is answered 400 or 415 with the reason, which it also keeps (`errors`).
 
 from __future__ import annotations
 
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -60,7 +61,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.receiver.take_error(err.message)
             self._answer(err.status, JSON_TYPE, orjson.dumps({"message": err.message}))
             return
-        self.server.receiver.take(document)
+        try:
+            self.server.receiver.take(document)
+        except OSError as err:  # its file cannot be written: 503, which the exporter retries
+            message = f"an export could not be kept: {err.strerror or err}"
+            self.server.receiver.take_error(message)
+            self._answer(503, JSON_TYPE, orjson.dumps({"message": message}))
+            return
         # an empty ExportTraceServiceResponse, in the encoding the export came in
         if content_type.split(";", maxsplit=1)[0].strip().lower() == PROTOBUF_TYPE:
             self._answer(200, PROTOBUF_TYPE, b"")
@@ -84,6 +91,12 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], receiver: OtlpReceiver) -> None:
         super().__init__(address, _Handler)
         self.receiver = receiver
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # an export that could not be taken (its file not writable): a note on the run, not
+        # a traceback on the command's stderr
+        error = sys.exc_info()[1]
+        self.receiver.take_error(f"an export could not be taken: {error}")
 
 
 class OtlpReceiver:
@@ -111,11 +124,11 @@ class OtlpReceiver:
     def take(self, document: dict[str, object]) -> None:
         spans = spans_of(document)
         with self._lock:
-            self.num_exports += 1
-            self._spans += spans
-            if self.sink is not None:
+            if self.sink is not None:  # kept on disk first: what is counted is in the file
                 with self.sink.open("ab") as out:
                     out.write(orjson.dumps(document) + b"\n")
+            self.num_exports += 1
+            self._spans += spans
 
     def take_error(self, message: str) -> None:
         with self._lock:

@@ -117,7 +117,7 @@ def parse_listen(value: str, flag: str = "--otlp-listen") -> tuple[str, int]:
     """An address to listen on: '127.0.0.1:4318' → ('127.0.0.1', 4318); ':4318' is
     127.0.0.1's; port 0 asks the OS for a free one."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise UserError(
             f"{flag} takes HOST:PORT (127.0.0.1:4318; port 0 picks one), not {value!r}."
         )

@@ -14,10 +14,12 @@ replica that the next rise would wait for. Pure; no I/O.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from infertriage.plan.traffic import TrafficPlan
+from infertriage.schemas import UserError
 from infertriage.schemas.recorded import Recorded
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "SCALING_METRICS",
     "HpaTargets",
     "PodsMetric",
+    "check_names",
     "hpa_behavior",
     "hpa_targets",
     "make_hpa_manifest",
@@ -147,3 +150,24 @@ def make_hpa_manifest(
             "behavior": hpa_behavior(targets),
         },
     }
+
+
+# Kubernetes' names (apimachinery's validation): a Deployment's a DNS-1123 subdomain, a
+# namespace's a DNS-1123 label; so the only regex character a Deployment's name holds is `.`
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+_NAMESPACE = re.compile(_LABEL)
+
+
+def check_names(deployment: str, namespace: str | None) -> None:
+    """`UserError` unless Kubernetes takes `deployment` and `namespace` as names."""
+    if len(deployment) > 253 or not _SUBDOMAIN.fullmatch(deployment):
+        raise UserError(
+            f"--deployment {deployment!r} is not a Kubernetes name: lowercase letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit, at most 253 characters."
+        )
+    if namespace is not None and (len(namespace) > 63 or not _NAMESPACE.fullmatch(namespace)):
+        raise UserError(
+            f"--namespace {namespace!r} is not a Kubernetes namespace: lowercase letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 characters."
+        )

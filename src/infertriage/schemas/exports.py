@@ -47,6 +47,8 @@ def parse_exports(values: str | Iterable[str | ExportFormat]) -> tuple[ExportFor
                 raise UserError(f"--export {part.strip()!r}: give {known}.") from None
             if chosen not in out:
                 out.append(chosen)
+    if items and not out:  # `--export ""`: a format was asked for, and none named
+        raise UserError(f"--export names no format: give {known}.")
     return tuple(out)
 
 

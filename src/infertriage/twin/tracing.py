@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from infertriage.engines.vllm_spans import REQUEST_SPAN, TRACE_HEADERS, VllmSpan
 from infertriage.schemas import UserError
@@ -30,10 +31,25 @@ _NEEDS = (
 )
 
 
+def _check_endpoint(endpoint: str) -> None:
+    """`UserError` unless `endpoint` is an http(s) URL with a host: the SDK would take any
+    text, and say why each batch failed only when it is sent."""
+    try:
+        host = urlsplit(endpoint).hostname
+    except ValueError:  # a bracket left open
+        host = None
+    if not endpoint.startswith(("http://", "https://")) or not host or " " in endpoint:
+        raise UserError(
+            f"--otlp-traces-endpoint takes an OTLP/HTTP URL "
+            f"(http://127.0.0.1:4318/v1/traces), not {endpoint!r}."
+        )
+
+
 class RequestSpans:
     """One tracer provider with a batching OTLP/HTTP exporter; `emit` per finished request."""
 
     def __init__(self, endpoint: str, service: str = "infertriage-twin") -> None:
+        _check_endpoint(endpoint)
         # the SDK only when spans are asked for (PLC0415): a twin without it serves as before
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415

@@ -70,13 +70,19 @@ def request_spans(spans: Sequence[ServerSpan]) -> dict[str, ServerSpan]:
 
 
 def _timed(span: ServerSpan) -> bool:
-    return span.number(VllmSpan.TIME_IN_QUEUE) is not None
+    return _seconds(span, VllmSpan.TIME_IN_QUEUE) is not None
+
+
+def _seconds(span: ServerSpan, key: str) -> float | None:
+    """A latency attribute in seconds; a negative one (a broken exporter) is no measure."""
+    value = span.number(key)
+    return value if value is not None and value >= 0 else None
 
 
 def _joined(record: RequestRecord, span: ServerSpan) -> JoinedRequest:
     client_ttft = record.ttft_s
     client_e2e = None if record.end_ts is None else record.end_ts - record.sent_ts
-    server_ttft = span.number(VllmSpan.TIME_TO_FIRST_TOKEN)
+    server_ttft = _seconds(span, VllmSpan.TIME_TO_FIRST_TOKEN)
     gap = None if client_ttft is None or server_ttft is None else client_ttft - server_ttft
     request_id = span.attributes.get(VllmSpan.REQUEST_ID)
     return JoinedRequest(
@@ -85,11 +91,11 @@ def _joined(record: RequestRecord, span: ServerSpan) -> JoinedRequest:
         client_ttft_s=client_ttft,
         client_e2e_s=client_e2e,
         server_request_id=str(request_id) if request_id is not None else "",
-        queue_s=span.number(VllmSpan.TIME_IN_QUEUE),
-        prefill_s=span.number(VllmSpan.TIME_IN_MODEL_PREFILL),
-        decode_s=span.number(VllmSpan.TIME_IN_MODEL_DECODE),
+        queue_s=_seconds(span, VllmSpan.TIME_IN_QUEUE),
+        prefill_s=_seconds(span, VllmSpan.TIME_IN_MODEL_PREFILL),
+        decode_s=_seconds(span, VllmSpan.TIME_IN_MODEL_DECODE),
         server_ttft_s=server_ttft,
-        server_e2e_s=span.number(VllmSpan.E2E),
+        server_e2e_s=_seconds(span, VllmSpan.E2E),
         ttft_gap_s=gap,
     )
 

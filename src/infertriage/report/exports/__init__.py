@@ -18,7 +18,7 @@ from pathlib import Path
 
 from infertriage.report.client_trace import client_trace
 from infertriage.report.exports.aiperf import JSON_FILE, JSONL_FILE, aiperf_records, aiperf_summary
-from infertriage.report.exports.level import ExportLevel, slug
+from infertriage.report.exports.level import ExportLevel, file_stems
 from infertriage.report.exports.vllm import vllm_result
 from infertriage.schemas import UserError
 from infertriage.schemas.exports import EXPORTS_FOLDER, ExportFormat
@@ -31,14 +31,14 @@ def _dump(document: object) -> str:
     return json.dumps(document, ensure_ascii=False, allow_nan=False)
 
 
-def _write_vllm(folder: Path, level: ExportLevel) -> list[Path]:
-    path = folder / f"{slug(level.name)}.json"
+def _write_vllm(folder: Path, level: ExportLevel, stem: str) -> list[Path]:
+    path = folder / f"{stem}.json"
     path.write_text(_dump(vllm_result(level)) + "\n", encoding="utf-8")
     return [path]
 
 
-def _write_aiperf(folder: Path, level: ExportLevel) -> list[Path]:
-    where = folder / slug(level.name)
+def _write_aiperf(folder: Path, level: ExportLevel, stem: str) -> list[Path]:
+    where = folder / stem
     where.mkdir(parents=True, exist_ok=True)
     summary, records = where / JSON_FILE, where / JSONL_FILE
     text = json.dumps(aiperf_summary(level), indent=2, ensure_ascii=False, allow_nan=False)
@@ -49,8 +49,8 @@ def _write_aiperf(folder: Path, level: ExportLevel) -> list[Path]:
     return [summary, records]
 
 
-def _write_timeline(folder: Path, level: ExportLevel) -> list[Path]:
-    path = folder / f"{slug(level.name)}.json"
+def _write_timeline(folder: Path, level: ExportLevel, stem: str) -> list[Path]:
+    path = folder / f"{stem}.json"
     path.write_bytes(client_trace(level.records, level.name, level.server, level.wall_anchor_s))
     return [path]
 
@@ -67,12 +67,13 @@ def write_exports(
 ) -> tuple[Path, ...]:
     """Each level in each format under `root/exports/`; the files written, in order."""
     written: list[Path] = []
+    stems = file_stems([level.name for level in levels])
     try:
         for fmt in formats:
             folder = root / EXPORTS_FOLDER / fmt.value
             folder.mkdir(parents=True, exist_ok=True)
-            for level in levels:
-                written += _WRITERS[fmt](folder, level)
+            for level, stem in zip(levels, stems, strict=True):
+                written += _WRITERS[fmt](folder, level, stem)
     except OSError as err:
         raise UserError(f"cannot write the {fmt.value} export in {root}: {err.strerror}.") from err
     return tuple(written)

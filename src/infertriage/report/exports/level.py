@@ -22,6 +22,7 @@ from infertriage.schemas.spans import ServerSpan
 __all__ = [
     "ExportLevel",
     "chunk_gaps_s",
+    "file_stems",
     "finished_ts",
     "level_span",
     "output_len",
@@ -55,10 +56,30 @@ class ExportLevel:
         return tuple(sorted(records, key=lambda r: (r.scheduled_ts, r.sent_ts, r.id)))
 
 
+_SLUG_MAX = 100  # characters: a file name's limit is 255 bytes, and a unicode one takes more
+
+
 def slug(name: str) -> str:
-    """A level's name as a file name: "concurrency=8" → "concurrency_8"."""
-    text = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip("_")
-    return text or "level"
+    """A level's name as a file name: "concurrency=8" → "concurrency_8" (never `.` or `..`,
+    nor a hidden file; cut to 100 characters)."""
+    text = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+    return text.lstrip(".").strip("_")[:_SLUG_MAX] or "level"
+
+
+def file_stems(names: Sequence[str]) -> list[str]:
+    """Each level's file name, one each: two names alike as file names ("a/b", "a_b") are
+    told apart by a suffix ("a_b", "a_b-2"), so that no level's file overwrites another's."""
+    taken: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        base = stem = slug(name)
+        number = 1
+        while stem in taken:
+            number += 1
+            stem = f"{base}-{number}"
+        taken.add(stem)
+        out.append(stem)
+    return out
 
 
 def output_len(record: RequestRecord) -> int:
