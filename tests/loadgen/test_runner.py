@@ -49,8 +49,11 @@ def test_open_loop_sends_on_its_deadlines() -> None:
     by_index = sorted(records, key=lambda r: int(r.id.rsplit("-", 1)[1]))
     scheduled = np.asarray([r.scheduled_ts for r in by_index]) - by_index[0].scheduled_ts
     assert np.allclose(scheduled, offsets, atol=1e-6)  # intended starts are the deadlines
-    lags = [r.dispatch_lag_s for r in records]
-    assert min(lags) >= 0.0 and max(lags) < 0.05
+    lags = [r.dispatch_lag_s for r in by_index]
+    # never early; late only by what a busy host adds (a generous bound: not a speed test)
+    assert min(lags) >= 0.0 and max(lags) < 1.0
+    sent = scheduled + np.asarray(lags)
+    assert np.all(np.diff(sent) >= -1e-6)  # in the schedule's order
     assert report.loop_lag_s and report.cpu_s > 0 and not report.interrupted
 
 
