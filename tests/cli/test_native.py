@@ -22,6 +22,7 @@ from infertriage.cli.app import app, build_app
 from infertriage.cli.commands import COMMANDS
 from infertriage.cli.examples import EXAMPLES, epilog
 from infertriage.cli.logging_setup import levels
+from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
 _ENTRY = (
     "import sys; from infertriage.cli import main; sys.argv[0] = 'infertriage'; sys.exit(main())"
@@ -341,3 +342,22 @@ def test_a_url_from_the_variable_is_said(
     assert main(["diagnose", "--duration", "5s", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "OPENAI_BASE_URL" in err and "127.0.0.1:9" in err
+
+
+def test_verbose_bench_logs_the_load_as_it_goes(tmp_path: Path) -> None:
+    """`-v` shows infertriage's own progress: each worker's load, begun and ended, on stderr
+    in the standard format; stdout keeps the result alone."""
+    fast = Behavior(ttft_s=0.002, itl_s=0.001)
+    with serve_in_thread(ServerConfig(behavior=fast)) as (url, _):
+        args = ["-v", "bench", "--url", url, "--concurrency", "2", "--num-requests", "6"]
+        done = subprocess.run(
+            [sys.executable, "-c", _ENTRY, *args, "--out", str(tmp_path / "run"), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert " INFO infertriage.loadgen.runner: worker 0: closed loop, 2 users" in done.stderr
+    assert " INFO infertriage.loadgen.runner: worker 0: 6 records in " in done.stderr
+    assert done.stdout.lstrip().startswith("{")

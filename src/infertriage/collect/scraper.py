@@ -20,6 +20,7 @@ labels `kind`, `metric`, `raw` and `said` (`schemas.artefacts`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from infertriage.schemas import VOCABULARY, JsonlWriter, MetricKind, RunClock, S
 from infertriage.schemas.artefacts import ARTEFACT_SAMPLE
 
 __all__ = ["ScrapeTarget", "Scraper", "samples_of"]
+
+_log = logging.getLogger(__name__)
 
 _START_SLACK_S = 1.0  # process_start_time_seconds is rounded; a real restart moves it more
 
@@ -160,6 +163,7 @@ class Scraper:
         adapted = await asyncio.to_thread(adapt_scrape, exposition, state.detection)
         self._observe(t, target, state, adapted, fetched.text)
         scrape = Scrape(t, target.name, target.url, adapted, exposition.notes)
+        _log.debug("scraped %s: %d series", target.url, len(adapted))
         self.scrapes.append(scrape)
         if self.writer is not None:
             for sample in samples_of(t, adapted):
@@ -167,6 +171,7 @@ class Scraper:
         return scrape
 
     def _event(self, t: float, target: ScrapeTarget, kind: str, reason: str, detail: str) -> None:
+        _log.info("%s %s: %s (%s)", target.name, kind, detail, reason)
         event = ServerEvent(t, target.name, kind, detail)
         self.events.append(event)
         name = {"restart": "server.restart", "unreachable": "server.unreachable"}.get(kind)

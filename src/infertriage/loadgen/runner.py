@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Iterator
@@ -86,6 +87,7 @@ _BACKOFF_S, _BACKOFF_MAX_S, _INSTANT_FAILURE_S = 0.05, 1.0, 1.0
 # short one about to end is not cut for nothing).
 DRAIN_POLL_S = 0.05
 DRAIN_SETTLE_GRACE_S = 1.0
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +517,7 @@ async def run_load(
         # 45 ms of CPU on a 2-core host, added to every stamp in flight. What the load keeps
         # is frozen as it goes (`monitor_lag`).
         gc.freeze()
+        _log.info("worker %d: %s %s", worker, _describe(plan), dict(plan.labels) or "")
         cpu0, wall0 = time.process_time(), time.perf_counter_ns()
         try:
             await sleep_until(load_start_ns)
@@ -532,6 +535,10 @@ async def run_load(
             await client.aclose()
             gc.unfreeze()
         cpu_s, wall_s = time.process_time() - cpu0, (time.perf_counter_ns() - wall0) * 1e-9
+    _log.info(
+        "worker %d: %d records in %.1f s (client CPU %.2f s)%s",
+        *(worker, run.num_records, wall_s, cpu_s, ", interrupted" if interrupted else ""),
+    )
     return WorkerReport(
         worker=worker,
         num_records=run.num_records,
@@ -546,6 +553,13 @@ async def run_load(
         num_backoffs=run.num_backoffs,
         saturation=run.saturation,
     )
+
+
+def _describe(plan: LoadPlan) -> str:
+    offsets = plan.schedule.offsets_s
+    if offsets is None:
+        return f"closed loop, {plan.concurrency} users"
+    return f"open loop, {len(offsets)} sends scheduled"
 
 
 async def _issue(run: _Run, me: asyncio.Task[Any], helpers: list[asyncio.Task[Any]]) -> None:
