@@ -155,7 +155,7 @@ def test_the_twin_without_the_sdk_says_what_to_install(tmp_path: Path) -> None:
     (hidden / "__init__.py").write_text('raise ImportError("not installed")\n', encoding="utf-8")
     done = _twin("http://127.0.0.1:4318/v1/traces", f"{hidden.parent}{os.pathsep}{SRC}")
     assert done.returncode == 2, done.stderr
-    assert "pip install opentelemetry-sdk" in done.stderr and "Traceback" not in done.stderr
+    assert "pip install 'infertriage[otel]'" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_an_export_that_cannot_be_kept_is_a_note_not_a_traceback(

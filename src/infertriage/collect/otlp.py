@@ -76,7 +76,7 @@ def protobuf_supported() -> bool:
 
 _NO_PROTOBUF = (
     "this receiver reads OTLP/HTTP JSON; OTLP protobuf needs the opentelemetry-proto package "
-    "(pip install opentelemetry-proto), or have the exporter send JSON "
+    "(pip install 'infertriage[otel]'), or have the exporter send JSON "
     "(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json)"
 )
 

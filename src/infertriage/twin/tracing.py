@@ -27,7 +27,7 @@ __all__ = ["RequestSpans"]
 _BATCH_DELAY_MS = 500
 _NEEDS = (
     "the twin's --otlp-traces-endpoint exports through the OpenTelemetry SDK: pip install "
-    "opentelemetry-sdk opentelemetry-exporter-otlp-proto-http"
+    "'infertriage[otel]' (opentelemetry-sdk, opentelemetry-exporter-otlp-proto-http)"
 )
 
 
