@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from infertriage.analyze.signals.spans import join_spans, merge_span_signals, span_signals
-from infertriage.schemas import RequestRecord, Signal
+from infertriage.schemas import ErrorKind, RequestRecord, Signal
 from infertriage.schemas.spans import ServerSpan
 
 
@@ -97,3 +99,17 @@ def test_signals_fill_the_server_figures_the_metrics_lack() -> None:
 def test_no_trace_ids_no_signals() -> None:
     records = [_record(0, 0.5, trace=False)]
     assert span_signals(join_spans(records, [_span(0, 0.1, 0.1)]), records) == []
+
+
+def test_a_request_refused_in_front_of_the_engine_is_not_a_span_lost() -> None:
+    """A gateway's 429 never reaches the engine: no span can come, so it is not in the
+    share joined; a failure the engine did trace (its span came) is."""
+    refused = dataclasses.replace(
+        _record(1, 0.0), error_kind=ErrorKind.ADMISSION, first_token_ts=None
+    )
+    traced_failure = dataclasses.replace(_record(2, 0.3), error_kind=ErrorKind.HTTP)
+    records = [_record(0, 0.5), refused, traced_failure]
+    result = join_spans(records, [_span(0, 0.1, 0.2), _span(2, 0.1, 0.1)])
+    assert result.num_requests == 2 and len(result.joined) == 2
+    [share] = [s for s in span_signals(result, records) if s.name == "spans.joined_share"]
+    assert share.value == 1.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -182,3 +183,23 @@ def test_a_cut_gzip_export_is_one_clear_error(tmp_path: Path) -> None:
     cut.write_bytes(gzip.compress(json.dumps(DOCUMENT).encode())[:30])
     with pytest.raises(UserError, match="gzip file is broken"):
         read_span_file(cut)
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this host")
+def test_receiver_listens_on_an_ipv6_address(tmp_path: Path) -> None:
+    """`--otlp-listen [::1]:PORT` binds the address it names (the server class alone binds
+    IPv4 and refused it)."""
+    with OtlpReceiver("::1", 0, tmp_path / "spans.jsonl") as rx:
+        assert rx.endpoint.startswith("http://[::1]:")
+        body = json.dumps(DOCUMENT).encode()
+        assert _post(rx.endpoint, body, {"Content-Type": "application/json"})[0] == 200
+        assert [s.trace_id for s in rx.spans()] == [TRACE]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from collections.abc import Callable
 
@@ -207,3 +208,21 @@ def test_a_defect_of_the_client_fails_its_request_and_loses_no_record(
         if not record.ok:
             assert (record.error_kind, record.fault) == (ErrorKind.CLIENT, "internal_error")
             assert "has no attribute 'closed'" in (record.error_text or "")
+
+
+@pytest.mark.parametrize("frozen_before", [False, True])
+def test_a_level_leaves_the_collector_as_it_found_it(frozen_before: bool) -> None:
+    """The load freezes what it holds, so full passes do not delay stamps; afterwards the
+    level's objects are back in the collector's reach, and a freeze the caller made (the
+    CLI's, after its imports) is made again rather than lost."""
+    gc.unfreeze()
+    if frozen_before:
+        gc.freeze()
+    try:
+        offsets = [0.0, 0.05, 0.10]
+        with serve_in_thread(ServerConfig(behavior=FAST)) as (url, _):
+            records, _ = _run(url, LoadPlan(_schedule(3, offsets)))
+        assert len(records) == 3
+        assert (gc.get_freeze_count() > 0) is frozen_before
+    finally:
+        gc.unfreeze()

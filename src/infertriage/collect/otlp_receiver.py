@@ -12,6 +12,7 @@ read is answered 400 or 415 with the reason, which it also keeps (`errors`).
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,6 +90,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], receiver: OtlpReceiver) -> None:
+        # the host's own family (an IPv6 literal such as ::1 too), as http.server's CLI picks
+        # it; the class default binds IPv4 only
+        self.address_family = socket.getaddrinfo(*address, type=socket.SOCK_STREAM)[0][0]
         super().__init__(address, _Handler)
         self.receiver = receiver
 

@@ -267,10 +267,12 @@ class RequestClient:
             while True:
                 data = await read()
                 ns = perf()
-                if protocol is not None and protocol._reading_paused:
-                    protocol.resume_reading()  # the buffer is drained: the socket may go on
                 if not data:
                     break
+                # the buffer is drained: the socket may go on, while the connection is still
+                # this response's (released at the body's end, it may carry another request)
+                if protocol is not None and protocol._reading_paused and resp.connection:
+                    protocol.resume_reading()
                 state.last_ns = ns
                 if decode is not None:
                     data = decode(data)

@@ -66,14 +66,14 @@ class SpanJoin(FrozenModel):
     """A run's requests joined to the server's spans by W3C trace id."""
 
     source: Literal["otlp-listen", "spans-file"]
-    num_requests: int  # the measured level's requests that sent a trace id
+    num_requests: int  # the measured level's traced requests that succeeded or have a span
     num_joined: int  # of them, those with a server span
     num_spans: int  # request spans received (vLLM's `llm_request`), joined or not
     slowest: tuple[JoinedRequest, ...] = ()  # the joined requests with the longest client TTFT
 
     def describe(self) -> str:
-        """'server spans: 48 of 50 requests joined by trace id (52 spans received)'."""
+        """'server spans: 48 of 50 requests joined by trace id (52 … received in the run)'."""
         return (
             f"server spans: {self.num_joined} of {self.num_requests} requests joined by trace "
-            f"id ({self.num_spans} request spans received)"
+            f"id ({self.num_spans} request spans received in the run)"
         )

@@ -40,7 +40,7 @@ class SpanJoinResult:
     """The requests that sent a trace id and met a server span of it, in record order."""
 
     joined: tuple[JoinedRequest, ...]
-    num_requests: int  # the records that sent a trace id
+    num_requests: int  # the records that sent a trace id and succeeded or have a span
     num_spans: int  # request spans received, joined or not
 
     def summary(self, source: Literal["otlp-listen", "spans-file"]) -> SpanJoin:
@@ -101,11 +101,16 @@ def _joined(record: RequestRecord, span: ServerSpan) -> JoinedRequest:
 
 
 def join_spans(records: Sequence[RequestRecord], spans: Sequence[ServerSpan]) -> SpanJoinResult:
-    """Each record that sent a trace id beside the server's span of that trace (if any)."""
+    """Each record that sent a trace id beside the server's span of that trace (if any).
+
+    The share joined counts the requests the engine could have traced: those that succeeded
+    or whose span came. A request refused in front of the engine (a gateway's 429, a refused
+    connection) has no span to join and would read as a span lost."""
     by_trace = request_spans(spans)
     traced = [r for r in records if r.trace_id]
     joined = tuple(_joined(r, by_trace[r.trace_id]) for r in traced if r.trace_id in by_trace)
-    return SpanJoinResult(joined, len(traced), len(by_trace))
+    reached = sum(1 for r in traced if r.ok or r.trace_id in by_trace)
+    return SpanJoinResult(joined, reached, len(by_trace))
 
 
 def _window(records: Sequence[RequestRecord]) -> tuple[float, float] | None:

@@ -95,10 +95,12 @@ def chunk_gaps_s(record: RequestRecord) -> list[float]:
 
 
 def second_token_s(record: RequestRecord) -> float | None:
-    """The second content chunk − send (AIPerf's time to second token)."""
+    """The second content chunk − the first: AIPerf's time to second token ("Second Response
+    Timestamp − First Response Timestamp", aiperf/metrics/types/ttst_metric.py), the gap
+    after the first token, not a time from the send."""
     if len(record.chunks) < 2:
         return None
-    return record.chunks[1].ts - record.sent_ts
+    return record.chunks[1].ts - record.chunks[0].ts
 
 
 def finished_ts(record: RequestRecord) -> float:

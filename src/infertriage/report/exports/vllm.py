@@ -73,25 +73,25 @@ def _stats(stem: str, values_s: Sequence[float]) -> dict[str, float]:
     return out
 
 
-def _peaks(ok: Sequence[RequestRecord], start: float) -> tuple[float, int]:
-    """vLLM's `max_output_tokens_per_s` (output tokens in the busiest whole second from
-    the first send) and `max_concurrent_requests` (the most successful requests in
-    flight at once, [send, last token) each)."""
+def _peaks(ok: Sequence[RequestRecord]) -> tuple[float, int]:
+    """vLLM's `max_output_tokens_per_s` and `max_concurrent_requests`, as its
+    `calculate_metrics` buckets them: whole seconds from the first successful send; each
+    token in the second it arrived; each successful request in every second from the one
+    it was sent in to the one it ended in, inclusive (so a second counts every request
+    active at any moment of it, not the most in flight at one instant)."""
     if not ok:
         return 0.0, 0
-    buckets: dict[int, float] = {}
+    start = min(r.sent_ts for r in ok)
+    tokens: dict[int, float] = {}
+    active: dict[int, int] = {}
     for record in ok:
         for chunk in record.chunks:
             second = int(chunk.ts - start)
-            buckets[second] = buckets.get(second, 0.0) + chunk.num_tokens
-    events = sorted(
-        [(r.sent_ts, 1) for r in ok] + [(r.last_token_ts or finished_ts(r), -1) for r in ok]
-    )
-    level = peak = 0
-    for _, delta in events:
-        level += delta
-        peak = max(peak, level)
-    return max(buckets.values(), default=0.0), peak
+            tokens[second] = tokens.get(second, 0.0) + chunk.num_tokens
+        first, last = int(record.sent_ts - start), int(finished_ts(record) - start)
+        for second in range(first, last + 1):
+            active[second] = active.get(second, 0) + 1
+    return max(tokens.values(), default=0.0), max(active.values(), default=0)
 
 
 def _goodput(level: ExportLevel, ok: Sequence[RequestRecord], duration_s: float) -> float | None:
@@ -130,7 +130,7 @@ def vllm_result(level: ExportLevel) -> dict[str, object]:
     output_lens = [output_len(r) if r.ok else 0 for r in records]
     total_input = sum(r.prompt_tokens or 0 for r in ok)
     total_output = sum(output_lens)
-    peak_tokens, peak_requests = _peaks(ok, start)
+    peak_tokens, peak_requests = _peaks(ok)
     result: dict[str, object] = {
         **_setup(level, date),
         "duration": duration,
