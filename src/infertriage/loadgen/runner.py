@@ -517,7 +517,6 @@ async def run_load(
         # it alone during the load, as vLLM's `bench serve` does. A full pass over it took
         # 45 ms of CPU on a 2-core host, added to every stamp in flight. What the load keeps
         # is frozen as it goes (`monitor_lag`).
-        frozen_before = gc.get_freeze_count() > 0  # the CLI's own, after its imports
         gc.freeze()
         _log.info("worker %d: %s %s", worker, _describe(plan), dict(plan.labels) or "")
         cpu0, wall0 = time.process_time(), time.perf_counter_ns()
@@ -535,10 +534,10 @@ async def run_load(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*helpers, return_exceptions=True)
             await client.aclose()
-            gc.unfreeze()  # the level's objects back in reach; what was frozen before, again
-            if frozen_before:
-                gc.collect()
-                gc.freeze()
+            # everything back in the collector's reach, the CLI's own freeze included: a
+            # freeze made again here would outlive a level run beside this one (compare's
+            # arms) and keep garbage out of reach for good (a run directory's lock in a cycle)
+            gc.unfreeze()
         cpu_s, wall_s = time.process_time() - cpu0, (time.perf_counter_ns() - wall0) * 1e-9
     _log.info(
         "worker %d: %d records in %.1f s (client CPU %.2f s)%s",
