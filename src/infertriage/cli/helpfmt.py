@@ -8,19 +8,26 @@ typer (0.29) writes `<bool>` after every flag, `--help` and `-v` included, as if
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from typer.core import TyperOption
 
 __all__ = ["install"]
 
-_ORIGINAL = TyperOption.display_type_rich
+# typer 0.29's type column; older typers (0.26, the floor) have none and show a flag bare
+_ORIGINAL: Callable[..., Any] | None = getattr(TyperOption, "display_type_rich", None)
 
 
 def _display_type_rich(self: TyperOption, ctx: object) -> str | None:
-    if self.is_flag:  # `--force`, `--progress/--no-progress`, `--help`, `-v` (a count)
+    if self.is_flag or _ORIGINAL is None:  # `--force`, `--progress/--no-progress`, `-v`
         return None
-    return _ORIGINAL(self, ctx)  # type: ignore[arg-type]
+    shown: str | None = _ORIGINAL(self, ctx)
+    return shown
 
 
 def install() -> None:
-    """Once, when the app is built: a flag's row in `--help` shows no `<bool>`."""
-    setattr(TyperOption, "display_type_rich", _display_type_rich)  # noqa: B010
+    """Once, when the app is built: a flag's row in `--help` shows no `<bool>` (nothing to
+    do on a typer without the type column)."""
+    if _ORIGINAL is not None:
+        setattr(TyperOption, "display_type_rich", _display_type_rich)  # noqa: B010
