@@ -348,6 +348,8 @@ def test_every_option_and_argument_has_help() -> None:
 def test_a_flag_shows_no_type_and_an_option_its_metavar() -> None:
     """`--force` is a flag, not `--force <bool>`; an option that takes a value says what in
     capitals (`DURATION`, `RATE`, `PATH`), not typer's `<float>`; a time is `DURATION`."""
+    if not hasattr(TyperOption, "display_type_rich"):
+        pytest.skip("typer before 0.29 has no type column (a flag shows bare there)")
     wrong: list[tuple[str, str, str | None]] = []
     durations = 0
     for name, command in _commands().items():

@@ -31,7 +31,7 @@ VLLM_STATS = ("mean", "median", "std", "p99")  # p99: vLLM's default --metric-pe
 
 
 class VllmResult(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, protected_namespaces=())
 
     date: str = Field(pattern=r"^\d{8}-\d{6}$")  # datetime.now().strftime("%Y%m%d-%H%M%S")
     endpoint_type: str
@@ -78,7 +78,7 @@ class VllmResult(BaseModel):
 
 
 class AiperfMetric(BaseModel):  # JsonMetricResult
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, protected_namespaces=())
 
     unit: str
     avg: Number | None = None
@@ -99,7 +99,7 @@ class AiperfMetric(BaseModel):  # JsonMetricResult
 
 
 class AiperfErrorDetails(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, protected_namespaces=())
 
     code: StrictInt | None = None
     type: str | None = None
@@ -112,7 +112,7 @@ class AiperfErrorCount(BaseModel):  # ErrorDetailsCount
 
 
 class AiperfSummary(BaseModel):  # JsonExportData: every other key a metric tag
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
 
     schema_version: Literal["1.4"]
     request_count: AiperfMetric
@@ -132,7 +132,7 @@ class AiperfSummary(BaseModel):  # JsonExportData: every other key a metric tag
 
 
 class AiperfMetadata(BaseModel):  # MetricRecordMetadata, the fields we write
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, protected_namespaces=())
 
     session_num: StrictInt
     x_request_id: str | None = None
@@ -147,14 +147,14 @@ class AiperfMetadata(BaseModel):  # MetricRecordMetadata, the fields we write
 
 
 class AiperfValue(BaseModel):  # MetricValue
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, protected_namespaces=())
 
     value: Number | list[Number]
     unit: str
 
 
 class AiperfRecord(BaseModel):  # MetricRecordInfo
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, protected_namespaces=())
 
     metadata: AiperfMetadata
     metrics: dict[str, AiperfValue]

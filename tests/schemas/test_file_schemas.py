@@ -68,7 +68,10 @@ def _schema_keys(schema: dict[str, object]) -> set[str]:
     found = set()
     for key, prop in schema["properties"].items():  # type: ignore[attr-defined]
         found.add(key)
-        refs = [prop.get("$ref", "")] + [p.get("$ref", "") for p in prop.get("anyOf", [])]
+        # a reference is the property itself, or inside anyOf (optional) or allOf (pydantic
+        # before 2.9 wraps a reference that has a default)
+        wrapped = [*prop.get("anyOf", []), *prop.get("allOf", [])]
+        refs = [prop.get("$ref", "")] + [p.get("$ref", "") for p in wrapped]
         for ref in filter(None, refs):
             found |= {f"{key}.{inner}" for inner in defs[ref.rsplit("/", 1)[1]]["properties"]}
     return found

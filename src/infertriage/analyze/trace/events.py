@@ -11,6 +11,7 @@ typed one (`kineto`) and the generic one, share these, so they agree.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -111,9 +112,15 @@ def to_ns(values: Sequence[object] | np.ndarray) -> npt.NDArray[np.int64]:
 
 
 def column(values: Sequence[object], dtype: type[np.generic], default: float) -> np.ndarray:
-    """A numpy column; values that are not numbers (a string stream id, None) become `default`."""
+    """A numpy column; values that are not numbers (a string stream id, None) become `default`.
+    An integer out of the dtype's range raises OverflowError, as numpy 2 does (numpy 1.x
+    warns and wraps it: that warning is raised as the same error here)."""
     try:
-        return np.asarray(values, dtype=dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            return np.asarray(values, dtype=dtype)
+    except DeprecationWarning as err:
+        raise OverflowError(str(err)) from None
     except (TypeError, ValueError):
         clean = [v if isinstance(v, int | float) else default for v in values]
         return np.asarray(clean, dtype=dtype)
