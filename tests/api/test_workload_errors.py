@@ -177,7 +177,8 @@ def test_429s_are_the_admission_signal_not_errors(twin: TwinProcess, tmp_path: P
     result = diagnose(DiagnoseSpec(from_run=tmp_path / "run"))
     run = RunDir.open(tmp_path / "run")
     signals = {s.name: s.value for s in run.iter_records(run.signals, Signal)}
-    assert signals["client.admission_rate"] == pytest.approx(0.2, abs=0.05)
+    # one request in five refused; the judged window holds a few dozen, so about 0.2
+    assert signals["client.admission_rate"] == pytest.approx(0.2, abs=0.1)
     assert signals["client.error_rate"] == 0.0 and signals["client.num_errors"] == 0
     assert signals["client.rejected_rate"] == 0.0
     findings = {f.id: f for layer in result.diagnosis.layers for f in layer.findings}
