@@ -31,6 +31,7 @@ __all__ = [
     "hpa_behavior",
     "hpa_targets",
     "make_hpa_manifest",
+    "object_metadata",
 ]
 
 
@@ -127,14 +128,20 @@ def hpa_behavior(targets: HpaTargets) -> dict[str, Any]:
     }
 
 
+def object_metadata(name: str, namespace: str | None) -> dict[str, Any]:
+    """A Kubernetes object's `metadata`: its name, and its namespace when one is given."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return metadata
+
+
 def make_hpa_manifest(
     plan: TrafficPlan, deployment: str, namespace: str | None = None
 ) -> dict[str, Any]:
     """The autoscaling/v2 HorizontalPodAutoscaler of `deployment` for `plan`."""
     targets = hpa_targets(plan)
-    metadata: dict[str, Any] = {"name": deployment}
-    if namespace:
-        metadata["namespace"] = namespace
+    metadata = object_metadata(deployment, namespace)
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",

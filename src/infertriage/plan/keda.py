@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from infertriage.plan.hpa import SCALING_METRICS, PodsMetric, hpa_behavior, hpa_targets
+from infertriage.plan.hpa import (
+    SCALING_METRICS,
+    PodsMetric,
+    hpa_behavior,
+    hpa_targets,
+    object_metadata,
+)
 from infertriage.plan.traffic import TrafficPlan
 from infertriage.schemas.recorded import POD_LABELS
 
@@ -50,9 +56,7 @@ def make_scaled_object(
     """The ScaledObject scaling `deployment` for `plan` on Prometheus at `server_address`."""
     targets = hpa_targets(plan)
     thresholds = {"waiting": float(targets.waiting_per_replica), "kv_usage": targets.kv_usage}
-    metadata: dict[str, Any] = {"name": deployment}
-    if namespace:
-        metadata["namespace"] = namespace
+    metadata = object_metadata(deployment, namespace)
     triggers = [
         {
             "type": "prometheus",
