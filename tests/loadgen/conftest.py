@@ -30,6 +30,7 @@ def _fetch_one(
     *,
     max_tokens: int = 10,
     endpoint: Endpoint = Endpoint.CHAT,
+    reader: str = "h1",
     **config: object,
 ) -> RequestRecord:
     """One request through the real client; times are seconds since the request was made."""
@@ -38,6 +39,7 @@ def _fetch_one(
     async def go() -> RequestRecord:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
+            use_reader(client, reader)
             if behavior:
                 client._headers["X-Test-Behavior"] = behavior
             start = time.perf_counter_ns()
@@ -49,6 +51,16 @@ def _fetch_one(
             return state.record("req-1", start)
 
     return asyncio.run(go())
+
+
+# The two ways a stream is read: `h1` (plain http) and aiohttp's session (https, redirects).
+READERS = ("h1", "aiohttp")
+
+
+def use_reader(client: RequestClient, reader: str) -> None:
+    """Have `client` send through `reader`: "h1" (its own for plain http) or "aiohttp"."""
+    if reader == "aiohttp":
+        client._pool = None
 
 
 @pytest.fixture

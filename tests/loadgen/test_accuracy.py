@@ -104,7 +104,8 @@ def test_ttft_is_the_raw_readers_whether_the_server_keeps_connections(keepalive:
     0.5 ms, is `benchmarks/bench_client.py --ttft`'s: on a 2-core host with both cores
     spinning the medians of two such runs drift apart by up to 2.4 ms, while the 10th
     percentiles, the requests the host delayed least, stayed within 0.75 ms (8 runs).
-    Each block's first wave, which opens the connections together, is left out."""
+    Each block's first wave, which opens the connections together, is left out. Ours may
+    add less than the floor: it writes the request in the stamping task (`loadgen.h1`)."""
     streams, num = 4, 12
     behavior = Behavior(ttft_s=0.02, itl_s=0.005, num_tokens=4, close_after=not keepalive)
     ours: list[TtftRow] = []
@@ -126,4 +127,6 @@ def test_ttft_is_the_raw_readers_whether_the_server_keeps_connections(keepalive:
 
     ours_added, raw_added = added_p10(ours), added_p10(raw)
     assert 0.0 < ours_added < 0.005, ours_added
-    assert abs(ours_added - raw_added) < 0.001, (ours_added, raw_added)
+    # No more than the floor's, give or take the host: the floor posts through aiohttp,
+    # while `h1` writes the request in the task that stamped it, so it may add less.
+    assert ours_added - raw_added < 0.001, (ours_added, raw_added)

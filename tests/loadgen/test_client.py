@@ -15,7 +15,7 @@ from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, ma
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
 from infertriage_testing.testserver import PathServer
 
-from .conftest import spec
+from .conftest import READERS, spec, use_reader
 
 Server = tuple[str, PathServer]
 Fetch = Callable[..., RequestRecord]
@@ -110,16 +110,18 @@ def test_completions_endpoint(server: Server, fetch_one: Fetch) -> None:
         ("http_429", ErrorKind.ADMISSION, "http_4xx", 0, "rate limit"),
     ],
 )
+@pytest.mark.parametrize("reader", READERS)
 def test_faults_are_recorded_by_kind(
     server: Server,
     fetch_one: Fetch,
+    reader: str,
     behavior: str,
     kind: ErrorKind,
     fault: str,
     tokens: int,
     text: str,
 ) -> None:
-    r = fetch_one(server[0], behavior)
+    r = fetch_one(server[0], behavior, reader=reader)
     assert (r.error_kind, r.fault) == (kind, fault)
     assert sum(c.num_tokens for c in r.chunks) == tokens  # what arrived is kept
     assert text in r.error_text
@@ -169,7 +171,10 @@ async def _one(client: RequestClient, rid: str) -> RequestRecord:
     return state.record(rid, start)
 
 
-def test_a_kept_alive_connection_the_server_closed_is_retried_once(server: Server) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_a_kept_alive_connection_the_server_closed_is_retried_once(
+    server: Server, reader: str
+) -> None:
     # A server that closes a kept-alive connection just after the next request went out on
     # it (here 0.2 s after each stream: a keep-alive timeout racing the request; across a
     # network, llama-server's close after every streamed response): nothing was answered,
@@ -181,6 +186,7 @@ def test_a_kept_alive_connection_the_server_closed_is_retried_once(server: Serve
     async def go() -> list[RequestRecord]:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
+            use_reader(client, reader)
             client._headers["X-Test-Behavior"] = "close_late"
             records = [await _one(client, f"req-{i}") for i in range(6)]
             await client.aclose()
@@ -197,8 +203,10 @@ def test_a_kept_alive_connection_the_server_closed_is_retried_once(server: Serve
     assert r.dispatch_lag_s > 0.15
 
 
+@pytest.mark.parametrize("reader", READERS)
 def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
     server: Server,
+    reader: str,
 ) -> None:
     # Found on llama-server at 64 streams: a retry sent with `Connection: close` through
     # the same pool took another pooled connection the server had just closed and failed
@@ -210,16 +218,18 @@ def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
     async def go() -> list[RequestRecord]:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
+            use_reader(client, reader)
             client._headers["X-Test-Behavior"] = "close_late"
             records = [await _one(client, "first"), await _one(client, "second")]
             for wave in range(3):
                 records += await asyncio.gather(*(_one(client, f"w{wave}-{i}") for i in range(8)))
+            per_request = client._no_keepalive  # each request opens its own connection now
             fresh = client._fresh
-            force_close = (
-                fresh is not None and fresh.connector is not None and fresh.connector.force_close
-            )
+            if reader == "aiohttp":  # through a session that closes every connection
+                assert fresh is not None and fresh.connector is not None
+                per_request = per_request and fresh.connector.force_close
             await client.aclose()
-            assert force_close
+            assert per_request
             return records
 
     records = asyncio.run(go())
@@ -227,7 +237,8 @@ def test_concurrent_streams_on_stale_connections_are_retried_on_fresh_ones(
     assert sum(r.labels.get("retried") == "stale_connection" for r in records) == 1
 
 
-def test_a_server_closing_after_each_stream_fails_no_request(server: Server) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_a_server_closing_after_each_stream_fails_no_request(server: Server, reader: str) -> None:
     # llama-server's way on one host: the close comes right after the stream. The client
     # lets the loop take one turn before it sends, so the pool has usually seen the close
     # and opens a new connection instead of writing to the closed one. The race is a matter
@@ -239,6 +250,7 @@ def test_a_server_closing_after_each_stream_fails_no_request(server: Server) -> 
     async def go() -> list[RequestRecord]:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
+            use_reader(client, reader)
             client._headers["X-Test-Behavior"] = "close_after"
             records = [await _one(client, f"r-{i}") for i in range(4)]
             for wave in range(3):

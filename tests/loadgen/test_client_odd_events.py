@@ -22,7 +22,7 @@ from infertriage.api.specs import BenchSpec, ClientSpec
 from infertriage.loadgen.client import ClientConfig, Endpoint, RequestClient, make_session
 from infertriage.schemas import ErrorKind, RequestRecord, RunDir
 
-from .conftest import spec
+from .conftest import READERS, spec, use_reader
 from .oddserver import EXPECTED_FAULT, MODES, serve_odd
 
 KEY = "sk-odd-0123456789abcdefghij"
@@ -31,7 +31,9 @@ KEY = "sk-odd-0123456789abcdefghij"
 PLAN = [mode for name in MODES if name != "ok" for mode in (name, "ok")]
 
 
-def _fetch(url: str, mode: str, endpoint: Endpoint = Endpoint.CHAT) -> RequestRecord:
+def _fetch(
+    url: str, mode: str, endpoint: Endpoint = Endpoint.CHAT, reader: str = "h1"
+) -> RequestRecord:
     cfg = ClientConfig(
         base_url=url + "/v1", model="odd-model", endpoint=endpoint, api_key=KEY,
         stall_timeout_s=20.0, timeout_s=30.0,
@@ -40,6 +42,7 @@ def _fetch(url: str, mode: str, endpoint: Endpoint = Endpoint.CHAT) -> RequestRe
     async def go() -> RequestRecord:
         async with make_session(cfg) as session:
             client = RequestClient(cfg, session)
+            use_reader(client, reader)
             client._headers["X-Odd-Mode"] = mode
             start = time.perf_counter_ns()
             state = client.new_state(spec(), start)
@@ -70,10 +73,11 @@ def _check(record: RequestRecord, mode: str) -> None:
         assert record.error_text, mode
 
 
+@pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_each_odd_answer_is_its_own_record(mode: str) -> None:
+def test_each_odd_answer_is_its_own_record(mode: str, reader: str) -> None:
     with serve_odd() as (url, _):
-        record = _fetch(url, mode)
+        record = _fetch(url, mode, reader=reader)
     _check(record, mode)
 
 

@@ -18,7 +18,7 @@ from infertriage.loadgen.client import ClientConfig, RequestClient
 from infertriage.loadgen.response import StreamState
 from infertriage.schemas import Chunk, ErrorKind, RequestRecord, TokenSource
 
-from .conftest import spec
+from .conftest import READERS, spec, use_reader
 
 
 def _event(i: int, **change: object) -> bytes:
@@ -158,16 +158,21 @@ class _Behind(StreamState):
         super().on_events(events, ns)
 
 
-def test_a_body_faster_than_its_reader_is_read_whole(flood_url: str) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_a_body_faster_than_its_reader_is_read_whole(flood_url: str, reader: str) -> None:
     cfg = ClientConfig(base_url=flood_url + "/v1", model="m", stall_timeout_s=5.0)
 
     async def go() -> tuple[RequestRecord, int]:
         # A small read buffer: aiohttp pauses the socket once 64 HTTP chunks wait unread.
         async with aiohttp.ClientSession(read_bufsize=1024, auto_decompress=False) as session:
             client = RequestClient(cfg, session)
+            use_reader(client, reader)  # h1 has no pause: the socket's buffer fills instead
             start = time.perf_counter_ns()
             state = _Behind(spec(NUM_EVENTS), start, chat=True)
-            await client.fetch(state, "flood-1")
+            try:
+                await client.fetch(state, "flood-1")
+            finally:
+                await client.aclose()  # h1's kept-alive connection
             return state.record("flood-1", start), state.reads
 
     record, reads = asyncio.run(go())

@@ -1,10 +1,13 @@
 """loadgen, level 2: one streaming request to an OpenAI-compatible server, measured.
 
 Takes a `ClientConfig` (base URL, model, endpoint, key, headers, timeouts), an
-aiohttp session and a `RequestSpec`; gives a `RequestRecord`. TTFT is the
+aiohttp session and a `RequestSpec`; gives a `RequestRecord`. A plain-http URL
+is sent and read by `h1` (its own connections, each read handled in the
+socket's callback: no task wakeup per token); https, a URL with a user and
+password, and a server that redirects, by the aiohttp session. TTFT is the
 field's (vLLM's `bench serve`, GuideLLM): the send is stamped just before the
-request goes to aiohttp, connection set-up included, and every read is
-stamped with `time.perf_counter_ns()` the moment it returns, before any
+request is written (or goes to aiohttp), connection set-up included, and every
+read is stamped with `time.perf_counter_ns()` the moment it returns, before any
 parsing; the events of one read become one chunk per kind (reasoning or
 output) at that stamp (`response.StreamState` reads them, for both load
 engines). Token counts come from `usage` (`stream_options.include_usage`, and
@@ -14,9 +17,9 @@ connect_timeout, reset, stall, slow_headers, timeout, protocol and
 `bad_transfer` (the body's framing broke: a bad chunked transfer encoding),
 and what a body holds (`response`'s faults: malformed_event, bad_shape,
 html_page, truncated, …). A request is sent once; the one exception is a
-send that failed on a kept-alive connection (aiohttp's trace says it was one)
-before any answer, which goes once more on a fresh connection and is
-labelled `retried`. The API key is sent in the `Authorization` header and
+send that failed on a kept-alive connection (`h1`'s pool, or aiohttp's
+trace, says it was one) before any answer, which goes once more on a fresh
+connection and is labelled `retried`. The API key is sent in the `Authorization` header and
 appears in no record, text or repr. The body is asked for uncompressed
 (`Accept-Encoding: identity`); one compressed anyway is decoded here.
 """
@@ -26,13 +29,17 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+import yarl
 from aiohttp.http_exceptions import HttpProcessingError
 
+from infertriage.loadgen.h1 import BadFraming, ConnectionCut, H1Error, H1Pool
+from infertriage.loadgen.h1read import DONE_GRACE_S, read_some, read_stream, stream_reads
 from infertriage.loadgen.request import (
     ClientConfig,
     Endpoint,
@@ -66,14 +73,20 @@ __all__ = [
 
 # The watchdog looks this often at most; timeouts are found within one look.
 _WATCH_INTERVAL_S = 0.25
-# After [DONE], wait at most this long for the body's end so the connection can be reused.
-_DONE_GRACE_S = 0.5
 # aiohttp's words for a body cut by the connection's close (not a framing that broke).
 _CUT_SHORT = "Response payload is not completed"
 
 
 class _BrokenFraming(aiohttp.ClientPayloadError):
     """The connection closed after aiohttp's parser gave up on the body's framing."""
+
+
+class _NoConnection(Exception):
+    """`h1`'s connect failed: `TimeoutError` past the connect timeout, else an `OSError`."""
+
+    def __init__(self, err: BaseException, where: str) -> None:
+        super().__init__(f"cannot connect to {where}: {type(err).__name__}: {err}")
+        self.timed_out = isinstance(err, TimeoutError)
 
 
 class RequestClient:
@@ -93,6 +106,10 @@ class RequestClient:
         self._headers = request_headers(config)
         self._redact = Redactor.of(config.api_key, config.headers)
         self._active: dict[StreamState, asyncio.Task[Any]] = {}
+        # Plain http goes through `h1` (no reader task per token); https, a URL with a
+        # user and password, and a server that redirects go through aiohttp.
+        self._pool, self._target = _h1_pool(config)
+        self._redirects = False  # set once the server redirected: aiohttp follows them
         self._watchdog: asyncio.Task[None] | None = None
         self._no_keepalive = False  # set once the server is seen closing kept-alive connections
         # From then on a session whose every request opens its own connection: the main
@@ -130,6 +147,7 @@ class RequestClient:
             return
         state.trace_id, traceparent = new_trace()  # the server's spans join on it
         headers = {**self._headers, "X-Request-Id": request_id, TRACEPARENT: traceparent}
+        send = self._send if self._pool is None or self._redirects else self._send_h1
         # One turn of the loop between encoding and the stamp: pending reads are handled
         # (a server's close of a kept-alive connection among them, so the pool drops it),
         # and requests started together (a closed loop's first burst) all encode before
@@ -144,8 +162,8 @@ class RequestClient:
         state.sent_ns = state.last_ns = time.perf_counter_ns()
         try:
             try:
-                await self._send(state, body, headers)
-            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as err:
+                await send(state, body, headers)
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError, ConnectionCut) as err:
                 if not _stale(state):
                     raise
                 # Proven stale: the request went out on a kept-alive connection, which the
@@ -156,11 +174,20 @@ class RequestClient:
                 # TTFT counts from this send; the time lost is in its dispatch lag. A reset
                 # on a fresh connection is the server's failure, never sent again.
                 state.retried, self._no_keepalive = True, True
+                if self._pool is not None:
+                    self._pool.close()  # its kept-alive connections are never asked for again
                 state.retry_cause = state.redact(f"{type(err).__name__}: {err}")[:120]
                 state.reused = False
                 state.sent_ns = state.last_ns = time.perf_counter_ns()
-                await self._send(state, body, headers)
-        except (TimeoutError, aiohttp.ClientError, HttpProcessingError, OSError) as err:
+                await send(state, body, headers)
+        except (
+            TimeoutError,
+            aiohttp.ClientError,
+            HttpProcessingError,
+            OSError,
+            H1Error,
+            _NoConnection,
+        ) as err:
             _classify(state, err)
         except asyncio.CancelledError:
             if not state.timed_out:
@@ -182,7 +209,9 @@ class RequestClient:
         return self._fresh
 
     async def aclose(self) -> None:
-        """Close the per-request-connection session, if one was opened."""
+        """Close the per-request-connection session, if one was opened, and `h1`'s pool."""
+        if self._pool is not None:
+            self._pool.close()
         if self._fresh is not None:
             await self._fresh.close()
             self._fresh = None
@@ -191,14 +220,7 @@ class RequestClient:
         session = self._session_now()
         post = session.post(self._url, data=body, headers=headers, trace_request_ctx=state)
         async with post as resp:
-            mode = state.on_headers(
-                time.perf_counter_ns(),
-                resp.status,
-                resp.headers.get("Content-Type", ""),
-                resp.headers.get("Content-Encoding", ""),
-                resp.headers.get("X-Request-Id"),
-                replica=replica_of(resp.headers),
-            )
+            mode = _head_seen(state, time.perf_counter_ns(), resp.status, resp.headers)
             if mode is BodyMode.ERROR:
                 await self._http_error(state, resp)
             elif mode is BodyMode.JSON:
@@ -211,6 +233,56 @@ class RequestClient:
                     unwatch()
             else:
                 resp.close()  # refused at its headers: the body is not read, nor the socket kept
+
+    async def _send_h1(self, state: StreamState, body: bytes, headers: dict[str, str]) -> None:
+        pool = self._pool
+        assert pool is not None
+        close = self._no_keepalive
+        request = _h1_request(self._target, pool, body, headers, close=close)
+        if request is None:  # a header aiohttp refuses (a line break) or frames itself
+            await self._send(state, body, headers)
+            return
+        try:
+            conn = await pool.acquire(fresh=close)
+        except (TimeoutError, OSError) as err:
+            raise _NoConnection(err, f"{pool.host}:{pool.port}") from err
+        state.reused = conn.reused
+        released = False
+        try:
+            head = await conn.request(request)
+            if head.status in _REDIRECTS and "Location" in head.headers:
+                # aiohttp follows it, keeping the user's headers from another origin (`net`)
+                conn.close()
+                self._redirects, state.reused = True, False
+                await self._send(state, body, headers)
+                return
+            mode = _head_seen(state, head.ns, head.status, head.headers)
+            if mode is BodyMode.STREAM:
+                counts = [0, 0]
+                try:
+                    ended = await read_stream(state, conn, counts)
+                except (SseEventTooLarge, zlib.error) as err:
+                    state.body_failed(err)
+                    return
+                finally:
+                    self.num_reads += counts[0]
+                    self.num_events += counts[1]
+                if ended:  # free for the next request before this one's end (below)
+                    pool.release(conn, keep=not close)
+                    released = True
+                if state.done_ns is not None:
+                    for _ in range(2):  # as `_read`'s two turns
+                        await asyncio.sleep(0)
+                state.end_stream()
+            elif mode is BodyMode.ERROR:
+                data, _ = await read_some(conn, ERROR_TEXT_LIMIT)
+                state.http_error(head.status, body_text(data, state.encoding))
+            elif mode is BodyMode.JSON:
+                data, _ = await read_some(conn, ERROR_TEXT_LIMIT * 64)
+                state.json_body(data)
+        finally:
+            if not released:
+                pool.release(conn, keep=not close)  # closed unless it ended and may be kept
 
     async def _watch(self) -> None:
         """One timer for every request in flight, instead of one per read.
@@ -258,9 +330,7 @@ class RequestClient:
         content = resp.content
         read = content.readany
         protocol, low_water = _quiet_resume(resp)
-        feed = state.parser.feed
-        on_events = state.on_events
-        decode = state.decode
+        take = stream_reads(state)
         perf = time.perf_counter_ns
         reads = num_events = 0
         try:
@@ -273,18 +343,11 @@ class RequestClient:
                 # this response's (released at the body's end, it may carry another request)
                 if protocol is not None and protocol._reading_paused and resp.connection:
                     protocol.resume_reading()
-                state.last_ns = ns
-                if decode is not None:
-                    data = decode(data)
-                if not state.head:
-                    state.take_head(data)
-                events = feed(data)
-                if events:
-                    on_events(events, ns)
-                if state.done_ns is not None:
+                events = take([data], ns)
+                if events < 0:
                     break  # the last read, with the finish, usage and [DONE] events: not counted
                 reads += 1
-                num_events += len(events)
+                num_events += events
         except (SseEventTooLarge, zlib.error) as err:
             state.body_failed(err)
             resp.close()  # the rest of the body is not read: the connection goes with it
@@ -311,7 +374,7 @@ class RequestClient:
 async def _finish_body(resp: aiohttp.ClientResponse) -> None:
     """Read to the body's end, briefly, so the connection is reused; nothing after [DONE] counts."""
     try:
-        async with asyncio.timeout(_DONE_GRACE_S):
+        async with asyncio.timeout(DONE_GRACE_S):
             while await resp.content.readany():
                 pass
     except (TimeoutError, aiohttp.ClientError, HttpProcessingError):
@@ -394,7 +457,9 @@ def _trace() -> aiohttp.TraceConfig:
 def _classify(state: StreamState, err: BaseException) -> None:
     before_headers = state.headers_ns is None
     text = f"{type(err).__name__}: {err}"
-    if isinstance(err, aiohttp.ClientConnectorError):
+    if isinstance(err, _NoConnection | H1Error):
+        _classify_h1(state, err, text)
+    elif isinstance(err, aiohttp.ClientConnectorError):
         state.fail(ErrorKind.CONNECT, "connect", text)
     elif isinstance(err, aiohttp.ConnectionTimeoutError):
         state.fail(ErrorKind.TIMEOUT, "connect_timeout", text)
@@ -412,6 +477,82 @@ def _classify(state: StreamState, err: BaseException) -> None:
     else:
         kind = ErrorKind.CONNECT if before_headers else ErrorKind.STREAM
         state.fail(kind, "protocol", text)
+
+
+def _head_seen(state: StreamState, ns: int, status: int, headers: Mapping[str, str]) -> BodyMode:
+    """The response's head into `state`, read at `ns` (both readers): how to read its body."""
+    return state.on_headers(
+        ns,
+        status,
+        headers.get("Content-Type", ""),
+        headers.get("Content-Encoding", ""),
+        headers.get("X-Request-Id"),
+        replica=replica_of(headers),
+    )
+
+
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
+# A user's header that frames the request: sent through aiohttp, which reconciles it.
+_FRAMING_HEADERS = frozenset(("content-length", "transfer-encoding", "connection"))
+
+
+def _h1_pool(config: ClientConfig) -> tuple[H1Pool | None, str]:
+    """`h1`'s pool for a plain-http URL with no user and password, and the request
+    target (path and query); None where aiohttp sends."""
+    try:
+        url = urlsplit(config.url)
+        port = url.port or 80
+    except ValueError:
+        return None, ""
+    if url.scheme != "http" or not url.hostname or "@" in url.netloc:
+        return None, ""
+    if not url.netloc.isascii():
+        return None, ""  # an internationalised host: aiohttp encodes it
+    target = yarl.URL(config.url).raw_path_qs  # percent-encoded, as aiohttp sends it
+    pool = H1Pool(url.hostname, port, config.connect_timeout_s)
+    pool.host_header = url.netloc if url.port != 80 else url.netloc.rsplit(":", 1)[0]
+    return pool, target
+
+
+def _h1_request(
+    target: str, pool: H1Pool, body: bytes, headers: dict[str, str], *, close: bool
+) -> bytes | None:
+    """The request's bytes: its line, headers and body; None where a header holds a line
+    break (aiohttp refuses it) or frames the request itself (aiohttp reconciles it)."""
+    lines = [f"POST {target} HTTP/1.1\r\n"]
+    host: str | None = pool.host_header
+    for name, value in headers.items():
+        if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
+            return None
+        lower = name.lower()
+        if lower in _FRAMING_HEADERS:
+            return None
+        if lower == "host":  # the user's Host replaces ours (an ingress routing on it)
+            host = None
+        lines.append(f"{name}: {value}\r\n")
+    if host is not None:
+        lines.insert(1, f"Host: {host}\r\n")
+    lines.append(f"Content-Length: {len(body)}\r\n")
+    if close:
+        lines.append("Connection: close\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode() + body
+
+
+def _classify_h1(state: StreamState, err: _NoConnection | H1Error, text: str) -> None:
+    """`_classify` for `h1`'s failures: the same kinds and faults as aiohttp's."""
+    stage = ErrorKind.CONNECT if state.headers_ns is None else ErrorKind.STREAM
+    if isinstance(err, _NoConnection):
+        if err.timed_out:
+            state.fail(ErrorKind.TIMEOUT, "connect_timeout", text)
+        else:
+            state.fail(ErrorKind.CONNECT, "connect", text)
+    elif isinstance(err, BadFraming):
+        state.fail(ErrorKind.STREAM, "bad_transfer", f"the body's framing broke: {err}")
+    elif isinstance(err, ConnectionCut):
+        state.fail(stage, "reset", text)
+    else:
+        state.fail(stage, "protocol", text)
 
 
 def _broken_framing(err: BaseException, before_headers: bool) -> bool:

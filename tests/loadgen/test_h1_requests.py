@@ -1,0 +1,126 @@
+"""What `loadgen.h1` writes and how it keeps connections, seen by a raw socket server.
+
+The server records each request's bytes and answers with a fixed response, so the
+request line, the headers and the reuse of connections are what the client really sent
+(each compared with aiohttp's, which https and redirects still use).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from infertriage.schemas import ErrorKind
+
+from .conftest import READERS, _fetch_one
+
+STREAM = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"%x\r\n%s\r\n0\r\n\r\n"
+) % (len(b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'),
+     b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n')  # fmt: skip
+
+
+class _Recorder:
+    """A loopback server: one thread per connection, each request's head recorded."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.heads: list[tuple[int, bytes]] = []  # (connection number, request head)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)  # `accept` wakes to see the socket closed
+        self.port = self.sock.getsockname()[1]
+        self._conns = 0
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            self._conns += 1
+            threading.Thread(target=self._one, args=(conn, self._conns), daemon=True).start()
+
+    def _one(self, conn: socket.socket, number: int) -> None:
+        buf = b""
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                buf += data
+                while b"\r\n\r\n" in buf:
+                    head, _, rest = buf.partition(b"\r\n\r\n")
+                    length = 0
+                    for line in head.split(b"\r\n")[1:]:
+                        name, _, value = line.partition(b":")
+                        if name.strip().lower() == b"content-length":
+                            length = int(value)
+                    if len(rest) < length:
+                        break
+                    buf = rest[length:]
+                    self.heads.append((number, head))
+                    conn.sendall(self.answer)
+
+
+@contextmanager
+def _recording(answer: bytes = STREAM) -> Iterator[_Recorder]:
+    server = _Recorder(answer)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.sock.close()
+        thread.join(timeout=5)
+
+
+def _headers(head: bytes) -> list[bytes]:
+    return head.split(b"\r\n")[1:]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_users_host_header_replaces_the_clients_own(reader: str) -> None:
+    """An ingress routing on Host (KServe, Istio) sees the one the user gave."""
+    with _recording() as server:
+        record = _fetch_one(
+            f"http://127.0.0.1:{server.port}", reader=reader, headers=(("Host", "m.example.com"),)
+        )
+    assert record.ok, record.error
+    hosts = [h for h in _headers(server.heads[0][1]) if h.lower().startswith(b"host:")]
+    assert hosts == [b"Host: m.example.com"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_the_request_target_is_percent_encoded(reader: str) -> None:
+    with _recording() as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}/m\u00f3del", reader=reader)
+    assert record.ok, record.error
+    assert server.heads[0][1].split(b"\r\n")[0] == b"POST /m%C3%B3del/v1/chat/completions HTTP/1.1"
+
+
+@pytest.mark.parametrize(
+    ("status", "framing"),
+    [(204, b"Transfer-Encoding: chunked"), (304, b"Content-Length: 50")],
+)
+@pytest.mark.parametrize("reader", READERS)
+def test_a_bodiless_status_with_a_framing_header_ends_at_its_head(
+    status: int, framing: bytes, reader: str
+) -> None:
+    """204 and 304 never have a body (RFC 9112 6.3), whatever they say of one: an HTTP
+    error at once, not a stall until the stall time-out."""
+    answer = b"HTTP/1.1 %d X\r\n%s\r\n\r\n" % (status, framing)
+    with _recording(answer) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
+    assert record.error_kind is ErrorKind.HTTP and record.http_status == status
+    assert record.fault == f"http_{status // 100}xx"
