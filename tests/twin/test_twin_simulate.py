@@ -3,6 +3,7 @@ the speed-up."""
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import numpy as np
@@ -86,20 +87,53 @@ def _numbers(value: object, path: str = "") -> dict[str, object]:
     return {path: value}
 
 
-@pytest.mark.parametrize("scenario", ["healthy", "kv-pressure"])
+_SHORTCUT_LOADS: dict[str, tuple[str, dict[str, object]]] = {
+    "healthy": ("healthy", {"rate": 10, "num_requests": 150}),
+    "kv-pressure": ("kv-pressure", {"rate": 10, "num_requests": 150}),  # preempts
+    "overload": ("kv-pressure", {"rate": 14, "num_requests": 200}),  # preempts ~120 times
+    "time-outs": ("healthy", {"rate": 30, "num_requests": 200, "timeout_s": 3.0}),
+    "time-outs-preempting": ("kv-pressure", {"rate": 12, "num_requests": 150, "timeout_s": 4.0}),
+    "prefix-cache": (
+        "healthy",
+        {
+            "rate": 8,
+            "num_requests": 200,
+            "workload": "prefix:groups=8,prefix=512,input=64,output=64",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(_SHORTCUT_LOADS))
 def test_decode_runs_give_the_result_single_steps_give(
-    scenario: str, monkeypatch: pytest.MonkeyPatch
+    case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The shortcut (`EngineCore.step_decode_run`) against the engine taken one step at a
-    # time: every figure the same to float rounding, the KV usage's mean and peak included
-    # (each run's steps weighed by their own usage, not the run's last after its frees).
+    # The shortcuts (`EngineCore.step_decode_run`, and full steps' plain decodes taken as one
+    # group, `EngineCore.step(group_decodes=True)`) against the engine taken one step at a
+    # time, each request through its own `ScheduledRequest` and `RequestOutput`: every figure
+    # the same to float rounding, the KV usage's mean and peak included (each run's steps
+    # weighed by their own usage, not the run's last after its frees), with preemption,
+    # time-outs (aborts) and prefix-cache hits.
+    scenario, load = _SHORTCUT_LOADS[case]
+
     def run() -> dict[str, object]:
-        result = simulate(load_scenario(scenario), rate=10, num_requests=150)
+        result = simulate(load_scenario(scenario), **load)  # type: ignore[arg-type]
         return _numbers(result.model_dump(mode="json", exclude={"wall_s", "speedup"}))
 
     shortcut = run()
     monkeypatch.setattr(EngineCore, "step_decode_run", lambda *_args, **_kw: None)
+    simulate_module = importlib.import_module("infertriage.twin.simulate")
+    monkeypatch.setattr(simulate_module, "_GROUP_DECODES", False)
     single = run()
+    exercised = {
+        "kv-pressure": ".num_preemptions",
+        "overload": ".num_preemptions",
+        "time-outs": ".num_timed_out",
+        "time-outs-preempting": ".num_preemptions",
+        "prefix-cache": ".prefix_cache_hit_rate",
+    }
+    if case in exercised:
+        assert single[exercised[case]] > 0, exercised[case]  # type: ignore[operator]
     assert shortcut.keys() == single.keys()
     for key, value in single.items():
         if isinstance(value, float):

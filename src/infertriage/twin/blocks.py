@@ -271,14 +271,20 @@ class KVCacheManager:
                 self._cache_full_blocks(request, num_full)
 
     def grow_all(self, requests: Iterable[Request], num_new_tokens: int) -> None:
-        """`grow` for each request in turn (a decode run's, whose blocks fit)."""
+        """`grow` for each running decode request in turn (a decode run's, whose blocks fit).
+
+        Only a request whose new tokens cross a block boundary can take a block or fill one:
+        its blocks already cover its computed tokens, and its full ones are cached."""
         size, cap = self.block_size, self.max_blocks_per_request
         caching = self.pool.enable_caching
         blocks_of, num_cached = self._blocks, self._num_cached
         take = self.pool.take_new_blocks
         for request in requests:
+            before = request.num_computed_tokens
+            total = before + num_new_tokens
+            if total // size == before // size and (total - 1) // size == (before - 1) // size:
+                continue
             blocks = blocks_of[request.request_id]
-            total = request.num_computed_tokens + num_new_tokens
             num_new_blocks = min(-(-total // size), cap) - len(blocks)
             if num_new_blocks > 0:
                 blocks.extend(take(num_new_blocks))
@@ -289,12 +295,14 @@ class KVCacheManager:
 
     def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:
         """Blocks that `num_new_tokens` more computed tokens for each request would take."""
-        size = self.block_size
+        size, cap, blocks_of = self.block_size, self.max_blocks_per_request, self._blocks
         total = 0
         for request in requests:
-            held = len(self._blocks.get(request.request_id, ()))
             needed = -(-(request.num_computed_tokens + num_new_tokens) // size)
-            total += max(0, min(needed, self.max_blocks_per_request) - held)
+            needed = min(needed, cap)
+            held = len(blocks_of.get(request.request_id, ()))
+            if needed > held:
+                total += needed - held
         return total
 
     def new_blocks_by_step(

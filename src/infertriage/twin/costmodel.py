@@ -202,6 +202,8 @@ class CostModel:
         self.stage_skew = pipeline.stage_imbalance if pipeline.size > 1 else 1.0
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
+        # the last decode run's first step, which a run taken again (one step longer) repeats
+        self._last_first: tuple[tuple[int, int], StepBreakdown] | None = None
 
     # ------------------------------------------------------------------ plan calls
     def _decode_call(self, batch: int, context: int) -> StepCost:
@@ -443,8 +445,14 @@ class CostModel:
         parts are linear in context, so the steps in between are interpolated between the
         first and the last: two `step_cost` calls whatever the run's length.
         """
-        first = self.step_cost(BatchShape((), batch, context_sum, batch))
-        if max_steps == 1:  # what the arrays below give for one step, without them
+        key = (batch, context_sum)
+        if self._last_first is not None and self._last_first[0] == key:
+            first = self._last_first[1]
+        else:
+            first = self.step_cost(BatchShape((), batch, context_sum, batch))
+            self._last_first = (key, first)
+        # one step, or the first reaches `until_ts`: what the arrays below give, without them
+        if max_steps == 1 or start_ts + first.total_s >= until_ts:
             memory_bound_s = first.total_s if first.compute_s - first.memory_s < 0 else 0.0
             return DecodeRunCost((start_ts + first.total_s,), first, memory_bound_s)
         last = first

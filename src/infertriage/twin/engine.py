@@ -176,6 +176,10 @@ class StepResult:
     preempted_ids: tuple[str, ...]
     kv_usage: float  # right after scheduling: the step's peak
     stats: SchedulerStats  # after the update
+    # `step(group_decodes=True)`: the running requests that each gained one token, their
+    # chunks before `outputs`'s, and those of them that finished (not in `outputs`)
+    decoded_ids: tuple[str, ...] = ()
+    decoded_finished: tuple[RequestOutput, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -306,22 +310,28 @@ class EngineCore:
         """When the latest step ended (the clock's start before the first)."""
         return self._last_end_ts
 
-    def step(self, start_ts: float | None = None) -> StepResult:
+    def step(self, start_ts: float | None = None, *, group_decodes: bool = False) -> StepResult:
         """Schedule, execute (cost model) and update once; an idle step lasts zero seconds.
 
         The step starts at `start_ts` (default: now), never before the previous step ended.
+        `group_decodes` (virtual time): running requests that each decode one plain token are
+        given as `decoded_ids`, without a `RequestOutput` each (`Scheduler.schedule`).
         """
         start_ts = max(self.clock.now() if start_ts is None else start_ts, self._last_end_ts)
         scheduler = self.scheduler
         if scheduler.waiting and not scheduler.running:
             # An idle engine starts its next step when the first request reaches it.
             start_ts = max(start_ts, scheduler.waiting[0].arrival_ts)
-        output = scheduler.schedule(start_ts, self._admit_until(start_ts))
+        output = scheduler.schedule(
+            start_ts, self._admit_until(start_ts), group_decodes=group_decodes
+        )
         shape = _make_shape(output)
         cost = self.cost_model.step_cost(shape)
         # loads from the CPU tier; a throttled data-parallel rank's steps take 1/speed
         end_ts = start_ts + cost.total_s * self.slowdown + output.offload_load_s
-        outputs = self.scheduler.update_from_output(output, self._sample(output), end_ts)
+        group = output.decode_group
+        decoded = scheduler.update_decode_group(output, end_ts) if group else []
+        outputs = scheduler.update_from_output(output, self._sample(output), end_ts)
         self._last_end_ts = end_ts
         # An empty step drains the async pipeline: the next one sees every arrival so far.
         self._busy = (start_ts, end_ts) if shape.num_tokens else None
@@ -338,6 +348,8 @@ class EngineCore:
             preempted_ids=output.preempted_ids,
             kv_usage=output.kv_usage,
             stats=self.scheduler.make_stats(self._num_waiting()),
+            decoded_ids=tuple(r.request_id for r in group),
+            decoded_finished=tuple(decoded),
         )
 
     def _admit_until(self, start_ts: float) -> float:
@@ -462,7 +474,9 @@ class EngineCore:
 
 def _make_shape(output: SchedulerOutput) -> BatchShape:
     chunks: list[tuple[int, int]] = []
-    num_decode = context_sum = decode_tokens = max_drafts = 0
+    num_decode = decode_tokens = len(output.decode_group)
+    context_sum = output.decode_context
+    max_drafts = 0
     for item in output.scheduled:
         if item.is_decode:
             num_decode += 1

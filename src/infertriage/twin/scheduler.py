@@ -71,6 +71,10 @@ class SchedulerOutput:
     preempted_ids: tuple[str, ...]
     kv_usage: float  # right after this step's allocations: the step's peak
     offload_load_s: float = 0.0  # loading admitted requests' blocks from the offload tier
+    # `schedule(group_decodes=True)`: the running requests, each decoding one plain token
+    # (before `scheduled`, which then holds only admissions), and their tokens in the cache
+    decode_group: tuple[Request, ...] = ()
+    decode_context: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,24 +184,63 @@ class Scheduler:
         return outputs
 
     # ------------------------------------------------------------------ schedule
-    def schedule(self, now_ts: float, admit_until_ts: float | None = None) -> SchedulerOutput:
+    def schedule(
+        self, now_ts: float, admit_until_ts: float | None = None, *, group_decodes: bool = False
+    ) -> SchedulerOutput:
         """The next step's batch; a waiting request that arrived after `admit_until_ts` (the
-        moment an async scheduler fixed this step, default `now_ts`) waits for the next."""
+        moment an async scheduler fixed this step, default `now_ts`) waits for the next.
+
+        `group_decodes`: when every running request decodes one plain token and their blocks
+        fit, they are the output's `decode_group` (blocks taken in the same order, without a
+        `ScheduledRequest` each; `update_decode_group` applies them), the same step."""
         budget = self.config.max_num_batched_tokens
         self._blocked_at_free = None
         self._load_s = 0.0
         scheduled: list[ScheduledRequest] = []
         preempted: list[str] = []
-        budget = self._schedule_running(budget, scheduled, preempted)
+        group = self._decode_group() if group_decodes else ()
+        context = 0
+        if group:
+            context = sum(r.num_computed_tokens for r in group)
+            self.kv.grow_all(group, 1)
+            budget -= len(group)
+        else:
+            budget = self._schedule_running(budget, scheduled, preempted)
         if not preempted:
             admit = now_ts if admit_until_ts is None else admit_until_ts
             self._schedule_waiting(budget, scheduled, admit)
         return SchedulerOutput(
             scheduled=tuple(scheduled),
-            num_scheduled_tokens=sum(s.num_new_tokens for s in scheduled),
+            num_scheduled_tokens=sum(s.num_new_tokens for s in scheduled) + len(group),
             preempted_ids=tuple(preempted),
             kv_usage=self.kv.pool.get_usage(),
             offload_load_s=self._load_s,
+            decode_group=group,
+            decode_context=context,
+        )
+
+    def _decode_group(self) -> tuple[Request, ...]:
+        """The running requests if `_schedule_running` would give each one plain decode token
+        without preempting (`_plain_decodes`, and their blocks fit); else none."""
+        running = self.running
+        if not self._plain_decodes():
+            return ()
+        if self.kv.num_new_blocks_for(running, 1) > self.kv.pool.get_num_free_blocks():
+            return ()
+        return tuple(running)
+
+    def _plain_decodes(self) -> bool:
+        """Every running request decodes one plain token next, within the token budget: none
+        speculates, fails, has stop tokens or is yet to sample its first token."""
+        running, config = self.running, self.config
+        if not running or config.num_spec_tokens or len(running) > config.max_num_batched_tokens:
+            return False
+        return all(
+            request.num_computed_tokens == len(request.token_ids) - 1
+            and request.first_token_ts is not None
+            and not request.will_fail
+            and not request.params.stop_token_ids
+            for request in running
         )
 
     def _num_drafts_for(self, request: Request) -> int:
@@ -334,6 +377,23 @@ class Scheduler:
             self.running = [r for r in self.running if id(r) not in gone]
         return outputs
 
+    def update_decode_group(self, output: SchedulerOutput, now_ts: float) -> list[RequestOutput]:
+        """Apply a step's `decode_group` (before `update_from_output`, as they come first in
+        the batch): one token each; the outputs of those that finished, in batch order."""
+        done: list[RequestOutput] = []
+        for request in output.decode_group:
+            tokens = request.token_ids
+            request.num_computed_tokens = len(tokens)
+            tokens.extend(request.next_output_tokens(1))
+            request.output_event_ts.append(now_ts)
+            request.output_event_tokens.append(1)
+            if len(tokens) - request.num_prompt_tokens >= request.max_output_tokens:
+                done.append(self._finish(request, FinishReason.LENGTH, now_ts, (tokens[-1],)))
+        self.num_generation_tokens += len(output.decode_group)
+        if done:
+            self.running = [r for r in self.running if not r.is_finished]
+        return done
+
     def _count_spec(self, num_drafts: int, num_accepted: int) -> None:
         if num_drafts <= 0:
             return
@@ -402,7 +462,7 @@ class Scheduler:
         """
         running = self.running
         config = self.config
-        if not running or config.num_spec_tokens or len(running) > config.max_num_batched_tokens:
+        if not self._plain_decodes():
             return 0
         one_step = False
         if self.waiting and len(running) < config.max_num_seqs:
@@ -413,14 +473,7 @@ class Scheduler:
                 one_step = True
         steps = 1 if one_step else config.max_model_len
         for request in running:
-            num_tokens = len(request.token_ids)
-            if (
-                request.num_computed_tokens != num_tokens - 1
-                or request.will_fail
-                or request.params.stop_token_ids
-            ):
-                return 0
-            left = request.max_output_tokens - num_tokens + request.num_prompt_tokens
+            left = request.max_output_tokens - len(request.token_ids) + request.num_prompt_tokens
             steps = min(steps, left)
         if one_step:
             self._blocked_at_free = None

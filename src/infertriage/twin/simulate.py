@@ -6,8 +6,9 @@ arrival process, an optional client time-out and a seed; gives a
 `SimulationResult` with a summary per stage. Event-driven: the clock jumps from one
 engine step's end to the next, and over idle time straight to the next arrival;
 stretches of plain decode steps between two events (an arrival, a finish, a
-time-out) are taken at once with `EngineCore.step_decode_run`, so 1,000 requests
-take a few seconds. The front end is a `VirtualFrontend`: a request reaches the
+time-out) are taken at once with `EngineCore.step_decode_run`, and a full step's
+running plain decodes as one group (`step(group_decodes=True)`), so 1,000 requests
+take a second or two. The front end is a `VirtualFrontend`: a request reaches the
 engine once its prompt is tokenized, and each step's output reaches the client
 once its chunk is detokenized and serialized, all on one first-come-first-served
 worker, plus the real-time twin's measured HTTP hand-off on the way in and out
@@ -69,6 +70,10 @@ from infertriage.twin.traffic import (
 from infertriage.twin.virtual_frontend import FrontendCosts, VirtualFrontend
 
 __all__ = ["Stage", "simulate"]
+
+# Full steps give their plain decodes as one group (`EngineCore.step(group_decodes=True)`),
+# as decode runs do; tests turn both off to compare with the engine's single steps.
+_GROUP_DECODES = True
 
 
 class _Client:
@@ -188,6 +193,13 @@ class _Run:
         shape = result.shape
         self.totals.add(result.cost, result.kv_usage, shape.num_seqs, bool(shape.prefill_chunks))
         self._stage_at(result.start_ts).add_steps(result.duration_s, shape.num_seqs)
+        if result.decoded_ids:  # one-token chunks, first in the batch
+            start_ts = self.frontend.deliver_batch(result.end_ts, len(result.decoded_ids))
+            self._one_chunk_each(result.decoded_ids, start_ts)
+            free = result.stats.num_free_blocks
+            for output in result.decoded_finished:
+                last_ts = self.clients[output.request_id].chunk_ts[-1]
+                self._on_finish(output, last_ts, result.end_ts, free)
         for output in result.outputs:
             client = self.clients[output.request_id]
             delivered_ts = self.frontend.deliver(result.end_ts, len(output.new_token_ids))
@@ -217,6 +229,13 @@ class _Run:
                 tally.add_completed(client.arrival_ts, chunks, client.chunk_tokens())
         self._drop(output.request_id, finish_ts)
 
+    def _one_chunk_each(self, request_ids: Sequence[str], start_ts: float) -> None:
+        """One step's one-token chunks, serialized one after another from `start_ts`."""
+        chunk_s = self.frontend.costs.chunk_s(1)
+        clients = self.clients
+        for k, request_id in enumerate(request_ids, 1):
+            clients[request_id].chunk_ts.append(start_ts + k * chunk_s)
+
     def _on_run(self, run: DecodeRun) -> None:
         batch = len(run.request_ids)
         self.totals.add_run(run.cost, run.memory_bound_s, run.kv_usage, run.kv_usage_s, batch)
@@ -225,12 +244,15 @@ class _Run:
         for end_ts in run.step_end_ts:
             self._tokenize_until(end_ts)  # arrivals reach the front end before these chunks
             starts.append(self.frontend.deliver_batch(end_ts, batch))
-        chunk_s = self.frontend.costs.chunk_s(1)
-        offsets = np.arange(1, batch + 1)[:, None] * chunk_s
-        delivered = offsets + np.asarray(starts)[None, :]
         clients = self.clients
-        for request_id, row in zip(run.request_ids, delivered, strict=True):
-            clients[request_id].chunk_ts.frombytes(row.tobytes())
+        if len(starts) == 1:  # what the arrays below give for one step, without them
+            self._one_chunk_each(run.request_ids, starts[0])
+        else:
+            chunk_s = self.frontend.costs.chunk_s(1)
+            offsets = np.arange(1, batch + 1)[:, None] * chunk_s
+            delivered = offsets + np.asarray(starts)[None, :]
+            for request_id, row in zip(run.request_ids, delivered, strict=True):
+                clients[request_id].chunk_ts.frombytes(row.tobytes())
         for output in run.finished:
             last_ts = clients[output.request_id].chunk_ts[-1]
             self._on_finish(output, last_ts, run.end_ts, run.stats.num_free_blocks)
@@ -252,7 +274,7 @@ class _Run:
             clock.advance_to(run.end_ts)
             self._on_run(run)
             return
-        result = engine.step()
+        result = engine.step(group_decodes=_GROUP_DECODES)
         clock.advance_to(result.end_ts)
         self._tokenize_until(result.end_ts)  # they reached the front end first
         self._on_step(result)
