@@ -92,3 +92,20 @@ def test_graph_and_sync_calls() -> None:
         assert is_sync(name), name
     for name in ("cudaStreamWaitEvent", "cudaEventQuery", "cudaEventRecord"):
         assert not is_sync(name), name
+
+
+@pytest.mark.parametrize(
+    ("name", "category"),
+    [
+        ("NCCLKERNEL_ALLREDUCE_SUM", Category.COMMUNICATION),  # any case, ASCII
+        ("Paged_Attention_Kernel", Category.ATTENTION),
+        ("AMPERE_SGEMM_128X64_NN", Category.GEMM),
+        ("RMS_NORM_KERNEL", Category.ELEMENTWISE),
+        ("ncclKernel_AllReduce·µ", Category.COMMUNICATION),  # not ASCII: the same matches
+        ("\u017foftmax_warp_forward", Category.ELEMENTWISE),  # long s: an s, case-folded
+        ("\u212aernel_blob", Category.OTHER),  # Kelvin sign, nothing matched
+        ("gemm_\u00e9t\u00e9", Category.GEMM),
+    ],
+)
+def test_category_ignores_case_for_every_name(name: str, category: Category) -> None:
+    assert category_of(name) is category

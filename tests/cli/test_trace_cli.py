@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -135,3 +136,28 @@ def test_hta_convention_leaves_the_last_profiler_step_out(
     assert 0 < kernels(hta) < kernels(ours)
     assert main(["trace", "--hta-convention", path]) == 0
     assert "HTA's convention" in capsys.readouterr().out
+
+
+_BLAS_PROBE = """
+import os, sys
+from infertriage.cli import main
+sys.argv = ["infertriage", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+print(code, os.environ.get("OPENBLAS_NUM_THREADS"), file=sys.stderr)
+"""
+
+
+def test_the_console_script_starts_no_blas_threads_for_a_trace(trace_file: Path) -> None:
+    """The trace analyses never reach BLAS: the console script's process keeps OpenBLAS from
+    starting its thread pool, unless the user set OPENBLAS_NUM_THREADS."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    for extra, expected in (({}, "1"), ({"OPENBLAS_NUM_THREADS": "2"}, "2")):
+        command = [sys.executable, "-c", _BLAS_PROBE, "trace", "--json", str(trace_file)]
+        result = subprocess.run(
+            command, env={**env, **extra}, check=False, capture_output=True, text=True, timeout=60
+        )
+        assert result.stderr.split() == ["0", expected], result.stderr
+        assert json.loads(result.stdout)["schema"] == "infertriage.trace/v1"

@@ -17,7 +17,6 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from infertriage.analyze.logs.source import LogSource
 from infertriage.analyze.trace import (
     TraceReport,
     analyze_tables,
@@ -36,6 +35,8 @@ def trace_report(
     """Load every trace once and run every analysis, the ranks merged; no findings."""
     recompiles = None
     if log is not None:
+        from infertriage.analyze.logs.source import LogSource  # noqa: PLC0415  # only with --log
+
         try:  # streamed, with the bounds of every log read (`analyze.logs.source`)
             recompiles = parse_recompile_log(LogSource(log).lines())
         except UserError as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,10 @@ _CALLBACKS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "compare"),
     "baseline": ("compare", "baseline_app"),
 }
+# commands whose numpy work never reaches BLAS (element-wise, sorting, searching): in their
+# console-script process OpenBLAS starts no thread pool, which costs about 0.035 CPU-s of
+# numpy's import on 2 cores (more with more cores); OPENBLAS_NUM_THREADS set by the user wins
+_NO_BLAS_THREADS = frozenset({"trace"})
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -137,6 +142,8 @@ def _run(argv: Sequence[str] | None, stop: Interrupt) -> int:
     try:
         args = list(argv) if argv is not None else None
         command = _command_of(sys.argv[1:] if args is None else args)
+        if argv is None and command in _NO_BLAS_THREADS and "numpy" not in sys.modules:
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when numpy loads
         with loading(freeze=argv is None):
             built = build_app(command)
         result = built(args=args, prog_name=PROG, standalone_mode=False)

@@ -94,13 +94,24 @@ class IdleCauses:
 
 
 class _Threads:
-    """Disjoint busy intervals per thread, to measure how much of a window a thread was busy."""
+    """Disjoint busy intervals per thread, to measure how much of a window a thread was busy.
 
-    def __init__(self, start: I64, end: I64, tid: I64) -> None:
+    Takes one or more sets of events, each its (start, end, tid) columns: a thread's
+    intervals are gathered from each set in turn, so no copy of every set joined is held
+    beside the per-thread union (the idle analysis's peak memory on a large trace)."""
+
+    def __init__(self, *events: tuple[I64, I64, I64]) -> None:
         self._by_tid: dict[int, tuple[I64, I64, I64]] = {}
-        for thread in np.unique(tid).tolist():
-            mask = tid == thread
-            s, e = merge_intervals(start[mask], end[mask])
+        threads = sorted(set().union(*(np.unique(tid).tolist() for _, _, tid in events)))
+        for thread in threads:
+            masks = [tid == thread for _, _, tid in events]
+            start = np.concatenate([s[m] for (s, _, _), m in zip(events, masks, strict=True)])
+            end = np.concatenate([e[m] for (_, e, _), m in zip(events, masks, strict=True)])
+            del masks
+            s, e = merge_intervals(
+                start.astype(np.int64, copy=False), end.astype(np.int64, copy=False)
+            )
+            del start, end
             self._by_tid[thread] = (s, e, np.r_[0, np.cumsum(e - s)].astype(np.int64))
 
     def covered_ns(self, tid: I64, begin: I64, end: I64) -> I64:
@@ -168,7 +179,7 @@ def _context(table: TraceTable, gaps: Gaps) -> _Context:
 def _during_wait(table: TraceTable, calls: Bools, gaps: Gaps, ctx: _Context) -> Bools:
     """Late launches whose thread was in one of `calls` during the wait."""
     runtime = table.runtime
-    threads = _Threads(runtime.start_ns[calls], runtime.end_ns[calls], runtime.tid[calls])
+    threads = _Threads((runtime.start_ns[calls], runtime.end_ns[calls], runtime.tid[calls]))
     return ctx.late & (threads.covered_ns(ctx.tid, gaps.begin_ns, ctx.wait_end) > 0)
 
 
@@ -195,9 +206,7 @@ def step_gaps(gaps: Gaps, steps: Steps | None) -> Bools:
 def _host_busy(table: TraceTable) -> _Threads:
     cpu, runtime = table.cpu, table.runtime
     return _Threads(
-        np.r_[cpu.start_ns, runtime.start_ns].astype(np.int64),
-        np.r_[cpu.end_ns, runtime.end_ns].astype(np.int64),
-        np.r_[cpu.tid, runtime.tid].astype(np.int64),
+        (cpu.start_ns, cpu.end_ns, cpu.tid), (runtime.start_ns, runtime.end_ns, runtime.tid)
     )
 
 

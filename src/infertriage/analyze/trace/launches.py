@@ -121,14 +121,18 @@ def _stream_ready_ns(table: TraceTable) -> I64:
     gpu = table.gpu
     order = np.lexsort((gpu.start_ns, gpu.stream, gpu.device))
     ends = gpu.end_ns[order]
-    same = np.r_[False, (gpu.device[order][1:] == gpu.device[order][:-1])]
-    same[1:] &= gpu.stream[order][1:] == gpu.stream[order][:-1]
+    device = gpu.device[order]
+    same = np.r_[False, (device[1:] == device[:-1])]
+    del device  # each temporary let go once used: a large trace's peak memory
+    stream = gpu.stream[order]
+    same[1:] &= stream[1:] == stream[:-1]
+    del stream
     ready = np.full(len(gpu), np.iinfo(np.int64).min, dtype=np.int64)
-    group = np.cumsum(~same) - 1
-    for g in np.unique(group).tolist():  # one running max per stream
-        rows = np.flatnonzero(group == g)
-        reach = np.maximum.accumulate(ends[rows])
-        ready[order[rows[1:]]] = reach[:-1]
+    starts = np.flatnonzero(~same)  # each stream's first row in `order`
+    del same
+    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(order)], strict=True):
+        reach = np.maximum.accumulate(ends[lo:hi])  # one running max per stream
+        ready[order[lo + 1 : hi]] = reach[:-1]
     return ready
 
 
@@ -143,14 +147,21 @@ def _depth(call_start: I64, first: I64) -> I64:
 def get_launches(table: TraceTable) -> Launches:
     gpu, runtime = table.gpu, table.runtime
     is_kernel = gpu.kind == GpuOpKind.KERNEL
+    unlaunched = int((is_kernel & (table.launcher < 0)).sum())
     joined = np.flatnonzero(is_kernel & (table.launcher >= 0))
+    del is_kernel  # each temporary let go once used: a large trace's peak memory
     calls, inverse = np.unique(table.launcher[joined], return_inverse=True)
+    starts = gpu.start_ns[joined]
     first = np.full(len(calls), np.iinfo(np.int64).max)
-    np.minimum.at(first, inverse, gpu.start_ns[joined])
+    np.minimum.at(first, inverse, starts)
     first_op = np.zeros(len(calls), dtype=np.int64)  # the kernel that starts each launch
-    by_start = np.lexsort((gpu.start_ns[joined], inverse))
+    by_start = np.lexsort((starts, inverse))
     first_op[inverse[by_start][::-1]] = joined[by_start][::-1]
-    gpu_ns = np.bincount(inverse, weights=(gpu.end_ns - gpu.start_ns)[joined], minlength=len(calls))
+    del by_start
+    durations = gpu.end_ns[joined] - starts
+    del starts, joined
+    gpu_ns = np.bincount(inverse, weights=durations, minlength=len(calls))
+    del durations, inverse
     call_start, call_end = runtime.start_ns[calls], runtime.end_ns[calls]
     ready = _stream_ready_ns(table)[first_op] if len(calls) else first_op
     ready = np.maximum(ready, call_start)  # a stream's first op: ready since ever
@@ -159,7 +170,7 @@ def get_launches(table: TraceTable) -> Launches:
         latency_s=(first - call_start) / 1e9,
         cpu_s=(call_end - call_start) / 1e9,
         gpu_s=gpu_ns / 1e9,
-        num_kernels_unlaunched=int((is_kernel & (table.launcher < 0)).sum()),
+        num_kernels_unlaunched=unlaunched,
         queue_s=queue_ns / 1e9,
         queued=ready > call_end,
         depth=_depth(call_start, first),

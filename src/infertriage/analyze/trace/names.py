@@ -13,6 +13,7 @@ libraries that inference servers use.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import IntEnum
 
 import numpy as np
@@ -40,51 +41,71 @@ class Category(IntEnum):
     OTHER = 5
 
 
-_COMMUNICATION = re.compile(
+class _Folded:
+    """A case-insensitive pattern, searched as fast as a case-sensitive one.
+
+    Python's `re.IGNORECASE` alternations try every branch at every position of a name;
+    compiled case-sensitive, an alternation first checks each branch's first character.
+    An ASCII name is lower-cased and searched with the lower-cased pattern (for ASCII
+    text the same matches: about 6x faster on long templated kernel names); any other
+    name with the pattern itself under `re.IGNORECASE`, as before.
+    """
+
+    __slots__ = ("_lower", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        if re.search(r"\\[A-Z]", pattern):  # \S, \W, \D … would change meaning lower-cased
+            raise ValueError(f"no upper-case escapes in a folded pattern: {pattern!r}")
+        self.pattern = pattern
+        self._lower = re.compile(pattern.lower())
+
+    def search(self, name: str) -> re.Match[str] | None:
+        if name.isascii():
+            return self._lower.search(name.lower())
+        return re.search(self.pattern, name, re.IGNORECASE)
+
+
+_COMMUNICATION = _Folded(
     r"nccl|rccl|msccl|nvshmem|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce"
     r"|two_?shot_?all_?reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"
-    r"|quickreduce|deep_?ep",
-    re.IGNORECASE,
+    r"|quickreduce|deep_?ep"
 )
 # Order matters: FA3 and cuDNN SDPA names contain "cutlass"/"gemm"-like words, so attention first.
-_ATTENTION_BACKEND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("cudnn_sdpa", re.compile(r"sdpa|cudnn.*(flash|fmha|attn)", re.IGNORECASE)),
+_ATTENTION_BACKEND_PATTERNS: tuple[tuple[str, re.Pattern[str] | _Folded], ...] = (
+    ("cudnn_sdpa", _Folded(r"sdpa|cudnn.*(flash|fmha|attn)")),
     ("flashinfer", re.compile(r"flashinfer|BatchPrefillWith|BatchDecodeWith|SinglePrefill")),
-    ("flash_attn_3", re.compile(r"FlashAttn\w*Sm90|flash\w*sm90|flash_?attn_?3|fa3_", re.I)),
-    ("flash_attn_2", re.compile(r"flash_fwd|flash_bwd|flash::|flash_attn|FlashAttn", re.I)),
-    ("xformers", re.compile(r"xformers|fmha_cutlass|cutlassF|cutlassB|efficient_attention", re.I)),
-    ("paged_attention", re.compile(r"paged_attention", re.IGNORECASE)),
-    ("trtllm", re.compile(r"fmha_v2|xqa|masked_multihead_attention|mmha", re.IGNORECASE)),
-    ("rocm_ck", re.compile(r"ck_?fmha|ck_tile.*fmha|aiter.*(attn|fmha)", re.IGNORECASE)),
+    ("flash_attn_3", _Folded(r"FlashAttn\w*Sm90|flash\w*sm90|flash_?attn_?3|fa3_")),
+    ("flash_attn_2", _Folded(r"flash_fwd|flash_bwd|flash::|flash_attn|FlashAttn")),
+    ("xformers", _Folded(r"xformers|fmha_cutlass|cutlassF|cutlassB|efficient_attention")),
+    ("paged_attention", _Folded(r"paged_attention")),
+    ("trtllm", _Folded(r"fmha_v2|xqa|masked_multihead_attention|mmha")),
+    ("rocm_ck", _Folded(r"ck_?fmha|ck_tile.*fmha|aiter.*(attn|fmha)")),
     (
         "triton",
-        re.compile(
+        _Folded(
             r"unified_attention|triton\w*attn|attn_fwd|_fwd_(grouped_)?kernel_stage|"
-            r"context_attention|prefix_prefill",
-            re.IGNORECASE,
+            r"context_attention|prefix_prefill"
         ),
     ),
-    ("other_fused", re.compile(r"attention|attn|fmha|mha_", re.IGNORECASE)),
+    ("other_fused", _Folded(r"attention|attn|fmha|mha_")),
 )
 ATTENTION_BACKENDS: tuple[str, ...] = (
     *(name for name, _ in _ATTENTION_BACKEND_PATTERNS),
     "math",
     "none",
 )
-_GEMM = re.compile(
+_GEMM = _Folded(
     r"gemm|gemv|sgemm|hgemm|cublas|cutlass|xmma|nvjet|wgmma|matmul|splitkreduce|Cijk_|_mm_|"
     r"triton_tem|marlin|machete|convolve|conv2d|convolution|winograd|s884|h884|s1688|h1688|s16816|h16816|bmm|"
-    r"implicit_gemm|dgrad|wgrad|fprop",
-    re.IGNORECASE,
+    r"implicit_gemm|dgrad|wgrad|fprop"
 )
-_ELEMENTWISE = re.compile(
+_ELEMENTWISE = _Folded(
     r"elementwise|reduce|norm|softmax|act_and_mul|silu|gelu|relu|swiglu|rotary|rope|copy|fill|"
     r"cat|index|gather|scatter|dropout|pool|transpose|nchw|nhwc|triton_poi|triton_red|"
     r"triton_per|fused|scan|sort|topk|argmax|sampl|embedding|cache|cast|add|mul|div|sub|where|"
-    r"arange|permute|bn_|memcpy|memset",
-    re.IGNORECASE,
+    r"arange|permute|bn_|memcpy|memset"
 )
-_SOFTMAX = re.compile(r"softmax(?!.*(backward|bwd|grad))", re.IGNORECASE)
+_SOFTMAX = _Folded(r"softmax(?!.*(backward|bwd|grad))")
 
 _LAUNCH = re.compile(
     r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|ExtModuleLaunchKernel|"
@@ -144,6 +165,6 @@ def is_sync(name: str) -> bool:
     return _SYNC.search(_api(name)) is not None
 
 
-def categorize(strings: tuple[str, ...]) -> npt.NDArray[np.int8]:
-    """Category per string id (the lookup table a column of name ids is indexed with)."""
+def categorize(strings: Sequence[str]) -> npt.NDArray[np.int8]:
+    """Category per string (a lookup table a column of name ids can be indexed with)."""
     return np.fromiter((category_of(s) for s in strings), dtype=np.int8, count=len(strings))

@@ -57,6 +57,7 @@ when no steps are found and the overlap when there is no communication.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -78,8 +79,10 @@ from infertriage.analyze.trace.names import Category
 from infertriage.analyze.trace.steps import Steps, find_steps
 from infertriage.analyze.trace.table import CopyKind, GpuOpKind, TraceTable
 from infertriage.analyze.trace.timeline import Timeline, category_column, get_timeline
-from infertriage.schemas.diagnosis import Finding
 from infertriage.schemas.records import Signal
+
+if TYPE_CHECKING:  # a name only: importing pydantic's models costs a short trace's run
+    from infertriage.schemas.diagnosis import Finding
 
 __all__ = [
     "RankAnalysis",
@@ -176,9 +179,14 @@ def _occupancy(table: TraceTable) -> float | None:
 
 
 def analyze_rank(table: TraceTable) -> RankAnalysis:
-    """Run every analysis on one table."""
+    """Run every analysis on one table.
+
+    The idle classification runs first: its temporaries are the largest of any analysis,
+    and at that point no other analysis's per-launch arrays are held beside them (the
+    command's peak memory on a large trace)."""
     cats = category_column(table)
     steps = find_steps(table)
+    idle = get_idle_causes(table, steps)
     return RankAnalysis(
         table=table,
         timeline=get_timeline(table, cats),
@@ -190,7 +198,7 @@ def analyze_rank(table: TraceTable) -> RankAnalysis:
         steps=steps,
         compiled=get_compiled(table),
         occupancy=_occupancy(table),
-        idle=get_idle_causes(table, steps),
+        idle=idle,
     )
 
 

@@ -62,8 +62,12 @@ def merge_intervals(start: I64, end: I64) -> tuple[I64, I64]:
         return start, end
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
+    del order  # each temporary let go once used: a large trace's peak memory
     reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]
+    new = np.empty(len(s), dtype=np.bool_)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    del reach
     group_end = np.maximum.reduceat(e, np.flatnonzero(new))
     return s[new], group_end
 
@@ -83,11 +87,13 @@ def overlap_ns(a: tuple[I64, I64], b: tuple[I64, I64]) -> int:
 
 
 def category_column(table: TraceTable) -> npt.NDArray[np.int8]:
-    """Category of each GPU op: memcpy and memset by kind, kernels by name."""
-    lookup = categorize(table.strings)
-    cats = lookup[table.gpu.name] if len(table.strings) else np.zeros(0, dtype=np.int8)
-    cats = cats.copy()
-    cats[table.gpu.kind != GpuOpKind.KERNEL] = Category.MEMORY
+    """Category of each GPU op: memcpy and memset by kind, kernels by name (each distinct
+    kernel name matched once; the table's other strings, host and runtime names, never)."""
+    kernel = table.gpu.kind == GpuOpKind.KERNEL
+    cats = np.full(len(table.gpu), Category.MEMORY, dtype=np.int8)
+    if kernel.any():
+        ids, inverse = np.unique(table.gpu.name[kernel], return_inverse=True)
+        cats[kernel] = categorize(table.names_of(ids))[inverse]
     return cats
 
 
