@@ -10,8 +10,14 @@ benchmark reads back from its records and its level result:
 - schedule lag = sent − scheduled (the dispatch lag, every request, as recorded):
   p50, p99 and max;
 - the achieved send rate (requests sent / the schedule's span) against the target;
-- the client's CPU (the busiest worker's share of a core, as `bench` measures it) and
-  the CPU-s per request;
+- the share of requests sent more than 5 ms late (a stall's mark: the p99 is one stall),
+  and the longest pass of the cyclic collector in the level's process while its event
+  loop ran (one worker: during the load; more: none, the workers are not watched);
+- the client's CPU (the busiest worker's share of a core, as `bench` measures it), the
+  CPU-s per request, and the ceiling it implies: the rate sent over the busiest worker's
+  share of a core, the rate the client would reach with a core per worker (its cost per
+  request unchanged); with `--workers N` it should grow about N-fold (the scaling a
+  2-core host shared with the server cannot show in the rate itself);
 - `client_bound` and `host_busy` as `bench` judged them, and their reasons.
 
 The goal (issue 35, part 3): lag p99 ≤ 5 ms at 1,000 req/s from one process, more
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -128,8 +135,27 @@ def _serve(sock: socket.socket, nice: int, cpus: set[int] | None) -> None:
     uvloop.run(main())
 
 
+def _gc_pauses() -> list[tuple[float, int]]:
+    """The cyclic collector's passes in this process from now on while an event loop runs
+    (with one worker: the load), each its duration (s) and generation."""
+    pauses: list[tuple[float, int]] = []
+    began = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if asyncio._get_running_loop() is None:  # not during the load
+            return
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((time.perf_counter() - began[0], info["generation"]))
+
+    gc.callbacks.append(on_gc)
+    return pauses
+
+
 def _bench(url: str, rate: float, workers: int, duration: float, arrival: str) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="open-loop-")) / "run"
+    pauses = _gc_pauses()  # with one worker, the load's own process
     result = run_bench(
         BenchSpec(
             url=url,
@@ -158,8 +184,16 @@ def _bench(url: str, rate: float, workers: int, duration: float, arrival: str) -
         "lag_p50_ms": float(np.percentile(lag, 50)) * 1e3,
         "lag_p99_ms": float(np.percentile(lag, 99)) * 1e3,
         "lag_max_ms": float(lag.max()) * 1e3,
+        "late_5ms": float(np.mean(lag > GOAL_LAG_P99_S)),
+        "gc_max_ms": max(pauses, default=(0.0, 0))[0] * 1e3, "gc_passes": len(pauses),
+        "gc_gen": max(pauses, default=(0.0, 0))[1],
+        "gc_over_1ms": [(round(d * 1e3, 1), g) for d, g in pauses if d > 1e-3],
         "cpu_busiest": client.cpu_busiest, "cpu_s": client.cpu_s,
         "cpu_ms_per_request": client.cpu_s / len(records) * 1e3 if records else None,
+        # the send rate the client would reach with a core per worker, its CPU per
+        # request unchanged: the rate sent over the busiest worker's share of a core
+        "ceiling": (len(records) - 1) / span / client.cpu_busiest
+        if span and client.cpu_busiest else 0.0,
         "loop_lag_p99_ms": client.loop_lag.p99 * 1e3 if client.loop_lag else None,
         "client_bound": client.client_bound, "host_busy": client.host_busy,
         "reasons": list(client.reasons), "uvloop": client.uvloop,
@@ -180,14 +214,17 @@ def _in_child(src: str, nice: int, cpus: set[int] | None, *args: Any) -> dict[st
 
 
 def _print(rows: list[dict[str, Any]]) -> None:
-    print(f"{'tree':>6} {'rate':>6} {'wk':>2} {'sent/s':>8} {'lag p50':>8} {'p99':>8} {'max':>8} "
-          f"{'cpu':>5} {'ms/req':>6} {'loop p99':>8} {'load':>4}  verdict")  # fmt: skip
+    print(f"{'tree':>6} {'rate':>6} {'wk':>2} {'sent/s':>8} {'lag p50':>8} {'p99':>8} "
+          f"{'max':>8} {'>5ms':>6} {'cpu':>5} {'ms/req':>6} {'ceil/s':>7} {'loop p99':>8} "
+          f"{'gc max':>6} {'load':>4}  verdict")  # fmt: skip
     for r in rows:
         verdict = "client_bound" if r["client_bound"] else "host_busy" if r["host_busy"] else "ok"
         print(f"{r['tree']:>6} {r['rate']:>6g} {r['workers']:>2} {r['achieved_rate']:>8.1f} "
               f"{r['lag_p50_ms']:>7.2f}m {r['lag_p99_ms']:>7.2f}m {r['lag_max_ms']:>7.1f}m "
-              f"{r['cpu_busiest']:>5.0%} {r['cpu_ms_per_request'] or 0:>6.3f} "
-              f"{r['loop_lag_p99_ms'] or 0:>7.2f}m {r['load_before']:>4.1f}"
+              f"{r.get('late_5ms', 0):>6.2%} {r['cpu_busiest']:>5.0%} "
+              f"{r['cpu_ms_per_request'] or 0:>6.3f} {r.get('ceiling', 0):>7.0f} "
+              f"{r['loop_lag_p99_ms'] or 0:>7.2f}m {r.get('gc_max_ms', 0):>5.1f}m "
+              f"{r['load_before']:>4.1f}"
               f"  {verdict}")  # fmt: skip
         if r["reasons"]:
             print(f"{'':>24}{'; '.join(r['reasons'])}")
@@ -205,9 +242,14 @@ def _medians(rows: list[dict[str, Any]], trees: list[str]) -> None:
             ]
             p99 = float(np.median([r["lag_p99_ms"] for r in mine]))
             bound = sum(r["client_bound"] for r in mine)
-            cells.append((tree, p99, bound, len(mine)))
-        text = "  ".join(f"{t} {p:8.2f} (client_bound {b}/{n})" for t, p, b, n in cells)
+            ceiling = float(np.median([r.get("ceiling", 0.0) for r in mine]))
+            cells.append((tree, p99, bound, len(mine), ceiling))
+        text = "  ".join(
+            f"{t} {p:8.2f} (client_bound {b}/{n}, ceiling {c:6.0f}/s)" for t, p, b, n, c in cells
+        )
         ratio = f"  ×{cells[1][1] / cells[0][1]:.2f}" if len(cells) > 1 and cells[0][1] else ""
+        if len(cells) > 1 and cells[1][4]:
+            ratio += f", ceiling after / before ×{cells[0][4] / cells[1][4]:.2f}"
         print(f"rate {rate:>6g} workers {workers}: {text}{ratio}")
 
 

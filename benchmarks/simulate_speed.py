@@ -11,7 +11,8 @@ simulated time, the wall and CPU seconds the simulation took (CPU time, which ot
 on a busy machine barely moves, is what the exit code judges), the real-time multiples
 and the process's peak resident memory (`ru_maxrss`, the interpreter and imports
 included). Exits 1 when a size's CPU-time multiple is under 1,000x or the largest size's
-peak is over 1.3x the smallest's.
+peak is over 1.3x the smallest's. `--before-src DIR` also runs each size with another
+checkout's `src` (main's, say) first, in the same invocation, and prints the CPU-time ratio.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -99,19 +101,37 @@ def one_run(num_requests: int) -> str:
     )
 
 
-def sizes_run(sizes: tuple[int, ...]) -> tuple[float, float]:
+def _child(num_requests: int, src: str | None) -> dict[str, float]:
+    """One size in a fresh process (with `src` first on its path when given)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", str(num_requests)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def sizes_run(sizes: tuple[int, ...], before_src: str | None = None) -> tuple[float, float]:
     """Each size in a fresh process; gives the slowest CPU-time multiple and the memory ratio."""
     rows = []
     for num_requests in sizes:
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", str(num_requests)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        row = json.loads(out.strip().splitlines()[-1])
+        if before_src is not None:
+            before = _child(num_requests, before_src)
+        row = _child(num_requests, None)
         rows.append(row)
         sim, wall, cpu = row["simulated_s"], row["wall_s"], row["cpu_s"]
+        if before_src is not None:
+            print(
+                f"  before ({before_src}): {before['cpu_s']:.2f} CPU-s "
+                f"({before['simulated_s'] / before['cpu_s']:,.0f}x), peak RSS "
+                f"{before['peak_rss_mib']:,.0f} MiB; CPU before / after "
+                f"{before['cpu_s'] / cpu:.2f}; load average {os.getloadavg()[0]:.1f}"
+            )
         print(
             f"healthy, {num_requests:,} requests at {RATE:g} req/s (chat mix): {sim:,.0f} s "
             f"simulated in {wall:.2f} s wall ({sim / wall:,.0f}x real time), {cpu:.2f} CPU-s "
@@ -135,6 +155,9 @@ def main() -> int:
     parser.add_argument(
         "--sizes", default=",".join(map(str, SIZES)), help="request counts, comma-separated"
     )
+    parser.add_argument(
+        "--before-src", help="another checkout's src directory to run first, for a ratio"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one run, in a child
     args = parser.parse_args()
     if args.one:
@@ -143,7 +166,7 @@ def main() -> int:
     if args.signatures:
         signatures()
     sizes = tuple(int(n) for n in args.sizes.split(","))
-    slowest, ratio = sizes_run(sizes)
+    slowest, ratio = sizes_run(sizes, args.before_src)
     return 0 if slowest >= GOAL and ratio <= MEMORY_GOAL else 1
 
 

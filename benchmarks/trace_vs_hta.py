@@ -24,11 +24,26 @@ and run, from the project root,
 Everything happens in one run, so the ratios compare like with like.
 
 Without `--hta-python` (or when it does not exist) only our side runs.
+
+Besides the analyses both tools have, the whole `infertriage trace FILE --json`
+command (the CLI, every analysis, the findings and the report) runs as a child of
+its own: its CPU seconds and peak RSS come from `os.wait4`. `--before-src DIR`
+runs our children a second time with another tree's `src` (say `git archive main src`
+unpacked) first on the path, interleaved, for a before/after ratio in the same run.
+The floor comes first: the CPU seconds of a child that only starts Python, of one
+that imports numpy (with OpenBLAS's threads, and with one, as the `trace` command
+runs), and of one that imports the command's third-party stack (numpy, msgspec,
+orjson, pydantic with one model built, typer, rich), median of five each;
+HTA's CPU over each is the most any tool built on it could save on a trace.
+Every source tree is byte-compiled first (`compileall`, its own `__pycache__`), as
+an installed package is and as HTA's site-packages are: the children then measure
+the imports, not the compiler.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -116,7 +131,9 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_child(python: str, code: str, target: Path, timeout_s: float) -> dict[str, object]:
+def run_child(
+    python: str, code: str, target: Path, timeout_s: float, src: Path | None = None
+) -> dict[str, object]:
     """One tool on one trace in a fresh process; its JSON line, or why it failed.
 
     `process_cpu_s` is the child's own CPU time, start-up and imports included (the
@@ -124,6 +141,8 @@ def run_child(python: str, code: str, target: Path, timeout_s: float) -> dict[st
     start = time.perf_counter()
     cpu_before = _children_cpu_s()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
     try:
         done = subprocess.run(
             [python, "-c", code, str(target)],
@@ -146,6 +165,67 @@ def run_child(python: str, code: str, target: Path, timeout_s: float) -> dict[st
     result["wall_s"] = wall
     result["process_cpu_s"] = cpu
     return result
+
+
+def run_command(target: Path, timeout_s: float, src: Path | None = None) -> dict[str, object]:
+    """The whole `infertriage trace TARGET --json` in a fresh process: its own CPU
+    seconds and peak RSS (`os.wait4`), start-up, analyses, findings and report included."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "infertriage", "trace", str(target), "--json"]
+    start = time.perf_counter()
+    child = subprocess.Popen(  # our own interpreter and module
+        command,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=_limit_memory,  # noqa: PLW1509  # the parent is single-threaded
+        env=env,
+    )
+    while True:  # os.wait4 reaps it and gives this child's own rusage
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() - start > timeout_s:
+            child.kill()
+            os.wait4(child.pid, 0)
+            return {"error": f"timed out after {timeout_s:.0f} s"}
+        time.sleep(0.005)
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    if child.returncode:
+        return {"error": f"exit {child.returncode}"}
+    return {
+        "wall_s": time.perf_counter() - start,
+        "process_cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+    }
+
+
+_STACK = (
+    "import numpy, msgspec, orjson, typer, rich.console, pydantic\n"
+    "class M(pydantic.BaseModel):\n    x: int\n"
+    "M(x=1)"
+)
+_ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # as the `trace` command's process runs
+FLOORS: dict[str, tuple[str, dict[str, str]]] = {
+    "python": ("pass", {}),
+    "python + numpy": ("import numpy", {}),
+    "python + numpy, 1 BLAS thread": ("import numpy", _ONE_BLAS_THREAD),
+    "python + the command's stack": (_STACK, _ONE_BLAS_THREAD),
+}
+
+
+def measure_floors(repeat: int = 5) -> dict[str, float]:
+    """Median CPU seconds of a fresh child that runs each of `FLOORS`, start-up included."""
+    out: dict[str, float] = {}
+    for label, (code, extra) in FLOORS.items():
+        times = []
+        for _ in range(repeat):
+            before = _children_cpu_s()
+            subprocess.run([sys.executable, "-c", code], env={**os.environ, **extra}, check=True)
+            times.append(_children_cpu_s() - before)
+        out[label] = sorted(times)[len(times) // 2]
+        print(f"floor: {label:30s} {out[label]:.3f} CPU-s", flush=True)
+    return out
 
 
 def make_trace(directory: Path, size_gb: float) -> Path:
@@ -180,9 +260,15 @@ def _fmt_s(value: object) -> str:
     return f"{value:.2f} s" if isinstance(value, int | float) else "–"
 
 
-def compare(trace: Path, hta_python: str | None, timeout_s: float) -> dict[str, object]:
+def compare(
+    trace: Path, hta_python: str | None, timeout_s: float, before: Path | None = None
+) -> dict[str, object]:
     ours = run_child(sys.executable, OURS, trace, timeout_s)
     row: dict[str, object] = {"trace": trace.name, "bytes": trace.stat().st_size, "ours": ours}
+    row["command"] = run_command(trace, timeout_s)
+    if before is not None:
+        row["ours_before"] = run_child(sys.executable, OURS, trace, timeout_s, src=before)
+        row["command_before"] = run_command(trace, timeout_s, src=before)
     if hta_python:
         with tempfile.TemporaryDirectory() as tmp:
             link = Path(tmp) / trace.name
@@ -194,6 +280,14 @@ def compare(trace: Path, hta_python: str | None, timeout_s: float) -> dict[str, 
             row["cpu_ratio"] = float(hta["process_cpu_s"]) / float(ours["process_cpu_s"])  # type: ignore[arg-type]
             row["memory_ratio"] = float(ours["peak_rss_bytes"]) / float(hta["peak_rss_bytes"])  # type: ignore[arg-type]
             row["relative_difference"] = _agreement(ours, hta)
+        command = row["command"]
+        if "error" not in hta and isinstance(command, dict) and "error" not in command:
+            row["command_cpu_ratio"] = float(hta["process_cpu_s"]) / float(  # type: ignore[arg-type]
+                command["process_cpu_s"]  # type: ignore[arg-type]
+            )
+            row["command_memory_ratio"] = float(command["peak_rss_bytes"]) / float(  # type: ignore[arg-type]
+                hta["peak_rss_bytes"]  # type: ignore[arg-type]
+            )
     return row
 
 
@@ -219,12 +313,36 @@ def print_row(row: dict[str, object]) -> None:
         )
         parts.append("worst difference " + ("–" if worst is None else f"{worst:.3%}"))
     print(" | ".join(parts), flush=True)
+    for key, label in (
+        ("command", "trace cmd"),
+        ("ours_before", "before"),
+        ("command_before", "before cmd"),
+    ):
+        child = row.get(key)
+        if not isinstance(child, dict):
+            continue
+        line = f"    {label:10s} " + (
+            str(child["error"])
+            if "error" in child
+            else f"{_fmt_s(child.get('process_cpu_s'))} CPU {_fmt_mb(child.get('peak_rss_bytes'))}"
+        )
+        hta_cpu = hta.get("process_cpu_s")
+        if "error" not in child and isinstance(hta_cpu, int | float):
+            line += (
+                f" | {hta_cpu / float(child['process_cpu_s']):5.1f}x less CPU than HTA, "
+                f"{float(child['peak_rss_bytes']) / float(hta['peak_rss_bytes']):.1%} of its memory"
+            )
+        print(line, flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hta-python", default="/tmp/hta-venv/bin/python")
-    parser.add_argument("--sizes-gb", default="1", help="generated trace sizes, e.g. 0.25,1")
+    parser.add_argument(
+        "--sizes-gb",
+        default=None,
+        help="generated trace sizes, e.g. 0.25,1 (default 1, none when --trace is given)",
+    )
     parser.add_argument("--timeout-s", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, help="write every figure as JSON here")
     parser.add_argument("--workdir", type=Path, help="where generated traces go (default: tmp)")
@@ -238,23 +356,41 @@ def main() -> int:
     parser.add_argument(
         "--fixtures-only", action="store_true", help="only the real traces, nothing generated"
     )
+    parser.add_argument(
+        "--before-src",
+        type=Path,
+        help="also run our side with this tree's src first on the path (before/after)",
+    )
     args = parser.parse_args()
+    for tree in (HERE.parent / "src", HERE.parent / "testing", args.before_src):
+        if tree is not None:  # as installed: bytecode written once, read by every child
+            compileall.compile_dir(tree, quiet=1)
     hta_python = args.hta_python if Path(args.hta_python).exists() else None
     if hta_python is None:
         print(f"HTA not found at {args.hta_python}: running our side only", file=sys.stderr)
     real = args.fixtures / "traces"
     traces = sorted(real.glob("**/*.json.gz")) if real.is_dir() and not args.no_fixtures else []
     traces += args.trace
-    rows = []
+    floors = measure_floors()
+    rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        sizes = [] if args.fixtures_only else [float(s) for s in args.sizes_gb.split(",") if s]
+        asked = args.sizes_gb if args.sizes_gb is not None else ("" if args.trace else "1")
+        sizes = [] if args.fixtures_only else [float(s) for s in asked.split(",") if s]
         for size in sizes:
             start = time.perf_counter()
             traces.append(make_trace(Path(tmp), size))
             print(f"generated {traces[-1].name} in {time.perf_counter() - start:.0f} s", flush=True)
         for trace in traces:
-            rows.append(compare(trace, hta_python, args.timeout_s))
+            rows.append(compare(trace, hta_python, args.timeout_s, args.before_src))
             print_row(rows[-1])
+            hta = rows[-1].get("hta")
+            if isinstance(hta, dict) and "process_cpu_s" in hta:
+                best = ", ".join(
+                    f"{label} {float(hta['process_cpu_s']) / cpu:.1f}x"  # type: ignore[arg-type]
+                    for label, cpu in floors.items()
+                )
+                print(f"    HTA over the floor: {best}", flush=True)
+    rows.append({"floors_cpu_s": floors})
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -35,6 +35,18 @@ from ..workloads import SHORT_OUTPUTS
 CODES = {signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP}
 
 
+@pytest.fixture(autouse=True)
+def _sighup_as_a_terminal_leaves_it() -> Iterator[None]:
+    """A suite run under `nohup` starts with SIGHUP ignored, which these tests (and their
+    children, which inherit it) would keep ignored by design: each test starts from the
+    default a terminal's shell gives."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition() and time.monotonic() < deadline:
