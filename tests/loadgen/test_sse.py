@@ -138,3 +138,29 @@ def test_a_whole_event_past_the_limit_in_one_read_fails_too() -> None:
     with pytest.raises(SseEventTooLarge):
         SseParser(limit=1000).feed(b"data: 1\n\ndata: " + b"z" * 2000 + b"\n\ndata: 2\n\n")
     assert SseParser(limit=1000).feed(b"data: " + b"z" * 900 + b"\n\n") == [(b"", b"z" * 900)]
+
+
+ALMOST_ONE_EVENT = [
+    b"data: x\n\n",
+    b"data: \n\n",
+    b"data: x\n",
+    b"data: x\n\n\n",
+    b"data: a\nb\n\n",
+    b"data: a\n\nb\n\n",
+    b"data: x\r\n\r\n",
+    b"data: x\n\r\n",
+    b"data: x\r\n\n",
+    b"data: x\rb\n\n",
+    b"data: x\n\ndata: y\n\n",
+    b"event: e\ndata: x\n\n",
+    b"data:x\n\n",
+]
+
+
+@pytest.mark.parametrize("read", ALMOST_ONE_EVENT)
+def test_a_read_like_one_whole_event_reads_as_it_does_byte_by_byte(read: bytes) -> None:
+    # a single byte never takes the quick way for one whole event: the long way is the judge
+    for before in ([], [b'data: {"a":1}\n\n'], [b'data: {"a":1}\r']):
+        whole = _feed_all([*before, read, b"data: z\n\n"])
+        one_by_one = _feed_all([*before, *(bytes([b]) for b in read), b"data: z\n\n"])
+        assert whole == one_by_one, (before, read)

@@ -330,9 +330,9 @@ class RequestClient:
         content = resp.content
         read = content.readany
         protocol, low_water = _quiet_resume(resp)
-        take = stream_reads(state)
+        counts = [0, 0]
+        take = stream_reads(state, counts)
         perf = time.perf_counter_ns
-        reads = num_events = 0
         try:
             while True:
                 data = await read()
@@ -343,11 +343,8 @@ class RequestClient:
                 # this response's (released at the body's end, it may carry another request)
                 if protocol is not None and protocol._reading_paused and resp.connection:
                     protocol.resume_reading()
-                events = take([data], ns)
-                if events < 0:
+                if take([data], ns):
                     break  # the last read, with the finish, usage and [DONE] events: not counted
-                reads += 1
-                num_events += events
         except (SseEventTooLarge, zlib.error) as err:
             state.body_failed(err)
             resp.close()  # the rest of the body is not read: the connection goes with it
@@ -355,8 +352,8 @@ class RequestClient:
         finally:
             if protocol is not None:
                 content._low_water = low_water  # aiohttp's own flow control again
-            self.num_reads += reads
-            self.num_events += num_events
+            self.num_reads += counts[0]
+            self.num_events += counts[1]
         if state.done_ns is not None:
             await _finish_body(resp)
             # Two turns of the loop before this request's end (its record, the next send): what

@@ -38,8 +38,8 @@ __all__ = [
 ]
 
 # (what one read brought of the body: the data of each whole or partial chunk, in order, none
-# empty; the read's perf_counter_ns)
-BodySink = Callable[[list[bytes], int], None]
+# empty; the read's perf_counter_ns); what it gives is ignored
+BodySink = Callable[[list[bytes], int], object]
 
 _DNS_TTL_S = 300.0  # a host's addresses are looked up again after this, as aiohttp does
 _HEAD_LIMIT = 64 << 10  # a response head past this is not one
@@ -96,6 +96,7 @@ class H1Conn(asyncio.Protocol):
         self._mode = _CLOSE
         self._left = 0  # bytes left in the current chunk, or in the Content-Length body
         self._crlf = False  # a chunk's data ended: its CRLF is due
+        self._whole = False  # a chunked body, no part of a chunk held: a read may be one whole
         self._head_fut: asyncio.Future[H1Head] | None = None
         self._sink: BodySink | None = None
         self._early: list[tuple[list[bytes], int]] = []  # body read before a sink was set
@@ -112,6 +113,15 @@ class H1Conn(asyncio.Protocol):
         self.got_bytes = True
         try:
             if self._phase == _BODY:
+                sink = self._sink
+                if self._whole and sink is not None:
+                    # The common read, one whole chunk (an event, as servers write them), at once.
+                    eol = data.find(b"\r\n", 0, 10)
+                    if eol > 0 and _HEX.issuperset(digits := data[:eol]):
+                        end = eol + 2 + int(digits, 16)
+                        if end + 2 == len(data) and end > eol + 2 and data[end:] == b"\r\n":
+                            sink([data[eol + 2 : end]], ns)
+                            return
                 self._body(data, ns)
             elif self._phase == _HEAD:
                 self._head(data, ns)
@@ -153,6 +163,7 @@ class H1Conn(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._head_fut = fut = loop.create_future()
         self._phase, self._buf, self.got_bytes, self.keep = _HEAD, b"", False, False
+        self._whole = False
         self._sink, self._early, self._waiter, self._end = None, [], None, None
         try:
             if self.closed or self.transport.is_closing():
@@ -250,7 +261,7 @@ class H1Conn(asyncio.Protocol):
         self._phase = _BODY
         if coding:
             if coding.rsplit(",", 1)[-1].strip() == "chunked":
-                self._mode, self._left, self._crlf = _CHUNKED, -1, False
+                self._mode, self._left, self._crlf, self._whole = _CHUNKED, -1, False, True
             else:
                 self._mode, self.keep = _CLOSE, False
         elif length is not None:
@@ -351,13 +362,14 @@ class H1Conn(asyncio.Protocol):
             pos = eol + 2
             left = int(digits, 16)
             if left == 0:
-                self._phase = _TRAILER
+                self._phase, self._whole = _TRAILER, False
                 self._buf = buf[pos:]
                 self._left = -1
                 self._trailer(final=False)
                 return
         self._left = left if left > 0 else -1
         self._buf = buf[pos:]
+        self._whole = left <= 0 and not self._crlf and not self._buf
 
     def _trailer(self, *, final: bool = True) -> None:
         buf = self._buf

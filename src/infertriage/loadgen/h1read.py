@@ -24,17 +24,20 @@ __all__ = ["DONE_GRACE_S", "read_some", "read_stream", "stream_reads"]
 DONE_GRACE_S = 0.5
 
 
-def stream_reads(state: StreamState) -> Callable[[list[bytes], int], int]:
+def stream_reads(
+    state: StreamState, counts: list[int], on_end: Callable[[], None] | None = None
+) -> Callable[[list[bytes], int], bool]:
     """What one read of the event stream does to `state`, for both readers (`client`'s
     aiohttp one too): the read's body pieces, stamped `ns`, decoded, the body's head kept,
-    their events parsed and taken; gives the number of events, or -1 for the read that
-    brought the stream's end (the finish, usage and [DONE]), which is not counted
-    (`client_bound`). Raises what the parser or the decoder raised."""
+    their events parsed and taken; gives whether it was the read that brought the stream's
+    end (the finish, usage and [DONE]: `on_end` is called). That read is not counted
+    (`client_bound`); the others add one to `counts[0]` (reads) and their events to
+    `counts[1]`. Raises what the parser or the decoder raised."""
     feed = state.parser.feed
     on_events = state.on_events
     decode = state.decode
 
-    def take(pieces: list[bytes], ns: int) -> int:
+    def take(pieces: list[bytes], ns: int) -> bool:
         state.last_ns = ns
         if decode is not None:
             pieces = [decode(piece) for piece in pieces]
@@ -46,7 +49,13 @@ def stream_reads(state: StreamState) -> Callable[[list[bytes], int], int]:
             events = [event for piece in pieces for event in feed(piece)]
         if events:
             on_events(events, ns)
-        return -1 if state.done_ns is not None else len(events)
+        if state.done_ns is not None:
+            if on_end is not None:
+                on_end()
+            return True
+        counts[0] += 1
+        counts[1] += len(events)
+        return False
 
     return take
 
@@ -54,26 +63,11 @@ def stream_reads(state: StreamState) -> Callable[[list[bytes], int], int]:
 async def read_stream(state: StreamState, conn: H1Conn, counts: list[int]) -> bool:
     """Read the event stream into `state` (`counts`: reads and events, added to);
     raises what the body's parser or decoder raised, or the connection's `H1Error`."""
-    take = stream_reads(state)
-    reads = num_events = 0
-
-    def sink(pieces: list[bytes], ns: int) -> None:
-        nonlocal reads, num_events
-        events = take(pieces, ns)
-        if events < 0:
-            conn.wake()  # the last read: nothing after it counts
-            return
-        reads += 1
-        num_events += events
-
-    try:
-        conn.set_sink(sink)  # what came with the head is read at once
-        ended = conn.ended
-        if not ended and state.done_ns is None:
-            ended = await conn.wait()
-    finally:
-        counts[0] += reads
-        counts[1] += num_events
+    # The read that brings [DONE] wakes the reader: nothing after it counts.
+    conn.set_sink(stream_reads(state, counts, conn.wake))  # what came with the head at once
+    ended = conn.ended
+    if not ended and state.done_ns is None:
+        ended = await conn.wait()
     if not ended:  # [DONE] came: the body's end, briefly, so the connection is reused
         try:
             async with asyncio.timeout(DONE_GRACE_S):

@@ -41,6 +41,7 @@ import time
 import zlib
 from collections.abc import Callable
 from enum import IntEnum
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -81,6 +82,7 @@ _HEAD_LIMIT = 200  # the start of a body kept to say what it was when it held no
 _NO_SECRETS = Redactor()
 _NOTHING, _OUTPUT, _REASONING, _TOOL = 0, 1, 2, 3
 _loads = orjson.loads
+_tokens_of = itemgetter(1)  # of a stamped chunk (ns, tokens, reasoning)
 
 
 class BodyMode(IntEnum):
@@ -521,7 +523,7 @@ class StreamState:
             return None if ns is None else (ns - start_ns) * 1e-9
 
         chunks = _chunks(self.chunks, start_ns)
-        counted = sum(k for _, k, _ in self.chunks)
+        counted = sum(map(_tokens_of, self.chunks))
         output, output_source = self._output_tokens(counted, tokenizer)
         prompt_source = TokenSource.USAGE if self.usage_prompt is not None else TokenSource.ESTIMATE
         end_ns = self.done_ns or (self.chunks[-1][0] if self.chunks else None)

@@ -37,6 +37,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.recordjson import dumps as _dumps
 from infertriage.schemas.runinfo import RUN_SCHEMA, RunInfo, first_error, parse_run_info
 
 if sys.platform != "win32":  # Windows has no flock: its runs go unclaimed
@@ -57,10 +58,6 @@ __all__ = [
 
 LOCK_NAME = ".infertriage.lock"  # held by the run writing into the directory
 T = TypeVar("T")
-
-
-def _dumps(record: object) -> bytes:
-    return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
 class JsonlWriter:
