@@ -278,3 +278,43 @@ def test_the_pool_never_hands_out_a_connection_it_may_not_keep() -> None:
 
     with serve_in_thread(ServerConfig()) as (url, _):
         asyncio.run(go(url))
+
+
+def _read_after_head(reads: list[bytes]) -> _Run:
+    """The head alone, then the sink set, then each read: each takes the way a live stream's do."""
+    run = _Run()
+
+    async def go() -> None:
+        head = run.conn.request(b"x")
+        run.conn.data_received(CHUNKED)
+        await head
+        run.conn.set_sink(lambda pieces, ns: run.body.extend(pieces))
+        for data in reads:
+            run.conn.data_received(data)
+        await run.conn.wait()
+
+    asyncio.run(go())
+    return run
+
+
+def test_reads_of_one_whole_chunk_each_read_as_the_long_way_does() -> None:
+    reads = [
+        b"5\r\nhello\r\n",
+        b"0005\r\nworld\r\n",
+        b"A\r\n" + b"x" * 10 + b"\r\n",
+        b"5 \r\nspace\r\n",  # a size line the quick way leaves to the long one
+        b"5;e=1\r\nexten\r\n",
+        b"3\r\nab",  # a chunk cut across reads, then whole chunks again
+        b"c\r\n",
+        b"2\r\nhi\r\n",
+        b"0\r\n\r\n",
+    ]
+    run = _read_after_head(reads)
+    assert b"".join(run.body) == b"helloworld" + b"x" * 10 + b"spaceextenabchi"
+    assert run.conn.keep and not run.transport.closed
+
+
+@pytest.mark.parametrize("bad", [b"0x5\r\nhello\r\n", b"+5\r\nhello\r\n", b"5\r\nhelloXX"])
+def test_a_broken_chunk_in_a_read_of_its_own_fails(bad: bytes) -> None:
+    with pytest.raises(BadFraming):
+        _read_after_head([b"5\r\nhello\r\n", bad, b"0\r\n\r\n"])
