@@ -399,7 +399,7 @@ class H1Conn(asyncio.Protocol):
             waiter.set_result(True)
 
     def _fail(self, err: BaseException) -> None:
-        self.keep = False
+        self.keep, self._whole = False, False
         if self._end is None:
             self._end = err
         head = self._head_fut
