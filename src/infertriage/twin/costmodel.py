@@ -96,6 +96,7 @@ _DRAM_AT_MEMORY_ROOF = 0.85
 _SCORE_BYTES = 16
 _CONTEXT_GRID = 64
 _CACHE_LIMIT = 200_000
+_WEIGHTS_CACHE_LIMIT = 4096  # a decode's batch sizes repeat, a prefill step's counts rarely
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +203,7 @@ class CostModel:
         self.stage_skew = pipeline.stage_imbalance if pipeline.size > 1 else 1.0
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
+        self._weights: dict[tuple[int, int], StepWork] = {}  # (tokens, logits) → no attention
         # the last decode run's first step, which a run taken again (one step longer) repeats
         self._last_first: tuple[tuple[int, int], StepBreakdown] | None = None
 
@@ -267,6 +269,23 @@ class CostModel:
         decode_flops: float = 0.0,
         kv_bytes: float = 0.0,
     ) -> StepWork:
+        """`plan.step_work` of a step: the weights' part (and the all-reduces) cached by its
+        token counts, the attention's given."""
+        key = (num_tokens, num_logits)
+        weights = self._weights.get(key)
+        if weights is None:
+            if len(self._weights) > _WEIGHTS_CACHE_LIMIT:
+                self._weights.clear()
+            weights = self._weights_call(num_tokens, num_logits)
+            self._weights[key] = weights
+        return replace(
+            weights,
+            prefill_attention_flops=prefill_flops,
+            decode_attention_flops=decode_flops,
+            kv_bytes=kv_bytes,
+        )
+
+    def _weights_call(self, num_tokens: int, num_logits: int) -> StepWork:
         hw = self.hw
         return step_work(
             hw.spec,
@@ -275,9 +294,6 @@ class CostModel:
             num_tokens=num_tokens,
             num_logit_tokens=num_logits,
             num_seqs=num_logits,
-            prefill_attention_flops=prefill_flops,
-            decode_attention_flops=decode_flops,
-            kv_bytes=kv_bytes,
             comm_s=step_allreduce_s(
                 hw.spec,
                 gpu=hw.gpu,
