@@ -92,20 +92,21 @@ class BlockPool:
     def take_new_blocks(self, num_blocks: int) -> list[KVBlock]:
         """Pop `num_blocks` from the head of the free queue, evicting their cached hashes."""
         first = self._next_fresh_id
-        if num_blocks == 1 and first < self.num_gpu_blocks:  # a decode's block, never used
-            self._next_fresh_id = first + 1
-            return [KVBlock(first, 1)]
-        num_free = self.get_num_free_blocks()
-        if num_blocks > num_free:
-            raise ValueError(f"cannot take {num_blocks} blocks, {num_free} free")
         num_fresh = min(num_blocks, self.num_gpu_blocks - first)
+        num_reused = num_blocks - num_fresh
+        free = self._free
+        if num_reused > len(free):
+            num_free = self.get_num_free_blocks()
+            raise ValueError(f"cannot take {num_blocks} blocks, {num_free} free")
         taken = [KVBlock(block_id, 1) for block_id in range(first, first + num_fresh)]
-        self._next_fresh_id += num_fresh
-        for _ in range(num_blocks - num_fresh):
-            block = self._free.popitem(last=False)[1]
-            if block.block_hash is not None:
-                if self._cached.get(block.block_hash) is block:
-                    del self._cached[block.block_hash]
+        self._next_fresh_id = first + num_fresh
+        cached = self._cached
+        for _ in range(num_reused):
+            block = free.popitem(last=False)[1]
+            block_hash = block.block_hash
+            if block_hash is not None:
+                if cached.get(block_hash) is block:
+                    del cached[block_hash]
                 block.block_hash = None
                 self.num_evictions += 1
             block.ref_cnt = 1
@@ -274,10 +275,14 @@ class KVCacheManager:
                 self._cache_full_blocks(request, num_full)
 
     def grow_all(self, requests: Iterable[Request], num_new_tokens: int) -> None:
-        """`grow_decode` for each running decode request in turn (whose blocks fit)."""
-        grow = self.grow_decode
+        """`grow_decode` for each running decode request in turn (whose blocks fit), called
+        only for those whose new tokens cross a block boundary (its test, to save the call)."""
+        grow, size = self.grow_decode, self.block_size
         for request in requests:
-            grow(request, request.num_computed_tokens + num_new_tokens)
+            before = request.num_computed_tokens
+            total = before + num_new_tokens
+            if total // size != before // size or (total - 1) // size != (before - 1) // size:
+                grow(request, total)
 
     def grow_decode(self, request: Request, total: int, taken_at: list[int] | None = None) -> None:
         """`grow` for a running decode request to `total` computed tokens (blocks that fit);

@@ -198,7 +198,7 @@ class DecodeRun:
     finished: tuple[RequestOutput, ...]  # requests that finished in the last step
     kv_usage: float  # after the last step's allocations, before finished requests' blocks return
     kv_usage_s: float  # Σ over the steps of the usage after the step's allocations × its length
-    stats: SchedulerStats
+    num_free_blocks: int  # after the run, the finished requests' blocks returned
 
     @property
     def end_ts(self) -> float:
@@ -415,7 +415,7 @@ class EngineCore:
             finished=tuple(finished),
             kv_usage=kv_usage,
             kv_usage_s=kv_usage_s,
-            stats=scheduler.make_stats(self._num_waiting()),
+            num_free_blocks=self.kv.pool.get_num_free_blocks(),
         )
 
     def _kv_usage_s(

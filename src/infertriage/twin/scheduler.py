@@ -250,7 +250,7 @@ class Scheduler:
             ):
                 return None
             left = request.max_output_tokens - num_tokens + request.num_prompt_tokens
-            fewest_left = min(left, fewest_left)
+            fewest_left = min(fewest_left, left)
             context += computed
         return fewest_left, context
 
@@ -499,7 +499,7 @@ class Scheduler:
         num_steps = len(step_end_ts)
         last_ts = step_end_ts[-1]
         ones = [1] * num_steps
-        grow = self.kv.grow_decode
+        grow, size = self.kv.grow_decode, self.kv.block_size
         running = self.running
         done: list[Request] = []
         for request in running:
@@ -507,8 +507,12 @@ class Scheduler:
             tokens.extend(request.next_output_tokens(num_steps))
             request.output_event_ts.extend(step_end_ts)
             request.output_event_tokens.extend(ones)
-            total = request.num_computed_tokens + num_steps
-            grow(request, total, taken_at)  # after the tokens: its full blocks are cached
+            before = request.num_computed_tokens
+            total = before + num_steps
+            # `grow_decode`'s own test, here to save the call: only a request whose new tokens
+            # cross a block boundary takes a block or fills one (after its tokens: cached)
+            if total // size != before // size or (total - 1) // size != (before - 1) // size:
+                grow(request, total, taken_at)
             request.num_computed_tokens = total
             if len(tokens) - request.num_prompt_tokens >= request.max_output_tokens:
                 done.append(request)
