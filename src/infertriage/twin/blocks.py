@@ -98,7 +98,11 @@ class BlockPool:
         if num_reused > len(free):
             num_free = self.get_num_free_blocks()
             raise ValueError(f"cannot take {num_blocks} blocks, {num_free} free")
-        taken = [KVBlock(block_id, 1) for block_id in range(first, first + num_fresh)]
+        taken = (
+            [KVBlock(block_id, 1) for block_id in range(first, first + num_fresh)]
+            if num_fresh
+            else []
+        )
         self._next_fresh_id = first + num_fresh
         cached = self._cached
         for _ in range(num_reused):
@@ -295,17 +299,18 @@ class KVCacheManager:
         size = self.block_size
         if total // size == before // size and (total - 1) // size == (before - 1) // size:
             return
-        blocks = self._blocks[request.request_id]
+        request_id, pool = request.request_id, self.pool
+        blocks = self._blocks[request_id]
         held = len(blocks)
         num_new_blocks = min(-(-total // size), self.max_blocks_per_request) - held
         if num_new_blocks > 0:
-            blocks.extend(self.pool.take_new_blocks(num_new_blocks))
+            blocks.extend(pool.take_new_blocks(num_new_blocks))
             if taken_at is not None:  # block b is needed once before + step > b · size
                 first = held * size - before + 1
                 taken_at.extend(range(first, first + num_new_blocks * size, size))
-        if self.pool.enable_caching:
+        if pool.enable_caching:
             num_full = min(total, len(request.token_ids)) // size
-            if num_full > self._num_cached.get(request.request_id, 0):
+            if num_full > self._num_cached.get(request_id, 0):
                 self._cache_full_blocks(request, num_full)
 
     def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:
