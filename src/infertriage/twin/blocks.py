@@ -17,7 +17,12 @@ holds; prefix-cache lookups; `allocate_slots` / `free`), modelled on vLLM V1's
 - `free(request, num_leaked=k)` keeps `k` blocks referenced for ever (the
   `kv_leak_blocks_per_request` fault) and counts them;
 - with a CPU offload tier (`twin.offload`), each newly cached full block is written through
-  to it, and `offload_match` gives the blocks after the GPU's hit that the tier holds.
+  to it, and `offload_match` gives the blocks after the GPU's hit that the tier holds;
+- the blocks a decode run or group fills (`grow_decode`, virtual time only) hold the
+  request's own output tokens, which only its own re-admission after a preemption looks up
+  (the twin's prompts never repeat its outputs): without an offload tier they are cached
+  when the request is preempted (`cache_computed_blocks`), not as they fill, and never when
+  it finishes — the same hits, without hashing every output block.
 """
 
 from __future__ import annotations
@@ -165,6 +170,8 @@ class KVCacheManager:
         self.max_blocks_per_request = -(-max_model_len // block_size)
         self._blocks: dict[str, list[KVBlock]] = {}
         self._num_cached: dict[str, int] = {}
+        # whether `grow_decode` caches the blocks it fills: only for the offload tier's stores
+        self.caches_decodes = offload is not None
         self.prefix_cache_queries = 0  # prompt tokens looked up (cumulative)
         self.prefix_cache_hits = 0  # of those, tokens found cached
 
@@ -281,23 +288,26 @@ class KVCacheManager:
     def grow_all(self, requests: Iterable[Request], num_new_tokens: int) -> None:
         """`grow_decode` for each running decode request in turn (whose blocks fit), called
         only for those whose new tokens cross a block boundary (its test, to save the call)."""
-        grow, size = self.grow_decode, self.block_size
+        grow, size, fills = self.grow_decode, self.block_size, self.caches_decodes
         for request in requests:
             before = request.num_computed_tokens
             total = before + num_new_tokens
-            if total // size != before // size or (total - 1) // size != (before - 1) // size:
+            if (total - 1) // size != (before - 1) // size or (
+                fills and total // size != before // size
+            ):
                 grow(request, total)
 
     def grow_decode(self, request: Request, total: int, taken_at: list[int] | None = None) -> None:
-        """`grow` for a running decode request to `total` computed tokens (blocks that fit);
-        `taken_at` gets, for each block taken, the step of the run (1 for the first) that
-        needs it.
+        """`grow` for a running decode request to `total` computed tokens (blocks that fit),
+        caching the blocks it fills only when `caches_decodes`; `taken_at` gets, for each
+        block taken, the step of the run (1 for the first) that needs it.
 
-        Only new tokens that cross a block boundary can take a block or fill one: its blocks
-        already cover its computed tokens, and its full ones are cached."""
+        Only new tokens that cross a block boundary can take a block (or fill one): its
+        blocks already cover its computed tokens, and its full ones are cached."""
         before = request.num_computed_tokens
         size = self.block_size
-        if total // size == before // size and (total - 1) // size == (before - 1) // size:
+        fills = self.caches_decodes and total // size != before // size
+        if (total - 1) // size == (before - 1) // size and not fills:
             return
         request_id, pool = request.request_id, self.pool
         blocks = self._blocks[request_id]
@@ -308,9 +318,18 @@ class KVCacheManager:
             if taken_at is not None:  # block b is needed once before + step > b · size
                 first = held * size - before + 1
                 taken_at.extend(range(first, first + num_new_blocks * size, size))
-        if pool.enable_caching:
+        if fills and pool.enable_caching:
             num_full = min(total, len(request.token_ids)) // size
             if num_full > self._num_cached.get(request_id, 0):
+                self._cache_full_blocks(request, num_full)
+
+    def cache_computed_blocks(self, request: Request) -> None:
+        """Cache the full computed blocks of a running request that `grow_decode` left
+        uncached, as the single steps would have (before it is preempted: its re-admission
+        looks them up)."""
+        if self.pool.enable_caching:
+            num_full = min(request.num_computed_tokens, request.num_tokens) // self.block_size
+            if num_full > self._num_cached.get(request.request_id, 0):
                 self._cache_full_blocks(request, num_full)
 
     def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:

@@ -337,6 +337,7 @@ class Scheduler:
         return ScheduledRequest(request, num_new, computed, num_drafts, samples, is_decode)
 
     def _preempt(self, request: Request) -> None:
+        self.kv.cache_computed_blocks(request)  # what decode runs left uncached
         self.kv.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
@@ -499,7 +500,7 @@ class Scheduler:
         num_steps = len(step_end_ts)
         last_ts = step_end_ts[-1]
         ones = [1] * num_steps
-        grow, size = self.kv.grow_decode, self.kv.block_size
+        grow, size, fills = self.kv.grow_decode, self.kv.block_size, self.kv.caches_decodes
         running = self.running
         done: list[Request] = []
         for request in running:
@@ -511,7 +512,9 @@ class Scheduler:
             total = before + num_steps
             # `grow_decode`'s own test, here to save the call: only a request whose new tokens
             # cross a block boundary takes a block or fills one (after its tokens: cached)
-            if total // size != before // size or (total - 1) // size != (before - 1) // size:
+            if (total - 1) // size != (before - 1) // size or (
+                fills and total // size != before // size
+            ):
                 grow(request, total, taken_at)
             request.num_computed_tokens = total
             if len(tokens) - request.num_prompt_tokens >= request.max_output_tokens:
