@@ -158,10 +158,12 @@ class Request:
         "_planned",
         "arrival_ts",
         "block_hashes",
+        "decodes_plainly",
         "finish_reason",
         "finished_ts",
         "first_scheduled_ts",
         "first_token_ts",
+        "max_num_tokens",
         "max_output_tokens",
         "num_cached_tokens",
         "num_computed_tokens",
@@ -198,6 +200,9 @@ class Request:
         self.output_seed = output_seed
         self.vocab_size = vocab_size
         self.will_fail = will_fail
+        # what a decode run's checks read once a step (all fixed for the request's life)
+        self.max_num_tokens = self.num_prompt_tokens + max_output_tokens  # prompt + output
+        self.decodes_plainly = not will_fail and not params.stop_token_ids
         self._planned: list[int] = []
         self.num_computed_tokens = 0
         self.num_cached_tokens = -1  # set at first admission

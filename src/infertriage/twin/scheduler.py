@@ -245,11 +245,10 @@ class Scheduler:
             if (
                 computed != num_tokens - 1
                 or request.first_token_ts is None
-                or request.will_fail
-                or request.params.stop_token_ids
+                or not request.decodes_plainly  # it fails, or it has stop tokens
             ):
                 return None
-            left = request.max_output_tokens - num_tokens + request.num_prompt_tokens
+            left = request.max_num_tokens - num_tokens
             fewest_left = min(fewest_left, left)
             context += computed
         return fewest_left, context
@@ -399,7 +398,7 @@ class Scheduler:
             tokens.extend(request.next_output_tokens(1))
             request.output_event_ts.append(now_ts)
             request.output_event_tokens.append(1)
-            if len(tokens) - request.num_prompt_tokens >= request.max_output_tokens:
+            if len(tokens) >= request.max_num_tokens:
                 done.append(self._finish(request, FinishReason.LENGTH, now_ts, (tokens[-1],)))
         self.num_generation_tokens += len(output.decode_group)
         if done:
@@ -517,7 +516,7 @@ class Scheduler:
             ):
                 grow(request, total, taken_at)
             request.num_computed_tokens = total
-            if len(tokens) - request.num_prompt_tokens >= request.max_output_tokens:
+            if len(tokens) >= request.max_num_tokens:
                 done.append(request)
         self.num_generation_tokens += num_steps * len(running)
         usage = self.kv.pool.get_usage()

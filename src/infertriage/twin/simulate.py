@@ -93,7 +93,10 @@ class _Client:
             self.multi.append((len(self.chunk_ts), num_tokens))
         self.chunk_ts.append(ts)
 
-    def chunk_tokens(self) -> npt.NDArray[np.int64]:
+    def chunk_tokens(self) -> npt.NDArray[np.int64] | None:
+        """Each chunk's tokens; None when every chunk carries one."""
+        if not self.multi:
+            return None
         tokens = np.ones(len(self.chunk_ts), dtype=np.int64)
         for index, count in self.multi:
             tokens[index] = count
@@ -246,9 +249,11 @@ class _Run:
         self.totals.add_run(run.cost, run.memory_bound_s, run.kv_usage, run.kv_usage_s, batch)
         self._stage_at(run.start_ts).add_steps(run.cost.total_s, batch)
         starts = []
+        deliver = self.frontend.deliver_batch
         for end_ts in run.step_end_ts:
-            self._tokenize_until(end_ts)  # arrivals reach the front end before these chunks
-            starts.append(self.frontend.deliver_batch(end_ts, batch))
+            if self.next_arrival_ts < end_ts:  # they reach the front end before these chunks
+                self._tokenize_until(end_ts)
+            starts.append(deliver(end_ts, batch))
         clients = self.clients
         if len(starts) == 1:  # what the arrays below give for one step, without them
             self._one_chunk_each(run.request_ids, starts[0])
