@@ -153,9 +153,14 @@ class Scheduler:
         # Free blocks when the last admission failed for want of blocks: until more are free,
         # every later attempt fails too (decode steps only take blocks).
         self._blocked_at_free: int | None = None
+        # `_plain_batch` as `max_decode_run` found it when it gave no run: nothing changes the
+        # running requests before the `schedule` that follows, which takes it instead of a
+        # second walk; any other change forgets it (boxed: None is a finding too)
+        self._plain_memo: tuple[tuple[int, int] | None] | None = None
 
     # ------------------------------------------------------------------ requests
     def add_request(self, request: Request) -> None:
+        self._plain_memo = None
         if request.request_id in self._requests:
             raise ValueError(f"request id {request.request_id!r} is already in the engine")
         self._requests[request.request_id] = request
@@ -171,6 +176,7 @@ class Scheduler:
         self, request_ids: Iterable[str], reason: FinishReason, now_ts: float
     ) -> list[RequestOutput]:
         """End requests from outside (abort); unknown or finished ids are ignored."""
+        self._plain_memo = None
         outputs = []
         for request_id in request_ids:
             request = self._requests.get(request_id)
@@ -198,7 +204,8 @@ class Scheduler:
         self._load_s = 0.0
         scheduled: list[ScheduledRequest] = []
         preempted: list[str] = []
-        group, context = self._decode_group() if group_decodes else ((), 0)
+        memo, self._plain_memo = self._plain_memo, None
+        group, context = self._decode_group(memo) if group_decodes else ((), 0)
         if group:
             self.kv.grow_all(group, 1)
             budget -= len(group)
@@ -217,12 +224,14 @@ class Scheduler:
             decode_context=context,
         )
 
-    def _decode_group(self) -> tuple[tuple[Request, ...], int]:
+    def _decode_group(
+        self, memo: tuple[tuple[int, int] | None] | None
+    ) -> tuple[tuple[Request, ...], int]:
         """The running requests and their tokens in the cache, if `_schedule_running` would
         give each one plain decode token without preempting (`_plain_batch`, and their blocks
         fit); else none."""
         running = self.running
-        plain = self._plain_batch()
+        plain = self._plain_batch() if memo is None else memo[0]
         if plain is None:
             return (), 0
         if not self.kv.fits(running, 1):
@@ -472,14 +481,17 @@ class Scheduler:
         waiting request arrived: that step admits nothing, as `schedule` would find (which
         also forgets a failed admission, as this does then).
         """
+        self._plain_memo = None  # only this call's finding is kept
         plain = self._plain_batch()
         if plain is None:
+            self._plain_memo = (None,)
             return 0, 0
         steps, context = plain
         if self.waiting and len(self.running) < self.config.max_num_seqs:
             blocked = self._blocked_at_free
             if blocked is None or self.kv.pool.get_num_free_blocks() > blocked:
                 if admit_until_ts is None or self.waiting[0].arrival_ts <= admit_until_ts:
+                    self._plain_memo = (plain,)
                     return 0, 0
                 self._blocked_at_free = None
                 steps = min(1, steps)
@@ -496,6 +508,7 @@ class Scheduler:
         Each request's tokens, then its blocks (`KVCacheManager.grow_decode`, which notes in
         `taken_at` the step that needs each block taken), in one walk.
         """
+        self._plain_memo = None
         num_steps = len(step_end_ts)
         last_ts = step_end_ts[-1]
         ones = [1] * num_steps
