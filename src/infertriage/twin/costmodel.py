@@ -493,11 +493,20 @@ class CostModel:
         bound: Bound = "compute" if merged["compute_s"] >= merged["memory_s"] else "memory"
         first_margin = first.compute_s - first.memory_s
         last_margin = last.compute_s - last.memory_s
-        margin = first_margin + (last_margin - first_margin) * position[:num_steps]
+        # The margin is monotonic over the steps: when its ends agree, so do all the steps.
+        end_margin = first_margin + (last_margin - first_margin) * ((num_steps - 1) / span)
+        taken = durations[:num_steps]
+        if first_margin < 0 and end_margin < 0:
+            memory_bound_s = float(taken.sum())
+        elif first_margin >= 0 and end_margin >= 0:
+            memory_bound_s = 0.0
+        else:
+            margin = first_margin + (last_margin - first_margin) * position[:num_steps]
+            memory_bound_s = float(taken[margin < 0].sum())
         return DecodeRunCost(
             step_end_ts=tuple(ends[:num_steps].tolist()),
             total=StepBreakdown(**merged, num_kernels=first.num_kernels, bound=bound),
-            memory_bound_s=float(durations[:num_steps][margin < 0].sum()),
+            memory_bound_s=memory_bound_s,
         )
 
 

@@ -348,7 +348,7 @@ class EngineCore:
             preempted_ids=output.preempted_ids,
             kv_usage=output.kv_usage,
             stats=self.scheduler.make_stats(self._num_waiting()),
-            decoded_ids=tuple(r.request_id for r in group),
+            decoded_ids=tuple([r.request_id for r in group]),
             decoded_finished=tuple(decoded),
         )
 
@@ -394,7 +394,7 @@ class EngineCore:
             ):
                 run = self.cost_model.decode_run(batch, context, len(ends) + 1, start_ts, math.inf)
                 ends = run.step_end_ts
-        request_ids = tuple(r.request_id for r in running)
+        request_ids = tuple([r.request_id for r in running])
         num_free = self.kv.pool.get_num_free_blocks()
         taken_at: list[int] | None = [] if len(ends) > 1 else None
         finished, kv_usage = scheduler.apply_decode_run(ends, taken_at)
