@@ -138,10 +138,17 @@ class BlockPool:
 
     def cache_block(self, block: KVBlock, block_hash: int) -> None:
         """Register a full block under its chained hash (the first block with a hash wins)."""
-        if not self.enable_caching or block.block_hash is not None:
+        self.cache_blocks((block,), (block_hash,))
+
+    def cache_blocks(self, blocks: Iterable[KVBlock], block_hashes: Iterable[int]) -> None:
+        """`cache_block` for each block and its hash, in order."""
+        if not self.enable_caching:
             return
-        block.block_hash = block_hash
-        self._cached.setdefault(block_hash, block)
+        register = self._cached.setdefault
+        for block, block_hash in zip(blocks, block_hashes, strict=True):
+            if block.block_hash is None:
+                block.block_hash = block_hash
+                register(block_hash, block)
 
     def leak(self, blocks: Sequence[KVBlock]) -> None:
         """Never return these blocks (they stay referenced); count them."""
@@ -253,13 +260,15 @@ class KVCacheManager:
     def _cache_full_blocks(self, request: Request, num_full: int) -> None:
         self._update_hashes(request)
         request_id = request.request_id
-        blocks = self._blocks[request_id]
-        hashes = request.block_hashes
-        cache, offload = self.pool.cache_block, self.offload
-        for index in range(self._num_cached.get(request_id, 0), num_full):
-            cache(blocks[index], hashes[index])
-            if offload is not None:
-                offload.store(hashes[index])
+        first = self._num_cached.get(request_id, 0)
+        blocks = self._blocks[request_id][first:num_full]
+        hashes = request.block_hashes[first:num_full]
+        if self.offload is None:
+            self.pool.cache_blocks(blocks, hashes)
+        else:  # each stored in the tier as it is cached
+            for block, block_hash in zip(blocks, hashes, strict=True):
+                self.pool.cache_block(block, block_hash)
+                self.offload.store(block_hash)
         self._num_cached[request_id] = num_full
 
     def offload_match(self, request: Request, num_gpu_hit_blocks: int) -> list[int]:
