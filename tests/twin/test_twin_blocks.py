@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infertriage.twin.blocks import NONE_HASH, BlockPool, KVCacheManager, hash_block_tokens
+from infertriage.twin.offload import OffloadTier
 from infertriage.twin.request import Request, SamplingParams
 
 BS = 4  # tokens per block in these tests
@@ -139,3 +140,32 @@ def test_allocation_fails_cleanly_when_blocks_run_out() -> None:
     big = make_request("big", list(range(13)))  # needs 4 blocks
     assert not kv.allocate_slots(big, 13)
     assert pool.get_num_free_blocks() == 3 and kv.get_blocks("big") == []
+
+
+def test_a_decodes_filled_blocks_are_cached_at_preemption_not_as_they_fill() -> None:
+    # Without an offload tier, `grow_decode` (decode runs, virtual time) takes blocks but does
+    # not hash the blocks it fills; `cache_computed_blocks` (before a preemption) caches what
+    # the single steps would have, so the re-admitted request hits its own output blocks.
+    kv = KVCacheManager(BlockPool(32), BS, 64)
+    request = make_request("a", [1, 2, 3, 4, 5])  # one full prompt block, cached at admission
+    admit(kv, request)
+    request.token_ids.extend(request.next_output_tokens(7))  # 12 tokens: three full blocks
+    kv.grow_decode(request, 11)
+    request.num_computed_tokens = 11
+    assert len(kv.get_blocks("a")) == 3 and kv.pool.num_cached_blocks == 1
+    kv.cache_computed_blocks(request)
+    assert kv.pool.num_cached_blocks == 2  # blocks of computed tokens only: 11 // 4
+    kv.free(request)
+    request.num_computed_tokens = 0
+    hits, num_hit = kv.get_computed_blocks(request)
+    assert num_hit == 8 and len(hits) == 2
+
+
+def test_with_an_offload_tier_a_decodes_blocks_are_cached_as_they_fill() -> None:
+    tier = OffloadTier(64, BS, bytes_per_token=128, load_gb_s=10.0)
+    kv = KVCacheManager(BlockPool(32), BS, 64, tier)
+    request = make_request("a", [1, 2, 3, 4, 5])
+    admit(kv, request)
+    request.token_ids.extend(request.next_output_tokens(7))
+    kv.grow_decode(request, 11)
+    assert kv.pool.num_cached_blocks == 2 and tier.stored_blocks == 2

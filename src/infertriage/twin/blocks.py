@@ -17,16 +17,18 @@ holds; prefix-cache lookups; `allocate_slots` / `free`), modelled on vLLM V1's
 - `free(request, num_leaked=k)` keeps `k` blocks referenced for ever (the
   `kv_leak_blocks_per_request` fault) and counts them;
 - with a CPU offload tier (`twin.offload`), each newly cached full block is written through
-  to it, and `offload_match` gives the blocks after the GPU's hit that the tier holds.
+  to it, and `offload_match` gives the blocks after the GPU's hit that the tier holds;
+- the blocks a decode run or group fills (`grow_decode`, virtual time only) hold the
+  request's own output tokens, which only its own re-admission after a preemption looks up
+  (the twin's prompts never repeat its outputs): without an offload tier they are cached
+  when the request is preempted (`cache_computed_blocks`), not as they fill, and never when
+  it finishes — the same hits, without hashing every output block.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-
-import numpy as np
-import numpy.typing as npt
 
 from infertriage.twin.offload import OffloadTier
 from infertriage.twin.request import Request
@@ -94,18 +96,26 @@ class BlockPool:
     # ------------------------------------------------------------------ changes
     def take_new_blocks(self, num_blocks: int) -> list[KVBlock]:
         """Pop `num_blocks` from the head of the free queue, evicting their cached hashes."""
-        num_free = self.get_num_free_blocks()
-        if num_blocks > num_free:
-            raise ValueError(f"cannot take {num_blocks} blocks, {num_free} free")
-        num_fresh = min(num_blocks, self.num_gpu_blocks - self._next_fresh_id)
         first = self._next_fresh_id
-        taken = [KVBlock(block_id, 1) for block_id in range(first, first + num_fresh)]
-        self._next_fresh_id += num_fresh
-        for _ in range(num_blocks - num_fresh):
-            block = self._free.popitem(last=False)[1]
-            if block.block_hash is not None:
-                if self._cached.get(block.block_hash) is block:
-                    del self._cached[block.block_hash]
+        num_fresh = min(num_blocks, self.num_gpu_blocks - first)
+        num_reused = num_blocks - num_fresh
+        free = self._free
+        if num_reused > len(free):
+            num_free = self.get_num_free_blocks()
+            raise ValueError(f"cannot take {num_blocks} blocks, {num_free} free")
+        taken = (
+            [KVBlock(block_id, 1) for block_id in range(first, first + num_fresh)]
+            if num_fresh
+            else []
+        )
+        self._next_fresh_id = first + num_fresh
+        cached = self._cached
+        for _ in range(num_reused):
+            block = free.popitem(last=False)[1]
+            block_hash = block.block_hash
+            if block_hash is not None:
+                if cached.get(block_hash) is block:
+                    del cached[block_hash]
                 block.block_hash = None
                 self.num_evictions += 1
             block.ref_cnt = 1
@@ -128,10 +138,17 @@ class BlockPool:
 
     def cache_block(self, block: KVBlock, block_hash: int) -> None:
         """Register a full block under its chained hash (the first block with a hash wins)."""
-        if not self.enable_caching or block.block_hash is not None:
+        self.cache_blocks((block,), (block_hash,))
+
+    def cache_blocks(self, blocks: Iterable[KVBlock], block_hashes: Iterable[int]) -> None:
+        """`cache_block` for each block and its hash, in order."""
+        if not self.enable_caching:
             return
-        block.block_hash = block_hash
-        self._cached.setdefault(block_hash, block)
+        register = self._cached.setdefault
+        for block, block_hash in zip(blocks, block_hashes, strict=True):
+            if block.block_hash is None:
+                block.block_hash = block_hash
+                register(block_hash, block)
 
     def leak(self, blocks: Sequence[KVBlock]) -> None:
         """Never return these blocks (they stay referenced); count them."""
@@ -160,6 +177,8 @@ class KVCacheManager:
         self.max_blocks_per_request = -(-max_model_len // block_size)
         self._blocks: dict[str, list[KVBlock]] = {}
         self._num_cached: dict[str, int] = {}
+        # whether `grow_decode` caches the blocks it fills: only for the offload tier's stores
+        self.caches_decodes = offload is not None
         self.prefix_cache_queries = 0  # prompt tokens looked up (cumulative)
         self.prefix_cache_hits = 0  # of those, tokens found cached
 
@@ -174,9 +193,10 @@ class KVCacheManager:
         hashes = request.block_hashes
         size = self.block_size
         tokens = request.token_ids
-        for index in range(len(hashes), len(tokens) // size):
-            parent = hashes[-1] if hashes else NONE_HASH
-            hashes.append(hash_block_tokens(parent, tokens[index * size : (index + 1) * size]))
+        parent = hashes[-1] if hashes else NONE_HASH
+        for start in range(len(hashes) * size, len(tokens) - size + 1, size):
+            parent = hash_block_tokens(parent, tokens[start : start + size])
+            hashes.append(parent)
 
     def get_computed_blocks(self, request: Request) -> tuple[list[KVBlock], int]:
         """The longest cached prefix of a request about to be admitted: (blocks, tokens).
@@ -239,13 +259,17 @@ class KVCacheManager:
 
     def _cache_full_blocks(self, request: Request, num_full: int) -> None:
         self._update_hashes(request)
-        blocks = self._blocks[request.request_id]
-        hashes = request.block_hashes
-        for index in range(self._num_cached.get(request.request_id, 0), num_full):
-            self.pool.cache_block(blocks[index], hashes[index])
-            if self.offload is not None:
-                self.offload.store(hashes[index])
-        self._num_cached[request.request_id] = num_full
+        request_id = request.request_id
+        first = self._num_cached.get(request_id, 0)
+        blocks = self._blocks[request_id][first:num_full]
+        hashes = request.block_hashes[first:num_full]
+        if self.offload is None:
+            self.pool.cache_blocks(blocks, hashes)
+        else:  # each stored in the tier as it is cached
+            for block, block_hash in zip(blocks, hashes, strict=True):
+                self.pool.cache_block(block, block_hash)
+                self.offload.store(block_hash)
+        self._num_cached[request_id] = num_full
 
     def offload_match(self, request: Request, num_gpu_hit_blocks: int) -> list[int]:
         """The hashes of the blocks after the GPU's prefix hit that the offload tier holds
@@ -271,27 +295,51 @@ class KVCacheManager:
                 self._cache_full_blocks(request, num_full)
 
     def grow_all(self, requests: Iterable[Request], num_new_tokens: int) -> None:
-        """`grow` for each running decode request in turn (a decode run's, whose blocks fit).
-
-        Only a request whose new tokens cross a block boundary can take a block or fill one:
-        its blocks already cover its computed tokens, and its full ones are cached."""
-        size, cap = self.block_size, self.max_blocks_per_request
-        caching = self.pool.enable_caching
-        blocks_of, num_cached = self._blocks, self._num_cached
-        take = self.pool.take_new_blocks
+        """`grow_decode` for each running decode request in turn (whose blocks fit), called
+        only for those whose new tokens cross a block boundary (its test, to save the call)."""
+        grow, size, fills = self.grow_decode, self.block_size, self.caches_decodes
         for request in requests:
             before = request.num_computed_tokens
             total = before + num_new_tokens
-            if total // size == before // size and (total - 1) // size == (before - 1) // size:
-                continue
-            blocks = blocks_of[request.request_id]
-            num_new_blocks = min(-(-total // size), cap) - len(blocks)
-            if num_new_blocks > 0:
-                blocks.extend(take(num_new_blocks))
-            if caching:
-                num_full = min(total, len(request.token_ids)) // size
-                if num_full > num_cached.get(request.request_id, 0):
-                    self._cache_full_blocks(request, num_full)
+            if (total - 1) // size != (before - 1) // size or (
+                fills and total // size != before // size
+            ):
+                grow(request, total)
+
+    def grow_decode(self, request: Request, total: int, taken_at: list[int] | None = None) -> None:
+        """`grow` for a running decode request to `total` computed tokens (blocks that fit),
+        caching the blocks it fills only when `caches_decodes`; `taken_at` gets, for each
+        block taken, the step of the run (1 for the first) that needs it.
+
+        Only new tokens that cross a block boundary can take a block (or fill one): its
+        blocks already cover its computed tokens, and its full ones are cached."""
+        before = request.num_computed_tokens
+        size = self.block_size
+        fills = self.caches_decodes and total // size != before // size
+        if (total - 1) // size == (before - 1) // size and not fills:
+            return
+        request_id, pool = request.request_id, self.pool
+        blocks = self._blocks[request_id]
+        held = len(blocks)
+        num_new_blocks = min(-(-total // size), self.max_blocks_per_request) - held
+        if num_new_blocks > 0:
+            blocks.extend(pool.take_new_blocks(num_new_blocks))
+            if taken_at is not None:  # block b is needed once before + step > b · size
+                first = held * size - before + 1
+                taken_at.extend(range(first, first + num_new_blocks * size, size))
+        if fills and pool.enable_caching:
+            num_full = min(total, len(request.token_ids)) // size
+            if num_full > self._num_cached.get(request_id, 0):
+                self._cache_full_blocks(request, num_full)
+
+    def cache_computed_blocks(self, request: Request) -> None:
+        """Cache the full computed blocks of a running request that `grow_decode` left
+        uncached, as the single steps would have (before it is preempted: its re-admission
+        looks them up)."""
+        if self.pool.enable_caching:
+            num_full = min(request.num_computed_tokens, request.num_tokens) // self.block_size
+            if num_full > self._num_cached.get(request.request_id, 0):
+                self._cache_full_blocks(request, num_full)
 
     def num_new_blocks_for(self, requests: Iterable[Request], num_new_tokens: int) -> int:
         """Blocks that `num_new_tokens` more computed tokens for each request would take."""
@@ -305,16 +353,14 @@ class KVCacheManager:
                 total += needed - held
         return total
 
-    def new_blocks_by_step(
-        self, requests: Iterable[Request], num_steps: int
-    ) -> npt.NDArray[np.int64]:
-        """`num_new_blocks_for(requests, k)` for k = 1 … `num_steps`, as one array."""
-        size, cap = self.block_size, self.max_blocks_per_request
-        rows = [(r.num_computed_tokens, len(self._blocks.get(r.request_id, ()))) for r in requests]
-        computed, held = np.array(rows, dtype=np.int64).reshape(-1, 2).T
-        tokens = computed[:, None] + np.arange(1, num_steps + 1)[None, :]
-        needed = np.minimum(-(-tokens // size), cap)
-        return np.maximum(0, needed - held[:, None]).sum(axis=0)  # type: ignore[no-any-return]
+    def fits(self, requests: Sequence[Request], num_new_tokens: int) -> bool:
+        """Whether `num_new_tokens` more computed tokens for each running request fit in the
+        free blocks. Each holds blocks for its computed tokens, so each takes at most
+        ceil(num_new_tokens / block_size) more: when that many are free, no walk."""
+        free = self.pool.get_num_free_blocks()
+        if len(requests) * -(-num_new_tokens // self.block_size) <= free:
+            return True
+        return self.num_new_blocks_for(requests, num_new_tokens) <= free
 
     def free(self, request: Request, num_leaked: int = 0) -> int:
         """Return a request's blocks, tail first; `num_leaked` of its last blocks are kept.

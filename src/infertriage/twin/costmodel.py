@@ -96,6 +96,7 @@ _DRAM_AT_MEMORY_ROOF = 0.85
 _SCORE_BYTES = 16
 _CONTEXT_GRID = 64
 _CACHE_LIMIT = 200_000
+_WEIGHTS_CACHE_LIMIT = 4096  # a decode's batch sizes repeat, a prefill step's counts rarely
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +203,7 @@ class CostModel:
         self.stage_skew = pipeline.stage_imbalance if pipeline.size > 1 else 1.0
         self._decodes: dict[tuple[int, int], tuple[float, float]] = {}
         self._prefills: dict[tuple[int, int], tuple[float, float]] = {}
+        self._weights: dict[tuple[int, int], StepWork] = {}  # (tokens, logits) → no attention
         # the last decode run's first step, which a run taken again (one step longer) repeats
         self._last_first: tuple[tuple[int, int], StepBreakdown] | None = None
 
@@ -267,6 +269,23 @@ class CostModel:
         decode_flops: float = 0.0,
         kv_bytes: float = 0.0,
     ) -> StepWork:
+        """`plan.step_work` of a step: the weights' part (and the all-reduces) cached by its
+        token counts, the attention's given."""
+        key = (num_tokens, num_logits)
+        weights = self._weights.get(key)
+        if weights is None:
+            if len(self._weights) > _WEIGHTS_CACHE_LIMIT:
+                self._weights.clear()
+            weights = self._weights_call(num_tokens, num_logits)
+            self._weights[key] = weights
+        return replace(
+            weights,
+            prefill_attention_flops=prefill_flops,
+            decode_attention_flops=decode_flops,
+            kv_bytes=kv_bytes,
+        )
+
+    def _weights_call(self, num_tokens: int, num_logits: int) -> StepWork:
         hw = self.hw
         return step_work(
             hw.spec,
@@ -275,9 +294,6 @@ class CostModel:
             num_tokens=num_tokens,
             num_logit_tokens=num_logits,
             num_seqs=num_logits,
-            prefill_attention_flops=prefill_flops,
-            decode_attention_flops=decode_flops,
-            kv_bytes=kv_bytes,
             comm_s=step_allreduce_s(
                 hw.spec,
                 gpu=hw.gpu,
@@ -477,11 +493,20 @@ class CostModel:
         bound: Bound = "compute" if merged["compute_s"] >= merged["memory_s"] else "memory"
         first_margin = first.compute_s - first.memory_s
         last_margin = last.compute_s - last.memory_s
-        margin = first_margin + (last_margin - first_margin) * position[:num_steps]
+        # The margin is monotonic over the steps: when its ends agree, so do all the steps.
+        end_margin = first_margin + (last_margin - first_margin) * ((num_steps - 1) / span)
+        taken = durations[:num_steps]
+        if first_margin < 0 and end_margin < 0:
+            memory_bound_s = float(taken.sum())
+        elif first_margin >= 0 and end_margin >= 0:
+            memory_bound_s = 0.0
+        else:
+            margin = first_margin + (last_margin - first_margin) * position[:num_steps]
+            memory_bound_s = float(taken[margin < 0].sum())
         return DecodeRunCost(
             step_end_ts=tuple(ends[:num_steps].tolist()),
             total=StepBreakdown(**merged, num_kernels=first.num_kernels, bound=bound),
-            memory_bound_s=float(durations[:num_steps][margin < 0].sum()),
+            memory_bound_s=memory_bound_s,
         )
 
 

@@ -198,7 +198,7 @@ class DecodeRun:
     finished: tuple[RequestOutput, ...]  # requests that finished in the last step
     kv_usage: float  # after the last step's allocations, before finished requests' blocks return
     kv_usage_s: float  # Σ over the steps of the usage after the step's allocations × its length
-    stats: SchedulerStats
+    num_free_blocks: int  # after the run, the finished requests' blocks returned
 
     @property
     def end_ts(self) -> float:
@@ -348,7 +348,7 @@ class EngineCore:
             preempted_ids=output.preempted_ids,
             kv_usage=output.kv_usage,
             stats=self.scheduler.make_stats(self._num_waiting()),
-            decoded_ids=tuple(r.request_id for r in group),
+            decoded_ids=tuple([r.request_id for r in group]),
             decoded_finished=tuple(decoded),
         )
 
@@ -375,14 +375,13 @@ class EngineCore:
         """
         scheduler = self.scheduler
         start_ts = max(self.clock.now(), self._last_end_ts)
-        limit = scheduler.max_decode_run(self._admit_until(start_ts))
+        limit, context = scheduler.max_decode_run(self._admit_until(start_ts))
         if max_steps is not None:
             limit = min(limit, max_steps)
         running = scheduler.running
         limit = self._steps_that_fit(running, limit)
         if limit <= 0:
             return None
-        context = sum(r.num_computed_tokens for r in running)
         batch = len(running)
         run = self.cost_model.decode_run(batch, context, limit, start_ts, until_ts)
         ends = run.step_end_ts
@@ -395,11 +394,14 @@ class EngineCore:
             ):
                 run = self.cost_model.decode_run(batch, context, len(ends) + 1, start_ts, math.inf)
                 ends = run.step_end_ts
-        request_ids = tuple(r.request_id for r in running)
-        kv_usage_s = self._kv_usage_s(start_ts, ends)
-        finished, kv_usage = scheduler.apply_decode_run(ends)
-        if len(ends) == 1:
+        request_ids = tuple([r.request_id for r in running])
+        num_free = self.kv.pool.get_num_free_blocks()
+        taken_at: list[int] | None = [] if len(ends) > 1 else None
+        finished, kv_usage = scheduler.apply_decode_run(ends, taken_at)
+        if taken_at is None:
             kv_usage_s = kv_usage * run.total.total_s
+        else:
+            kv_usage_s = self._kv_usage_s(start_ts, ends, num_free, taken_at)
         self._counters.add(run.total, len(ends))
         self._last_end_ts = ends[-1]
         self._busy = (ends[-2] if len(ends) > 1 else start_ts, ends[-1])
@@ -413,26 +415,27 @@ class EngineCore:
             finished=tuple(finished),
             kv_usage=kv_usage,
             kv_usage_s=kv_usage_s,
-            stats=scheduler.make_stats(self._num_waiting()),
+            num_free_blocks=self.kv.pool.get_num_free_blocks(),
         )
 
-    def _kv_usage_s(self, start_ts: float, step_end_ts: Sequence[float]) -> float:
-        """Σ over a run's steps of the KV usage after each step's allocations × its length."""
-        if len(step_end_ts) == 1:
-            return 0.0  # the caller has it from the pool
-        pool = self.kv.pool
-        taken = self.kv.new_blocks_by_step(self.scheduler.running, len(step_end_ts))
-        usage = 1.0 - (pool.get_num_free_blocks() - taken) / (pool.num_gpu_blocks - 1)
+    def _kv_usage_s(
+        self, start_ts: float, step_end_ts: Sequence[float], num_free: int, taken_at: list[int]
+    ) -> float:
+        """Σ over a run's steps of the KV usage after each step's allocations × its length,
+        from the free blocks before the run and the step that took each block."""
+        num_steps = len(step_end_ts)
+        taken = np.cumsum(np.bincount(taken_at, minlength=num_steps + 1)[1:])
+        usage = 1.0 - (num_free - taken) / (self.kv.pool.num_gpu_blocks - 1)
         ends = np.asarray(step_end_ts)
         lengths = ends - np.concatenate(((start_ts,), ends[:-1]))
         return float(usage @ lengths)
 
     def _steps_that_fit(self, running: Sequence[Request], limit: int) -> int:
         """The most decode steps, up to `limit`, whose blocks are free (no preemption)."""
+        if limit <= 0 or self.kv.fits(running, limit):
+            return limit
         free = self.kv.pool.get_num_free_blocks()
         need = self.kv.num_new_blocks_for
-        if limit <= 0 or need(running, limit) <= free:
-            return limit
         low, high = 0, limit - 1
         while low < high:
             middle = (low + high + 1) // 2

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 _MASK32 = 0xFFFFFFFF
-_PLAN_CHUNK = 256
+_PLAN_MAX = 1024
 
 
 class FinishReason(StrEnum):
@@ -76,15 +76,18 @@ def request_seed(request_id: str) -> int:
 
 
 def output_token_ids(seed: int, first: int, count: int, vocab_size: int) -> list[int]:
-    """`output_token_id` for indices `first .. first + count - 1`, vectorised."""
-    indices = np.arange(first, first + count, dtype=np.uint64)
-    x = ((seed & _MASK32) + 0x9E3779B9 * indices) & _MASK32
-    x ^= x >> 16
-    x = (x * 0x85EBCA6B) & _MASK32
-    x ^= x >> 13
-    x = (x * 0xC2B2AE35) & _MASK32
-    x ^= x >> 16
-    return (x % vocab_size).tolist()  # type: ignore[no-any-return]
+    """`output_token_id` for indices `first .. first + count - 1`, vectorised (in uint32,
+    whose products wrap modulo 2^32 as the rule's masks do)."""
+    x = np.arange(first, first + count, dtype=np.uint32)
+    x *= np.uint32(0x9E3779B9)
+    x += np.uint32(seed & _MASK32)
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x85EBCA6B)
+    x ^= x >> np.uint32(13)
+    x *= np.uint32(0xC2B2AE35)
+    x ^= x >> np.uint32(16)
+    x %= np.uint32(vocab_size)
+    return x.tolist()
 
 
 def output_token_id(seed: int, index: int, vocab_size: int) -> int:
@@ -155,10 +158,12 @@ class Request:
         "_planned",
         "arrival_ts",
         "block_hashes",
+        "decodes_plainly",
         "finish_reason",
         "finished_ts",
         "first_scheduled_ts",
         "first_token_ts",
+        "max_num_tokens",
         "max_output_tokens",
         "num_cached_tokens",
         "num_computed_tokens",
@@ -195,6 +200,9 @@ class Request:
         self.output_seed = output_seed
         self.vocab_size = vocab_size
         self.will_fail = will_fail
+        # what a decode run's checks read once a step (all fixed for the request's life)
+        self.max_num_tokens = self.num_prompt_tokens + max_output_tokens  # prompt + output
+        self.decodes_plainly = not will_fail and not params.stop_token_ids
         self._planned: list[int] = []
         self.num_computed_tokens = 0
         self.num_cached_tokens = -1  # set at first admission
@@ -221,12 +229,15 @@ class Request:
         return self.status is RequestStatus.FINISHED
 
     def next_output_tokens(self, count: int) -> list[int]:
-        """The next `count` output token ids by the rule, drawn in blocks of `_PLAN_CHUNK`."""
+        """The next `count` output token ids by the rule, drawn up to `_PLAN_MAX` at a time:
+        the whole output at once unless it is longer."""
         first = len(self.token_ids) - self.num_prompt_tokens
         planned = self._planned
-        if first + count > len(planned):
-            extra = max(_PLAN_CHUNK, first + count - len(planned))
-            planned.extend(output_token_ids(self.output_seed, len(planned), extra, self.vocab_size))
+        num_planned = len(planned)
+        if first + count > num_planned:
+            rest = min(self.max_output_tokens - num_planned, _PLAN_MAX)
+            extra = max(rest, first + count - num_planned)
+            planned.extend(output_token_ids(self.output_seed, num_planned, extra, self.vocab_size))
         return planned[first : first + count]
 
     def make_timings(self) -> RequestTimings:

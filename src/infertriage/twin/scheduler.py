@@ -153,9 +153,14 @@ class Scheduler:
         # Free blocks when the last admission failed for want of blocks: until more are free,
         # every later attempt fails too (decode steps only take blocks).
         self._blocked_at_free: int | None = None
+        # `_plain_batch` as `max_decode_run` found it when it gave no run: nothing changes the
+        # running requests before the `schedule` that follows, which takes it instead of a
+        # second walk; any other change forgets it (boxed: None is a finding too)
+        self._plain_memo: tuple[tuple[int, int] | None] | None = None
 
     # ------------------------------------------------------------------ requests
     def add_request(self, request: Request) -> None:
+        self._plain_memo = None
         if request.request_id in self._requests:
             raise ValueError(f"request id {request.request_id!r} is already in the engine")
         self._requests[request.request_id] = request
@@ -171,6 +176,7 @@ class Scheduler:
         self, request_ids: Iterable[str], reason: FinishReason, now_ts: float
     ) -> list[RequestOutput]:
         """End requests from outside (abort); unknown or finished ids are ignored."""
+        self._plain_memo = None
         outputs = []
         for request_id in request_ids:
             request = self._requests.get(request_id)
@@ -198,10 +204,9 @@ class Scheduler:
         self._load_s = 0.0
         scheduled: list[ScheduledRequest] = []
         preempted: list[str] = []
-        group = self._decode_group() if group_decodes else ()
-        context = 0
+        memo, self._plain_memo = self._plain_memo, None
+        group, context = self._decode_group(memo) if group_decodes else ((), 0)
         if group:
-            context = sum(r.num_computed_tokens for r in group)
             self.kv.grow_all(group, 1)
             budget -= len(group)
         else:
@@ -219,29 +224,43 @@ class Scheduler:
             decode_context=context,
         )
 
-    def _decode_group(self) -> tuple[Request, ...]:
-        """The running requests if `_schedule_running` would give each one plain decode token
-        without preempting (`_plain_decodes`, and their blocks fit); else none."""
+    def _decode_group(
+        self, memo: tuple[tuple[int, int] | None] | None
+    ) -> tuple[tuple[Request, ...], int]:
+        """The running requests and their tokens in the cache, if `_schedule_running` would
+        give each one plain decode token without preempting (`_plain_batch`, and their blocks
+        fit); else none."""
         running = self.running
-        if not self._plain_decodes():
-            return ()
-        if self.kv.num_new_blocks_for(running, 1) > self.kv.pool.get_num_free_blocks():
-            return ()
-        return tuple(running)
+        plain = self._plain_batch() if memo is None else memo[0]
+        if plain is None:
+            return (), 0
+        if not self.kv.fits(running, 1):
+            return (), 0
+        return tuple(running), plain[1]
 
-    def _plain_decodes(self) -> bool:
-        """Every running request decodes one plain token next, within the token budget: none
-        speculates, fails, has stop tokens or is yet to sample its first token."""
+    def _plain_batch(self) -> tuple[int, int] | None:
+        """When every running request decodes one plain token next, within the token budget
+        (none speculates, fails, has stop tokens or is yet to sample its first token): the
+        fewest output tokens any of them has left (at most `max_model_len`), and their tokens
+        in the KV cache; else None. One walk over the batch."""
         running, config = self.running, self.config
         if not running or config.num_spec_tokens or len(running) > config.max_num_batched_tokens:
-            return False
-        return all(
-            request.num_computed_tokens == len(request.token_ids) - 1
-            and request.first_token_ts is not None
-            and not request.will_fail
-            and not request.params.stop_token_ids
-            for request in running
-        )
+            return None
+        fewest_left = config.max_model_len
+        context = 0
+        for request in running:
+            num_tokens = len(request.token_ids)
+            computed = request.num_computed_tokens
+            if (
+                computed != num_tokens - 1
+                or request.first_token_ts is None
+                or not request.decodes_plainly  # it fails, or it has stop tokens
+            ):
+                return None
+            left = request.max_num_tokens - num_tokens
+            fewest_left = min(fewest_left, left)
+            context += computed
+        return fewest_left, context
 
     def _num_drafts_for(self, request: Request) -> int:
         # Drafts only in decode, and never past the request's last output token.
@@ -326,6 +345,7 @@ class Scheduler:
         return ScheduledRequest(request, num_new, computed, num_drafts, samples, is_decode)
 
     def _preempt(self, request: Request) -> None:
+        self.kv.cache_computed_blocks(request)  # what decode runs left uncached
         self.kv.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
@@ -387,7 +407,7 @@ class Scheduler:
             tokens.extend(request.next_output_tokens(1))
             request.output_event_ts.append(now_ts)
             request.output_event_tokens.append(1)
-            if len(tokens) - request.num_prompt_tokens >= request.max_output_tokens:
+            if len(tokens) >= request.max_num_tokens:
                 done.append(self._finish(request, FinishReason.LENGTH, now_ts, (tokens[-1],)))
         self.num_generation_tokens += len(output.decode_group)
         if done:
@@ -449,8 +469,9 @@ class Scheduler:
         return RequestOutput(request.request_id, new_tokens, reason, now_ts, request.make_timings())
 
     # ------------------------------------------------------------------ decode runs
-    def max_decode_run(self, admit_until_ts: float | None = None) -> int:
-        """Steps that would be pure decode back to back with nothing else changing; 0 if none.
+    def max_decode_run(self, admit_until_ts: float | None = None) -> tuple[int, int]:
+        """Steps that would be pure decode back to back with nothing else changing (0 if none),
+        and the running requests' tokens in the KV cache.
 
         Only without speculation, stop tokens or pending faults, and with no waiting request
         that could be admitted (none waiting, `max_num_seqs` reached, or the last admission
@@ -460,46 +481,55 @@ class Scheduler:
         waiting request arrived: that step admits nothing, as `schedule` would find (which
         also forgets a failed admission, as this does then).
         """
-        running = self.running
-        config = self.config
-        if not self._plain_decodes():
-            return 0
-        one_step = False
-        if self.waiting and len(running) < config.max_num_seqs:
+        self._plain_memo = None  # only this call's finding is kept
+        plain = self._plain_batch()
+        if plain is None:
+            self._plain_memo = (None,)
+            return 0, 0
+        steps, context = plain
+        if self.waiting and len(self.running) < self.config.max_num_seqs:
             blocked = self._blocked_at_free
             if blocked is None or self.kv.pool.get_num_free_blocks() > blocked:
                 if admit_until_ts is None or self.waiting[0].arrival_ts <= admit_until_ts:
-                    return 0
-                one_step = True
-        steps = 1 if one_step else config.max_model_len
-        for request in running:
-            left = request.max_output_tokens - len(request.token_ids) + request.num_prompt_tokens
-            steps = min(steps, left)
-        if one_step:
-            self._blocked_at_free = None
-        return steps
+                    self._plain_memo = (plain,)
+                    return 0, 0
+                self._blocked_at_free = None
+                steps = min(1, steps)
+        return steps, context
 
-    def apply_decode_run(self, step_end_ts: Sequence[float]) -> tuple[list[RequestOutput], float]:
+    def apply_decode_run(
+        self, step_end_ts: Sequence[float], taken_at: list[int] | None = None
+    ) -> tuple[list[RequestOutput], float]:
         """Apply `len(step_end_ts)` decode steps to every running request at once.
 
         Gives the outputs of the requests that finished in the last step, and the KV cache's
         usage after the last step's allocations (before those requests' blocks return, as a
         step's `SchedulerOutput.kv_usage`); the blocks must fit (`num_new_blocks_for`).
+        Each request's tokens, then its blocks (`KVCacheManager.grow_decode`, which notes in
+        `taken_at` the step that needs each block taken), in one walk.
         """
+        self._plain_memo = None
         num_steps = len(step_end_ts)
         last_ts = step_end_ts[-1]
         ones = [1] * num_steps
+        grow, size, fills = self.kv.grow_decode, self.kv.block_size, self.kv.caches_decodes
         running = self.running
-        for request in running:
-            request.token_ids.extend(request.next_output_tokens(num_steps))
-            request.output_event_ts.extend(step_end_ts)
-            request.output_event_tokens.extend(ones)
-        self.kv.grow_all(running, num_steps)  # after the tokens: their full blocks are cached
         done: list[Request] = []
         for request in running:
-            num_tokens = len(request.token_ids)
-            request.num_computed_tokens = num_tokens - 1
-            if num_tokens - request.num_prompt_tokens >= request.max_output_tokens:
+            tokens = request.token_ids
+            tokens.extend(request.next_output_tokens(num_steps))
+            request.output_event_ts.extend(step_end_ts)
+            request.output_event_tokens.extend(ones)
+            before = request.num_computed_tokens
+            total = before + num_steps
+            # `grow_decode`'s own test, here to save the call: only a request whose new tokens
+            # cross a block boundary takes a block or fills one (after its tokens: cached)
+            if (total - 1) // size != (before - 1) // size or (
+                fills and total // size != before // size
+            ):
+                grow(request, total, taken_at)
+            request.num_computed_tokens = total
+            if len(tokens) >= request.max_num_tokens:
                 done.append(request)
         self.num_generation_tokens += num_steps * len(running)
         usage = self.kv.pool.get_usage()

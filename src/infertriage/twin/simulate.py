@@ -93,7 +93,10 @@ class _Client:
             self.multi.append((len(self.chunk_ts), num_tokens))
         self.chunk_ts.append(ts)
 
-    def chunk_tokens(self) -> npt.NDArray[np.int64]:
+    def chunk_tokens(self) -> npt.NDArray[np.int64] | None:
+        """Each chunk's tokens; None when every chunk carries one."""
+        if not self.multi:
+            return None
         tokens = np.ones(len(self.chunk_ts), dtype=np.int64)
         for index, count in self.multi:
             tokens[index] = count
@@ -113,6 +116,7 @@ class _Run:
         self.deadlines: deque[tuple[float, str]] = deque()  # in arrival order
         self.timeout_s = timeout_s
         self.next_index = 0
+        self.next_arrival_ts = self._arrival_ts(0)  # the next request's send (inf: none left)
         self.num_done = 0
         self.free_blocks = SampledSeries()
         self.totals = StepTotals()
@@ -125,6 +129,7 @@ class _Run:
     def _tokenize_next(self) -> None:
         index = self.next_index
         self.next_index += 1
+        self.next_arrival_ts = self._arrival_ts(index + 1)
         item = self.traffic.request(index)
         client = _Client(item.arrival_ts, int(self.traffic.stage_of[index]))
         ready_ts = self.frontend.tokenize(item.arrival_ts, len(item.prompt_token_ids))
@@ -134,9 +139,12 @@ class _Run:
         if self.timeout_s is not None:
             self.deadlines.append((item.arrival_ts + self.timeout_s, item.request_id))
 
+    def _arrival_ts(self, index: int) -> float:
+        traffic = self.traffic
+        return float(traffic.arrival_ts[index]) if index < len(traffic) else float("inf")
+
     def _tokenize_until(self, ts: float) -> None:
-        arrivals, total = self.traffic.arrival_ts, len(self.traffic)
-        while self.next_index < total and arrivals[self.next_index] < ts:
+        while self.next_arrival_ts < ts:
             self._tokenize_next()
 
     def _admit(self, now_ts: float) -> None:
@@ -241,9 +249,11 @@ class _Run:
         self.totals.add_run(run.cost, run.memory_bound_s, run.kv_usage, run.kv_usage_s, batch)
         self._stage_at(run.start_ts).add_steps(run.cost.total_s, batch)
         starts = []
+        deliver = self.frontend.deliver_batch
         for end_ts in run.step_end_ts:
-            self._tokenize_until(end_ts)  # arrivals reach the front end before these chunks
-            starts.append(self.frontend.deliver_batch(end_ts, batch))
+            if self.next_arrival_ts < end_ts:  # they reach the front end before these chunks
+                self._tokenize_until(end_ts)
+            starts.append(deliver(end_ts, batch))
         clients = self.clients
         if len(starts) == 1:  # what the arrays below give for one step, without them
             self._one_chunk_each(run.request_ids, starts[0])
@@ -251,18 +261,18 @@ class _Run:
             chunk_s = self.frontend.costs.chunk_s(1)
             offsets = np.arange(1, batch + 1)[:, None] * chunk_s
             delivered = offsets + np.asarray(starts)[None, :]
-            for request_id, row in zip(run.request_ids, delivered, strict=True):
-                clients[request_id].chunk_ts.frombytes(row.tobytes())
+            width = delivered.shape[1] * delivered.itemsize  # one request's row, in bytes
+            rows = memoryview(delivered.tobytes())
+            for k, request_id in enumerate(run.request_ids):
+                clients[request_id].chunk_ts.frombytes(rows[k * width : (k + 1) * width])
         for output in run.finished:
             last_ts = clients[output.request_id].chunk_ts[-1]
-            self._on_finish(output, last_ts, run.end_ts, run.stats.num_free_blocks)
+            self._on_finish(output, last_ts, run.end_ts, run.num_free_blocks)
 
     # ------------------------------------------------------------------ the loop
     def _horizon(self) -> float:
         """The next moment something reaches the front end or the engine, or a client leaves."""
-        horizon = self._next_deadline()
-        if self.next_index < len(self.traffic):
-            horizon = min(horizon, float(self.traffic.arrival_ts[self.next_index]))
+        horizon = min(self._next_deadline(), self.next_arrival_ts)
         if self.pending:
             horizon = min(horizon, self.pending[0][0])
         return horizon

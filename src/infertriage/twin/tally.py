@@ -45,16 +45,21 @@ class ClientLatency:
         self,
         sent_ts: float,
         chunk_ts: npt.NDArray[np.float64],
-        chunk_tokens: npt.NDArray[np.int64],
+        chunk_tokens: npt.NDArray[np.int64] | None,
     ) -> int:
-        """One completed request's chunks (delivery times, tokens each); gives its tokens."""
+        """One completed request's chunks (delivery times, tokens each: None when one each);
+        gives its tokens."""
         ttft = float(chunk_ts[0]) - sent_ts
         e2e = float(chunk_ts[-1]) - sent_ts
-        num_tokens = int(chunk_tokens.sum())
+        num_tokens = len(chunk_ts) if chunk_tokens is None else int(chunk_tokens.sum())
         self.ttft.add(ttft)
         self.e2e.add(e2e)
         if num_tokens >= 2:
             self.tpot.add((e2e - ttft) / (num_tokens - 1))
+        if chunk_tokens is None:  # what the weighted lines below give for ones, without them
+            if len(chunk_ts) > 1:
+                self.itl.add_many(np.diff(chunk_ts))
+            return num_tokens
         if len(chunk_ts) > 1:
             later = chunk_tokens[1:]
             self.itl.add_many(np.diff(chunk_ts) / later, later)
@@ -97,7 +102,7 @@ class StageTally:
         self,
         sent_ts: float,
         chunk_ts: npt.NDArray[np.float64],
-        chunk_tokens: npt.NDArray[np.int64],
+        chunk_tokens: npt.NDArray[np.int64] | None,
     ) -> None:
         self.output_tokens += self.latency.add(sent_ts, chunk_ts, chunk_tokens)
         self.num_completed += 1

@@ -102,12 +102,13 @@ class QuantileSketch:
         if data.size == 0:
             return
         counts = np.ones(data.size, dtype=np.int64) if weights is None else weights.ravel()
-        self.count += int(counts.sum())
+        self.count += data.size if weights is None else int(counts.sum())
         self.total += float(np.dot(data, counts))
-        self.min = min(self.min, float(data.min()))
+        lowest = float(data.min())
+        self.min = min(self.min, lowest)
         self.max = max(self.max, float(data.max()))
-        small = data < self.min_value
-        if small.any():
+        if not lowest >= self.min_value:  # (a NaN goes this way too, as before)
+            small = data < self.min_value
             self._zero += int(counts[small].sum())
             data, counts = data[~small], counts[~small]
             if data.size == 0:
@@ -115,7 +116,10 @@ class QuantileSketch:
         keys = np.ceil(np.log(data) / self._log_gamma).astype(np.int64)
         low, high = int(keys.min()), int(keys.max())
         self._reserve(low, high)
-        binned = np.bincount(keys - low, weights=counts, minlength=high - low + 1)
+        # unweighted, the counts come as integers already (the same counts)
+        binned = np.bincount(
+            keys - low, weights=None if weights is None else counts, minlength=high - low + 1
+        )
         start = low - self._offset
         self._counts[start : start + len(binned)] += binned.astype(np.int64)
 
