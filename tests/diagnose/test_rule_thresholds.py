@@ -389,6 +389,17 @@ CASES: dict[str, At] = {
         kind="bottleneck",
         shown="queue.waiting_max",
     ),
+    # 100 requests/s measured (10,000 tokens/s of 100 each): v seconds of queue
+    "queued_for_s": At(
+        "scheduling.unbounded_queue",
+        lambda v: make_evidence(
+            queue__waiting_slope=5,
+            queue__waiting_max=v * 100,
+            client__throughput_tok_s=10_000.0,
+            client__mean_output_tokens=100.0,
+        ),
+        kind="bottleneck",
+    ),
     # speculative
     "low_acceptance": At(
         "speculative.low_acceptance",
@@ -486,6 +497,7 @@ PINNED: dict[str, float] = {
     "prefix_hit_share": 0.5,
     "queue_share": 0.5,
     "queued_for_minutes": 1000.0,
+    "queued_for_s": 60.0,
     "queue_symptom_depth": 4.0,
     "cache_miss_share": 0.25,
     "kv_transfer_share": 0.5,

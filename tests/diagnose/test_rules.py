@@ -493,6 +493,30 @@ def test_queueing_with_seats_free_is_a_warning_not_a_seat_cap() -> None:
 
 
 @pytest.mark.parametrize(
+    ("tok_s", "out_tokens", "status"),
+    [
+        # a small model on a fast server (llama.cpp, 32-token answers at ~150 requests/s): the
+        # overload step's 1,200 deferred requests are 8 s of work, not minutes
+        (4_800.0, 32.0, Status.WARNING),
+        # the same count behind an 8B at 12 requests/s: 100 s of queue
+        (3_000.0, 250.0, Status.BOTTLENECK),
+        # no request rate measured (a log, one scrape): judged by the count alone
+        (None, None, Status.BOTTLENECK),
+    ],
+)
+def test_a_long_queue_is_minutes_of_work_at_the_measured_rate(
+    tok_s: float | None, out_tokens: float | None, status: Status
+) -> None:
+    ev = make_evidence(
+        queue__waiting_max=1_200, queue__waiting_slope=40.0,
+        client__throughput_tok_s=tok_s, client__mean_output_tokens=out_tokens,
+    )  # fmt: skip
+    finding = RULES["scheduling.unbounded_queue"].fn(ev, Thresholds())
+    assert finding is not None and finding.status is status
+    assert ("at the measured rate" in finding.title) is (tok_s is not None)
+
+
+@pytest.mark.parametrize(
     ("client_p50", "server_p50", "server_p95", "fires"),
     [
         # qwen2.5-7b with a 9k-token KV cache (property benchmark, case 103): the first burst

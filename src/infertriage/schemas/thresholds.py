@@ -217,9 +217,11 @@ class Thresholds:
     # CPU time between graph-replayed forward passes, as a share of the step
     step_cpu_gap: float = 0.30
     # waiting requests growing this fast (per second), or this many waiting: queued for
-    # minutes, a bottleneck
+    # minutes, a bottleneck — where the client measured a request rate, only when serving
+    # them at that rate takes this long
     unbounded_slope: float = 0.50
     queued_for_minutes: float = 1000.0
+    queued_for_s: float = 60.0
 
     # --- speculative layer ---
     # draft acceptance below this; at or below not_worth_it verifying costs more than it saves

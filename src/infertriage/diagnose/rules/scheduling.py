@@ -341,19 +341,35 @@ def step_cpu_gap(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
+def _queue_wait_s(ev: Evidence, waiting: float) -> float | None:
+    """How long `waiting` requests take to serve at the measured level's request rate
+    (output tokens/s over mean output tokens); None where the client measured no rate."""
+    tok_s = ev.get("client.throughput_tok_s")
+    out = ev.get("client.mean_output_tokens")
+    if not tok_s or not out or tok_s <= 0 or out <= 0:
+        return None
+    return waiting * out / tok_s
+
+
 @rule("scheduling.unbounded_queue", _L, ("queue.waiting_max",))
 def unbounded_queue(ev: Evidence, t: Thresholds) -> Finding | None:
     slope = ev.get("queue.waiting_slope") or 0.0  # absent from one scrape: depth alone then
     waiting = ev.get("queue.waiting_max") or 0.0
     if slope < t.unbounded_slope and waiting < t.queued_for_minutes:
         return None
+    wait_s = _queue_wait_s(ev, waiting)
+    # A long queue is one that takes minutes to serve: a count alone where the rate is unknown
+    # (a log, one scrape); a fast server drains thousands in seconds (at the measured level's
+    # rate, no faster than it drains an overload: the wait is an upper bound)
+    minutes = waiting >= t.queued_for_minutes and (wait_s is None or wait_s >= t.queued_for_s)
+    drains = "" if wait_s is None else f", {wait_s:.0f} s at the measured rate"
     return make_finding(
         "scheduling.unbounded_queue",
         _L,
-        bottleneck=waiting >= t.queued_for_minutes,
+        bottleneck=minutes,
         severity=severity_above(waiting, 10, t.queued_for_minutes),
-        explains=0.4 if waiting < t.queued_for_minutes else 0.9,
-        title=f"waiting requests grow without bound (up to {waiting:.0f}, +{slope:.1f}/s)",
+        explains=0.9 if minutes else 0.4,
+        title=f"waiting requests grow without bound (up to {waiting:.0f}{drains}, +{slope:.1f}/s)",
         evidence=ev,
         used=(
             ("queue.waiting_slope", t.unbounded_slope),
