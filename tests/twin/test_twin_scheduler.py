@@ -185,3 +185,25 @@ def test_abort_frees_blocks_at_once() -> None:
     assert [o.finish_reason for o in outputs] == [FinishReason.ABORT]
     assert [r.request_id for r in scheduler.running] == ["b"]
     assert scheduler.kv.get_blocks("a") == []
+
+
+def test_a_speculating_request_preempted_caches_only_what_its_allocations_cached() -> None:
+    # allocate_slots caches the blocks of the tokens known before the step ((c + 1) // size);
+    # the step's accepted drafts are computed after it. A preemption before the next
+    # allocation must not cache the block they filled: the re-admission would hit it, and
+    # neither the single steps nor vLLM give that hit.
+    kv = KVCacheManager(BlockPool(64), BS, 256)
+    config = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, max_model_len=256,
+                             num_spec_tokens=2)  # fmt: skip
+    scheduler = Scheduler(config, kv)
+    request = Request("a", [11, 12, 13, 14, 15], SamplingParams(max_tokens=20), 0.0, 20, 7, 1000)
+    scheduler.add_request(request)
+    prefill = scheduler.schedule(0.0)
+    scheduler.update_from_output(prefill, {"a": request.next_output_tokens(1)}, 0.1)
+    decode = scheduler.schedule(0.2)
+    assert [item.num_draft_tokens for item in decode.scheduled] == [2]
+    scheduler.update_from_output(decode, {"a": request.next_output_tokens(3)}, 0.3)
+    assert request.num_computed_tokens == 8  # two full blocks computed, one cached
+    cached = kv.pool.num_cached_blocks
+    scheduler._preempt(request)
+    assert kv.pool.num_cached_blocks == cached == 1

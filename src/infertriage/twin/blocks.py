@@ -335,7 +335,9 @@ class KVCacheManager:
     def cache_computed_blocks(self, request: Request) -> None:
         """Cache the full computed blocks of a running request that `grow_decode` left
         uncached, as the single steps would have (before it is preempted: its re-admission
-        looks them up)."""
+        looks them up). Not for a speculating request: its accepted drafts are computed
+        tokens that `allocate_slots` never cached, and caching them here would give its
+        re-admission hits the single steps (and vLLM) do not."""
         if self.pool.enable_caching:
             num_full = min(request.num_computed_tokens, request.num_tokens) // self.block_size
             if num_full > self._num_cached.get(request.request_id, 0):

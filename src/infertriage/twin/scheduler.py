@@ -345,7 +345,8 @@ class Scheduler:
         return ScheduledRequest(request, num_new, computed, num_drafts, samples, is_decode)
 
     def _preempt(self, request: Request) -> None:
-        self.kv.cache_computed_blocks(request)  # what decode runs left uncached
+        if not self.config.num_spec_tokens:  # runs and groups never speculate: nothing left
+            self.kv.cache_computed_blocks(request)  # what decode runs left uncached
         self.kv.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
