@@ -124,3 +124,15 @@ def test_a_bodiless_status_with_a_framing_header_ends_at_its_head(
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
     assert record.error_kind is ErrorKind.HTTP and record.http_status == status
     assert record.fault == f"http_{status // 100}xx"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_switching_protocols_answer_ends_at_its_head(reader: str) -> None:
+    """101 has no body (RFC 9112 6.3) and the server, holding the connection open for
+    another protocol, sends nothing more: an HTTP error at once, not a stall until the
+    stall time-out, and the connection never reused."""
+    answer = b"HTTP/1.1 101 Switching\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+    with _recording(answer) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
+    assert record.error_kind is ErrorKind.HTTP and record.http_status == 101
+    assert record.fault == "http_1xx"

@@ -253,8 +253,10 @@ class H1Conn(asyncio.Protocol):
             self.keep = "close" not in connection
         else:
             self.keep = "keep-alive" in connection
-        if status in (204, 304):  # never a body, whatever its framing headers say (RFC 9112 §6.3)
-            self._phase = _DONE
+        if status in (204, 304) or status < 200:  # never a body, whatever its framing
+            self._phase = _DONE  # headers say (RFC 9112 §6.3); only 101 gets here of the 1xx
+            if status == 101:  # the connection speaks another protocol from now on
+                self.keep = False
             return
         coding = headers.get("Transfer-Encoding", "").lower()
         length = headers.get("Content-Length")
