@@ -136,3 +136,16 @@ def test_a_switching_protocols_answer_ends_at_its_head(reader: str) -> None:
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
     assert record.error_kind is ErrorKind.HTTP and record.http_status == 101
     assert record.fault == "http_1xx"
+
+
+@pytest.mark.parametrize("status_line", [b"HTTP/1.1 2000 OK", b"HTTP/1.1 200OK"])
+@pytest.mark.parametrize("reader", READERS)
+def test_a_status_code_run_on_past_three_digits_is_no_response(
+    status_line: bytes, reader: str
+) -> None:
+    """Neither `2000` nor `200OK` is status 200: not a response, as aiohttp says, and
+    never a success."""
+    with _recording(status_line + STREAM.partition(b"\r\n")[2]) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
+    assert record.error_kind is ErrorKind.CONNECT and record.fault == "protocol"
+    assert record.http_status is None

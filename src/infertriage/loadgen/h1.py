@@ -418,8 +418,8 @@ class H1Conn(asyncio.Protocol):
 def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
     lines = raw.split(b"\r\n")
     version, _, rest = lines[0].partition(b" ")
-    code = rest[:3]
-    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+    code = rest[:3]  # three digits, then a space and the reason, or nothing
+    if not version.startswith(b"HTTP/1.") or not code.isdigit() or rest[3:4] not in (b"", b" "):
         raise BadHead(f"not an HTTP/1.x response: {lines[0][:80]!r}")
     headers: CIMultiDict[str] = CIMultiDict()
     for line in lines[1:]:
