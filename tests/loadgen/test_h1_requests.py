@@ -149,3 +149,14 @@ def test_a_status_code_run_on_past_three_digits_is_no_response(
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
     assert record.error_kind is ErrorKind.CONNECT and record.fault == "protocol"
     assert record.http_status is None
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_head_whose_lines_end_in_a_bare_lf_is_read(reader: str) -> None:
+    """A recipient may take a bare LF for a line's end (RFC 9112 2.2), and aiohttp does:
+    such a server's stream is measured, not failed at its head."""
+    head, _, body = STREAM.partition(b"\r\n\r\n")
+    with _recording(head.replace(b"\r\n", b"\n") + b"\n\n" + body) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
+    assert record.ok, record.error_text
+    assert record.http_status == 200 and record.output_tokens == 1

@@ -223,14 +223,14 @@ class H1Conn(asyncio.Protocol):
     def _head(self, data: bytes, ns: int) -> None:
         buf = self._buf + data if self._buf else data
         while True:
-            end = buf.find(b"\r\n\r\n")
+            end, rest = _head_end(buf)
             if end < 0:
                 if len(buf) > _HEAD_LIMIT:
                     raise BadHead(f"no response head within {_HEAD_LIMIT} bytes")
                 self._buf = buf
                 return
             status, version, headers = _parse_head(buf[:end])
-            buf = buf[end + 4 :]
+            buf = buf[rest:]
             if 100 <= status < 200 and status != 101:
                 continue  # an interim response (100 Continue): the real one follows
             break
@@ -415,8 +415,18 @@ class H1Conn(asyncio.Protocol):
         self.closed = True
 
 
+def _head_end(buf: bytes) -> tuple[int, int]:
+    """Where the response head in `buf` ends and what follows it starts: at its first empty
+    line, lines ended by CRLF or by a bare LF (RFC 9112 §2.2, as aiohttp reads them);
+    (-1, -1) while no empty line came."""
+    crlf, lf = buf.find(b"\n\r\n"), buf.find(b"\n\n")
+    if lf >= 0 and (crlf < 0 or lf < crlf):
+        return lf, lf + 2
+    return (crlf, crlf + 3) if crlf >= 0 else (-1, -1)
+
+
 def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
-    lines = raw.split(b"\r\n")
+    lines = [line.removesuffix(b"\r") for line in raw.split(b"\n")]
     version, _, rest = lines[0].partition(b" ")
     code = rest[:3]  # three digits, then a space and the reason, or nothing
     if not version.startswith(b"HTTP/1.") or not code.isdigit() or rest[3:4] not in (b"", b" "):
