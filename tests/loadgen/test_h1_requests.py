@@ -160,3 +160,16 @@ def test_a_head_whose_lines_end_in_a_bare_lf_is_read(reader: str) -> None:
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
     assert record.ok, record.error_text
     assert record.http_status == 200 and record.output_tokens == 1
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_header_folded_onto_a_second_line_is_one_value(reader: str) -> None:
+    """An obs-fold (a header line that starts with a space) goes on the value before it:
+    a user agent must read it so (RFC 9112 5.2), and aiohttp does; h1 failed the head.
+    h1 puts one space for the fold, aiohttp keeps its leading spaces."""
+    head, _, body = STREAM.partition(b"\r\n\r\n")
+    folded = head + b"\r\nX-Request-Id: req\r\n  -1\r\n\r\n" + body
+    with _recording(folded) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
+    assert record.ok, record.error_text
+    assert (record.server_request_id or "").split() == ["req", "-1"]  # aiohttp keeps the spaces

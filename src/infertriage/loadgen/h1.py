@@ -431,12 +431,19 @@ def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
     code = rest[:3]  # three digits, then a space and the reason, or nothing
     if not version.startswith(b"HTTP/1.") or not code.isdigit() or rest[3:4] not in (b"", b" "):
         raise BadHead(f"not an HTTP/1.x response: {lines[0][:80]!r}")
-    headers: CIMultiDict[str] = CIMultiDict()
+    fields: list[tuple[bytes, bytes]] = []
     for line in lines[1:]:
+        if line[:1] in (b" ", b"\t") and fields:  # an obs-fold: the value goes on after a
+            name, value = fields[-1]  # space (RFC 9112 §5.2, as aiohttp reads it)
+            fields[-1] = (name, b"%s %s" % (value, line.strip(b" \t")))
+            continue
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise BadHead(f"a bad header line {line[:80]!r}")
-        headers.add(name.decode("latin-1"), value.strip(b" \t").decode("latin-1"))
+        fields.append((name, value.strip(b" \t")))
+    headers: CIMultiDict[str] = CIMultiDict(
+        (name.decode("latin-1"), value.decode("latin-1")) for name, value in fields
+    )
     return int(code), version, headers
 
 
