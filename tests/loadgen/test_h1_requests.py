@@ -173,3 +173,24 @@ def test_a_header_folded_onto_a_second_line_is_one_value(reader: str) -> None:
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
     assert record.ok, record.error_text
     assert (record.server_request_id or "").split() == ["req", "-1"]  # aiohttp keeps the spaces
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'data: {"choices":[]}\n\n',  # events unframed under a chunked head: no CRLF comes
+        b"5\r\nhelloX",  # a chunk's data not ended by CRLF, and nothing after
+    ],
+)
+@pytest.mark.parametrize("reader", READERS)
+def test_a_chunked_framing_broken_before_any_line_end_fails_at_once(
+    body: bytes, reader: str
+) -> None:
+    """The server sends what breaks the framing, then waits: a broken framing at once,
+    as aiohttp's parser says, not a stall until the stall time-out."""
+    head = STREAM.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+    with _recording(head + body) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
+    assert record.error_kind is not ErrorKind.TIMEOUT and not record.ok
+    if reader == "h1":
+        assert record.error_kind is ErrorKind.STREAM and record.fault == "bad_transfer"

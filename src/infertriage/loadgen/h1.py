@@ -346,17 +346,18 @@ class H1Conn(asyncio.Protocol):
                 if left:
                     break
                 self._crlf = True
+            # A framing broken in what came so far fails now, not once more bytes come: a
+            # server that sent its events unframed sends no CRLF, then waits.
             if self._crlf:
+                if not b"\r\n".startswith(buf[pos : pos + 2]):
+                    raise BadFraming("a chunk's data did not end in CRLF")
                 if size - pos < 2:
                     break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise BadFraming("a chunk's data did not end in CRLF")
                 pos += 2
                 self._crlf = False
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
-                if size - pos > _SIZE_LINE_LIMIT:
-                    raise BadFraming("a chunk-size line too long")
+                _check_size_line_start(buf[pos:])
                 break
             digits = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
             if not digits or not _HEX.issuperset(digits):
@@ -413,6 +414,16 @@ class H1Conn(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         self.closed = True
+
+
+def _check_size_line_start(line: bytes) -> None:
+    """A chunk-size line whose CRLF has not come: fails where what came cannot start one
+    (before its extensions: hex digits, and spaces around them)."""
+    if len(line) > _SIZE_LINE_LIMIT:
+        raise BadFraming("a chunk-size line too long")
+    digits = line.partition(b";")[0].strip(b" \t\r")
+    if digits and not _HEX.issuperset(digits):
+        raise BadFraming(f"a bad chunk size {line[:40]!r}")
 
 
 def _head_end(buf: bytes) -> tuple[int, int]:
