@@ -194,3 +194,16 @@ def test_a_chunked_framing_broken_before_any_line_end_fails_at_once(
     assert record.error_kind is not ErrorKind.TIMEOUT and not record.ok
     if reader == "h1":
         assert record.error_kind is ErrorKind.STREAM and record.fault == "bad_transfer"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"220 mail.example.com ESMTP\r\n", b"SSH-2.0-OpenSSH_9.6", b"HTTP/1.1 2x0 OK\r\n"],
+)
+@pytest.mark.parametrize("reader", READERS)
+def test_an_answer_that_cannot_start_a_response_fails_at_once(answer: bytes, reader: str) -> None:
+    """A service that is not HTTP answers a line of its own and waits: no response, at
+    once, as aiohttp's parser says, not a stall until the stall time-out."""
+    with _recording(answer) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
+    assert record.error_kind is ErrorKind.CONNECT and record.fault == "protocol"

@@ -225,8 +225,7 @@ class H1Conn(asyncio.Protocol):
         while True:
             end, rest = _head_end(buf)
             if end < 0:
-                if len(buf) > _HEAD_LIMIT:
-                    raise BadHead(f"no response head within {_HEAD_LIMIT} bytes")
+                _check_head_start(buf)
                 self._buf = buf
                 return
             status, version, headers = _parse_head(buf[:end])
@@ -436,12 +435,30 @@ def _head_end(buf: bytes) -> tuple[int, int]:
     return (crlf, crlf + 3) if crlf >= 0 else (-1, -1)
 
 
-def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
-    lines = [line.removesuffix(b"\r") for line in raw.split(b"\n")]
-    version, _, rest = lines[0].partition(b" ")
+def _check_head_start(buf: bytes) -> None:
+    """A response head whose end has not come: fails where what came cannot start one (a
+    service that is not HTTP answers a line of its own, then waits)."""
+    if len(buf) > _HEAD_LIMIT:
+        raise BadHead(f"no response head within {_HEAD_LIMIT} bytes")
+    eol = buf.find(b"\n")
+    if eol >= 0:
+        _parse_status(buf[:eol].removesuffix(b"\r"))
+    elif not b"HTTP/".startswith(buf[:5]):
+        raise BadHead(f"not an HTTP/1.x response: {buf[:80]!r}")
+
+
+def _parse_status(line: bytes) -> tuple[int, bytes]:
+    """The status line's code and HTTP version."""
+    version, _, rest = line.partition(b" ")
     code = rest[:3]  # three digits, then a space and the reason, or nothing
     if not version.startswith(b"HTTP/1.") or not code.isdigit() or rest[3:4] not in (b"", b" "):
-        raise BadHead(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        raise BadHead(f"not an HTTP/1.x response: {line[:80]!r}")
+    return int(code), version
+
+
+def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
+    lines = [line.removesuffix(b"\r") for line in raw.split(b"\n")]
+    code, version = _parse_status(lines[0])
     fields: list[tuple[bytes, bytes]] = []
     for line in lines[1:]:
         if line[:1] in (b" ", b"\t") and fields:  # an obs-fold: the value goes on after a
@@ -455,7 +472,7 @@ def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
     headers: CIMultiDict[str] = CIMultiDict(
         (name.decode("latin-1"), value.decode("latin-1")) for name, value in fields
     )
-    return int(code), version, headers
+    return code, version, headers
 
 
 class H1Pool:
