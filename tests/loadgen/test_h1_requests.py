@@ -207,3 +207,17 @@ def test_an_answer_that_cannot_start_a_response_fails_at_once(answer: bytes, rea
     with _recording(answer) as server:
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader, stall_timeout_s=30)
     assert record.error_kind is ErrorKind.CONNECT and record.fault == "protocol"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_two_different_content_lengths_are_no_response(reader: str) -> None:
+    """A response whose Content-Lengths differ has no framing: a user agent must discard
+    it and close the connection (RFC 9112 6.3), as aiohttp does; h1 read the first."""
+    body = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
+    answer = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        b"Content-Length: %d\r\nContent-Length: 5\r\n\r\n%s" % (len(body), body)
+    )
+    with _recording(answer) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
+    assert record.error_kind is ErrorKind.CONNECT and record.fault == "protocol"

@@ -272,6 +272,8 @@ class H1Conn(asyncio.Protocol):
                 raise BadHead(f"bad Content-Length {length!r}") from None
             if size < 0 or not length.strip().isdigit():
                 raise BadHead(f"bad Content-Length {length!r}")
+            if len(set(headers.getall("Content-Length"))) > 1:  # the framing is invalid
+                raise BadHead("two different Content-Lengths")  # (RFC 9112 §6.3)
             self._mode, self._left = _LENGTH, size
             if size == 0:
                 self._phase = _DONE
