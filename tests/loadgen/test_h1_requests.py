@@ -221,3 +221,12 @@ def test_two_different_content_lengths_are_no_response(reader: str) -> None:
     with _recording(answer) as server:
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
     assert record.error_kind is ErrorKind.CONNECT and record.fault == "protocol"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_empty_lines_before_the_status_line_are_skipped(reader: str) -> None:
+    """A stray CRLF before a response (one a server left after its last body) is no
+    line of the head: aiohttp skips it, and so does h1, which failed the response."""
+    with _recording(b"\r\n\r\n" + STREAM) as server:
+        record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
+    assert record.ok, record.error_text

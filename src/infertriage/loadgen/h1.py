@@ -223,6 +223,8 @@ class H1Conn(asyncio.Protocol):
     def _head(self, data: bytes, ns: int) -> None:
         buf = self._buf + data if self._buf else data
         while True:
+            if buf[:1] in (b"\r", b"\n"):  # empty lines before the status line are skipped,
+                buf = buf.lstrip(b"\r\n")  # as aiohttp does (a stray CRLF after a body)
             end, rest = _head_end(buf)
             if end < 0:
                 _check_head_start(buf)
