@@ -85,6 +85,26 @@ def test_a_chunked_stream_reads_the_same_wherever_the_socket_cuts_it() -> None:
             assert run.conn.keep and not run.transport.closed
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\n\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\r\n\n",
+        b"\r\nHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A: 1\r\n\t2\r\n  3\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n",
+    ],
+)
+def test_a_head_of_bare_lfs_folds_or_a_leading_crlf_reads_wherever_the_socket_cuts_it(
+    head: bytes,
+) -> None:
+    raw = head + _chunked(EVENTS)
+    for cut in range(1, len(raw)):
+        run, got, ended = _read([raw[:cut], raw[cut:]])
+        assert got.status == 200 and ended and b"".join(run.body) == b"".join(EVENTS), cut
+        assert got.headers["content-type"] == "text/event-stream"
+        assert got.headers.get("x-a", "1 2 3") == "1 2 3"
+
+
 def test_whole_chunks_in_one_read_come_as_one_piece_each() -> None:
     run, head, ended = _read([CHUNKED + _chunked(EVENTS)])
     assert ended and run.body == EVENTS and run.reads == 1

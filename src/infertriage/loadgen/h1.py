@@ -433,8 +433,9 @@ def _head_end(buf: bytes) -> tuple[int, int]:
     """Where the response head in `buf` ends and what follows it starts: at its first empty
     line, lines ended by CRLF or by a bare LF (RFC 9112 §2.2, as aiohttp reads them);
     (-1, -1) while no empty line came."""
-    crlf, lf = buf.find(b"\n\r\n"), buf.find(b"\n\n")
-    if lf >= 0 and (crlf < 0 or lf < crlf):
+    crlf = buf.find(b"\n\r\n")
+    lf = buf.find(b"\n\n", 0, crlf + 1 if crlf >= 0 else len(buf))  # one before it
+    if lf >= 0:
         return lf, lf + 2
     return (crlf, crlf + 3) if crlf >= 0 else (-1, -1)
 
@@ -461,22 +462,35 @@ def _parse_status(line: bytes) -> tuple[int, bytes]:
 
 
 def _parse_head(raw: bytes) -> tuple[int, bytes, CIMultiDict[str]]:
-    lines = [line.removesuffix(b"\r") for line in raw.split(b"\n")]
+    lines = raw.split(b"\r\n")
+    if raw.count(b"\n") != len(lines) - 1:  # some line ends in a bare LF
+        lines = [line.removesuffix(b"\r") for line in raw.split(b"\n")]
     code, version = _parse_status(lines[0])
-    fields: list[tuple[bytes, bytes]] = []
-    for line in lines[1:]:
-        if line[:1] in (b" ", b"\t") and fields:  # an obs-fold: the value goes on after a
-            name, value = fields[-1]  # space (RFC 9112 §5.2, as aiohttp reads it)
-            fields[-1] = (name, b"%s %s" % (value, line.strip(b" \t")))
-            continue
+    return code, version, _parse_fields(lines[1:])
+
+
+def _parse_fields(lines: list[bytes], *, unfolded: bool = False) -> CIMultiDict[str]:
+    headers: CIMultiDict[str] = CIMultiDict()
+    for line in lines:
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
+            if headers and not unfolded and line[:1] in (b" ", b"\t"):  # an obs-fold
+                return _parse_fields(_unfold(lines), unfolded=True)
             raise BadHead(f"a bad header line {line[:80]!r}")
-        fields.append((name, value.strip(b" \t")))
-    headers: CIMultiDict[str] = CIMultiDict(
-        (name.decode("latin-1"), value.decode("latin-1")) for name, value in fields
-    )
-    return code, version, headers
+        headers.add(name.decode("latin-1"), value.strip(b" \t").decode("latin-1"))
+    return headers
+
+
+def _unfold(lines: list[bytes]) -> list[bytes]:
+    """Header lines, each that starts with a space or tab (an obs-fold) put on the one
+    before it after a space (RFC 9112 §5.2, as aiohttp reads it)."""
+    out = lines[:1]
+    for line in lines[1:]:
+        if line[:1] in (b" ", b"\t"):
+            out[-1] = b"%s %s" % (out[-1].rstrip(b" \t"), line.strip(b" \t"))
+        else:
+            out.append(line)
+    return out
 
 
 class H1Pool:
