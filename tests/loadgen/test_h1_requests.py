@@ -7,16 +7,19 @@ request line, the headers and the reuse of connections are what the client reall
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
-from infertriage.schemas import ErrorKind
+from infertriage.loadgen.client import ClientConfig, RequestClient, make_session
+from infertriage.schemas import ErrorKind, RequestRecord
 
-from .conftest import READERS, _fetch_one
+from .conftest import READERS, _fetch_one, spec
 
 STREAM = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -230,3 +233,42 @@ def test_empty_lines_before_the_status_line_are_skipped(reader: str) -> None:
     with _recording(b"\r\n\r\n" + STREAM) as server:
         record = _fetch_one(f"http://127.0.0.1:{server.port}", reader=reader)
     assert record.ok, record.error_text
+
+
+def _fetch_in_turn(url: str, num_requests: int) -> list[RequestRecord]:
+    """Requests one after another through one client (its connections kept between them)."""
+    cfg = ClientConfig(base_url=url + "/v1", model="test-model")
+
+    async def go() -> list[RequestRecord]:
+        records = []
+        async with make_session(cfg) as session:
+            client = RequestClient(cfg, session)
+            try:
+                for n in range(num_requests):
+                    start = time.perf_counter_ns()
+                    state = client.new_state(spec(), start)
+                    await client.fetch(state, f"req-{n}")
+                    records.append(state.record(f"req-{n}", start))
+            finally:
+                await client.aclose()
+        return records
+
+    return asyncio.run(go())
+
+
+def test_a_redirect_to_a_port_that_refuses_is_not_resent_as_a_stale_connection() -> None:
+    """The redirect's target refused the connection: a connect that failed, not a kept-alive
+    connection the server had closed, though the first hop reused one. It was resent as
+    one (the server asked twice), and from then on every request opened a connection."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    answer = (
+        b"HTTP/1.1 301 Moved\r\nLocation: http://127.0.0.1:%d/v1/chat/completions\r\n"
+        b"Content-Length: 0\r\n\r\n" % dead
+    )
+    with _recording(answer) as server:
+        records = _fetch_in_turn(f"http://127.0.0.1:{server.port}", 3)
+    assert [(r.error_kind, r.fault) for r in records] == [(ErrorKind.CONNECT, "connect")] * 3
+    assert not any("retried" in r.labels for r in records)
+    assert len(server.heads) == 4  # h1's first, then aiohttp's: one each

@@ -164,7 +164,7 @@ class RequestClient:
             try:
                 await send(state, body, headers)
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError, ConnectionCut) as err:
-                if not _stale(state):
+                if not _stale(state, err):
                     raise
                 # Proven stale: the request went out on a kept-alive connection, which the
                 # server closed before answering anything (llama-server does after every
@@ -432,9 +432,12 @@ def _nothing() -> None:
     return None
 
 
-def _stale(state: StreamState) -> bool:
+def _stale(state: StreamState, err: BaseException) -> bool:
     """A send failed on a connection the server had already closed: nothing was answered,
-    the connection was a kept-alive one, and this request was not resent before."""
+    the connection was a kept-alive one, and this request was not resent before. A connect
+    that failed is none (a redirect's, after its first hop reused a connection)."""
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return False
     return state.headers_ns is None and state.reused and not state.retried
 
 
