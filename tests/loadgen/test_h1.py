@@ -105,6 +105,20 @@ def test_a_head_of_bare_lfs_folds_or_a_leading_crlf_reads_wherever_the_socket_cu
         assert got.headers.get("x-a", "1 2 3") == "1 2 3"
 
 
+def test_a_heads_last_line_is_read_without_its_cr() -> None:
+    # the last header's value, two equal Content-Lengths with the last one last, and a status
+    # line without a reason phrase or headers: none carries the CR of its CRLF
+    last = CHUNKED.replace(b"\r\n\r\n", b"\r\nX-Last: v\r\n\r\n")
+    run, head, ended = _read([last + _chunked(EVENTS)])
+    assert head.headers["x-last"] == "v" and ended
+    run, head, ended = _read(
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc"]
+    )
+    assert head.status == 200 and ended and b"".join(run.body) == b"abc"
+    run, head, ended = _read([b"HTTP/1.1 204\r\n\r\n"])
+    assert head.status == 204 and ended and run.body == []
+
+
 def test_whole_chunks_in_one_read_come_as_one_piece_each() -> None:
     run, head, ended = _read([CHUNKED + _chunked(EVENTS)])
     assert ended and run.body == EVENTS and run.reads == 1

@@ -436,8 +436,13 @@ def _head_end(buf: bytes) -> tuple[int, int]:
     crlf = buf.find(b"\n\r\n")
     lf = buf.find(b"\n\n", 0, crlf + 1 if crlf >= 0 else len(buf))  # one before it
     if lf >= 0:
-        return lf, lf + 2
-    return (crlf, crlf + 3) if crlf >= 0 else (-1, -1)
+        end, rest = lf, lf + 2
+    elif crlf >= 0:
+        end, rest = crlf, crlf + 3
+    else:
+        return -1, -1
+    # the head's last line without its CR: its value (or a status line without headers)
+    return (end - 1 if buf[end - 1 : end] == b"\r" else end), rest
 
 
 def _check_head_start(buf: bytes) -> None:
