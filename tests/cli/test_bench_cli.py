@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +52,59 @@ def test_a_wrong_url_fails_fast_in_one_sentence() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("infertriage: error: cannot connect to")
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@contextlib.contextmanager
+def _raw_service(answer: bytes | None) -> Iterator[int]:
+    """A TCP service on 127.0.0.1 that writes `answer` to each connection and reads what
+    comes, or (None) reads the request and closes without a word."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2.0)
+                with contextlib.suppress(OSError):
+                    if answer is not None:
+                        conn.sendall(answer)
+                    conn.recv(65536)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "sentence"),
+    [
+        # a mail server on the port: what it said is in the sentence
+        (b"220 mail.example ESMTP ready\r\n", "did not answer in HTTP: Bad status line"),
+        (None, "closed the connection without answering."),
+    ],
+    ids=["not-http", "closes"],
+)
+def test_a_service_that_does_not_answer_in_http_is_named_in_one_sentence(
+    answer: bytes | None, sentence: str
+) -> None:
+    with _raw_service(answer) as port:
+        result = _cli("--url", f"http://127.0.0.1:{port}", "--num-requests", "2")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and sentence in lines[0], lines
+    if answer is not None:
+        assert "220 mail.example ESMTP ready" in lines[0] and "^" not in lines[0]
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

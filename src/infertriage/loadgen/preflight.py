@@ -59,8 +59,20 @@ def _answer(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
         raise UserError(f"cannot connect to {base}: {reason.lower()}.") from err
     except TimeoutError as err:
         raise UserError(f"{base} did not answer within {_PREFLIGHT_TIMEOUT_S:g} s.") from err
+    except aiohttp.ServerDisconnectedError as err:
+        raise UserError(f"{base} closed the connection without answering.") from err
+    except aiohttp.ClientResponseError as err:  # what came back cannot be read as HTTP
+        raise UserError(f"{base} did not answer in HTTP: {_one_line(err.message)}.") from err
     except aiohttp.ClientError as err:
         raise UserError(f"{base} failed before answering ({type(err).__name__}).") from err
+
+
+def _one_line(text: str) -> str:
+    """aiohttp's parser error on one line: its lines joined, the caret under the bytes left
+    out (`Bad status line: Expected HTTP/, …: b'220 mail.example ESMTP ready'`)."""
+    parts = [line.strip() for line in text.splitlines()]
+    joined = " ".join(part for part in parts if part.strip("^"))
+    return (joined or "no reason given").rstrip(".")[:200]
 
 
 def ask_models(base: str, headers: dict[str, str], *, need_model: bool) -> ServerInfo:
