@@ -262,17 +262,8 @@ def test_good_chunks_and_a_break_in_one_read_keep_the_good_ones() -> None:
     """aiohttp delivers the events before a broken chunk size; so does `h1`, so the
     failed request keeps its first token and the tokens it streamed."""
     run = _Run()
-
-    async def go() -> None:
-        head = run.conn.request(b"x")
-        run.conn.data_received(CHUNKED)
-        await head
-        run.conn.set_sink(lambda pieces, ns: run.body.extend(pieces))
-        run.conn.data_received(_chunked(EVENTS[:2], last=b"zz\r\n"))
-        await run.conn.wait()
-
     with pytest.raises(BadFraming):
-        asyncio.run(go())
+        _read_after_head([_chunked(EVENTS[:2], last=b"zz\r\n")], run)
     assert run.body == EVENTS[:2] and run.transport.closed
 
 
@@ -314,9 +305,10 @@ def test_the_pool_never_hands_out_a_connection_it_may_not_keep() -> None:
         asyncio.run(go(url))
 
 
-def _read_after_head(reads: list[bytes]) -> _Run:
-    """The head alone, then the sink set, then each read: each takes the way a live stream's do."""
-    run = _Run()
+def _read_after_head(reads: list[bytes], run: _Run | None = None) -> _Run:
+    """The head alone, then the sink set, then each read: each takes the way a live stream's do
+    (on `run`, a fresh one by default: given, what it read is there when a read raises)."""
+    run = _Run() if run is None else run
 
     async def go() -> None:
         head = run.conn.request(b"x")
