@@ -119,3 +119,18 @@ def test_requests_stranded_on_one_rank_are_the_root_of_the_servers_queue() -> No
     assert diagnosis.primary.finding == "parallelism.dp_rank_imbalance"
     chain = [link.finding for link in diagnosis.chain]
     assert chain == ["parallelism.dp_rank_imbalance", "scheduling.queue_dominates_ttft"]
+
+
+def test_a_light_load_split_over_ranks_is_no_imbalance() -> None:
+    """The pd-ratio twin's three decode instances under a prefill-bound load: about one
+    request each, 0.96 against 0.5 and 0.38 is 1.6× the mean but under a request above it."""
+    ev = make_evidence(**{**DP_EVEN, "dp__ranks": 3, "dp__imbalance": 1.57,
+                          "dp__busiest_running": 0.83, "dp__busiest_waiting": 0.13,
+                          "dp__idlest_running": 0.25, "dp__idlest_waiting": 0.13})  # fmt: skip
+    assert RULE.fn(ev, Thresholds()) is None
+    # the same ratio at ten times the load is a warning
+    ten = make_evidence(**{**DP_EVEN, "dp__ranks": 3, "dp__imbalance": 1.57,
+                           "dp__busiest_running": 8.3, "dp__busiest_waiting": 0.0,
+                           "dp__idlest_running": 2.5})  # fmt: skip
+    finding = RULE.fn(ten, Thresholds())
+    assert finding is not None and finding.status is Status.WARNING

@@ -231,6 +231,18 @@ CASES: dict[str, At] = {
         _ev(**{**DP_EVEN, "dp__busiest_running": 40, "dp__idlest_running": 10})("dp__imbalance"),
         shown="dp.imbalance",
     ),
+    # two ranks at 2v and 0 requests: the busiest carries v more than the mean rank
+    "dp_min_excess": At(
+        "parallelism.dp_rank_imbalance",
+        lambda v: make_evidence(
+            **{
+                **DP_EVEN,
+                "dp__imbalance": 2.0,
+                "dp__idlest_running": 0.0,
+                "dp__busiest_running": 2 * v,
+            }
+        ),
+    ),
     "dp_busy_batch": At(
         "parallelism.dp_rank_imbalance",
         _ev(**{**DP_EVEN, "dp__imbalance": 2.0, "dp__idlest_running": 0})("dp__busiest_running"),
@@ -507,6 +519,7 @@ PINNED: dict[str, float] = {
     "rank_skew": 0.1,
     "dp_imbalance": 1.5,
     "dp_busy_batch": 8.0,
+    "dp_min_excess": 1.0,
     "pd_transfer_share": 0.3,
     "pd_transfer_bound": 0.5,
     "pd_slow_link_bytes_s": 2e9,

@@ -158,9 +158,13 @@ class Thresholds:
     rank_skew: float = 0.10
     # the busiest data-parallel rank's running + waiting over the mean rank's; a bottleneck
     # when requests wait there while another rank has room, or when it runs at least
-    # dp_busy_batch requests while another rank runs none (its GPUs idle)
+    # dp_busy_batch requests while another rank runs none (its GPUs idle). Uneven load short
+    # of those is named only when the busiest rank carries at least dp_min_excess requests
+    # more than the mean rank: ranks that each run a request or less (a light load split
+    # three ways) are mostly idle, and their ratio is a few arrivals' chance
     dp_imbalance: float = 1.5
     dp_busy_batch: float = 8.0
+    dp_min_excess: float = 1.0
     # prefill/decode disaggregation. Over RDMA (≥ 100 Gb/s, 12.5 GB/s) or NVLink a request's
     # KV (~0.1 MiB a token for an 8B model: 100 MiB for 1k tokens) crosses in ~10 ms, a few
     # percent of a first token that also waits for the prefill; the mean transfer at
