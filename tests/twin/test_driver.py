@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Sequence
 
 from infertriage.twin.driver import AddCommand, EngineDriver
@@ -52,3 +53,41 @@ def test_steps_run_back_to_back_and_admit_only_what_had_arrived() -> None:
             if output.timings is not None:
                 first = output.timings.first_scheduled_ts
                 assert first is not None and first >= output.timings.arrival_ts
+
+
+def test_settled_waits_for_the_bookkeeping_of_every_delivered_step() -> None:
+    """The registry is fed after the loop writes a step's chunks; `settled` (what /metrics
+    awaits) returns once the last delivered step's bookkeeping is done, so a scrape right
+    after a response counts it. The engine thread's bookkeeping is made slow (30 ms a step)
+    so that, without the wait, the last step would not be recorded yet."""
+
+    async def run() -> tuple[int, int]:
+        engine = EngineCore(Scenario(), MonotonicClock())
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        recorded: list[StepResult] = []
+
+        def deliver(outputs: Sequence[RequestOutput]) -> None:
+            if any(o.finished for o in outputs):
+                done.set()
+
+        def slow_bookkeeping(result: StepResult) -> None:
+            time.sleep(0.03)
+            recorded.append(result)
+
+        driver = EngineDriver(engine, None, deliver, loop)
+        driver.on_step = slow_bookkeeping
+        driver.start()
+        try:
+            params = SamplingParams(max_tokens=3, ignore_eos=True)
+            driver.submit(AddCommand("r0", tuple(range(1, 50)), params, driver.now()))
+            await asyncio.wait_for(done.wait(), timeout=20)
+            before = sum(1 for r in recorded if any(o.finished for o in r.outputs))
+            await driver.settled()
+            after = sum(1 for r in recorded if any(o.finished for o in r.outputs))
+        finally:
+            driver.stop()
+        return before, after
+
+    before, after = asyncio.run(run())
+    assert (before, after) == (0, 1)

@@ -8,7 +8,6 @@ scenario says. Figures are read from the twin's own counters, not from wall time
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,18 +40,10 @@ def _scrape(url: str) -> Series:
 
 
 def _metrics(url: str) -> Series:
-    """The series once the engines' bookkeeping of the last step is in: the twin hands a
-    step's outputs to the HTTP loop before it records the step's metrics, so a scrape right
-    after the last response can miss that step (one in ~10 here). Two equal scrapes in a row,
-    with no load running, are the settled values."""
-    series = _scrape(url)
-    for _ in range(40):
-        time.sleep(0.05)
-        again = _scrape(url)
-        if again == series:
-            return series
-        series = again
-    return series
+    """The series right after the last response: the twin's /metrics waits for the engines'
+    bookkeeping of every step whose outputs went out (`EngineDriver.settled`), so one scrape
+    counts the last step (before it did, this missed it one run in ~10)."""
+    return _scrape(url)
 
 
 def _value(series: Series, name: str, **labels: str) -> float:

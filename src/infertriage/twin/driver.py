@@ -6,6 +6,11 @@ next step boundary, as vLLM's engine-core process takes them off its input
 queue) and delivers each step's `RequestOutput`s to the loop at the step's
 end time. It also feeds the Prometheus registry and records how late each
 step's outputs were delivered (step slip), the twin's own accuracy figure.
+The registry is fed after the loop has written a step's chunks (the chunks go
+first); `settled` waits, on the loop, until it holds every step whose outputs
+were delivered, so a scrape right after a response counts that response's
+step, as vLLM's output handler records a step's stats before its chunks reach
+the client.
 
 Steps keep the model's timeline, as a GPU runs them back to back: the next step
 starts where the previous one ended, not when this thread got round to it, and a
@@ -50,6 +55,8 @@ def _name_os_thread(name: bytes) -> None:
 _IDLE_WAIT_S = 0.05
 _CATCH_UP_S = 0.005
 _HANDOFF_WAIT_S = 0.001
+_SETTLE_WAIT_S = 0.1  # the most a scrape waits for a delivered step's bookkeeping
+_SETTLE_POLL_S = 0.0005
 _PR_SET_NAME = 15
 _PR_SET_TIMERSLACK = 29
 _TIMER_SLACK_NS = 1000
@@ -94,6 +101,9 @@ class EngineDriver:
         self._arrival_ts: dict[str, float] = {}
         self._last_output_ts: dict[str, float] = {}
         self.step_slip_s: list[float] = []
+        self._num_delivered = 0  # steps with outputs: handed to the loop, and recorded since
+        self._delivered_seq = 0  # (loop side) the last one the loop delivered
+        self._recorded_seq = 0  # (engine thread) the last one whose bookkeeping is done
         self.on_step: Callable[[StepResult], None] | None = None
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
 
@@ -119,6 +129,16 @@ class EngineDriver:
 
     def stats(self) -> SchedulerStats:
         return self._stats
+
+    async def settled(self) -> None:
+        """Wait until the metrics hold every step whose outputs the loop delivered (at most
+        `_SETTLE_WAIT_S`; at once when they do or the thread has stopped)."""
+        target = self._delivered_seq
+        deadline = self._loop.time() + _SETTLE_WAIT_S
+        while (
+            self._recorded_seq < target and self._thread.is_alive() and self._loop.time() < deadline
+        ):
+            await asyncio.sleep(_SETTLE_POLL_S)
 
     # ------------------------------------------------------------ engine thread
     def _next_start_ts(self) -> float:
@@ -194,9 +214,10 @@ class EngineDriver:
             self._last_output_ts.pop(rid, None)
             self._arrival_ts.pop(rid, None)
 
-    def _hand_over(self, outputs: Sequence[RequestOutput]) -> None:
+    def _hand_over(self, outputs: Sequence[RequestOutput], seq: int) -> None:
         """On the loop: deliver, then tell the engine thread once the woken streams have run."""
         self._deliver(outputs)
+        self._delivered_seq = seq
         self._loop.call_soon(self._handed.set)
 
     def _finish_step(self, result: StepResult) -> None:
@@ -205,7 +226,8 @@ class EngineDriver:
             # step's chunks (at most `_HANDOFF_WAIT_S`), rather than making it wait while
             # this thread does its bookkeeping and schedules the next step.
             self._handed.clear()
-            self._loop.call_soon_threadsafe(self._hand_over, result.outputs)
+            self._num_delivered += 1
+            self._loop.call_soon_threadsafe(self._hand_over, result.outputs, self._num_delivered)
             self._handed.wait(_HANDOFF_WAIT_S)
         self._stats = result.stats
         if self._metrics is not None:
@@ -217,3 +239,4 @@ class EngineDriver:
                     self._metrics.observe_finished(output.timings, max_tokens)
         if self.on_step is not None:
             self.on_step(result)
+        self._recorded_seq = self._num_delivered

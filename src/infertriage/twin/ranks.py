@@ -150,6 +150,12 @@ class Fleet:
             if instance.driver is not None:
                 instance.driver.stop()
 
+    async def settled(self) -> None:
+        """Until every engine's metrics hold the steps whose outputs were delivered."""
+        for instance in self.instances:
+            if instance.driver is not None:
+                await instance.driver.settled()
+
     def now(self) -> float:
         return self.first.clock.now()
 

@@ -182,6 +182,7 @@ class TwinApp:
         return _json({"object": "list", "data": [card]})
 
     async def prometheus(self, _request: web.Request) -> web.Response:
+        await self.fleet.settled()  # the steps whose chunks went out are counted
         body = self.metrics.render() + eplb_metrics(self.scenario, self.model_name).encode()
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
