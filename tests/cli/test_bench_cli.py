@@ -55,9 +55,9 @@ def test_a_wrong_url_fails_fast_in_one_sentence() -> None:
 
 
 @contextlib.contextmanager
-def _raw_service(answer: bytes | None) -> Iterator[int]:
+def _raw_service(answer: bytes | None, hold_s: float = 0.0) -> Iterator[int]:
     """A TCP service on 127.0.0.1 that writes `answer` to each connection and reads what
-    comes, or (None) reads the request and closes without a word."""
+    comes, or (None) reads the request and closes without a word (after `hold_s`)."""
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(0.2)
     stop = threading.Event()
@@ -74,6 +74,7 @@ def _raw_service(answer: bytes | None) -> Iterator[int]:
                     if answer is not None:
                         conn.sendall(answer)
                     conn.recv(65536)
+                    stop.wait(hold_s)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -105,6 +106,16 @@ def test_a_service_that_does_not_answer_in_http_is_named_in_one_sentence(
     if answer is not None:
         assert "220 mail.example ESMTP ready" in lines[0] and "^" not in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_a_server_that_stalls_is_given_up_after_the_runs_own_timeout() -> None:
+    """`--timeout 1s`: a /v1/models that does not answer fails the run after 1 s, in one
+    sentence, not after the pre-flight's own 5 s."""
+    with _raw_service(None, hold_s=4.0) as port:
+        result = _cli("--url", f"http://127.0.0.1:{port}", "--num-requests", "2", "--timeout", "1s")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("did not answer within 1 s."), lines
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,9 @@ def test_the_sample_covers_every_message_count_longest_first() -> None:
     assert longest in sample[:2]
 
 
-def _run_fine_tokenizer(tmp_path: Path, *, first_delay_s: float) -> tuple[BenchResult, PathServer]:
+def _run_fine_tokenizer(
+    tmp_path: Path, *, first_delay_s: float, timeout_s: float = 600.0
+) -> tuple[BenchResult, PathServer]:
     """The default workload at a 2,048-token context on a server whose tokenizer splits our
     words into 1.6 tokens each (past the 15 % an unknown tokenizer is allowed) and whose
     first /tokenize takes `first_delay_s` (a cold tokenizer, as a fresh vLLM's on a busy host)."""
@@ -158,7 +160,7 @@ def _run_fine_tokenizer(tmp_path: Path, *, first_delay_s: float) -> tuple[BenchR
         result = run_bench(
             BenchSpec(
                 url=url, concurrencies=[16], num_requests=120, out=tmp_path / "run",
-                check_tokens=False,
+                check_tokens=False, timeout_s=timeout_s,
             )
         )  # fmt: skip
     return result, server
@@ -173,6 +175,18 @@ def test_a_slow_first_tokenize_is_waited_for_and_nothing_is_rejected(tmp_path: P
     fit = result.workload_fit
     assert fit is not None and fit.count_source == "/tokenize" and not fit.estimated
     assert fit.rescale == pytest.approx(1.6, abs=0.02)
+
+
+def test_the_runs_request_timeout_bounds_the_wait_for_the_first_tokenize(
+    tmp_path: Path,
+) -> None:
+    """`bench --timeout 1s`: a /tokenize that does not answer is given up after 1 s, not
+    after `FIRST_TIMEOUT_S` (20 s): a server that stalls costs the run no more before its
+    load than one of its requests would (it once cost 27 s at --timeout 3s)."""
+    result, _ = _run_fine_tokenizer(tmp_path, first_delay_s=5.0, timeout_s=1.0)
+    fit = result.workload_fit
+    assert fit is not None and fit.estimated
+    assert fit.count_source == "assumed (/tokenize did not answer within 1 s)"
 
 
 def test_a_tokenize_that_never_answers_is_said_and_its_rejections_blame_the_estimate(

@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infertriage.loadgen.client import Endpoint
-from infertriage.loadgen.preflight import ServerInfo, ask_models, find_limit, learn_prompts
+from infertriage.loadgen.preflight import (
+    ServerInfo,
+    ask_models,
+    find_limit,
+    learn_prompts,
+)
 from infertriage.net import redactor_of
 from infertriage.schemas import RequestRecord, UserError
 from infertriage.workload import (
@@ -35,9 +40,12 @@ from infertriage.workload import (
 __all__ = ["ServerInfo", "WorkloadFit", "choose_model", "context_limit", "preflight"]
 
 
-def preflight(base: str, headers: dict[str, str], *, need_model: bool) -> ServerInfo:
-    """Ask /v1/models (`loadgen.preflight`): a wrong URL fails here, in one sentence."""
-    return ask_models(base, headers, need_model=need_model)
+def preflight(
+    base: str, headers: dict[str, str], *, need_model: bool, limit_s: float | None = None
+) -> ServerInfo:
+    """Ask /v1/models (`loadgen.preflight`): a wrong URL fails here, in one sentence.
+    `limit_s` (the run's request or stall time-out) bounds this and every later probe."""
+    return ask_models(base, headers, need_model=need_model, limit_s=limit_s)
 
 
 def choose_model(model: str | None, info: ServerInfo, base: str) -> str:
@@ -74,6 +82,7 @@ class WorkloadFit:
         self.model = model
         self.endpoint = endpoint
         self.headers = dict(info.headers)
+        self.limit_s = info.limit_s
         self.tokenizer = tokenizer
         self.prompt_model: PromptModel | None = None
         self.report: FitReport | None = None
@@ -92,6 +101,7 @@ class WorkloadFit:
             count_text=self.count_text,
             headers=self.headers,
             have_tokenizer=self.tokenizer is not None,
+            limit_s=self.limit_s,
         )
 
     def fit(self, schedule: Schedule) -> Schedule:

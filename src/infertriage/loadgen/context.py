@@ -39,7 +39,7 @@ from infertriage.workload import ContextLimit
 
 __all__ = ["find_context_limit", "limit_from_models"]
 
-_TIMEOUT_S = 3.0
+_TIMEOUT_S = 3.0  # each probe's, unless the caller bounds it
 _PROBE_PROMPT = "hello"
 
 
@@ -58,13 +58,15 @@ def limit_from_models(entries: Sequence[Any], model: str | None) -> ContextLimit
     return None
 
 
-async def _get(session: aiohttp.ClientSession, url: str, payload: object = None) -> Any:
+async def _get(
+    session: aiohttp.ClientSession, url: str, payload: object = None, timeout_s: float = _TIMEOUT_S
+) -> Any:
     """The JSON answer of a GET (or a POST of `payload`); None on any failure."""
     data = orjson.dumps(payload) if payload is not None else None
     method = "GET" if data is None else "POST"
     headers = {"Content-Type": "application/json"} if data is not None else None
     try:
-        async with asyncio.timeout(_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             async with session.request(method, url, data=data, headers=headers) as resp:
                 if resp.status != 200:
                     return None
@@ -73,14 +75,18 @@ async def _get(session: aiohttp.ClientSession, url: str, payload: object = None)
         return None
 
 
-async def _from_engines(session: aiohttp.ClientSession, root: str) -> ContextLimit | None:
+async def _from_engines(
+    session: aiohttp.ClientSession, root: str, timeout_s: float
+) -> ContextLimit | None:
     readers = [
         (e.path, e.read_limit)
         for engine in ENGINES
         for e in engine.endpoints
         if e.read_limit is not None
     ]
-    documents = await asyncio.gather(*(_get(session, root + path) for path, _ in readers))
+    documents = await asyncio.gather(
+        *(_get(session, root + path, timeout_s=timeout_s) for path, _ in readers)
+    )
     for (_, reader), document in zip(readers, documents, strict=True):
         found = reader(document) if isinstance(document, Mapping) else None
         if found is not None:
@@ -95,30 +101,33 @@ async def find_context_limit(
     model: str | None,
     models_document: Any = None,
     override: int | None = None,
+    timeout_s: float = _TIMEOUT_S,
 ) -> ContextLimit | None:
-    """The server's context length, from the first source that says it (module docstring)."""
+    """The server's context length, from the first source that says it (module docstring);
+    each probe waits at most `timeout_s`."""
     if override is not None:
         return ContextLimit(override, "--max-model-len")
     if models_document is None:
-        models_document = await _get(session, root + "/v1/models")
+        models_document = await _get(session, root + "/v1/models", timeout_s=timeout_s)
     listing = read_model_list(models_document)
     found = limit_from_models(listing.cards, model) if listing.is_list else None
     if found is None:
-        found = await _from_engines(session, root)
+        found = await _from_engines(session, root, timeout_s)
     if found is None and model is not None:
-        found = await _from_tokenize(session, root, model)
+        found = await _from_tokenize(session, root, model, timeout_s)
     return found
 
 
 async def _from_tokenize(
-    session: aiohttp.ClientSession, root: str, model: str
+    session: aiohttp.ClientSession, root: str, model: str, timeout_s: float
 ) -> ContextLimit | None:
     """The context length an engine's `/tokenize` answer tells (`TokenizeForm.read_limit`)."""
     for form in tokenize_forms():
         body = form.body(model, {"prompt": _PROBE_PROMPT}) if form.read_limit else None
         if form.read_limit is None or body is None:
             continue
-        found = _limit(form.read_limit(await _get(session, root + form.path, body)))
+        answer = await _get(session, root + form.path, body, timeout_s=timeout_s)
+        found = _limit(form.read_limit(answer))
         if found is not None:
             return found
     return None

@@ -11,7 +11,8 @@ the endpoint builds it (the chat template's tokens, by subtraction; on
 llama.cpp through `/apply-template`). Bounded: the first `MIN_SPECS` prompts are
 always counted — the fit's spread of counts needs more than one text, and a
 server's first `/tokenize` may be slow (up to `FIRST_TIMEOUT_S` for the first
-ask) — then more within `BUDGET_S` seconds, at most `MAX_REQUESTS` asks. A
+ask, or the caller's `limit_s` where shorter: a run's own request time-out)
+— then more within `BUDGET_S` seconds, at most `MAX_REQUESTS` asks. A
 server without `/tokenize`, or one that did not answer it in time, gives the
 assumed model, with `estimated` set and its source saying which. Errors never
 raise.
@@ -99,6 +100,7 @@ async def _count_sample(
     count_text: Callable[[str], int],
     *,
     chat: bool,
+    timeout_s: float = _TIMEOUT_S,
 ) -> list[CountedPrompt]:
     """The first `MIN_SPECS` prompts whatever they take (the first up to `FIRST_TIMEOUT_S`,
     the rest `_TIMEOUT_S` each), then more until `BUDGET_S` is spent."""
@@ -118,7 +120,7 @@ async def _count_sample(
         if found is None:
             break
         measured.append(found)
-        tokenizer.timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)  # warm now
+        tokenizer.timeout = aiohttp.ClientTimeout(total=timeout_s)  # warm now
     return measured
 
 
@@ -132,13 +134,21 @@ async def learn_prompt_model(
     count_text: Callable[[str], int],
     headers: Mapping[str, str],
     have_tokenizer: bool,
+    limit_s: float | None = None,
 ) -> PromptModel:
-    """Count a sample of `specs` with the server's `/tokenize`; see the module docstring."""
+    """Count a sample of `specs` with the server's `/tokenize`; see the module docstring.
+    `limit_s` (the run's request time-out) bounds every ask, the first one's too."""
+    first_timeout_s = FIRST_TIMEOUT_S if limit_s is None else min(FIRST_TIMEOUT_S, limit_s)
     all_headers = {**headers, "Content-Type": "application/json"}
-    async with open_session(timeout_s=FIRST_TIMEOUT_S, headers=all_headers) as session:
+    async with open_session(timeout_s=first_timeout_s, headers=all_headers) as session:
         tokenizer = ServerTokenizer(session, root_url(base_url), model)
         measured = await _count_sample(
-            tokenizer, pick_sample(specs), renderer, count_text, chat=endpoint is Endpoint.CHAT
+            tokenizer,
+            pick_sample(specs),
+            renderer,
+            count_text,
+            chat=endpoint is Endpoint.CHAT,
+            timeout_s=min(_TIMEOUT_S, first_timeout_s),
         )
     unanswered = not measured and tokenizer.unanswered
     return learn_prompt_model_from(
@@ -146,5 +156,5 @@ async def learn_prompt_model(
         form=tokenizer.form,
         exact_text=have_tokenizer,
         num_counted=tokenizer.num_requests,
-        why_assumed=f"/tokenize did not answer within {FIRST_TIMEOUT_S:g} s" if unanswered else "",
+        why_assumed=f"/tokenize did not answer within {first_timeout_s:g} s" if unanswered else "",
     )
