@@ -13,7 +13,7 @@ from infertriage.twin.engine import EngineCore
 from infertriage.twin.scenario import load_scenario
 from infertriage.twin.scenario_model import Scenario
 from infertriage.twin.simulate import simulate
-from infertriage.twin.traffic import make_traffic
+from infertriage.twin.traffic import Stage, make_traffic
 
 
 def test_the_chat_mix_has_the_designed_shape() -> None:
@@ -100,6 +100,11 @@ _SHORTCUT_LOADS: dict[str, tuple[str, dict[str, object]]] = {
             "num_requests": 200,
             "workload": "prefix:groups=8,prefix=512,input=64,output=64",
         },
+    ),
+    # back-to-back stages: each step's cost goes to the stage it started in, runs included
+    "stages": (
+        "healthy",
+        {"stages": (Stage(4.0, 6.0), Stage(14.0, 5.0), Stage(2.0, 6.0))},
     ),
 }
 

@@ -30,6 +30,7 @@ dropped.
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from array import array
 from collections import deque
@@ -277,9 +278,20 @@ class _Run:
             horizon = min(horizon, self.pending[0][0])
         return horizon
 
+    def _next_stage_ts(self) -> float:
+        """When the stage after the one the engine's next step starts in begins (inf: none)."""
+        starts = self.traffic.stage_start_ts
+        k = bisect.bisect_right(starts, max(self.clock.now(), self.engine.last_end_ts))
+        return starts[k] if k < len(starts) else math.inf
+
     def _step_engine(self) -> None:
         engine, clock = self.engine, self.clock
-        run = engine.step_decode_run(self._horizon(), batch_kept_until=self._next_deadline())
+        # a run's steps all start in one stage, whose tally takes them: it stops at the next
+        # stage's start, and takes no step past it (`batch_kept_until`)
+        stage_ts = self._next_stage_ts()
+        run = engine.step_decode_run(
+            min(self._horizon(), stage_ts), batch_kept_until=min(self._next_deadline(), stage_ts)
+        )
         if run is not None:
             clock.advance_to(run.end_ts)
             self._on_run(run)
