@@ -241,7 +241,7 @@ class CostModel:
         key = (batch, context)
         hit = self._decodes.get(key)
         if hit is None:
-            if len(self._decodes) > _CACHE_LIMIT:
+            if len(self._decodes) >= _CACHE_LIMIT:
                 self._decodes.clear()
             work = self._decode_call(batch, context).work
             hit = (work.decode_attention_flops, work.kv_bytes)
@@ -253,7 +253,7 @@ class CostModel:
         key = (num_tokens, context)
         hit = self._prefills.get(key)
         if hit is None:
-            if len(self._prefills) > _CACHE_LIMIT:
+            if len(self._prefills) >= _CACHE_LIMIT:
                 self._prefills.clear()
             work = self._prefill_call(num_tokens, context).work
             hit = (work.prefill_attention_flops, work.kv_bytes)
@@ -274,7 +274,7 @@ class CostModel:
         key = (num_tokens, num_logits)
         weights = self._weights.get(key)
         if weights is None:
-            if len(self._weights) > _WEIGHTS_CACHE_LIMIT:
+            if len(self._weights) >= _WEIGHTS_CACHE_LIMIT:
                 self._weights.clear()
             weights = self._weights_call(num_tokens, num_logits)
             self._weights[key] = weights
