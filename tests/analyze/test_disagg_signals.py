@@ -168,3 +168,21 @@ def test_roles_keep_prefill_apart_from_decode_and_two_instances_apart() -> None:
     # prefill: 10 and 6 (running + waiting) against decode 20 and 30; the more uneven pair
     assert got["dp.role"] == 1 and got["dp.ranks"] == 2
     assert got["dp.imbalance"] == pytest.approx(10 / 8)
+
+
+def test_a_light_prefill_pools_chance_skew_does_not_hide_the_decode_pools() -> None:
+    """Three prefill instances at one prompt among them (1, 0, 0: 3x the mean, but under a
+    request above it) beside two decode instances at 36 and 10 requests: the decode pool's
+    figures are the ones kept (before, the larger ratio won and the decode skew was lost)."""
+    samples = [
+        *(_at(0.0, "queue.running", v, "prefill", f"p{i}") for i, v in enumerate((1, 0, 0))),
+        *(_at(0.0, "queue.waiting", 0, "prefill", f"p{i}") for i in range(3)),
+        _at(0.0, "queue.running", 30, "decode", "d0"),
+        _at(0.0, "queue.waiting", 6, "decode", "d0"),
+        _at(0.0, "queue.running", 10, "decode", "d1"),
+        _at(0.0, "queue.waiting", 0, "decode", "d1"),
+    ]
+    got = {s.name: s.value for s in rank_signals(samples, 0.0, 0.0)}
+    assert got["dp.role"] == 2 and got["dp.ranks"] == 2
+    assert (got["dp.busiest_running"], got["dp.busiest_waiting"]) == (30, 6)
+    assert got["dp.imbalance"] == pytest.approx(36 / 23)

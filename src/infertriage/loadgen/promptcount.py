@@ -137,7 +137,7 @@ async def learn_prompt_model(
     limit_s: float | None = None,
 ) -> PromptModel:
     """Count a sample of `specs` with the server's `/tokenize`; see the module docstring.
-    `limit_s` (the run's request time-out) bounds every ask, the first one's too."""
+    `limit_s` (the run's request or stall time-out) bounds every ask, the first one's too."""
     first_timeout_s = FIRST_TIMEOUT_S if limit_s is None else min(FIRST_TIMEOUT_S, limit_s)
     all_headers = {**headers, "Content-Type": "application/json"}
     async with open_session(timeout_s=first_timeout_s, headers=all_headers) as session:

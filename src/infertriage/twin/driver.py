@@ -39,7 +39,7 @@ from infertriage.twin.prom import EngineMetrics
 from infertriage.twin.request import SamplingParams
 from infertriage.twin.scheduler import RequestOutput, SchedulerStats
 
-__all__ = ["AddCommand", "EngineDriver"]
+__all__ = ["SETTLE_WAIT_S", "AddCommand", "EngineDriver"]
 
 
 def _name_os_thread(name: bytes) -> None:
@@ -55,7 +55,7 @@ def _name_os_thread(name: bytes) -> None:
 _IDLE_WAIT_S = 0.05
 _CATCH_UP_S = 0.005
 _HANDOFF_WAIT_S = 0.001
-_SETTLE_WAIT_S = 0.1  # the most a scrape waits for a delivered step's bookkeeping
+SETTLE_WAIT_S = 0.1  # the most a scrape waits for a delivered step's bookkeeping
 _SETTLE_POLL_S = 0.0005
 _PR_SET_NAME = 15
 _PR_SET_TIMERSLACK = 29
@@ -130,11 +130,13 @@ class EngineDriver:
     def stats(self) -> SchedulerStats:
         return self._stats
 
-    async def settled(self) -> None:
-        """Wait until the metrics hold every step whose outputs the loop delivered (at most
-        `_SETTLE_WAIT_S`; at once when they do or the thread has stopped)."""
+    async def settled(self, deadline: float | None = None) -> None:
+        """Wait until the metrics hold every step whose outputs the loop delivered (until the
+        loop's time `deadline`, else at most `SETTLE_WAIT_S`; at once when they do or the
+        thread has stopped)."""
         target = self._delivered_seq
-        deadline = self._loop.time() + _SETTLE_WAIT_S
+        if deadline is None:
+            deadline = self._loop.time() + SETTLE_WAIT_S
         while (
             self._recorded_seq < target and self._thread.is_alive() and self._loop.time() < deadline
         ):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from infertriage.twin.balancer import Balancer, RankLoad, make_balancer
-from infertriage.twin.driver import AddCommand, EngineDriver
+from infertriage.twin.driver import SETTLE_WAIT_S, AddCommand, EngineDriver
 from infertriage.twin.engine import Clock, EngineCore, GpuCounters, StepResult
 from infertriage.twin.prom import CacheConfigInfo, EngineMetrics, VllmMetrics
 from infertriage.twin.scenario_model import Scenario
@@ -151,10 +151,11 @@ class Fleet:
                 instance.driver.stop()
 
     async def settled(self) -> None:
-        """Until every engine's metrics hold the steps whose outputs were delivered."""
-        for instance in self.instances:
-            if instance.driver is not None:
-                await instance.driver.settled()
+        """Until every engine's metrics hold the steps whose outputs were delivered (one
+        `SETTLE_WAIT_S` for them all)."""
+        deadline = asyncio.get_running_loop().time() + SETTLE_WAIT_S
+        drivers = [i.driver for i in self.instances if i.driver is not None]
+        await asyncio.gather(*(driver.settled(deadline) for driver in drivers))
 
     def now(self) -> float:
         return self.first.clock.now()

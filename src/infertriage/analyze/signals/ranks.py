@@ -21,8 +21,11 @@ A prefill/decode deployment (series labelled `pd_role`, as collect names it) is 
 within each role: decode instances against decode instances, never a prefill
 instance against a decode one, whose loads differ by design. Each role's ranks are
 its instances' engines (told apart by `instance` or `pod` where several instances
-share a rank number); the `dp.*` figures are the role's whose ranks are most uneven,
-and `dp.role` says which (1 prefill, 2 decode). The prefix-cache figures are the
+share a rank number); the `dp.*` figures are the role's whose ranks are most uneven
+(a role whose busiest rank carries a whole request or more above its mean rank before
+one whose does not: a light load's ratio, one prompt on one of three prefill instances,
+is chance and must not hide the other role's real skew; then the larger ratio), and
+`dp.role` says which (1 prefill, 2 decode). The prefix-cache figures are the
 prefill role's there: a prompt's prefix is looked up where it is prefilled.
 """
 
@@ -202,6 +205,15 @@ def _value(signals: list[Signal], name: str) -> float:
     return next((s.value for s in signals if s.name == name), 0.0)
 
 
+def _unevenness(signals: list[Signal]) -> tuple[bool, float]:
+    """How uneven a role's ranks are (see the module docstring): whether the busiest rank
+    carries a whole request or more above the mean rank, then the ratio."""
+    busy = _value(signals, "dp.busiest_running") + _value(signals, "dp.busiest_waiting")
+    ratio = _value(signals, "dp.imbalance")
+    excess = busy - busy / ratio if ratio > 0 else 0.0
+    return excess >= 1.0, ratio
+
+
 def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Signal]:
     """See the module docstring; no signal when no running or waiting count was scraped."""
     given = list(samples)
@@ -218,6 +230,6 @@ def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Si
     if not split:
         one = [_signal("dp.ranks", 1.0, "1", (start, end))] if any(found.values()) else []
         return one + prefix
-    worst = max(sorted(split), key=lambda role: _value(found[role], "dp.imbalance"))
+    worst = max(sorted(split), key=lambda role: _unevenness(found[role]))
     role = _signal("dp.role", ROLE_NUMBERS[worst], "1", (start, end))
     return [*found[worst], role, *prefix]
