@@ -529,9 +529,7 @@ def run_bench(
     slos = parse_slos(spec.goodput) if spec.goodput else default_slos(thresholds)
     local_tokenizer = LocalTokenizer(asked.tokenizer) if asked.tokenizer is not None else None
     headers = auth_headers(asked.api_key, asked.header_pairs())
-    info = preflight(
-        base, headers, need_model=asked.model is None, limit_s=min(spec.timeout_s, spec.stall_s)
-    )
+    info = preflight(base, headers, need_model=asked.model is None, limit_s=spec.probe_s)
     chosen = choose_model(asked.model, info, base)
     resolved = spec.model_copy(
         update={"url": base, "client": asked.model_copy(update={"model": chosen})}

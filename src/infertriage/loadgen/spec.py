@@ -275,6 +275,12 @@ class BenchSpec(CommandSpec):
         return self.stall_timeout_s or min(self.timeout_s, _STALL_CAP_S)
 
     @property
+    def probe_s(self) -> float:
+        """The most a pre-flight probe of the server waits: a request's time-out or its stall
+        time-out, whichever is shorter."""
+        return min(self.timeout_s, self.stall_s)
+
+    @property
     def drain_s(self) -> float:
         """How long to wait for the streams in flight once the level stops issuing."""
         cap = min(self.timeout_s, _DRAIN_CAP_S)
