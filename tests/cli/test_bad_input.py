@@ -213,7 +213,9 @@ CASES = [
     pytest.param([*DIAGNOSE, "--trace", "{empty}"], "--trace", id="diagnose trace empty"),
     pytest.param([*DIAGNOSE, "--log", "{missing}"], "--log", id="diagnose log missing"),
     pytest.param([*PLAN, "--model", "{empty}"], "not valid JSON", id="model config empty"),
-    pytest.param([*PLAN, "--model", "{binary}"], "not valid JSON", id="model config binary"),
+    pytest.param(
+        [*PLAN, "--model", "{binary}"], "not a text file (UTF-8)", id="model config binary"
+    ),
     pytest.param([*BENCH, "--tokenizer", "{binary}"], "tokenizer", id="tokenizer binary"),
     # run directories and baselines
     pytest.param(["diagnose", "--from-run", "{missing}"], "not a run directory", id="from-run"),
