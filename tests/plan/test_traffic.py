@@ -147,7 +147,7 @@ def test_spot_adds_spares_when_a_cold_start_outlasts_the_notice() -> None:
 
 def test_a_row_the_csv_module_refuses_is_a_user_error_naming_its_line() -> None:
     long_field = "x" * 200_000  # past the csv module's field limit (128 KiB)
-    with pytest.raises(UserError, match="day.csv line 3 is not CSV"):
+    with pytest.raises(UserError, match=r"day\.csv line 3 is not CSV"):
         parse_traffic_csv(f"time,requests_per_s\n0,1\n{long_field}\n", "day.csv")
-    with pytest.raises(UserError, match="day.csv line 1 is not CSV"):
+    with pytest.raises(UserError, match=r"day\.csv line 1 is not CSV"):
         parse_traffic_csv(f"{long_field},requests_per_s\n0,1\n", "day.csv")
