@@ -230,3 +230,13 @@ def test_an_address_it_cannot_listen_on_is_one_sentence(tmp_path: Path, value: s
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("infertriage: error: --otlp-listen")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_span_file_that_never_ends_is_refused_at_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(otlp, "MAX_INFLATED", 1024**2)  # the cap, made small for the test
+    zero = tmp_path / "spans.json"
+    zero.symlink_to("/dev/zero")  # before: read until the memory ran out (a pipe is read too)
+    with pytest.raises(UserError, match="larger than 1 MiB"):
+        read_span_file(zero)

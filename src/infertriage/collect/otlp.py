@@ -252,9 +252,15 @@ def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
 def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[ServerSpan]]:
     """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans."""
     try:
-        given = data = path.read_bytes()
+        with path.open("rb") as stream:  # at most one byte past the bound: /dev/zero never ends
+            given = data = stream.read(MAX_INFLATED + 1)
     except OSError as err:
         raise UserError(f"{flag} {path}: {err.strerror or err}.") from err
+    if len(data) > MAX_INFLATED:
+        raise UserError(
+            f"{flag} {path} is larger than {MAX_INFLATED >> 20} MiB; a run's spans take a few "
+            "MiB, so it is likely the wrong file."
+        )
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
