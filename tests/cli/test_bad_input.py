@@ -191,6 +191,7 @@ CASES = [
     pytest.param([*VALIDATE, "--slo", "{garbage_yaml}"], "not valid YAML", id="slo file junk"),
     pytest.param([*VALIDATE, "--slo", "{list_yaml}"], "mapping", id="slo file list"),
     pytest.param([*BENCH, "--slo", "{missing}.yaml"], "does not exist", id="slo file missing"),
+    pytest.param([*BENCH, "--slo", "{missing}"], "does not exist", id="slo file missing no suffix"),
     # scenario files
     pytest.param(["simulate", "--scenario", "{empty_yaml}"], "is empty", id="scenario empty"),
     pytest.param(["twin", "--scenario", "{binary}"], "cannot read", id="scenario binary"),
