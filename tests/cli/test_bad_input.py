@@ -223,6 +223,7 @@ CASES = [
     pytest.param(["diagnose", "--from-run", "{folder}"], "not a run directory", id="plain dir"),
     pytest.param(["baseline", "save", "x", "{folder}"], "not a run directory", id="baseline"),
     pytest.param(["compare", "nosuch", "{folder}", "--store", "{folder}"], "no baseline", id="cmp"),
+    pytest.param(["compare", "{missing}", "{folder}"], "does not exist", id="compare base missing"),
     pytest.param(["compare"], "give BASE and RUN", id="compare nothing"),
     pytest.param(["compare", "--url", "{refused}"], "exactly two --url", id="compare one url"),
     pytest.param(["compare", "--store", "{folder}", "a", "b"], "no baseline", id="compare base"),
