@@ -124,6 +124,7 @@ CASES = [
     pytest.param(["validate", "--url", "nohost"], "--url 'nohost'", id="validate url"),
     pytest.param(["compare", "--url", "x", "--url", "y"], "--url 'x'", id="compare url"),
     pytest.param(["metrics", "notaurl"], "neither a URL", id="metrics url"),
+    pytest.param(["metrics", "{folder}"], "not a regular file", id="metrics folder"),
     pytest.param([*BENCH], "cannot connect", id="bench refused"),
     pytest.param([*DIAGNOSE], "connection refused", id="diagnose refused"),
     pytest.param([*VALIDATE, "--num-requests", "2"], "cannot connect", id="validate refused"),
