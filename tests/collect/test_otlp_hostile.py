@@ -240,3 +240,10 @@ def test_a_span_file_that_never_ends_is_refused_at_the_bound(
     zero.symlink_to("/dev/zero")  # before: read until the memory ran out (a pipe is read too)
     with pytest.raises(UserError, match="larger than 1 MiB"):
         read_span_file(zero)
+
+
+def test_a_fifo_nothing_writes_to_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "spans.fifo"
+    os.mkfifo(fifo)  # before: open() waited for a writer forever
+    with pytest.raises(UserError, match="gave no bytes: nothing had written to it"):
+        read_span_file(fifo)
