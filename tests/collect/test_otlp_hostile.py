@@ -5,6 +5,7 @@ complete parts kept; none brings the receiver down or writes a wrong figure."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import os
@@ -247,3 +248,18 @@ def test_a_fifo_nothing_writes_to_is_refused_at_once(tmp_path: Path) -> None:
     os.mkfifo(fifo)  # before: open() waited for a writer forever
     with pytest.raises(UserError, match="gave no bytes: nothing had written to it"):
         read_span_file(fifo)
+
+
+def test_a_gzip_span_file_that_inflates_past_the_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(otlp, "MAX_INFLATED", 1024**2)  # the cap, made small for the test
+    bomb = tmp_path / "spans.json.gz"
+    bomb.write_bytes(_gzip_of_zeros(8 * 1024**2))  # before: inflated whole, whatever its size
+    with pytest.raises(UserError, match="inflates past 1 MiB"):
+        read_span_file(bomb)
+    two = tmp_path / "two.json.gz"  # two gzip members, as `cat a.gz b.gz` makes: both read
+    line = json.dumps(_document((VllmSpan.TIME_IN_QUEUE, 0.5))) + "\n"
+    other = line.replace(TRACE, "ef" * 16)
+    two.write_bytes(gzip.compress(line.encode()) + gzip.compress(other.encode()))
+    assert {s.trace_id for s in read_span_file(two)} == {TRACE, "ef" * 16}

@@ -18,6 +18,7 @@ import base64
 import binascii
 import gzip
 import importlib
+import io
 import math
 import os
 import zlib
@@ -279,9 +280,12 @@ def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[Serve
         )
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as inflated:  # every member
+                data = inflated.read(MAX_INFLATED + 1)  # a gzip bomb stops at the bound
         except (OSError, EOFError, zlib.error) as err:
             raise UserError(f"{flag} {path}: the gzip file is broken ({err}).") from err
+        if len(data) > MAX_INFLATED:
+            raise UserError(f"{flag} {path} inflates past {MAX_INFLATED >> 20} MiB: a gzip bomb?")
     documents = _documents(data)
     if documents is None:
         try:
