@@ -124,6 +124,7 @@ CASES = [
     pytest.param(["validate", "--url", "nohost"], "--url 'nohost'", id="validate url"),
     pytest.param(["compare", "--url", "x", "--url", "y"], "--url 'x'", id="compare url"),
     pytest.param(["metrics", "notaurl"], "neither a URL", id="metrics url"),
+    pytest.param(["metrics", "{folder}"], "not a regular file", id="metrics folder"),
     pytest.param([*BENCH], "cannot connect", id="bench refused"),
     pytest.param([*DIAGNOSE], "connection refused", id="diagnose refused"),
     pytest.param([*VALIDATE, "--num-requests", "2"], "cannot connect", id="validate refused"),
@@ -191,6 +192,7 @@ CASES = [
     pytest.param([*VALIDATE, "--slo", "{garbage_yaml}"], "not valid YAML", id="slo file junk"),
     pytest.param([*VALIDATE, "--slo", "{list_yaml}"], "mapping", id="slo file list"),
     pytest.param([*BENCH, "--slo", "{missing}.yaml"], "does not exist", id="slo file missing"),
+    pytest.param([*BENCH, "--slo", "{missing}"], "does not exist", id="slo file missing no suffix"),
     # scenario files
     pytest.param(["simulate", "--scenario", "{empty_yaml}"], "is empty", id="scenario empty"),
     pytest.param(["twin", "--scenario", "{binary}"], "cannot read", id="scenario binary"),
@@ -213,13 +215,16 @@ CASES = [
     pytest.param([*DIAGNOSE, "--trace", "{empty}"], "--trace", id="diagnose trace empty"),
     pytest.param([*DIAGNOSE, "--log", "{missing}"], "--log", id="diagnose log missing"),
     pytest.param([*PLAN, "--model", "{empty}"], "not valid JSON", id="model config empty"),
-    pytest.param([*PLAN, "--model", "{binary}"], "not valid JSON", id="model config binary"),
+    pytest.param(
+        [*PLAN, "--model", "{binary}"], "not a text file (UTF-8)", id="model config binary"
+    ),
     pytest.param([*BENCH, "--tokenizer", "{binary}"], "tokenizer", id="tokenizer binary"),
     # run directories and baselines
     pytest.param(["diagnose", "--from-run", "{missing}"], "not a run directory", id="from-run"),
     pytest.param(["diagnose", "--from-run", "{folder}"], "not a run directory", id="plain dir"),
     pytest.param(["baseline", "save", "x", "{folder}"], "not a run directory", id="baseline"),
     pytest.param(["compare", "nosuch", "{folder}", "--store", "{folder}"], "no baseline", id="cmp"),
+    pytest.param(["compare", "{missing}", "{folder}"], "does not exist", id="compare base missing"),
     pytest.param(["compare"], "give BASE and RUN", id="compare nothing"),
     pytest.param(["compare", "--url", "{refused}"], "exactly two --url", id="compare one url"),
     pytest.param(["compare", "--store", "{folder}", "a", "b"], "no baseline", id="compare base"),

@@ -2,7 +2,8 @@
 
 The files are the ones a fuzzer or an unlucky copy makes: empty, random bytes, a gzip cut
 short, NUL bytes, invalid UTF-8, numbers JSON cannot hold, a YAML alias bomb, nesting
-100,000 deep, a folder, a FIFO (which a careless `open` waits on forever), a missing path.
+100,000 deep, a folder, a FIFO (which a careless `open` waits on forever), /dev/zero (which
+a careless read fills the memory with), a missing path.
 The large ones (gzip bombs, padded traces, long lines) are in tests/analyze/trace,
 tests/analyze/logs and tests/schemas, with their memory bounds.
 """
@@ -34,6 +35,7 @@ _FILES: dict[str, bytes] = {
     "deep.json": b"[" * 100_000 + b"]" * 100_000,
 }
 _URL = ["--url", "http://127.0.0.1:9", "--duration", "2"]
+_PLAN = ["plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--concurrency", "4"]
 _COMMANDS = {
     "trace": ["trace", "{f}"],
     "logs": ["logs", "{f}"],
@@ -44,22 +46,36 @@ _COMMANDS = {
     "diagnose --slo": ["diagnose", *_URL, "--slo", "{f}"],
     "diagnose --metrics-file": ["diagnose", "--metrics-file", "{f}"],
     "trace --log": ["trace", "{f}", "--log", "{f}"],
+    "plan --model": ["plan", "--model", "{f}", "--gpu", "H100-SXM", "--concurrency", "4"],
+    "plan --traffic": [*_PLAN, "--traffic", "{f}"],
+    "plan --nvidia-smi-topo": [*_PLAN, "--tp", "8", "--nvidia-smi-topo", "{f}"],
+    "topology --nccl-tests": [
+        "topology",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "H100-SXM",
+        "--nccl-tests",
+        "{f}",
+    ],
 }
+_SPECIAL = ["folder", "fifo", "missing", "zero"]  # zero: a link to /dev/zero, which never ends
 
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("hostile")
-    found = {name: root / name for name in (*_FILES, "folder", "fifo", "missing")}
+    found = {name: root / name for name in (*_FILES, *_SPECIAL)}
     for name, data in _FILES.items():
         found[name].write_bytes(data)
     found["folder"].mkdir()
     os.mkfifo(found["fifo"])
+    found["zero"].symlink_to("/dev/zero")
     return found
 
 
 @pytest.mark.parametrize("command", list(_COMMANDS))
-@pytest.mark.parametrize("name", [*_FILES, "folder", "fifo", "missing"])
+@pytest.mark.parametrize("name", [*_FILES, *_SPECIAL])
 def test_a_hostile_file_is_one_sentence(
     hostile: dict[str, Path], name: str, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -71,4 +71,4 @@ def test_a_bad_curve_is_exit_2_naming_the_line(
     assert len(err) == 1 and "day.csv line 3" in err[0]
     missing = tmp_path / "none.csv"
     assert main([*ARGS, "--traffic", str(missing)]) == 2
-    assert "cannot read the traffic curve" in capsys.readouterr().err
+    assert "the traffic curve" in (said := capsys.readouterr().err) and "does not exist" in said

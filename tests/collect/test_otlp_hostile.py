@@ -5,6 +5,7 @@ complete parts kept; none brings the receiver down or writes a wrong figure."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import os
@@ -230,3 +231,35 @@ def test_an_address_it_cannot_listen_on_is_one_sentence(tmp_path: Path, value: s
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("infertriage: error: --otlp-listen")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_span_file_that_never_ends_is_refused_at_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(otlp, "MAX_INFLATED", 1024**2)  # the cap, made small for the test
+    zero = tmp_path / "spans.json"
+    zero.symlink_to("/dev/zero")  # before: read until the memory ran out (a pipe is read too)
+    with pytest.raises(UserError, match="larger than 1 MiB"):
+        read_span_file(zero)
+
+
+def test_a_fifo_nothing_writes_to_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "spans.fifo"
+    os.mkfifo(fifo)  # before: open() waited for a writer forever
+    with pytest.raises(UserError, match="gave no bytes: nothing had written to it"):
+        read_span_file(fifo)
+
+
+def test_a_gzip_span_file_that_inflates_past_the_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(otlp, "MAX_INFLATED", 1024**2)  # the cap, made small for the test
+    bomb = tmp_path / "spans.json.gz"
+    bomb.write_bytes(_gzip_of_zeros(8 * 1024**2))  # before: inflated whole, whatever its size
+    with pytest.raises(UserError, match="inflates past 1 MiB"):
+        read_span_file(bomb)
+    two = tmp_path / "two.json.gz"  # two gzip members, as `cat a.gz b.gz` makes: both read
+    line = json.dumps(_document((VllmSpan.TIME_IN_QUEUE, 0.5))) + "\n"
+    other = line.replace(TRACE, "ef" * 16)
+    two.write_bytes(gzip.compress(line.encode()) + gzip.compress(other.encode()))
+    assert {s.trace_id for s in read_span_file(two)} == {TRACE, "ef" * 16}

@@ -143,3 +143,11 @@ def test_spot_adds_spares_when_a_cold_start_outlasts_the_notice() -> None:
     assert plan.spot.cost == pytest.approx(expected * 1.5)
     warned = make_traffic_plan(BASE, points, SLO, lead_time_s=20, spot=spot)
     assert warned.spot is not None and warned.spot.spare_replicas == 0
+
+
+def test_a_row_the_csv_module_refuses_is_a_user_error_naming_its_line() -> None:
+    long_field = "x" * 200_000  # past the csv module's field limit (128 KiB)
+    with pytest.raises(UserError, match=r"day\.csv line 3 is not CSV"):
+        parse_traffic_csv(f"time,requests_per_s\n0,1\n{long_field}\n", "day.csv")
+    with pytest.raises(UserError, match=r"day\.csv line 1 is not CSV"):
+        parse_traffic_csv(f"{long_field},requests_per_s\n0,1\n", "day.csv")

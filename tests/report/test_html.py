@@ -10,6 +10,8 @@ of the same pages: tests/report/test_html_browser.py.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -192,3 +194,25 @@ def test_diagnose_html_of_one_scrape_is_refused_before_work(
     err = capsys.readouterr().err
     assert code == 2 and "--html needs a run directory" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_html_over_a_fifo_or_a_link_keeps_what_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(
+        json.dumps({"command": "bench", "wall_anchor_s": 0.0}), encoding="utf-8"
+    )
+    fifo, loop, page, link = (tmp_path / name for name in ("fifo", "loop", "page.html", "link"))
+    os.mkfifo(fifo)  # as a device: before, the page was renamed over it (as root: /dev/null)
+    loop.symlink_to(loop)
+    for target, needle in ((fifo, "not a regular file"), (loop, "a link to nothing")):
+        code, out, err = _report(capsys, str(run), "--html", str(target))
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert needle in err
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and loop.is_symlink()
+    page.write_text("old", encoding="utf-8")
+    link.symlink_to(page)
+    assert _report(capsys, str(run), "--html", str(link))[0] == 0
+    assert link.is_symlink() and "<html" in page.read_text(encoding="utf-8")  # written through

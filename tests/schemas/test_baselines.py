@@ -17,10 +17,13 @@ from infertriage.schemas import (
 )
 
 
+_RECORD = '{"id": "a", "scheduled_ts": 0.0, "sent_ts": 0.0}\n'
+
+
 def _run(tmp_path: Path) -> RunDir:
     run = RunDir.create(tmp_path / "run")
     run.write_info(BenchRunInfo(wall_anchor_s=1.0, server_config=RunServerConfig(engine="x")))
-    run.requests.write_text('{"id": "a"}\n')
+    run.requests.write_text(_RECORD)
     (run.raw / "big.trace.json").write_text("{}")
     return run
 
@@ -31,7 +34,7 @@ def test_save_copies_the_measurements_but_not_raw(tmp_path: Path) -> None:
     assert saved.command == "bench" and saved.source.endswith("run")
     copy = store.get("v1.2_prod")
     assert copy.read_info().server_config.engine == "x"
-    assert copy.requests.read_text() == '{"id": "a"}\n'
+    assert copy.requests.read_text() == _RECORD
     assert not (copy.root / "raw").exists()
     assert [b.name for b in store.list()] == ["v1.2_prod"]
 
@@ -75,3 +78,22 @@ def test_store_root_follows_infertriage_home(
     monkeypatch.delenv("INFERTRIAGE_HOME")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert default_store_root() == tmp_path / "data" / "infertriage" / "baselines"
+
+
+@pytest.mark.parametrize(
+    ("requests", "needle"),
+    [
+        (b"\xff\xfe garbage\n", "malformed JSON"),
+        (b"[1, 2]\n", "invalid record"),
+        (b"", "no request"),
+    ],
+)
+def test_a_run_whose_records_do_not_read_is_refused_and_the_old_baseline_kept(
+    tmp_path: Path, requests: bytes, needle: str
+) -> None:
+    store, run = BaselineStore(tmp_path / "store"), _run(tmp_path)
+    store.save("base", run)
+    run.requests.write_bytes(requests)
+    with pytest.raises(UserError, match=needle):  # before: saved, and `compare` failed on it
+        store.save("base", run, force=True)
+    assert store.get("base").requests.read_text() == _RECORD

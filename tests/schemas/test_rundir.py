@@ -26,7 +26,7 @@ from infertriage.schemas import (
     check_out,
     read_jsonl,
 )
-from infertriage.schemas.rundir import LOCK_NAME
+from infertriage.schemas.rundir import LOCK_NAME, read_json
 
 WRITER = """
 import sys, time
@@ -296,3 +296,15 @@ def test_a_full_disk_keeps_every_whole_record_and_names_the_file(tmp_path: Path)
     assert json_line == f"json True {tmp_path / 'run.json'}"
     assert (tmp_path / "run.json").read_text() == '{"status":"running"}\n'  # the old one, whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl", "run.json"]
+
+
+def test_a_fifo_or_device_where_a_run_file_should_be_is_refused_unopened(tmp_path: Path) -> None:
+    fifo, zero = tmp_path / "requests.jsonl", tmp_path / "run.json"
+    os.mkfifo(fifo)  # before: open() waited for a writer forever
+    zero.symlink_to("/dev/zero")  # before: read until the memory ran out
+    with pytest.raises(UserError, match=r"requests\.jsonl: it is not a regular file"):
+        list(read_jsonl(fifo, RequestRecord))
+    with pytest.raises(UserError, match=r"run\.json: it is not a regular file"):
+        read_json(zero)
+    with pytest.raises(UserError, match="No such file"):
+        read_json(tmp_path / "missing.json")

@@ -111,6 +111,8 @@ def _resolve(base: str, store: Path | None) -> RunDir:
         return RunDir.open(path)
     if path.exists():
         raise UserError(f"{base} is not a run directory (no run.json in it).")
+    if "/" in base:  # a path, as no baseline name holds a '/'
+        raise UserError(f"{base} is not a run directory (it does not exist).")
     return BaselineStore(store).get(base)
 
 

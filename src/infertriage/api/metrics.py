@@ -44,7 +44,7 @@ def __getattr__(name: str) -> object:
 
 def _read_file(source: str) -> str:
     path = Path(source)
-    if not path.is_file():
+    if not path.exists():  # a folder, a FIFO or a device is refused by the reader, by name
         raise UserError(f"{source} is neither a URL (http://…) nor an existing file.")
     return read_metrics_file(path)
 

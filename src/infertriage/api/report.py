@@ -479,9 +479,19 @@ def build_report(run: RunDir) -> RunReport:
 
 
 def check_html_path(path: Path) -> Path:
-    """`--html F`: a file whose folder exists (checked before any work)."""
+    """`--html F`: a file whose folder exists (checked before any work); a link to a file is
+    written through, to the file it names.
+
+    The page replaces F whole (a new file renamed over it), so F must not be a device or a
+    FIFO: run as root, `--html /dev/null` replaced /dev/null with the page."""
     if path.is_dir():
         raise UserError(f"--html {path} is a folder, not a file.")
+    if path.is_symlink():
+        if not path.exists():
+            raise UserError(f"--html {path} is a link to nothing (or to itself).")
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        raise UserError(f"--html {path} is not a regular file (a device or a FIFO).")
     if not path.parent.is_dir():
         raise UserError(f"--html {path}: the folder {path.parent} does not exist.")
     return path

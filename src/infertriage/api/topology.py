@@ -24,6 +24,7 @@ from infertriage.plan.topology import (
     tp_verdicts,
 )
 from infertriage.schemas import Thresholds, UserError
+from infertriage.schemas.inputs import read_small_bytes
 
 __all__ = [
     "Interconnect",
@@ -37,13 +38,14 @@ __all__ = [
 Interconnect = tuple[TopoMatrix | None, tuple[NcclRun, ...]]
 _KEPT = "topology"  # under a run's raw/: the files `diagnose` was given, for --from-run
 _TOPO_FILE = "nvidia-smi-topo.txt"
+_MAX_SAVED_BYTES = 16 * 1024 * 1024  # a verbose nccl-tests log (NCCL_DEBUG=INFO) is a few MiB
 
 
 def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise UserError(f"cannot read the {what} file {path}: {err.strerror or err}.") from None
+    """The file's text, read at a bounded cost: /dev/zero or a FIFO is refused unread."""
+    why = f"{what} output takes a few KiB, so it is likely the wrong file."
+    data = read_small_bytes(path, f"the {what} file {path}", _MAX_SAVED_BYTES, why)
+    return data.decode("utf-8", errors="replace")
 
 
 def read_interconnect(

@@ -18,7 +18,9 @@ import base64
 import binascii
 import gzip
 import importlib
+import io
 import math
+import os
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -46,6 +48,7 @@ _TRACE_HEX, _SPAN_HEX = 32, 16
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 # an export's body, inflated, is at most this: a small gzip body must not fill the memory
 MAX_INFLATED = 256 * 1024**2
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFO files
 
 
 class OtlpError(Exception):
@@ -249,17 +252,40 @@ def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
     return load_span_file(path, flag)[1]
 
 
-def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[ServerSpan]]:
-    """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans."""
+def _read_once(path: Path, flag: str) -> bytes:
+    """At most one byte past `MAX_INFLATED` (/dev/zero never ends). A FIFO is opened without
+    waiting for a writer: `<(…)` has one already, a FIFO nothing writes to reads as empty."""
     try:
-        given = data = path.read_bytes()
+        with os.fdopen(os.open(path, os.O_RDONLY | _NO_WAIT), "rb") as stream:
+            if _NO_WAIT:  # open did not wait; the reads wait for the writer's bytes
+                os.set_blocking(stream.fileno(), True)
+            data = stream.read(MAX_INFLATED + 1)
     except OSError as err:
         raise UserError(f"{flag} {path}: {err.strerror or err}.") from err
+    if not data and not path.is_file():
+        raise UserError(
+            f"{flag} {path} gave no bytes: nothing had written to it, nor held it open, when "
+            "it was read (start the writer first, or give `<(…)`)."
+        )
+    return data
+
+
+def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[ServerSpan]]:
+    """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans."""
+    given = data = _read_once(path, flag)
+    if len(data) > MAX_INFLATED:
+        raise UserError(
+            f"{flag} {path} is larger than {MAX_INFLATED >> 20} MiB; a run's spans take a few "
+            "MiB, so it is likely the wrong file."
+        )
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as inflated:  # every member
+                data = inflated.read(MAX_INFLATED + 1)  # a gzip bomb stops at the bound
         except (OSError, EOFError, zlib.error) as err:
             raise UserError(f"{flag} {path}: the gzip file is broken ({err}).") from err
+        if len(data) > MAX_INFLATED:
+            raise UserError(f"{flag} {path} inflates past {MAX_INFLATED >> 20} MiB: a gzip bomb?")
     documents = _documents(data)
     if documents is None:
         try:

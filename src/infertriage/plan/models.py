@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.inputs import read_small_text
 
 __all__ = ["ModelSpec", "list_model_presets", "load_model", "model_from_hf_config"]
 
@@ -27,6 +28,7 @@ __all__ = ["ModelSpec", "list_model_presets", "load_model", "model_from_hf_confi
 # (Google's Gemma configs do). Every other family we read defaults to untied.
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 _EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+_MAX_CONFIG_BYTES = 1024 * 1024  # config.json files are a few KiB; a multimodal one tens
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,12 +276,14 @@ def list_model_presets() -> list[str]:
 
 
 def _read_config_file(path: Path) -> Mapping[str, object]:
+    why = "a model's config.json takes a few KiB, so it is likely the wrong file."
+    text = read_small_text(path, f"model config {path}", _MAX_CONFIG_BYTES, why)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UserError(f"cannot read model config {path}: {err.strerror or err}.") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
         raise UserError(f"model config {path} is not valid JSON ({err}).") from err
+    except RecursionError:  # `[[[[…` nested deeper than Python's stack
+        raise UserError(f"model config {path} nests too deep to be a config.json.") from None
     if not isinstance(data, dict):
         raise UserError(f"model config {path} is not a JSON object.")
     return data

@@ -20,7 +20,7 @@ import itertools
 import math
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -111,6 +111,22 @@ def _point(row: dict[str, str | None], line: int, name: str) -> tuple[str, Traff
     return kind, TrafficPoint(line, label, time_s, rate, input_len, output_len)
 
 
+def _rows(text: str, name: str) -> Iterator[tuple[int, dict[str, str | None]]]:
+    """The CSV's rows that hold a value, each with its line; the header checked first."""
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        header = [column.strip() for column in reader.fieldnames or []]
+        missing = [c for c in TRAFFIC_COLUMNS[:2] if c not in header]
+        if missing:
+            raise UserError(f"{name} line 1: the header lacks {' and '.join(missing)}.")
+        reader.fieldnames = header
+        for row in reader:
+            if any((value or "").strip() for value in row.values() if isinstance(value, str)):
+                yield reader.line_num, row
+    except csv.Error as err:  # a field past the csv module's limit (128 KiB), a stray quote
+        raise UserError(f"{name} line {reader.reader.line_num} is not CSV ({err}).") from None
+
+
 def parse_traffic_csv(text: str, name: str = "the traffic curve") -> tuple[TrafficPoint, ...]:
     """The rows of a traffic CSV, times made relative to the first; `UserError` names the line.
 
@@ -118,18 +134,9 @@ def parse_traffic_csv(text: str, name: str = "the traffic curve") -> tuple[Traff
     (seconds, HH:MM[:SS] or ISO 8601; one kind per file, increasing),
     `requests_per_s`, and optionally `input_tokens` and `output_tokens`.
     """
-    reader = csv.DictReader(io.StringIO(text))
-    header = [column.strip() for column in reader.fieldnames or []]
-    missing = [c for c in TRAFFIC_COLUMNS[:2] if c not in header]
-    if missing:
-        raise UserError(f"{name} line 1: the header lacks {' and '.join(missing)}.")
-    reader.fieldnames = header
     points: list[TrafficPoint] = []
     kinds: set[str] = set()
-    for row in reader:
-        line = reader.line_num
-        if not any((value or "").strip() for value in row.values() if isinstance(value, str)):
-            continue
+    for line, row in _rows(text, name):
         kind, point = _point(row, line, name)
         kinds.add(kind)
         if len(kinds) > 1:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.records import RequestRecord
 from infertriage.schemas.rundir import RunDir, read_json, write_json
 
 __all__ = ["BaselineStore", "SavedBaseline", "default_store_root"]
@@ -53,6 +54,13 @@ class SavedBaseline:
     command: str
 
 
+def _check_records(run: RunDir) -> None:
+    """Every record of the run reads (a cut last line is dropped, as `compare` drops it),
+    and there is one at least."""
+    if sum(1 for _ in run.iter_records(run.requests, RequestRecord)) == 0:
+        raise UserError(f"{run.requests} holds no request: nothing to compare a run with.")
+
+
 class BaselineStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root if root is not None else default_store_root()
@@ -73,6 +81,7 @@ class BaselineStore:
                 f"baseline {name!r} already exists in {self.root}: add --force to replace it."
             )
         command = run.read_info().command  # a run.json that does not parse fails here
+        _check_records(run)  # and records `compare` could not read, before anything is replaced
         staging = self.root / f".{name}.saving"
         shutil.rmtree(staging, ignore_errors=True)
         try:

@@ -1,8 +1,9 @@
 """schemas, level 0: what a user hands us, read at a bounded cost.
 
-Takes a small text file a user wrote (an SLO file, a scenario), a file that may
-be gzip (a trace, a log), or a value to quote in an error sentence; gives its
-YAML document, a stream of its decompressed bytes, or a quote of bounded length.
+Takes a small file a user wrote or saved (an SLO file, a scenario, a model config, a
+tool's output), a file that may be gzip (a trace, a log), or a value to quote in an
+error sentence; gives its bytes or text, its YAML document, a stream of its
+decompressed bytes, or a quote of bounded length.
 
 - A YAML file is at most `MAX_YAML_BYTES`, nests at most `MAX_YAML_DEPTH`
   levels and holds no anchor or alias: our files never need them, and a few
@@ -47,6 +48,7 @@ __all__ = [
     "load_yaml",
     "open_gunzip",
     "quoted",
+    "read_small_bytes",
     "read_small_text",
 ]
 
@@ -80,19 +82,37 @@ def quoted(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
     return clip(text, limit)
 
 
-def read_small_text(path: Path, name: str, max_bytes: int = MAX_YAML_BYTES) -> str:
-    """The UTF-8 text of a small file; `name` ("SLO file x.yaml") opens each error sentence.
+def _size(num_bytes: int) -> str:
+    return f"{num_bytes >> 20} MiB" if num_bytes >= 1 << 20 else f"{num_bytes >> 10} KiB"
 
-    Reads at most `max_bytes` + 1 bytes, so a huge file (or one that grows) costs no more."""
-    if not path.is_file():  # a folder, a FIFO (opening it would wait for a writer), a device
-        raise UserError(f"{name} is not a regular file.")
+
+def read_small_bytes(
+    path: Path, name: str, max_bytes: int = MAX_YAML_BYTES, why: str = _NOT_OURS
+) -> bytes:
+    """The bytes of a small regular file; `name` ("SLO file x.yaml") opens each error
+    sentence, `why` says why a larger file is refused.
+
+    Reads at most `max_bytes` + 1 bytes, so a huge file (or one that grows) costs no more;
+    a folder, a FIFO (opening it would wait for a writer) or a device (/dev/zero never
+    ends) is refused unread."""
+    if not path.is_file():
+        raise UserError(f"{name} {'is not a regular file' if path.exists() else 'does not exist'}.")
     try:
         with path.open("rb") as stream:
             data = stream.read(max_bytes + 1)
     except OSError as err:
         raise UserError(f"cannot read {name} ({err.strerror}).") from err
     if len(data) > max_bytes:
-        raise UserError(f"{name} is larger than {max_bytes // 1024} KiB; {_NOT_OURS}")
+        raise UserError(f"{name} is larger than {_size(max_bytes)}; {why}")
+    return data
+
+
+def read_small_text(
+    path: Path, name: str, max_bytes: int = MAX_YAML_BYTES, why: str = _NOT_OURS
+) -> str:
+    """The UTF-8 text of a small file (`read_small_bytes`, a BOM dropped); `name` ("SLO
+    file x.yaml") opens each error sentence."""
+    data = read_small_bytes(path, name, max_bytes, why)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Self, TypeVar
+from typing import IO, Any, BinaryIO, Self, TypeVar
 
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -144,11 +144,7 @@ def read_jsonl(path: Path, record_type: type[T], *, skip_partial_tail: bool = Tr
     complete record before it is kept.
     """
     adapter: TypeAdapter[T] = TypeAdapter(record_type)
-    try:
-        handle = path.open("rb")
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror}.") from err
-    with handle:
+    with _open_regular(path) as handle:
         for lineno, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -180,11 +176,25 @@ def write_json(path: Path, document: object) -> None:
         raise
 
 
-def read_json(path: Path) -> Any:
+def _open_regular(path: Path) -> BinaryIO:
+    """`path` open for reading; a FIFO (it waits for a writer forever) or a device (/dev/zero
+    never ends) where a run's file should be is refused unopened."""
+    if path.exists() and not path.is_file():
+        raise UserError(f"cannot read {path}: it is not a regular file.")
     try:
-        return orjson.loads(path.read_bytes())
+        return path.open("rb")
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror}.") from err
+
+
+def read_json(path: Path) -> Any:
+    with _open_regular(path) as stream:
+        try:
+            data = stream.read()
+        except OSError as err:
+            raise UserError(f"cannot read {path}: {err.strerror}.") from err
+    try:
+        return orjson.loads(data)
     except orjson.JSONDecodeError as err:
         raise UserError(f"{path} is not valid JSON ({err.msg}).") from err
 

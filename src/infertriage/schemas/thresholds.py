@@ -338,7 +338,8 @@ def load_thresholds(spec: str | None, base: Thresholds | None = None) -> Thresho
     if not spec:
         return base
     path = Path(spec)
-    if path.suffix in {".yaml", ".yml", ".json"} or path.exists():
+    a_path = "=" not in spec and "/" in spec  # not KEY=VALUE: a file, with or without a suffix
+    if path.suffix in {".yaml", ".yml", ".json"} or path.exists() or a_path:
         data = _read_file(path, spec)
         if data is None:
             raise UserError(f"SLO file {spec} is empty (only comments).")
