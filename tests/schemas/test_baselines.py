@@ -16,7 +16,6 @@ from infertriage.schemas import (
     default_store_root,
 )
 
-
 _RECORD = '{"id": "a", "scheduled_ts": 0.0, "sent_ts": 0.0}\n'
 
 
