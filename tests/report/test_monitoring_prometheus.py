@@ -125,8 +125,15 @@ def test_a_kv_starved_twin_raises_the_kv_and_ttft_alerts_and_a_healthy_one_none(
     assert ("InferTriageKVCacheFull", "starved") in seen, seen
     assert ("InferTriageTTFTHigh", "starved") in seen, seen
     quiet = {key: states for key, states in seen.items() if key[1] in {"healthy", hosts[1]}}
-    # A busy CI host: the healthy twin's latency and GPU alerts are true ones.
-    if _starved_host(healthy_results, starved_results):
-        quiet = {key: states for key, states in quiet.items() if key[0] not in _HOST_ALERTS}
+    # A busy CI host: the healthy twin's latency and GPU alerts are true ones; and one that
+    # only went pending (true at one evaluation, not for its `for:`) was never raised, which is
+    # what `for:` is for (a host stall the load client did not see made the GPU one pending
+    # once, 1 run in many: make test on a host running other tests beside it)
+    starved = _starved_host(healthy_results, starved_results)
+    quiet = {
+        key: states
+        for key, states in quiet.items()
+        if key[0] not in _HOST_ALERTS or (not starved and states != {"pending"})
+    }
     assert not quiet, quiet
     assert kv["starved"] > 0.95 and kv["healthy"] < 0.5, kv
