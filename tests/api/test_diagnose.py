@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.api.capture import keep_files
-from infertriage.api.diagnose import diagnose
+from infertriage.api.diagnose import diagnose, keep_traces
 from infertriage.api.specs import DiagnoseSpec
 from infertriage.cli import main
 from infertriage.schemas import (
@@ -114,11 +113,11 @@ def test_garbage_metrics_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_trace_given_with_the_run_is_kept_and_read_by_from_run(tmp_path: Path) -> None:
-    """A `--trace` file kept in raw/traces/ has its kernel evidence reach the map."""
+    """A `--trace` file lands in raw/traces/ and its kernel evidence reaches the map."""
     trace = tmp_path / "eager.json"
     trace.write_bytes(b"".join(trace_chunks(SynthSpec(num_steps=10, cuda_graphs=False))))
     run = RunDir.create(tmp_path / "run")
-    keep_files(run.raw / "traces", [trace])
+    keep_traces(run, [trace])
     phases = {"load_start_ts": 0.0, "load_end_ts": 1.0}
     run.write_info(
         DiagnoseRunInfo(

@@ -8,16 +8,13 @@ S` seconds or at the level's end), as vLLM serves them when started with
 (when that folder is on this host) into the run's raw/traces/, waiting for
 the writes to finish. "Since the start" is what changed against a listing of the
 folder taken at `start()`, never a file time against this host's clock: the
-server's disk, or its clock, may disagree with ours. `read_log` reads a server's log (plain
-or gzip) for the analysis; `keep_files` copies the `--log` and `--trace` files into the
-run (raw/logs/, raw/traces/) once the analysis has read them, so a file that does not
-read is never kept, and the run reads again without it; `unkept` leaves out a file
-the run holds already.
+server's disk, or its clock, may disagree with ours. `keep_logs` copies the server's log files into
+raw/logs/ once the load is over, so the lines written during the run are in
+them; `read_log` reads one (plain or gzip) for the analysis.
 """
 
 from __future__ import annotations
 
-import filecmp
 import shutil
 import threading
 import time
@@ -32,12 +29,11 @@ __all__ = [
     "Listing",
     "ProfileWindow",
     "check_files",
-    "keep_files",
+    "keep_logs",
     "read_log",
     "read_log_upto_cut",
     "take_profiles",
     "trace_listing",
-    "unkept",
 ]
 
 _STOP_TIMEOUT_S = 120.0  # the server may write a large trace before it answers
@@ -140,30 +136,15 @@ def check_files(paths: Sequence[Path], flag: str) -> None:
             raise UserError(f"{flag} {path} is not a file.")
 
 
-def unkept(folder: Path, paths: Sequence[Path]) -> list[Path]:
-    """The files of `paths` whose bytes are in no file of `folder` (nor in one before them)."""
-    kept = sorted(path for path in folder.iterdir() if path.is_file()) if folder.is_dir() else []
-    new: list[Path] = []
-    try:
-        for path in paths:
-            if not any(filecmp.cmp(path, old, shallow=False) for old in (*kept, *new)):
-                new.append(path)
-    except OSError as err:
-        raise UserError(f"cannot read {err.filename}: {err.strerror}.") from err
-    return new
-
-
-def keep_files(folder: Path, paths: Sequence[Path]) -> None:
-    """Copy `paths` into `folder`, numbered after what it holds, once they have been read."""
-    if not paths:
-        return
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        count = sum(1 for path in folder.iterdir() if path.is_file())
-        for index, path in enumerate(paths, start=count):
-            shutil.copyfile(path, folder / f"{index:02d}-{path.name}")
-    except OSError as err:
-        raise UserError(f"cannot add {err.filename or folder} to the run: {err.strerror}.") from err
+def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
+    """Copy the server's logs into raw/logs/ (after the load: the run's lines are in them)."""
+    target = run.raw / "logs"
+    target.mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(logs):
+        try:
+            shutil.copyfile(path, target / f"{index:02d}-{path.name}")
+        except OSError as err:
+            raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
 
 
 def read_log(path: Path) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from infertriage.api.capture import (
     Listing,
     ProfileWindow,
     check_files,
+    keep_logs,
     take_profiles,
 )
 from infertriage.api.exports import export_run
@@ -41,13 +43,7 @@ from infertriage.api.fleet import check_fleet, read_fleet
 from infertriage.api.fromrun import add_evidence
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.report import check_html_path, write_report
-from infertriage.api.run_signals import (
-    COMPARE_FILE,
-    Given,
-    kept_logs,
-    signals_of_run,
-    slowest_in_logs,
-)
+from infertriage.api.run_signals import COMPARE_FILE, kept_logs, signals_of_run, slowest_in_logs
 from infertriage.api.runview import (
     RunView,
     finished,
@@ -99,6 +95,7 @@ __all__ = [
     "DiagnoseSpec",
     "diagnose",
     "keep_compare_run",
+    "keep_traces",
 ]
 
 
@@ -284,6 +281,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
     notes = (list(window.notes) if window is not None else []) + loads.rejected
     if loads.profiling and window is not None:
         notes += _take_profiles(run, capture, window.before)
+    keep_logs(run, capture.logs)
     records = _records(run)
     main_name = _measured_level(records, loads, interrupted=interrupt.requested)
     over = loads.overload.levels[-1].name if loads.overload and loads.overload.levels else None
@@ -358,6 +356,15 @@ def _records(run: RunDir) -> list[RequestRecord]:
     return list(run.iter_records(run.requests, RequestRecord))
 
 
+def keep_traces(run: RunDir, traces: Sequence[Path]) -> None:
+    """Copy `--trace` files into the run, so `--from-run` finds them; a bad path fails first."""
+    check_files(traces, "--trace")
+    target = run.raw / "traces"
+    target.mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(traces):
+        shutil.copyfile(path, target / f"{index:02d}-{path.name}")
+
+
 def _other_run_signals(other: Path) -> dict[str, float]:
     """The signals of the run `--compare-run` names; a clear error when it has none."""
     try:
@@ -379,12 +386,11 @@ def keep_compare_run(run: RunDir, other: Path, values: dict[str, float]) -> None
 
 
 def _diagnose_run(
-    run: RunDir, thresholds: Thresholds, target: str, view: RunView | None, given: Given
+    run: RunDir, thresholds: Thresholds, target: str, view: RunView | None = None
 ) -> DiagnoseResult:
     view = view or measured_view(run)
-    records, logs = view.records, kept_logs(run, given.logs)
-    signals = signals_of_run(run, view, logs, given.traces)  # a given file that cannot be read
-    given.keep(run)  # fails here, before it is kept: a later --from-run reads the run again
+    records, logs = view.records, kept_logs(run)
+    signals = signals_of_run(run, view, logs)
     if run.signals.exists():
         run.signals.unlink()
     with JsonlWriter(run.signals) as writer:
@@ -480,7 +486,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
     run = RunDir.create(spec.out, prefix="diagnose", force=spec.force)
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
-    check_files(spec.traces, "--trace")  # read, and kept, after the load
+    keep_traces(run, spec.traces)
     keep_interconnect(run.raw, spec.nvidia_smi_topo, spec.nccl_tests)
     shared = SharedRun(run)  # the clock starts before the twin does
     capture = Capture(spec.profile_s, spec.profile_dir, spec.logs, profiles_in_run=spec.url is None)
@@ -509,8 +515,7 @@ def _diagnose(spec: DiagnoseSpec, observer: RunObserver | None) -> DiagnoseResul
                 f"what was sent is kept in {run.root}."
             )
         with in_phase(observer, "analysis"):
-            given = Given.of(run, spec.traces, spec.logs)
-            result = _diagnose_run(run, thresholds, target.name, None, given)
+            result = _diagnose_run(run, thresholds, target.name)
         interrupted = interrupt.requested
     return dataclasses.replace(result, notes=tuple(measured.notes), interrupted=interrupted)
 
@@ -537,10 +542,10 @@ def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
     stored = run_spec(view.info)
     stored_slo = stored.slo if isinstance(stored, DiagnoseSpec | ValidateSpec) else None
     thresholds = load_thresholds(slo if slo is not None or stored_slo is None else stored_slo)
-    given = add_evidence(spec, run)  # an option it would ignore is refused
+    add_evidence(spec, run)  # an option it would ignore is refused; --trace, --log are kept
     if compare_run is not None and other is not None:
         keep_compare_run(run, compare_run, other)
-    return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view, given)
+    return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
 
 
 def _target(spec: DiagnoseSpec, run: RunDir, otlp: str | None) -> TargetContext:

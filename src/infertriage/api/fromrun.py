@@ -3,19 +3,21 @@
 Takes a `DiagnoseSpec` with `from_run`; gives nothing, or one `UserError` naming every
 option the re-diagnosis would ignore (the load, the server, the deployment: the run
 holds what it was made with), so none is silently dropped. `--slo`, `--compare-run`,
-`--html`, `--trace` and `--log` are used: the traces and logs not in the stored run yet
-are read where they are and, once read, copied into it (raw/traces/, raw/logs/, where a
-live run keeps its own), beside what it holds already and never twice, so every later
-`--from-run` reads them; one that cannot be read leaves the run as it was. A log is read
-over the run's own window, as for a live run.
+`--html`, `--trace` and `--log` are used: `add_evidence` then copies the traces and logs
+into the stored run (raw/traces/, raw/logs/, where a live run keeps its own), beside
+what it holds already and never twice, so this map and every later `--from-run` read
+them. A log is read over the run's own window, as for a live run.
 """
 
 from __future__ import annotations
 
+import filecmp
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from infertriage.api.capture import check_files
-from infertriage.api.run_signals import Given
 from infertriage.api.runspans import add_given_spans
 from infertriage.api.specs import ClientSpec, DiagnoseSpec
 from infertriage.schemas import RunDir, UserError
@@ -77,10 +79,10 @@ def _ignored_flags(spec: DiagnoseSpec) -> list[str]:
     return flags
 
 
-def add_evidence(spec: DiagnoseSpec, run: RunDir) -> Given:
-    """Refuse, in one sentence, every option `--from-run` would ignore; keep `--spans` (read
-    first); give the `--trace` and `--log` files the run does not hold yet (a file with the
-    bytes of one there already is not added again), which the diagnosis reads and then keeps."""
+def add_evidence(spec: DiagnoseSpec, run: RunDir) -> None:
+    """Refuse, in one sentence, every option `--from-run` would ignore; then copy the
+    `--trace` and `--log` files into the stored run, after what it holds (a file with the
+    bytes of one there already is not added again)."""
     flags = _ignored_flags(spec)
     if flags:
         them = "it" if len(flags) == 1 else "them"
@@ -91,4 +93,20 @@ def add_evidence(spec: DiagnoseSpec, run: RunDir) -> Given:
     check_files(spec.traces, "--trace")
     check_files(spec.logs, "--log")
     add_given_spans(spec.spans, run)  # --spans: a Collector's file export of the run's spans
-    return Given.of(run, spec.traces, spec.logs)
+    for folder, paths in ((run.raw / "traces", spec.traces), (run.raw / "logs", spec.logs)):
+        if paths:
+            _add(folder, paths)
+
+
+def _add(folder: Path, paths: Sequence[Path]) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = sorted(path for path in folder.iterdir() if path.is_file())
+        for path in paths:
+            if any(filecmp.cmp(path, old, shallow=False) for old in kept):
+                continue
+            target = folder / f"{len(kept):02d}-{path.name}"
+            shutil.copyfile(path, target)
+            kept.append(target)
+    except OSError as err:
+        raise UserError(f"cannot add {err.filename or folder} to the run: {err.strerror}.") from err

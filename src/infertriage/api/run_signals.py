@@ -1,11 +1,9 @@
 """The signals of a finished diagnose run: its requests, metrics, config, fleet, traces,
-server logs, plan and the other run it is compared with, read from the run directory,
-and the `--trace` and `--log` files given with it (`Given`), kept once they have been read."""
+server logs, plan and the other run it is compared with, read from the run directory."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from infertriage.analyze.logs.join import join_slowest
@@ -15,7 +13,7 @@ from infertriage.analyze.signals.client import client_signals
 from infertriage.analyze.signals.deployment import config_signals, fleet_signals
 from infertriage.analyze.signals.metrics import Phases, metric_signals
 from infertriage.analyze.signals.scaling import scaling_signals
-from infertriage.api.capture import keep_files, read_log, unkept
+from infertriage.api.capture import read_log
 from infertriage.api.evidence import plan_signals, trace_signals
 from infertriage.api.fleet import FLEET_FILE
 from infertriage.api.runspans import run_span_signals
@@ -32,17 +30,16 @@ from infertriage.schemas import (
     read_json,
 )
 
-__all__ = ["COMPARE_FILE", "Given", "kept_logs", "signals_of_run", "slowest_in_logs"]
+__all__ = ["COMPARE_FILE", "kept_logs", "signals_of_run", "slowest_in_logs"]
 
 COMPARE_FILE = "compare-run.json"  # under raw/: the other run's signals, for scaling
 
 
-def _trace_files(run: RunDir, given: Sequence[Path]) -> list[Path]:
-    """Profiles captured during the run, the `--trace` files copied into raw/traces/, and
-    the `given` ones not yet copied."""
-    folder = run.raw / "traces"
-    kept = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
-    return [*sorted(run.raw.glob("*.pt.trace.json*")), *kept, *given]
+def _trace_files(run: RunDir) -> list[Path]:
+    """Profiles captured during the run, and the `--trace` files copied into raw/traces/."""
+    given = run.raw / "traces"
+    extra = sorted(p for p in given.iterdir() if p.is_file()) if given.is_dir() else []
+    return sorted(run.raw.glob("*.pt.trace.json*")) + extra
 
 
 def _fleet_signals(run: RunDir) -> list[Signal]:
@@ -50,29 +47,12 @@ def _fleet_signals(run: RunDir) -> list[Signal]:
     return fleet_signals(read_json(path)) if path.is_file() else []
 
 
-@dataclass(frozen=True, slots=True)
-class Given:
-    """The `--trace` and `--log` files a diagnosis reads where the user keeps them, less the
-    ones the run holds already; `keep` copies them into the run once they have been read,
-    so a file that does not read leaves the run as it was."""
-
-    traces: tuple[Path, ...] = ()
-    logs: tuple[Path, ...] = ()
-
-    @classmethod
-    def of(cls, run: RunDir, traces: Sequence[Path], logs: Sequence[Path]) -> Given:
-        return cls(tuple(unkept(run.raw / "traces", traces)), tuple(unkept(run.raw / "logs", logs)))
-
-    def keep(self, run: RunDir) -> None:
-        keep_files(run.raw / "traces", self.traces)
-        keep_files(run.raw / "logs", self.logs)
-
-
-def kept_logs(run: RunDir, given: Sequence[Path] = ()) -> list[str]:
-    """The text of each server log copied into the run (raw/logs/), then of each `given`."""
+def kept_logs(run: RunDir) -> list[str]:
+    """The text of each server log `--log` copied into the run (raw/logs/), read once."""
     folder = run.raw / "logs"
-    kept = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
-    return [read_log(path) for path in (*kept, *given)]
+    if not folder.is_dir():
+        return []
+    return [read_log(path) for path in sorted(p for p in folder.iterdir() if p.is_file())]
 
 
 def _log_signals(logs: Sequence[str], info: RunInfo, phases: Phases) -> list[Signal]:
@@ -95,10 +75,7 @@ def slowest_in_logs(logs: Sequence[str], view: RunView) -> tuple[LoggedRequest, 
     return tuple(join_slowest(view.records, records, anchor))
 
 
-def signals_of_run(
-    run: RunDir, view: RunView, logs: Sequence[str], traces: Sequence[Path] = ()
-) -> list[Signal]:
-    """Every signal of the run, its kept traces and `traces` (given, not yet kept) among them."""
+def signals_of_run(run: RunDir, view: RunView, logs: Sequence[str]) -> list[Signal]:
     info, phases = view.info, view.phases
     samples = list(run.iter_records(run.metrics, Sample))
     deployment = info.config.deployment if isinstance(info, DiagnoseRunInfo) else Deployment()
@@ -107,7 +84,7 @@ def signals_of_run(
         *metric_signals(samples, phases),
         *config_signals(info.server_config, deployment),
         *_fleet_signals(run),
-        *trace_signals(_trace_files(run, traces)),
+        *trace_signals(_trace_files(run)),
     ]
     signals = merge_log_signals(signals, _log_signals(logs, info, phases))
     signals = run_span_signals(run, view.records, signals)  # the server's spans, if kept
