@@ -8,6 +8,7 @@ the environment) pass; a trace or log given again is not added twice.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -124,3 +125,20 @@ def test_a_missing_log_is_refused_before_anything_is_written(
     assert main(["diagnose", "--from-run", str(stored), "--log", str(missing)]) == 2
     assert "is not a file" in capsys.readouterr().err
     assert not (stored / "raw" / "logs").exists()
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--log"])
+def test_a_file_that_does_not_read_leaves_the_run_as_it_was(
+    stored: Path, tmp_path: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(file-input sweep) A cut gzip given with --from-run was copied in first, its copy named
+    in the error, and every later --from-run of the run failed on it."""
+    whole = gzip.compress((LOGS / "vllm_v1_incident.log").read_bytes())
+    cut = tmp_path / "cut.json.gz"  # a copy taken mid-write: gzip without its end
+    cut.write_bytes(whole[: len(whole) // 2])
+    assert main(["diagnose", "--from-run", str(stored), flag, str(cut)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(cut) in err[0], err  # the user's file, not a copy of it
+    kept = stored / "raw"
+    assert not any(p.is_file() for p in kept.rglob("*")) if kept.exists() else True
+    assert main(["diagnose", "--from-run", str(stored), "--json"]) == 0

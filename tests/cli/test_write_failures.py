@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from infertriage.schemas import RequestRecord, read_jsonl
+from infertriage.schemas import (
+    DiagnoseConfig,
+    DiagnoseRunInfo,
+    DiagnoseSummary,
+    Phases,
+    RequestRecord,
+    RunDir,
+    read_jsonl,
+)
 from infertriage.schemas.rundir import LOCK_NAME
 from infertriage_testing.testserver import Behavior, ServerConfig, serve_in_thread
 
@@ -115,3 +123,36 @@ def test_a_full_disk_while_writing_the_run(base: str, tmp_path: Path) -> None:
     kept = list(read_jsonl(out / "requests.jsonl", RequestRecord, skip_partial_tail=False))
     assert 0 < len(kept) < 400
     assert (out / "run.json").is_file()
+
+
+def test_a_full_disk_while_adding_a_log_to_a_stored_run_leaves_it_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """`diagnose --from-run RUN --log BIG` past the disk's room: one sentence, and no cut copy
+    left in the run (a later `--from-run` of it read the cut copy and failed; review)."""
+    run = RunDir.create(tmp_path / "run")
+    run.write_info(
+        DiagnoseRunInfo(
+            wall_anchor_s=0.0,
+            config=DiagnoseConfig(target="x"),
+            summary=DiagnoseSummary(
+                phases=Phases(load_start_ts=0.0, load_end_ts=1.0), main_level="x"
+            ),
+        )
+    )
+    run.release()
+    big = tmp_path / "server.log"
+    big.write_text("INFO 06-16 21:24:15 engine.py:1] a line of the server's log\n" * 1000)
+    args = ["diagnose", "--from-run", str(run.root), "--log", str(big)]
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "cannot add" in _one_line(done.stderr) and "File too large" in done.stderr
+    assert not [p for p in (run.root / "raw").rglob("*") if p.is_file()]
+    again = subprocess.run(
+        [*CLI, "diagnose", "--from-run", str(run.root), "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr

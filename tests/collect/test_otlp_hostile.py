@@ -263,3 +263,16 @@ def test_a_gzip_span_file_that_inflates_past_the_bound_is_refused(
     other = line.replace(TRACE, "ef" * 16)
     two.write_bytes(gzip.compress(line.encode()) + gzip.compress(other.encode()))
     assert {s.trace_id for s in read_span_file(two)} == {TRACE, "ef" * 16}
+
+
+def test_a_runs_own_span_file_is_read_past_the_bound_a_given_one_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver's file grows with the run (~1 KB a span): a run with more spans than a
+    user's `--spans` may hold is read whole, not refused after its load (review)."""
+    monkeypatch.setattr(otlp, "MAX_INFLATED", 1024)  # the cap, made small for the test
+    path = tmp_path / "otlp-spans.jsonl"
+    path.write_bytes(b'{"resourceSpans": []}\n' * 200)  # 4.4 KB
+    with pytest.raises(UserError, match="larger than"):
+        otlp.read_span_file(path)
+    assert otlp.read_span_file(path, bounded=False) == []

@@ -40,7 +40,7 @@ from infertriage.api.capture import (
 )
 from infertriage.api.exports import export_run
 from infertriage.api.fleet import check_fleet, read_fleet
-from infertriage.api.fromrun import add_evidence
+from infertriage.api.fromrun import evidence_added
 from infertriage.api.interrupt import Interrupt, interruptible
 from infertriage.api.report import check_html_path, write_report
 from infertriage.api.run_signals import COMPARE_FILE, kept_logs, signals_of_run, slowest_in_logs
@@ -542,10 +542,10 @@ def _diagnose_from_run(spec: DiagnoseSpec, from_run: Path) -> DiagnoseResult:
     stored = run_spec(view.info)
     stored_slo = stored.slo if isinstance(stored, DiagnoseSpec | ValidateSpec) else None
     thresholds = load_thresholds(slo if slo is not None or stored_slo is None else stored_slo)
-    add_evidence(spec, run)  # an option it would ignore is refused; --trace, --log are kept
-    if compare_run is not None and other is not None:
-        keep_compare_run(run, compare_run, other)
-    return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
+    with evidence_added(spec, run):  # an option it would ignore is refused; --trace, --log kept
+        if compare_run is not None and other is not None:
+            keep_compare_run(run, compare_run, other)
+        return _diagnose_run(run, thresholds, run_target(view.info, str(from_run)), view)
 
 
 def _target(spec: DiagnoseSpec, run: RunDir, otlp: str | None) -> TargetContext:

@@ -11,9 +11,10 @@ them. A log is read over the run's own window, as for a live run.
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from infertriage.api.runspans import add_given_spans
 from infertriage.api.specs import ClientSpec, DiagnoseSpec
 from infertriage.schemas import RunDir, UserError
 
-__all__ = ["add_evidence"]
+__all__ = ["add_evidence", "evidence_added", "take_back"]
 
 # the spec's fields that only a new run uses, by the flag that sets them
 _NEW_RUN_ONLY = {
@@ -79,10 +80,11 @@ def _ignored_flags(spec: DiagnoseSpec) -> list[str]:
     return flags
 
 
-def add_evidence(spec: DiagnoseSpec, run: RunDir) -> None:
+def add_evidence(spec: DiagnoseSpec, run: RunDir) -> list[tuple[Path, Path]]:
     """Refuse, in one sentence, every option `--from-run` would ignore; then copy the
     `--trace` and `--log` files into the stored run, after what it holds (a file with the
-    bytes of one there already is not added again)."""
+    bytes of one there already is not added again). Gives each copy with its original, for
+    `take_back` when they do not read."""
     flags = _ignored_flags(spec)
     if flags:
         them = "it" if len(flags) == 1 else "them"
@@ -93,12 +95,36 @@ def add_evidence(spec: DiagnoseSpec, run: RunDir) -> None:
     check_files(spec.traces, "--trace")
     check_files(spec.logs, "--log")
     add_given_spans(spec.spans, run)  # --spans: a Collector's file export of the run's spans
+    added: list[tuple[Path, Path]] = []
     for folder, paths in ((run.raw / "traces", spec.traces), (run.raw / "logs", spec.logs)):
         if paths:
-            _add(folder, paths)
+            added += _add(folder, paths)
+    return added
 
 
-def _add(folder: Path, paths: Sequence[Path]) -> None:
+@contextlib.contextmanager
+def evidence_added(spec: DiagnoseSpec, run: RunDir) -> Iterator[None]:
+    """`add_evidence`, taken back (`take_back`) when what runs inside fails on the run."""
+    added = add_evidence(spec, run)
+    try:
+        yield
+    except UserError as err:
+        raise take_back(added, err) from err
+
+
+def take_back(added: Sequence[tuple[Path, Path]], err: UserError) -> UserError:
+    """Remove the copies `add_evidence` made (they did not read, so the run stays as it was
+    and a later `--from-run` of it works); the error, naming the user's files, not the copies."""
+    message = str(err)
+    for copy, original in added:
+        copy.unlink(missing_ok=True)
+        message = message.replace(str(copy), str(original))
+    return UserError(message)
+
+
+def _add(folder: Path, paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """Copy `paths` into `folder` whole or not at all (a copy cut by a full disk is removed)."""
+    added: list[tuple[Path, Path]] = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
         kept = sorted(path for path in folder.iterdir() if path.is_file())
@@ -106,7 +132,15 @@ def _add(folder: Path, paths: Sequence[Path]) -> None:
             if any(filecmp.cmp(path, old, shallow=False) for old in kept):
                 continue
             target = folder / f"{len(kept):02d}-{path.name}"
-            shutil.copyfile(path, target)
+            partial = folder / f".{target.name}.partial"
+            try:
+                shutil.copyfile(path, partial)
+                partial.replace(target)
+            finally:
+                partial.unlink(missing_ok=True)
             kept.append(target)
+            added.append((target, path))
     except OSError as err:
+        take_back(added, UserError(""))
         raise UserError(f"cannot add {err.filename or folder} to the run: {err.strerror}.") from err
+    return added

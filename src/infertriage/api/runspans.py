@@ -57,9 +57,9 @@ def _run_spans(run: RunDir) -> tuple[list[ServerSpan], _Source] | None:
     """The spans kept in the run and where they came from; None when it holds none."""
     received, given = run.raw / RECEIVED_FILE, run.raw / GIVEN_FILE
     spans: list[ServerSpan] = []
-    for path in (received, given):
+    for path in (received, given):  # the run's own files: the receiver's grows with the run
         if path.is_file():
-            spans += read_span_file(path)
+            spans += read_span_file(path, bounded=False)
     if not received.is_file() and not given.is_file():
         return None
     return spans, "otlp-listen" if received.is_file() else "spans-file"

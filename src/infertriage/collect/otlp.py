@@ -246,20 +246,22 @@ def spans_of(document: Mapping[str, Any]) -> list[ServerSpan]:
     return out
 
 
-def read_span_file(path: Path, flag: str = "--spans") -> list[ServerSpan]:
+def read_span_file(path: Path, flag: str = "--spans", *, bounded: bool = True) -> list[ServerSpan]:
     """The spans of an OTLP JSON file: the Collector's file exporter (one document a line),
-    or one document; `UserError` when it is not OTLP JSON (its protobuf form included)."""
-    return load_span_file(path, flag)[1]
+    or one document; `UserError` when it is not OTLP JSON (its protobuf form included).
+    `bounded`: a file the user gave holds at most `MAX_INFLATED` bytes; a run's own file
+    (the receiver's, which grows with the run) is read whole."""
+    return load_span_file(path, flag, bounded=bounded)[1]
 
 
-def _read_once(path: Path, flag: str) -> bytes:
-    """At most one byte past `MAX_INFLATED` (/dev/zero never ends). A FIFO is opened without
+def _read_once(path: Path, flag: str, limit: int | None) -> bytes:
+    """At most one byte past `limit` (/dev/zero never ends). A FIFO is opened without
     waiting for a writer: `<(…)` has one already, a FIFO nothing writes to reads as empty."""
     try:
         with os.fdopen(os.open(path, os.O_RDONLY | _NO_WAIT), "rb") as stream:
             if _NO_WAIT:  # open did not wait; the reads wait for the writer's bytes
                 os.set_blocking(stream.fileno(), True)
-            data = stream.read(MAX_INFLATED + 1)
+            data = stream.read(-1 if limit is None else limit + 1)
     except OSError as err:
         raise UserError(f"{flag} {path}: {err.strerror or err}.") from err
     if not data and not path.is_file():
@@ -270,22 +272,26 @@ def _read_once(path: Path, flag: str) -> bytes:
     return data
 
 
-def load_span_file(path: Path, flag: str = "--spans") -> tuple[bytes, list[ServerSpan]]:
-    """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans."""
-    given = data = _read_once(path, flag)
-    if len(data) > MAX_INFLATED:
+def load_span_file(
+    path: Path, flag: str = "--spans", *, bounded: bool = True
+) -> tuple[bytes, list[ServerSpan]]:
+    """The file's bytes, read once (a pipe, `<(…)`, reads only once), and its spans
+    (`bounded`: see `read_span_file`)."""
+    limit = MAX_INFLATED if bounded else None
+    given = data = _read_once(path, flag, limit)
+    if limit is not None and len(data) > limit:
         raise UserError(
-            f"{flag} {path} is larger than {MAX_INFLATED >> 20} MiB; a run's spans take a few "
+            f"{flag} {path} is larger than {limit >> 20} MiB; a run's spans take a few "
             "MiB, so it is likely the wrong file."
         )
     if data[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as inflated:  # every member
-                data = inflated.read(MAX_INFLATED + 1)  # a gzip bomb stops at the bound
+                data = inflated.read(-1 if limit is None else limit + 1)  # a bomb stops there
         except (OSError, EOFError, zlib.error) as err:
             raise UserError(f"{flag} {path}: the gzip file is broken ({err}).") from err
-        if len(data) > MAX_INFLATED:
-            raise UserError(f"{flag} {path} inflates past {MAX_INFLATED >> 20} MiB: a gzip bomb?")
+        if limit is not None and len(data) > limit:
+            raise UserError(f"{flag} {path} inflates past {limit >> 20} MiB: a gzip bomb?")
     documents = _documents(data)
     if documents is None:
         try:
