@@ -207,7 +207,7 @@ def test_html_over_a_fifo_or_a_link_keeps_what_is_there(
     fifo, loop, page, link = (tmp_path / name for name in ("fifo", "loop", "page.html", "link"))
     os.mkfifo(fifo)  # as a device: before, the page was renamed over it (as root: /dev/null)
     loop.symlink_to(loop)
-    for target, needle in ((fifo, "not a regular file"), (loop, "a link to nothing")):
+    for target, needle in ((fifo, "not a regular file"), (loop, "a link to itself")):
         code, out, err = _report(capsys, str(run), "--html", str(target))
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert needle in err
@@ -216,3 +216,10 @@ def test_html_over_a_fifo_or_a_link_keeps_what_is_there(
     link.symlink_to(page)
     assert _report(capsys, str(run), "--html", str(link))[0] == 0
     assert link.is_symlink() and "<html" in page.read_text(encoding="utf-8")  # written through
+    # a link to a page not made yet (`latest.html -> www/new.html`) is written through too
+    (tmp_path / "www").mkdir()
+    latest = tmp_path / "latest.html"
+    latest.symlink_to(Path("www") / "new.html")
+    code, out, _ = _report(capsys, str(run), "--html", str(latest))
+    assert code == 0 and latest.is_symlink()
+    assert "<html" in (tmp_path / "www" / "new.html").read_text(encoding="utf-8")

@@ -479,17 +479,18 @@ def build_report(run: RunDir) -> RunReport:
 
 
 def check_html_path(path: Path) -> Path:
-    """`--html F`: a file whose folder exists (checked before any work); a link to a file is
-    written through, to the file it names.
+    """`--html F`: a file whose folder exists (checked before any work); a link is written
+    through, to the file it names (made where it does not exist yet).
 
     The page replaces F whole (a new file renamed over it), so F must not be a device or a
     FIFO: run as root, `--html /dev/null` replaced /dev/null with the page."""
     if path.is_dir():
         raise UserError(f"--html {path} is a folder, not a file.")
     if path.is_symlink():
-        if not path.exists():
-            raise UserError(f"--html {path} is a link to nothing (or to itself).")
-        path = path.resolve()
+        try:
+            path = path.resolve(strict=False)
+        except RuntimeError as err:  # a loop of links (before Python 3.13)
+            raise UserError(f"--html {path} is a link to itself.") from err
     if path.exists() and not path.is_file():
         raise UserError(f"--html {path} is not a regular file (a device or a FIFO).")
     if not path.parent.is_dir():
@@ -507,4 +508,4 @@ def write_report(spec: ReportSpec) -> ReportResult:
     partial = path.with_name(f".{path.name}.partial")
     partial.write_bytes(data)
     partial.replace(path)  # a reader never sees half a page
-    return ReportResult(run.root, path, report.command, page.sections, len(data))
+    return ReportResult(run.root, spec.html or path, report.command, page.sections, len(data))
