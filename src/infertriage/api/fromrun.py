@@ -115,11 +115,16 @@ def evidence_added(spec: DiagnoseSpec, run: RunDir) -> Iterator[None]:
 def take_back(added: Sequence[tuple[Path, Path]], err: UserError) -> UserError:
     """Remove the copies `add_evidence` made (they did not read, so the run stays as it was
     and a later `--from-run` of it works); the error, naming the user's files, not the copies."""
+    _remove(added)
     message = str(err)
     for copy, original in added:
-        copy.unlink(missing_ok=True)
         message = message.replace(str(copy), str(original))
     return UserError(message)
+
+
+def _remove(added: Sequence[tuple[Path, Path]]) -> None:
+    for copy, _ in added:
+        copy.unlink(missing_ok=True)
 
 
 def _add(folder: Path, paths: Sequence[Path]) -> list[tuple[Path, Path]]:
@@ -141,6 +146,6 @@ def _add(folder: Path, paths: Sequence[Path]) -> list[tuple[Path, Path]]:
             kept.append(target)
             added.append((target, path))
     except OSError as err:
-        take_back(added, UserError(""))
+        _remove(added)
         raise UserError(f"cannot add {err.filename or folder} to the run: {err.strerror}.") from err
     return added

@@ -17,12 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infertriage.loadgen.client import Endpoint
-from infertriage.loadgen.preflight import (
-    ServerInfo,
-    ask_models,
-    find_limit,
-    learn_prompts,
-)
+from infertriage.loadgen.preflight import ServerInfo, ask_models, find_limit, learn_prompts
 from infertriage.net import redactor_of
 from infertriage.schemas import RequestRecord, UserError
 from infertriage.workload import (

@@ -37,9 +37,9 @@ from infertriage.engines import (
 )
 from infertriage.workload import ContextLimit
 
-__all__ = ["find_context_limit", "limit_from_models"]
+__all__ = ["PER_PROBE_TIMEOUT_S", "find_context_limit", "limit_from_models"]
 
-_TIMEOUT_S = 3.0  # each probe's, unless the caller bounds it
+PER_PROBE_TIMEOUT_S = 3.0  # each probe's, unless the caller bounds it
 _PROBE_PROMPT = "hello"
 
 
@@ -59,7 +59,10 @@ def limit_from_models(entries: Sequence[Any], model: str | None) -> ContextLimit
 
 
 async def _get(
-    session: aiohttp.ClientSession, url: str, payload: object = None, timeout_s: float = _TIMEOUT_S
+    session: aiohttp.ClientSession,
+    url: str,
+    payload: object = None,
+    timeout_s: float = PER_PROBE_TIMEOUT_S,
 ) -> Any:
     """The JSON answer of a GET (or a POST of `payload`); None on any failure."""
     data = orjson.dumps(payload) if payload is not None else None
@@ -101,7 +104,7 @@ async def find_context_limit(
     model: str | None,
     models_document: Any = None,
     override: int | None = None,
-    timeout_s: float = _TIMEOUT_S,
+    timeout_s: float = PER_PROBE_TIMEOUT_S,
 ) -> ContextLimit | None:
     """The server's context length, from the first source that says it (module docstring);
     each probe waits at most `timeout_s`."""

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 
 from infertriage.engines import read_model_list
-from infertriage.loadgen.context import find_context_limit
+from infertriage.loadgen.context import PER_PROBE_TIMEOUT_S, find_context_limit
 from infertriage.loadgen.promptcount import learn_prompt_model
 from infertriage.loadgen.runner import blocking, run_sync
 from infertriage.net import open_session, root_url
@@ -30,7 +30,6 @@ __all__ = ["ServerInfo", "ask_models", "find_limit", "learn_prompts", "probe_tim
 
 _PREFLIGHT_TIMEOUT_S = 5.0
 _PROBE_TIMEOUT_S = 10.0
-_CONTEXT_TIMEOUT_S = 3.0  # each context probe
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +118,7 @@ async def _find(info: ServerInfo, model: str, override: int | None) -> ContextLi
             model=model,
             models_document={"data": list(info.entries)},
             override=override,
-            timeout_s=probe_timeout(_CONTEXT_TIMEOUT_S, info.limit_s),
+            timeout_s=probe_timeout(PER_PROBE_TIMEOUT_S, info.limit_s),
         )
 
 
