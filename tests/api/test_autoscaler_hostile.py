@@ -1,8 +1,9 @@
 """`plan --traffic --hpa FILE` against hostile names and paths, through the real CLI in a
 subprocess: a Deployment or namespace Kubernetes would refuse, a `--keda` that is not
-Prometheus's URL, an `--hpa` in a missing folder or that is a folder. Each is one
-sentence and exit 2 with no file written; a dotted Deployment's pods are matched by
-KEDA's regex with the dot as a dot."""
+Prometheus's URL or that carries credentials (a ScaledObject stores them in plain text),
+an `--hpa` in a missing folder or that is a folder. Each is one sentence and exit 2 with
+no file written; a dotted Deployment's pods are matched by KEDA's regex with the dot as a
+dot."""
 
 from __future__ import annotations
 
@@ -54,13 +55,18 @@ def _refused(done: subprocess.CompletedProcess[str], words: str) -> None:
         (("--keda", "http://"), "--keda takes"),
         (("--keda", "http://[prometheus:9090"), "--keda takes"),
         (("--keda", "http://p:9090", "--deployment", "A.B"), "is not a Kubernetes name"),
+        (("--keda", "http://admin:s3cret@prometheus:9090"), "carries a user name or password"),
+        (("--keda", "https://token@prometheus"), "carries a user name or password"),
+        (("--keda", "http://admin:s3cret@[prometheus:9090"), "carries a user name or password"),
     ],
 )
 def test_a_name_or_url_kubernetes_would_refuse_is_one_sentence(
     tmp_path: Path, extra: tuple[str, ...], words: str
 ) -> None:
     hpa = tmp_path / "hpa.yaml"
-    _refused(_plan(tmp_path, hpa, *extra), words)
+    done = _plan(tmp_path, hpa, *extra)
+    _refused(done, words)
+    assert "s3cret" not in done.stderr  # a password is never echoed
     assert not hpa.exists() and not (tmp_path / "hpa-prometheus-adapter.yaml").exists()
 
 

@@ -120,9 +120,16 @@ def _check_autoscaler(spec: PlanSpec) -> None:
     if spec.keda is not None:
         try:
             parts = urlsplit(spec.keda)
-            host = parts.hostname
+            host, credentials = parts.hostname, "@" in parts.netloc
         except ValueError:  # a bracket left open, a port not a number
-            host = None
+            host, credentials = None, "@" in spec.keda
+        if credentials:  # said without the URL: the user's password stays off the screen
+            raise UserError(
+                "--keda's URL carries a user name or password, which the ScaledObject would "
+                "store in plain text: give the URL without them, and the credentials in a "
+                "Secret through a KEDA TriggerAuthentication (authModes: basic) that each "
+                "trigger's authenticationRef names."
+            )
         if not spec.keda.startswith(("http://", "https://")) or not host:
             raise UserError(
                 f"--keda takes Prometheus's http:// or https:// URL, not {spec.keda!r}."
