@@ -42,7 +42,8 @@ def _ev(**fixed: float | None) -> Callable[[str], Callable[[float], Evidence]]:
 # a tier that found 1 % of 100,000 tokens asked
 _OFFLOAD = {"offload__tier": 1.0, "offload__hit_share": 0.01, "offload__external_queries": 1e5}
 
-CASES: dict[str, At] = {
+# a field that two rules read has a case for each
+CASES: dict[str, At | tuple[At, ...]] = {
     # memory: a KV offload tier
     "offload_hit_share": At(
         "memory.offload_not_paying",
@@ -136,7 +137,7 @@ CASES: dict[str, At] = {
     ),
     "replica_imbalance": At(
         "application.replica_imbalance",
-        _ev(fleet__replicas=4)("fleet__imbalance"),
+        _ev(fleet__replicas=4, fleet__busiest_excess=3.0)("fleet__imbalance"),
         shown="fleet.imbalance",
     ),
     "error_rate_full": At(
@@ -231,16 +232,23 @@ CASES: dict[str, At] = {
         _ev(**{**DP_EVEN, "dp__busiest_running": 40, "dp__idlest_running": 10})("dp__imbalance"),
         shown="dp.imbalance",
     ),
-    # two ranks at 2v and 0 requests: the busiest carries v more than the mean rank
-    "dp_min_excess": At(
-        "parallelism.dp_rank_imbalance",
-        lambda v: make_evidence(
-            **{
-                **DP_EVEN,
-                "dp__imbalance": 2.0,
-                "dp__idlest_running": 0.0,
-                "dp__busiest_running": 2 * v,
-            }
+    "min_excess_requests": (
+        # two ranks at 2v and 0 requests: the busiest carries v more than the mean rank
+        At(
+            "parallelism.dp_rank_imbalance",
+            lambda v: make_evidence(
+                **{
+                    **DP_EVEN,
+                    "dp__imbalance": 2.0,
+                    "dp__idlest_running": 0.0,
+                    "dp__busiest_running": 2 * v,
+                }
+            ),
+        ),
+        At(
+            "application.replica_imbalance",
+            _ev(fleet__replicas=4, fleet__imbalance=2.0)("fleet__busiest_excess"),
+            shown="fleet.busiest_excess",
         ),
     ),
     "dp_busy_batch": At(
@@ -519,7 +527,7 @@ PINNED: dict[str, float] = {
     "rank_skew": 0.1,
     "dp_imbalance": 1.5,
     "dp_busy_batch": 8.0,
-    "dp_min_excess": 1.0,
+    "min_excess_requests": 1.0,
     "pd_transfer_share": 0.3,
     "pd_transfer_bound": 0.5,
     "pd_slow_link_bytes_s": 2e9,
@@ -557,7 +565,12 @@ def _at(threshold: float, inside: bool, below_fires: bool = False) -> float:
 
 
 def _check(field: str, t: Thresholds, value: float, inside: bool) -> None:
-    case = CASES[field]
+    cases = CASES[field]
+    for case in cases if isinstance(cases, tuple) else (cases,):
+        _check_case(case, field, t, value, inside)
+
+
+def _check_case(case: At, field: str, t: Thresholds, value: float, inside: bool) -> None:
     finding = RULES[case.rule].fn(case.evidence(value), t)
     if case.kind == "fires":
         assert (finding is not None) is inside, field
@@ -577,7 +590,8 @@ def _check(field: str, t: Thresholds, value: float, inside: bool) -> None:
 def test_rule_at_its_threshold(field: str, inside: bool) -> None:
     """5 % inside the pinned value fires, 5 % outside is quiet; and the rule reads the field:
     moved 20 % away, the value that was inside is outside."""
-    below = CASES[field].below_fires
+    cases = CASES[field]
+    below = (cases[0] if isinstance(cases, tuple) else cases).below_fires
     value = _at(PINNED[field], inside, below)
     _check(field, Thresholds(), value, inside)
     if inside:

@@ -279,8 +279,8 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         "dp.ranks",
     ),
     "application.replica_imbalance": (
-        {"fleet__replicas": 4, "fleet__imbalance": 2.5},
-        {"fleet__replicas": 4, "fleet__imbalance": 1.2},
+        {"fleet__replicas": 4, "fleet__imbalance": 2.5, "fleet__busiest_excess": 6.0},
+        {"fleet__replicas": 4, "fleet__imbalance": 1.2, "fleet__busiest_excess": 0.8},
         "fleet.replicas",
     ),
     "application.host_contention": (

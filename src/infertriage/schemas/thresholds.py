@@ -110,6 +110,11 @@ class Thresholds:
     stream_cut_fraction: float = 0.05
     # the busiest replica over the mean replica, as `metrics --prometheus` flags
     replica_imbalance: float = 1.5
+    # the floor under both load ratios (replicas, data-parallel ranks): uneven load is named
+    # only when the busiest one carries at least this many requests (running + waiting) more
+    # than the mean one; replicas or ranks that each hold a request or less (a light load
+    # split three ways) are mostly idle, and their ratio is a few arrivals' chance
+    min_excess_requests: float = 1.0
     # an error rate (or a 429 share) this high is the worst it gets (severity 1)
     error_rate_full: float = 0.10
 
@@ -159,12 +164,10 @@ class Thresholds:
     # the busiest data-parallel rank's running + waiting over the mean rank's; a bottleneck
     # when requests wait there while another rank has room, or when it runs at least
     # dp_busy_batch requests while another rank runs none (its GPUs idle). Uneven load short
-    # of those is named only when the busiest rank carries at least dp_min_excess requests
-    # more than the mean rank: ranks that each run a request or less (a light load split
-    # three ways) are mostly idle, and their ratio is a few arrivals' chance
+    # of those is named only when the busiest rank carries at least min_excess_requests
+    # more than the mean rank (see the application layer's)
     dp_imbalance: float = 1.5
     dp_busy_batch: float = 8.0
-    dp_min_excess: float = 1.0
     # prefill/decode disaggregation. Over RDMA (≥ 100 Gb/s, 12.5 GB/s) or NVLink a request's
     # KV (~0.1 MiB a token for an 8B model: 100 MiB for 1k tokens) crosses in ~10 ms, a few
     # percent of a first token that also waits for the prefill; the mean transfer at

@@ -5,8 +5,10 @@ deployment as the user or the twin's scenario gave it (model, GPU, tensor
 parallelism, interconnect, `max_num_seqs`, draft tokens) and, when a plan was
 computed, the roofline's figures at the measured batch; gives `config.*` and
 `plan.*` signals. A fleet read from Prometheus (raw/fleet.json) gives
-`fleet.replicas` and `fleet.imbalance`: the busiest replica's share of the
-work over the mean replica's, on the most uneven work figure.
+`fleet.replicas`, `fleet.imbalance` (the busiest replica's share of the work
+over the mean replica's, on the most uneven work figure) and
+`fleet.busiest_excess` (the most requests in flight on one replica over the
+mean replica's, so that a ratio of a few requests is not read as a routing fault).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ __all__ = ["config_signals", "fleet_signals"]
 
 # the fleet figures that measure work: how evenly the replicas share the load
 _WORK_FIGURES = ("tokens.generation rate", "requests.finished rate", "queue.running mean")
+# the fleet figures whose sum is a replica's requests in flight (running + waiting)
+_LOAD_FIGURES = ("queue.running mean", "queue.waiting mean")
 
 
 def _settings(
@@ -59,8 +63,27 @@ def config_signals(server_config: RunServerConfig, deployment: Deployment) -> li
     return out
 
 
+def _busiest_excess(fleet: Mapping[str, Any], instances: list[str]) -> float | None:
+    """The most requests in flight on one replica (its running + waiting, each a mean over the
+    window) less the mean replica's; None without a running figure. A replica the figures do
+    not list holds none."""
+    load = dict.fromkeys(instances, 0.0)
+    figures = [
+        figure
+        for figure in fleet.get("figures", [])
+        if f"{figure.get('name')} {figure.get('figure')}" in _LOAD_FIGURES
+    ]
+    if not any(figure.get("name") == "queue.running" for figure in figures):
+        return None
+    for figure in figures:
+        for value in figure.get("instances") or []:
+            load[value["instance"]] = load.get(value["instance"], 0.0) + float(value["mean"])
+    return max(load.values()) - sum(load.values()) / len(load)
+
+
 def fleet_signals(fleet: Mapping[str, Any]) -> list[Signal]:
-    """`fleet.replicas` and the worst `fleet.imbalance` among the work figures of a fleet view."""
+    """`fleet.replicas`, and the worst `fleet.imbalance` among the work figures of a fleet view
+    with the busiest replica's excess in requests (`fleet.busiest_excess`)."""
     instances = fleet.get("instances") or []
     if not instances:
         return []
@@ -76,4 +99,8 @@ def fleet_signals(fleet: Mapping[str, Any]) -> list[Signal]:
     if uneven:
         ratio, which = max(uneven)
         out.append(Signal("fleet.imbalance", ratio, "1", f"prometheus: {which}", span))
+    excess = _busiest_excess(fleet, [str(name) for name in instances])
+    if excess is not None:
+        source = "prometheus: queue.running + queue.waiting mean"
+        out.append(Signal("fleet.busiest_excess", excess, "requests", source, span))
     return out

@@ -337,10 +337,17 @@ def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("application.replica_imbalance", _L, ("fleet.replicas",))
+@rule("application.replica_imbalance", _L, ("fleet.replicas", "fleet.busiest_excess"))
 def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The busiest replica does far more of the work than the mean replica.
+
+    Named once it also holds `min_excess_requests` more requests in flight than the mean
+    replica: replicas that each hold a request or less are mostly idle, and their ratio is
+    a few arrivals' chance, not a load balancer's fault.
+    """
     ratio = ev.get("fleet.imbalance") or 0.0
-    if ratio < t.replica_imbalance:
+    excess = ev.get("fleet.busiest_excess") or 0.0
+    if ratio < t.replica_imbalance or excess < t.min_excess_requests:
         return None
     replicas = max(2.0, ev.get("fleet.replicas") or 2.0)
     return make_finding(
@@ -349,9 +356,16 @@ def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=ttft_missed(ev, t),
         severity=severity_above(ratio, t.replica_imbalance, replicas),
         explains=min(1.0, (ratio - 1.0) / (replicas - 1.0)),
-        title=f"one of {replicas:.0f} replicas does {ratio:.1f}× the mean replica's work",
+        title=(
+            f"one of {replicas:.0f} replicas does {ratio:.1f}× the mean replica's work "
+            f"({excess:.1f} requests in flight above the mean)"
+        ),
         evidence=ev,
-        used=(("fleet.imbalance", t.replica_imbalance), ("fleet.replicas", None)),
+        used=(
+            ("fleet.imbalance", t.replica_imbalance),
+            ("fleet.busiest_excess", t.min_excess_requests),
+            ("fleet.replicas", None),
+        ),
         explanation=(
             "The load balancer in front of the replicas spreads requests unevenly: the busiest "
             "replica queues while others idle, so the fleet's latency is that replica's."

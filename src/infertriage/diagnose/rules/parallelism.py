@@ -214,7 +214,7 @@ def dp_rank_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
     running, or its KV cache not full, and nothing waiting), or when the busiest runs a
     real batch (`dp_busy_batch`) while another rank runs nothing: the server's total
     looks healthy while one engine queues or carries the load of several. Milder
-    imbalance is a warning, once the busiest rank carries `dp_min_excess` requests more
+    imbalance is a warning, once the busiest rank carries `min_excess_requests` requests more
     than the mean rank (below it the ranks are mostly idle and the ratio is chance).
     """
     ranks, ratio = ev.get("dp.ranks") or 1.0, ev.get("dp.imbalance") or 1.0
@@ -225,7 +225,7 @@ def dp_rank_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
     stranded = busy.waiting >= 1 and idle.waiting < 1 and (idle.running < busy.running or kv_room)
     idle_gpus = idle.running + idle.waiting <= 0 and busy.running >= t.dp_busy_batch
     busy_load = busy.running + busy.waiting
-    if not (stranded or idle_gpus) and busy_load - busy_load / ratio < t.dp_min_excess:
+    if not (stranded or idle_gpus) and busy_load - busy_load / ratio < t.min_excess_requests:
         return None  # a request or less above the mean rank: chance, not a routing fault
     where = f"rank {busy.rank:.0f} ({busy.said()}) against rank {idle.rank:.0f} ({idle.said()})"
     if stranded:

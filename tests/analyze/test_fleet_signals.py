@@ -1,0 +1,51 @@
+"""analyze.signals.deployment.fleet_signals: a fleet view (raw/fleet.json) read into
+`fleet.*` signals, the busiest replica's excess in requests beside the ratio."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from infertriage.analyze.signals.deployment import fleet_signals
+from infertriage.collect.prometheus_api import FleetFigure, FleetView, InstanceValue
+
+
+def _figure(name: str, figure: str, means: dict[str, float]) -> FleetFigure:
+    instances = tuple(InstanceValue(i, m, m, 10) for i, m in means.items())
+    mean = sum(means.values()) / len(means)
+    return FleetFigure(name, figure, "1", "", instances, max(means.values()) / mean, False)
+
+
+def _view(*figures: FleetFigure) -> dict[str, object]:
+    """A fleet view as api.fleet writes it."""
+    view = FleetView("http://p", 'job="vllm"', "vllm", (0.0, 60.0), 1.0, ("a", "b", "c"), figures)
+    return dataclasses.asdict(view)
+
+
+def _signals(view: dict[str, object]) -> dict[str, float]:
+    return {s.name: s.value for s in fleet_signals(view)}
+
+
+def test_the_busiest_replicas_excess_is_its_running_and_waiting_over_the_mean() -> None:
+    running = _figure("queue.running", "mean", {"a": 6.0, "b": 2.0, "c": 1.0})
+    waiting = _figure("queue.waiting", "mean", {"a": 3.0, "b": 0.0})  # c queued nothing
+    signals = _signals(_view(running, waiting))
+    assert signals["fleet.replicas"] == 3
+    assert signals["fleet.imbalance"] == pytest.approx(6.0 / 3.0)
+    assert signals["fleet.busiest_excess"] == pytest.approx(9.0 - 12.0 / 3)
+
+
+def test_a_nearly_idle_fleet_has_an_uneven_ratio_and_no_excess() -> None:
+    """0.9 against 0.4 and 0.3 requests running: 1.7× the mean, 0.37 of a request above it."""
+    running = _figure("queue.running", "mean", {"a": 0.9, "b": 0.4, "c": 0.3})
+    signals = _signals(_view(running))
+    assert signals["fleet.imbalance"] > 1.5
+    assert signals["fleet.busiest_excess"] == pytest.approx(0.9 - 1.6 / 3)
+
+
+def test_no_running_figure_no_excess() -> None:
+    tokens = _figure("tokens.generation", "rate", {"a": 300.0, "b": 100.0, "c": 100.0})
+    signals = _signals(_view(tokens))
+    assert signals["fleet.imbalance"] == pytest.approx(1.8)
+    assert "fleet.busiest_excess" not in signals
