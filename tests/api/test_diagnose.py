@@ -137,4 +137,4 @@ def test_missing_trace_file_is_exit_2_before_any_load(
 ) -> None:
     args = ["diagnose", "--trace", str(tmp_path / "none.json"), "--out", str(tmp_path / "r")]
     assert main(args) == 2
-    assert "is not a file" in capsys.readouterr().err
+    assert "none.json does not exist" in capsys.readouterr().err

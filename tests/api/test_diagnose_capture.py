@@ -139,7 +139,7 @@ def test_a_server_that_refuses_to_profile_is_still_diagnosed(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--log", "/nonexistent/server.log"], "--log /nonexistent/server.log is not a file."),
+        (["--log", "/nonexistent/server.log"], "--log /nonexistent/server.log does not exist."),
         (["--profile", "1", "--profile-dir", "/nonexistent"], "is not a folder"),
         (["--profile", "0"], "--profile must be a positive number"),
         (["--prometheus", "nope", "--selector", 'job="x"'], "is not an http"),

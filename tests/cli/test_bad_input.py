@@ -228,6 +228,16 @@ CASES = [
     pytest.param(["compare"], "give BASE and RUN", id="compare nothing"),
     pytest.param(["compare", "--url", "{refused}"], "exactly two --url", id="compare one url"),
     pytest.param(["compare", "--store", "{folder}", "a", "b"], "no baseline", id="compare base"),
+    pytest.param(["baseline", "list", "--store", "{empty}"], "is a file, not a folder", id="store"),
+    pytest.param(["compare", "a", "b", "--store", "{empty}"], "a file, not a folder", id="cstore"),
+    # a symbolic link that leads nowhere is said to be one, not said to be missing
+    pytest.param(["trace", "{loop}"], "is a symbolic link loop", id="trace loop"),
+    pytest.param(["logs", "{loop}"], "is a symbolic link loop", id="logs loop"),
+    pytest.param([*DIAGNOSE, "--log", "{loop}"], "is a symbolic link loop", id="log loop"),
+    pytest.param([*DIAGNOSE, "--slo", "{loop}"], "is a symbolic link loop", id="slo loop"),
+    pytest.param(["diagnose", "--from-run", "{loop}"], "symbolic link loop", id="from-run loop"),
+    pytest.param(["compare", "{loop}", "{folder}"], "symbolic link loop", id="compare loop"),
+    pytest.param(["logs", "{dangling}"], "is a symbolic link to '", id="logs dangling"),
     pytest.param([*VALIDATE, "--markdown", "{missing}/x.md"], "does not exist", id="markdown"),
     pytest.param([*VALIDATE, "--markdown", "{folder}"], "is a folder", id="markdown folder"),
     # durations in other units and shapes
@@ -254,6 +264,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "cut_json": ("cut.json", b'{"traceEvents": [{"ph": "X", "name": "k"'),
     }
     found = {"folder": str(root / "folder"), "missing": str(root / "missing")}
+    (root / "loop.log").symlink_to(root / "loop.log")  # a link to itself
+    (root / "dangling.log").symlink_to(root / "gone.log")
+    found |= {"loop": str(root / "loop.log"), "dangling": str(root / "dangling.log")}
     for name, (filename, data) in made.items():
         (root / filename).write_bytes(data)
         found[name] = str(root / filename)

@@ -24,6 +24,7 @@ from pathlib import Path
 from infertriage.analyze.logs.source import LogSource
 from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
+from infertriage.schemas.inputs import why_missing
 
 __all__ = [
     "Listing",
@@ -132,6 +133,8 @@ def take_profiles(profile_dir: Path, before: Listing, run: RunDir) -> list[Path]
 
 def check_files(paths: Sequence[Path], flag: str) -> None:
     for path in paths:
+        if not path.exists():
+            raise UserError(f"{flag} {path} {why_missing(path)}.")
         if not path.is_file():
             raise UserError(f"{flag} {path} is not a file.")
 

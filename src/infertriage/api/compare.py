@@ -70,6 +70,7 @@ from infertriage.schemas import (
     UserError,
     write_json,
 )
+from infertriage.schemas.inputs import why_missing
 
 __all__ = [
     "CompareABSpec",
@@ -112,7 +113,7 @@ def _resolve(base: str, store: Path | None) -> RunDir:
     if path.exists():
         raise UserError(f"{base} is not a run directory (no run.json in it).")
     if "/" in base:  # a path, as no baseline name holds a '/'
-        raise UserError(f"{base} is not a run directory (it does not exist).")
+        raise UserError(f"{base} is not a run directory (it {why_missing(path)}).")
     return BaselineStore(store).get(base)
 
 

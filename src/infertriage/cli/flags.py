@@ -18,6 +18,7 @@ from typing import Any
 import typer
 
 from infertriage.cli.options import (
+    folder,
     gpu_name,
     http_url,
     new_file,
@@ -373,6 +374,7 @@ def store() -> Any:
         None,
         "--store",
         metavar="DIR",
+        callback=folder,
         help="Baseline store folder (default: $INFERTRIAGE_HOME/baselines or the data folder).",
     )
 

@@ -36,6 +36,7 @@ import typer
 
 from infertriage.net import strip_userinfo
 from infertriage.schemas import UserError, parse_duration
+from infertriage.schemas.inputs import why_missing
 
 if TYPE_CHECKING:
     from infertriage.workload import WorkloadSpec
@@ -124,6 +125,13 @@ def new_file(param: typer.CallbackParam, value: Path | None) -> Path | None:
     return value
 
 
+def folder(param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """A folder a command reads, or makes when absent (`--store`): a file there is no folder."""
+    if value is not None and value.exists() and not value.is_dir():
+        raise UserError(f"{_flag(param)} {value} is a file, not a folder.")
+    return value
+
+
 def arrival_spec(value: str) -> str:
     """`--arrival`: poisson, constant, gamma:B (B above 0) or ramp:R0 (R0 of 0 or more)."""
     from infertriage.workload import parse_arrivals  # noqa: PLC0415  # numpy: only when given
@@ -135,7 +143,7 @@ def arrival_spec(value: str) -> str:
 def _check_text_file(path: Path, flag: str) -> None:
     """A file a command reads later (after the server is reached): there, text, not empty."""
     if not path.exists():
-        raise UserError(f"{flag} {path} does not exist.")
+        raise UserError(f"{flag} {path} {why_missing(path)}.")
     if not path.is_file():
         raise UserError(f"{flag} {path} is not a file.")
     try:
@@ -156,6 +164,8 @@ def _check_text_file(path: Path, flag: str) -> None:
 def nonempty_files(param: typer.CallbackParam, value: list[Path]) -> list[Path]:
     """Files read after the load (`--trace`, `--log`): there, files, not empty."""
     for path in value:
+        if not path.exists():
+            raise UserError(f"{_flag(param)} {path} {why_missing(path)}.")
         if not path.is_file():
             raise UserError(f"{_flag(param)} {path} is not a file.")
         if path.stat().st_size == 0:

@@ -19,6 +19,7 @@ Every refusal is a `UserError` of one sentence naming the file.
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 import os
@@ -50,6 +51,7 @@ __all__ = [
     "quoted",
     "read_small_bytes",
     "read_small_text",
+    "why_missing",
 ]
 
 MAX_QUOTED_CHARS = 120  # of a value quoted in an error sentence
@@ -86,6 +88,19 @@ def _size(num_bytes: int) -> str:
     return f"{num_bytes >> 20} MiB" if num_bytes >= 1 << 20 else f"{num_bytes >> 10} KiB"
 
 
+def why_missing(path: Path) -> str:
+    """What to say of an input path that cannot be reached (`exists()` is False), after its
+    name: "does not exist", or where a symbolic link is there, why it leads nowhere."""
+    try:
+        path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symbolic link loop: it cannot be resolved"
+        if path.is_symlink():
+            return f"is a symbolic link to {quoted(os.readlink(path))}, which does not exist"
+    return "does not exist"
+
+
 def read_small_bytes(
     path: Path, name: str, max_bytes: int = MAX_YAML_BYTES, why: str = _NOT_OURS
 ) -> bytes:
@@ -96,7 +111,8 @@ def read_small_bytes(
     a folder, a FIFO (opening it would wait for a writer) or a device (/dev/zero never
     ends) is refused unread."""
     if not path.is_file():
-        raise UserError(f"{name} {'is not a regular file' if path.exists() else 'does not exist'}.")
+        said = "is not a regular file" if path.exists() else why_missing(path)
+        raise UserError(f"{name} {said}.")
     try:
         with path.open("rb") as stream:
             data = stream.read(max_bytes + 1)

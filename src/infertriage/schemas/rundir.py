@@ -37,6 +37,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from infertriage.schemas.errors import UserError
+from infertriage.schemas.inputs import why_missing
 from infertriage.schemas.recordjson import dumps as _dumps
 from infertriage.schemas.runinfo import RUN_SCHEMA, RunInfo, first_error, parse_run_info
 
@@ -411,6 +412,8 @@ class RunDir:
     @classmethod
     def open(cls, root: Path) -> RunDir:
         """An existing run directory; it must at least hold run.json."""
+        if not root.exists():
+            raise UserError(f"{root} is not a run directory (it {why_missing(root)}).")
         if not (root / "run.json").is_file():
             raise UserError(f"{root} is not a run directory (no run.json in it).")
         return cls(root)

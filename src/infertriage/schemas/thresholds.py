@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from infertriage.schemas.errors import UserError
-from infertriage.schemas.inputs import load_yaml, quoted, read_small_text
+from infertriage.schemas.inputs import load_yaml, quoted, read_small_text, why_missing
 from infertriage.schemas.units import parse_duration, parse_fraction
 
 __all__ = ["SloProfile", "Thresholds", "load_thresholds", "slo_file_keys"]
@@ -328,7 +328,7 @@ def _apply(base: Thresholds, items: Mapping[str, object], origin: str) -> Thresh
 
 def _read_file(path: Path, spec: str) -> object:
     if not path.exists():
-        raise UserError(f"SLO file {spec} does not exist.")
+        raise UserError(f"SLO file {spec} {why_missing(path)}.")
     text = read_small_text(path, f"SLO file {spec}")
     if not text.strip():
         raise UserError(f"SLO file {spec} is empty.")

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from infertriage.schemas import UserError
+from infertriage.schemas.inputs import why_missing
 from infertriage.workload.spec import SynthText, Turn
 
 __all__ = [
@@ -76,7 +77,8 @@ class LocalTokenizer:
                 "(pip install 'infertriage[tokenizers]')."
             ) from None
         if not path.is_file():
-            raise UserError(f"tokenizer file {path} does not exist.")
+            said = "is not a file" if path.exists() else why_missing(path)
+            raise UserError(f"tokenizer file {path} {said}.")
         try:
             self._tok: Any = tokenizers.Tokenizer.from_file(str(path))
         except Exception as err:  # the Rust side raises a bare Exception

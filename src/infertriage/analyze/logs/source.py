@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from infertriage.schemas import UserError
-from infertriage.schemas.inputs import GZIP_MAGIC, clip, open_gunzip
+from infertriage.schemas.inputs import GZIP_MAGIC, clip, open_gunzip, why_missing
 
 __all__ = ["MAX_LINE_BYTES", "MAX_LOG_BYTES", "LogSource", "too_long"]
 
@@ -60,7 +60,7 @@ class LogSource:
         self.num_lines = 0  # lines with text
         self.num_long_lines = 0  # lines cut at MAX_LINE_BYTES
         if not path.exists():
-            raise UserError(f"{path} does not exist.")
+            raise UserError(f"{path} {why_missing(path)}.")
         if not path.is_file():  # a folder; a FIFO, which would wait for a writer
             raise UserError(f"{path} is not a file.")
         try:

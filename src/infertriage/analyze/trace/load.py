@@ -19,7 +19,7 @@ from infertriage.analyze.trace.chrome import load_chrome
 from infertriage.analyze.trace.nsys import NSYS_REP_HINT, load_nsys
 from infertriage.analyze.trace.table import TraceTable
 from infertriage.schemas.errors import UserError
-from infertriage.schemas.inputs import GZIP_MAGIC
+from infertriage.schemas.inputs import GZIP_MAGIC, why_missing
 
 __all__ = ["load_traces"]
 
@@ -79,7 +79,7 @@ def _expand(paths: Sequence[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if not path.exists():
-            raise UserError(f"{path} does not exist.")
+            raise UserError(f"{path} {why_missing(path)}.")
         files.extend(_files_in(path) if path.is_dir() else [path])
     return files
 
