@@ -228,6 +228,9 @@ CASES = [
     pytest.param(["compare"], "give BASE and RUN", id="compare nothing"),
     pytest.param(["compare", "--url", "{refused}"], "exactly two --url", id="compare one url"),
     pytest.param(["compare", "--store", "{folder}", "a", "b"], "no baseline", id="compare base"),
+    # signals beside a run.json that does not parse: no run to compare with
+    pytest.param([*DIAGNOSE, "--compare-run", "{garbled_run}"], "run.json", id="compare-run"),
+    pytest.param([*DIAGNOSE, "--compare-run", "{stale_run}"], "schema 'x/0'", id="old compare-run"),
     pytest.param(["baseline", "list", "--store", "{empty}"], "is a file, not a folder", id="store"),
     pytest.param(["compare", "a", "b", "--store", "{empty}"], "a file, not a folder", id="cstore"),
     # a symbolic link that leads nowhere is said to be one, not said to be missing
@@ -264,6 +267,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "cut_json": ("cut.json", b'{"traceEvents": [{"ph": "X", "name": "k"'),
     }
     found = {"folder": str(root / "folder"), "missing": str(root / "missing")}
+    for name, info in (("garbled_run", "{not json"), ("stale_run", '{"schema": "x/0"}')):
+        (root / name).mkdir()
+        (root / name / "run.json").write_text(info)
+        signal = {"name": "client.throughput_tok_s", "value": 1.0, "unit": "tok/s"}
+        (root / name / "signals.jsonl").write_text(json.dumps(signal) + "\n")
+        found[name] = str(root / name)
     (root / "loop.log").symlink_to(root / "loop.log")  # a link to itself
     (root / "dangling.log").symlink_to(root / "gone.log")
     found |= {"loop": str(root / "loop.log"), "dangling": str(root / "dangling.log")}

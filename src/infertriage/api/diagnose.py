@@ -369,6 +369,7 @@ def _other_run_signals(other: Path) -> dict[str, float]:
     """The signals of the run `--compare-run` names; a clear error when it has none."""
     try:
         found = RunDir.open(other)
+        found.read_info()  # a run.json that does not parse is no run, whatever lies beside it
     except UserError as err:
         raise UserError(f"--compare-run: {err}") from err
     if not found.signals.is_file():
