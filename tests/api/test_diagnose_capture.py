@@ -136,6 +136,25 @@ def test_a_server_that_refuses_to_profile_is_still_diagnosed(
     assert "refused /start_profile (HTTP 404)" in captured.err
 
 
+def test_a_log_that_gives_no_evidence_is_a_note_and_the_run_stands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Read once the load is over: refusing it then would lose the load's measurements."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"\x00" * 65536)  # what logrotate's copytruncate leaves, and no line
+    out = tmp_path / "run"
+    with TwinProcess("healthy", load_time_s=0.2) as twin:
+        args = ["diagnose", "--url", twin.url, "--duration", "3", "--concurrency", "4",
+                "--workload", SHORT_OUTPUTS, "--log", str(log)]  # fmt: skip
+        code = main([*args, "--out", str(out), "--json"])
+    assert code == 0
+    captured = capsys.readouterr()
+    note = f"note: --log {log} has no line infertriage reads: it gave the map no evidence"
+    assert note in captured.err.splitlines()
+    assert json.loads(captured.out)["schema"] == "infertriage.diagnosis/v1"
+    assert (out / "diagnosis.json").is_file()
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

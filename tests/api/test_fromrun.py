@@ -123,8 +123,34 @@ def test_a_missing_log_is_refused_before_anything_is_written(
 ) -> None:
     missing = tmp_path / "none.log"
     assert main(["diagnose", "--from-run", str(stored), "--log", str(missing)]) == 2
-    assert "is not a file" in capsys.readouterr().err
+    assert "none.log does not exist" in capsys.readouterr().err
     assert not (stored / "raw" / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"\x00" * 65536, b"Traceback? no: a shell history\nls -l\ncd /tmp\n"],
+    ids=["only a NUL-filled hole", "no server's line"],
+)
+def test_a_log_infertriage_reads_no_line_of_adds_nothing_to_the_run(
+    stored: Path, tmp_path: Path, text: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The log is all `--log` adds to a recorded run: one that gives no evidence is refused, as
+    `infertriage logs` refuses it, where it was added without a word."""
+    log = tmp_path / "server.log"
+    log.write_bytes(text)
+    assert main(["diagnose", "--from-run", str(stored), "--log", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--log {log} has no line infertriage reads" in err[0], err
+    assert not (stored / "raw" / "logs").exists()
+
+
+def test_a_log_after_a_nul_filled_hole_is_read(stored: Path, tmp_path: Path) -> None:
+    """logrotate's copytruncate under a writer that goes on at its offset: NULs, then lines."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"\x00" * 65536 + (LOGS / "vllm_v1_incident.log").read_bytes())
+    assert main(["diagnose", "--from-run", str(stored), "--log", str(log), "--json"]) == 0
+    assert [p.name for p in (stored / "raw" / "logs").iterdir()] == ["00-server.log"]
 
 
 @pytest.mark.parametrize("flag", ["--trace", "--log"])

@@ -69,6 +69,28 @@ def test_log_option(trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert signals["trace.recompilations"]["source"] == "log"
 
 
+@pytest.mark.parametrize(
+    "text", [b"\x00" * 65536, b"ls -l\ncd /tmp\n"], ids=["NUL-filled", "no line read"]
+)
+def test_a_log_that_gives_no_evidence_counts_no_recompilation_and_says_so(
+    trace_file: Path, tmp_path: Path, text: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The traces are read whatever the log: a note on stderr, and the recompilations the
+    trace shows, where "0 recompilations" was read from a log of which infertriage reads no
+    line."""
+    log = tmp_path / "recompiles.log"
+    log.write_bytes(text)
+    assert main(["trace", str(trace_file), "--log", str(log), "--json"]) == 0
+    captured = capsys.readouterr()
+    note = f"--log {log} has no line infertriage reads: no recompilation was counted from it"
+    assert captured.err.strip() == f"note: {note}"
+    document = json.loads(captured.out)
+    assert document["notes"] == [note]
+    signals = {s["name"]: s for s in document["signals"]}
+    assert signals["trace.recompilations"]["source"] != "log"
+    assert "trace.recompile_limit_hits" not in signals
+
+
 def _bad_inputs(tmp_path: Path, trace_file: Path) -> list[tuple[Path, str]]:
     truncated = tmp_path / "cut.json.gz"
     truncated.write_bytes(trace_file.read_bytes()[:2000])

@@ -28,13 +28,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from infertriage.analyze.logs.records import FORMATS, OOM, clean_lines, stamp_of
+from infertriage.analyze.logs.records import (
+    FORMATS,
+    OOM,
+    clean_lines,
+    no_line_read,
+    reads_a_line,
+    stamp_of,
+)
+from infertriage.analyze.logs.source import LogSource
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
 from infertriage.engines import LogFormat, StatsLine
 from infertriage.schemas import Signal
 
-__all__ = ["ServerLog", "log_signals", "merge_log_signals", "parse_server_log"]
+__all__ = [
+    "ServerLog",
+    "log_signals",
+    "merge_log_signals",
+    "parse_server_log",
+    "reads_no_line",
+    "unread_log",
+]
 
 _FORMATS: tuple[LogFormat, ...] = FORMATS
 _PREEMPTED = tuple(f.preempted for f in _FORMATS if f.preempted is not None)
@@ -77,6 +93,24 @@ def _stats(line: str) -> StatsLine | None:
 def _peak(values: Sequence[float | None]) -> float | None:
     found = [v for v in values if v is not None]
     return max(found) if found else None
+
+
+def reads_no_line(path: Path) -> bool:
+    """Whether a log gives no evidence: no line an engine's format or torch's words know
+    (`LogRecord.recognised`, as `infertriage logs` reads them) and no recompilation. The
+    engines' check stops at the first line it reads; a NUL-filled hole (a file truncated
+    under a writer that goes on at its offset: logrotate's copytruncate) before lines it
+    reads is no matter."""
+    if reads_a_line(LogSource(path).lines()):
+        return False
+    recompiles = parse_recompile_log(LogSource(path).lines())
+    return not (recompiles.recompilations or recompiles.limit_hits)
+
+
+def unread_log(path: Path, flag: str = "--log") -> str | None:
+    """What a command says of a log given to `flag` that gives no evidence (`reads_no_line`),
+    as a clause without its stop; None when infertriage reads a line of it."""
+    return f"{flag} {no_line_read(str(path))}" if reads_no_line(path) else None
 
 
 def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) -> ServerLog:

@@ -10,7 +10,9 @@ the writes to finish. "Since the start" is what changed against a listing of the
 folder taken at `start()`, never a file time against this host's clock: the
 server's disk, or its clock, may disagree with ours. `keep_logs` copies the server's log files into
 raw/logs/ once the load is over, so the lines written during the run are in
-them; `read_log` reads one (plain or gzip) for the analysis.
+them, with a note for a log of which infertriage reads no line
+(`analyze.server_log.unread_log`: the run goes on, without its evidence);
+`read_log` reads one (plain or gzip) for the analysis.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infertriage.analyze.logs.source import LogSource
+from infertriage.analyze.server_log import unread_log
 from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 from infertriage.schemas.inputs import why_missing
@@ -139,8 +142,9 @@ def check_files(paths: Sequence[Path], flag: str) -> None:
             raise UserError(f"{flag} {path} is not a file.")
 
 
-def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
-    """Copy the server's logs into raw/logs/ (after the load: the run's lines are in them)."""
+def keep_logs(run: RunDir, logs: Sequence[Path]) -> list[str]:
+    """Copy the server's logs into raw/logs/ (after the load: the run's lines are in them);
+    a note for each that gives no evidence, since the load's measurements stand without it."""
     target = run.raw / "logs"
     target.mkdir(parents=True, exist_ok=True)
     for index, path in enumerate(logs):
@@ -148,6 +152,17 @@ def keep_logs(run: RunDir, logs: Sequence[Path]) -> None:
             shutil.copyfile(path, target / f"{index:02d}-{path.name}")
         except OSError as err:
             raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
+    return [note for note in map(_unread_note, logs) if note is not None]
+
+
+def _unread_note(path: Path) -> str | None:
+    """The note for a log that gives no evidence; None for one that does, and for one that
+    does not read at all: the analysis says why, once the run's run.json is written."""
+    try:
+        said = unread_log(path)
+    except UserError:
+        return None
+    return None if said is None else f"{said}: it gave the map no evidence"
 
 
 def read_log(path: Path) -> str:

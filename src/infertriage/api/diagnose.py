@@ -281,7 +281,7 @@ def _measure(target: Target, sweep: _Sweep, capture: Capture, interrupt: Interru
     notes = (list(window.notes) if window is not None else []) + loads.rejected
     if loads.profiling and window is not None:
         notes += _take_profiles(run, capture, window.before)
-    keep_logs(run, capture.logs)
+    notes += keep_logs(run, capture.logs)
     records = _records(run)
     main_name = _measured_level(records, loads, interrupted=interrupt.requested)
     over = loads.overload.levels[-1].name if loads.overload and loads.overload.levels else None

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from infertriage.analyze.server_log import unread_log
 from infertriage.api.capture import check_files
 from infertriage.api.runspans import add_given_spans
 from infertriage.api.specs import ClientSpec, DiagnoseSpec
@@ -94,6 +95,9 @@ def add_evidence(spec: DiagnoseSpec, run: RunDir) -> list[tuple[Path, Path]]:
         )
     check_files(spec.traces, "--trace")
     check_files(spec.logs, "--log")
+    unread = [said for said in map(unread_log, spec.logs) if said is not None]
+    if unread:  # the evidence is all --log adds to a recorded run
+        raise UserError(f"{unread[0]}: it would add no evidence to the run.")
     add_given_spans(spec.spans, run)  # --spans: a Collector's file export of the run's spans
     added: list[tuple[Path, Path]] = []
     for folder, paths in ((run.raw / "traces", spec.traces), (run.raw / "logs", spec.logs)):

@@ -26,6 +26,7 @@ from infertriage.analyze.logs import (
     LogRecord,
     formats_of,
     make_timeline,
+    no_line_read,
     pick_interval,
     read_records,
     seat_stats,
@@ -100,7 +101,7 @@ def _read_file(
     known = sum(1 for r in records if r.recognised)
     # an engine named: some line must be its own (torch's OOM words are every engine's)
     if not known or (engine is not None and not any(r.engine == engine for r in records)):
-        raise UserError(f"{path} has no line infertriage reads: it expects {_expected(formats)}.")
+        raise UserError(f"{no_line_read(str(path))}: it expects {_expected(formats)}.")
     if known < len(records):
         notes.append(f"{path}: {len(records) - known} of {len(records)} lines not recognised")
     return records, notes

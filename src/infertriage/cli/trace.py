@@ -11,6 +11,7 @@ from infertriage.api.trace import analyze_trace
 from infertriage.cli import flags
 from infertriage.cli.common import print_json
 from infertriage.report.trace import render_trace, trace_to_json
+from infertriage.schemas.text import show_controls
 
 
 def trace(
@@ -32,6 +33,8 @@ def trace(
     json_out: bool = flags.json_out(),
 ) -> None:
     report = analyze_trace(files, log=log, hta_convention=hta_convention)
+    for note in report.notes:
+        typer.echo(f"note: {show_controls(note)}", err=True)
     if json_out:
         print_json(trace_to_json(report))
     else:

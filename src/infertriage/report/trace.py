@@ -53,6 +53,7 @@ def trace_to_json(report: TraceReport) -> dict[str, object]:
         "paths": list(report.paths),
         "log": report.log_path,
         "hta_convention": report.hta_convention,
+        "notes": list(report.notes),
         "idle_host_ops": [{"name": n, "idle_s": s} for n, s in report.idle_host_ops],
         "graph_modules": [
             {

@@ -15,7 +15,9 @@ from infertriage.analyze.logs.records import (
     LogRecord,
     clean_lines,
     formats_of,
+    no_line_read,
     read_records,
+    reads_a_line,
     stamp_of,
 )
 from infertriage.analyze.logs.signals import timeline_signals
@@ -42,8 +44,10 @@ __all__ = [
     "clean_lines",
     "formats_of",
     "make_timeline",
+    "no_line_read",
     "pick_interval",
     "read_records",
+    "reads_a_line",
     "seat_stats",
     "stamp_of",
     "summarise_events",

@@ -38,7 +38,9 @@ __all__ = [
     "clean_lines",
     "engine_of_format",
     "formats_of",
+    "no_line_read",
     "read_records",
+    "reads_a_line",
     "stamp_of",
 ]
 
@@ -240,6 +242,17 @@ def _engine_of_line(
         if known or (form.recognises is not None and form.recognises.search(line)):
             return engine_of_format(form)
     return None
+
+
+def reads_a_line(lines: Iterable[str], formats: Sequence[LogFormat] = FORMATS) -> bool:
+    """Whether a format reads a record of the log (`LogRecord.recognised`); stops at the first."""
+    return any(_read(line, None, formats).recognised for line in _records_of(lines))
+
+
+def no_line_read(name: str) -> str:
+    """What is said of a log of which infertriage reads no line (a clause, without its stop):
+    `infertriage logs` refuses it, a run notes it and goes on."""
+    return f"{name} has no line infertriage reads"
 
 
 def read_records(

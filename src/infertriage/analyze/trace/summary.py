@@ -158,6 +158,7 @@ class TraceReport:
     idle_host_ops: tuple[tuple[str, float], ...] = ()  # host-starved idle (s) by host work
     graph_modules: tuple[GraphModule, ...] = ()  # CUDA-graph replays by launching module
     hta_convention: bool = False  # the last ProfilerStep left out, as HTA does
+    notes: tuple[str, ...] = ()  # what of the input gave nothing (a --log no line of is read)
 
     def signal(self, name: str) -> Signal | None:
         return next((s for s in self.signals if s.name == name), None)
