@@ -289,3 +289,55 @@ def test_the_queue_alert_is_raised_by_a_queue_that_grows_not_by_one_that_flicker
     (folder / "queue_test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
     tested = _promtool("test", "rules", "queue_test.yml", cwd=folder)
     assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
+
+
+@needs_promtool
+@pytest.mark.parametrize(
+    ("running", "raised"),
+    [((1, 0), False), ((9, 1), True)],
+    ids=["nearly idle: half a request above the mean", "four requests above the mean"],
+)
+def test_the_replica_imbalance_alert_needs_a_request_in_flight_above_the_mean_replica(
+    tmp_path: Path, running: tuple[int, int], raised: bool
+) -> None:
+    """Two replicas generating 40 and 10 tokens/s (1.6× the mean) for half an hour: uneven
+    only where the busiest holds `min_excess_requests` more in flight than the mean one; a
+    nearly idle fleet's ratio is a few arrivals' chance (as `application.replica_imbalance`
+    reads it), where the alert paged on it."""
+    config = make_monitor_config(VLLM, _limits(), Timing())
+    folder = _write(config, tmp_path)
+    alert = next(a for a in config.alerts if a.name == "InferTriageReplicaImbalance")
+    series = []
+    for name, tok_s, busy in (("a", 40, running[0]), ("b", 10, running[1])):
+        replica = f'job="vllm", instance="{name}:8000"'
+        series += [
+            {
+                "series": f"vllm:generation_tokens_total{{{replica}}}",
+                "values": f"0+{tok_s * 30}x60",
+            },
+            {"series": f"vllm:num_requests_running{{{replica}}}", "values": f"{busy}x60"},
+            {"series": f"vllm:num_requests_waiting{{{replica}}}", "values": "0x60"},
+        ]
+    expected = {
+        "exp_labels": {"job": "vllm", "severity": "warning", "layer": "application"},
+        "exp_annotations": alert_annotations(alert, "http://", "vllm"),
+    }
+    case = {
+        "interval": "30s",
+        "input_series": series,
+        "alert_rule_test": [
+            {
+                "eval_time": "28m",
+                "alertname": alert.name,
+                "exp_alerts": [expected] if raised else [],
+            }
+        ],
+    }
+    document = {
+        "rule_files": ["recording_rules.yml", "alert_rules.yml"],
+        "evaluation_interval": "30s",
+        "tests": [case],
+    }
+    (folder / "imbalance_test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
+    tested = _promtool("test", "rules", "imbalance_test.yml", cwd=folder)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]

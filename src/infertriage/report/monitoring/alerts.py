@@ -140,6 +140,10 @@ def _pressure(limits: AlertLimits, timing: Timing) -> list[Alert]:
 
 
 def _fleet(limits: AlertLimits, timing: Timing) -> list[Alert]:
+    # each replica's requests in flight over the window; a fleet of replicas that each hold a
+    # request or less is mostly idle, and its ratio a few arrivals' chance (as diagnose reads it)
+    window = duration(timing.rate_window_s)
+    load = f"avg_over_time({_R.RUNNING}[{window}]) + avg_over_time({_R.WAITING}[{window}])"
     made = [
         Alert(
             "InferTriageReplicaImbalance",
@@ -150,7 +154,11 @@ def _fleet(limits: AlertLimits, timing: Timing) -> list[Alert]:
             15 * _MIN,
             "one replica generates far more than the mean: the load balancer is uneven",
             "infertriage metrics --prometheus PROMETHEUS --selector 'job=\"$JOB\"'",
-            guard=f"and on (job) count by (job) ({_R.GENERATION_TOKENS}) > 1",
+            guard=(
+                f"and on (job) count by (job) ({_R.GENERATION_TOKENS}) > 1 "
+                f"and on (job) (max by (job) ({load}) - avg by (job) ({load})) "
+                f">= {limits.min_excess_requests:.6g}"
+            ),
             unit="× the mean",
         )
     ]

@@ -61,6 +61,7 @@ class AlertLimits:
     kv_full: float
     kv_leak_residue: float  # KV in use with nothing running
     replica_imbalance: float  # the busiest replica over the mean one
+    min_excess_requests: float  # in flight on the busiest replica over the mean one, at least
     min_throughput_tok_s: float  # 0: no baseline, no throughput alert
     origin: str = "defaults"
     # the monitoring's own: sustained growth of the queue, preemptions, the "util lies" pair
@@ -100,6 +101,7 @@ class AlertLimits:
             kv_full=t.kv_full,
             kv_leak_residue=t.kv_drain_residue,
             replica_imbalance=t.replica_imbalance,
+            min_excess_requests=t.min_excess_requests,
             min_throughput_tok_s=t.min_throughput_tok_s,
             origin=origin,
         )
