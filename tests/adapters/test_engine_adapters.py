@@ -78,6 +78,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.PREFIX_CACHING: "--enable-prefix-caching",
         Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
         Knob.EAGER: "--enforce-eager",
+        # an environment variable (vllm/envs.py; vllm/attention/selector.py reads it)
+        Knob.ATTENTION_BACKEND: "VLLM_ATTENTION_BACKEND",
         Knob.API_SERVERS: "--api-server-count",  # "How many API server processes to run."
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",
@@ -95,6 +97,8 @@ KNOBS: dict[str, dict[Knob, str]] = {
         Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
         Knob.TENSOR_PARALLEL: "--tp-size",
         Knob.EAGER: "--disable-cuda-graph",
+        Knob.CUDA_GRAPH_MAX_BATCH: "--cuda-graph-max-bs",
+        Knob.ATTENTION_BACKEND: "--attention-backend",
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",

@@ -34,6 +34,15 @@ HEALTHY: dict[str, float | None] = {
     "log.prompts_over_limit": 0.0,
     "log.prompt_limit_tokens": 8192.0,
     "log.kv_cache_short": 0.0,
+    # SGLang's decode lines: every step with requests running ran from CUDA graphs
+    "log.eager_decode_share": 0.0,
+    "log.eager_decode_batch": None,
+    "log.eager_decode_token_s": None,
+    # no attention fallback said at start-up
+    "log.attention_fallbacks": 0.0,
+    "log.attention_fallback_reason": None,
+    "log.attention_kept_fused": None,
+    "log.gpu_capability": None,
     "queue.waiting_share": 0.0,
     "pd.kv_transfer_mean_s": 0.005,
     "pd.kv_transfer_p95_s": 0.01,

@@ -450,6 +450,17 @@ CASES: dict[str, At | tuple[At, ...]] = {
         kind="bottleneck",
         shown="log.cache_miss_share",
     ),
+    "eager_decode_share": At(
+        "kernel.eager_decode", _ev()("log__eager_decode_share"), shown="log.eager_decode_share"
+    ),
+    # short eager steps make it a bottleneck (the ITL SLO met: 20 ms in the healthy evidence)
+    "eager_decode_token_s": At(
+        "kernel.eager_decode",
+        _ev(log__eager_decode_share=1.0)("log__eager_decode_token_s"),
+        below_fires=True,
+        kind="bottleneck",
+        shown="log.eager_decode_token_s",
+    ),
     "prefill_only_share": At(
         "scheduling.prefill_blocks_decode",
         _ev()("log__prefill_only_share"),
@@ -490,6 +501,8 @@ PINNED: dict[str, float] = {
     "comm_bound": 0.45,
     "comm_share": 0.3,
     "cuda_graph_fraction_on": 0.5,
+    "eager_decode_share": 0.5,
+    "eager_decode_token_s": 0.025,
     "engine_stuck_full_s": 300.0,
     "engine_stuck_s": 60.0,
     "engine_thread_busy": 0.95,

@@ -231,6 +231,26 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
         "log.prefill_only_share",
     ),
     "application.client_aborts": ({"log__aborted": 9}, {"log__aborted": 1}, "log.aborted"),
+    "kernel.eager_decode": (
+        {"log__eager_decode_share": 0.9, "log__eager_decode_token_s": 0.01},
+        {"log__eager_decode_share": 0.1},
+        "log.eager_decode_share",
+    ),
+    # the start-up's word alone: no per-step line nor trace judges it
+    "kernel.graphs_off": (
+        {
+            "config__cuda_graphs": 0,
+            "log__eager_decode_share": None,
+            "trace__cuda_graph_fraction": None,
+        },
+        {"config__cuda_graphs": 1, "log__eager_decode_share": None},
+        "config.cuda_graphs",
+    ),
+    "kernel.attention_fallback": (
+        {"log__attention_fallbacks": 1, "log__attention_fallback_reason": 1},
+        {"log__attention_fallbacks": 0},
+        "log.attention_fallbacks",
+    ),
     "memory.context_shift": (
         {"log__context_shifts": 3},
         {"log__context_shifts": 0},

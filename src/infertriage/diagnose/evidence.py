@@ -41,6 +41,11 @@ _SCALING = "compare with a run of the same service at another GPU count: `--comp
 _LOG = "pass the server's log: `--log FILE`"
 # a log was read and holds no line of this kind: engines log these only when they happen
 _NO_LINE = "no line of the log says it (the engine logs it only when it happens)"
+# only SGLang's decode stats lines say whether a step ran from CUDA graphs
+_NO_GRAPH_LINE = (
+    "no stats line of the log says whether decode ran in CUDA graphs (SGLang's `Decode "
+    "batch` lines do: `cuda graph: True/False`)"
+)
 _FLEET = "read a fleet's replicas from Prometheus: `--prometheus URL --selector SEL`"
 # vLLM observes a request's queue and prefill time when it finishes
 _AT_FINISH = (
@@ -193,6 +198,15 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
             "1", _LOG, _NO_LINE
         ),  # the engine: one request does not fit
         "queue.waiting_share": SignalDef("fraction", _LOG + " or `infertriage logs FILE`"),
+        # decode steps outside CUDA graphs, as the engine's per-step lines say (SGLang)
+        "log.eager_decode_share": SignalDef("fraction", _LOG, _NO_GRAPH_LINE),
+        "log.eager_decode_batch": SignalDef("requests", _LOG, _NO_GRAPH_LINE),
+        "log.eager_decode_token_s": SignalDef("s", _LOG, _NO_GRAPH_LINE),
+        # the flash-attention kernel left at start-up (vLLM's selector, TGI's flash import)
+        "log.attention_fallbacks": SignalDef("1", _LOG, _NO_LINE),
+        "log.attention_fallback_reason": SignalDef("code", _LOG, _NO_LINE),
+        "log.attention_kept_fused": SignalDef("bool", _LOG, _NO_LINE),
+        "log.gpu_capability": SignalDef("1", _LOG, _NO_LINE),
         # prefill/decode disaggregation: the KV cache moved between instances
         "pd.kv_transfer_mean_s": SignalDef("s", _LOG, _NO_LINE),
         "pd.kv_transfer_p95_s": SignalDef("s", _LOG, _NO_LINE),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from infertriage.engines.base import (
+    AttentionFallback,
     Endpoint,
     EngineAdapter,
     EventKind,
@@ -59,6 +60,7 @@ __all__ = [
     "TGI",
     "TRTLLM",
     "VLLM",
+    "AttentionFallback",
     "Endpoint",
     "EngineAdapter",
     "EventKind",

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any, Protocol
 
 from infertriage.engines.metrics import MetricTable
 
 __all__ = [
+    "AttentionFallback",
     "ConfigInMetrics",
     "ConfigReader",
     "Endpoint",
@@ -58,6 +59,8 @@ class Knob(StrEnum):
     PREFIX_CACHING = "prefix_caching"  # the flag that turns it on
     TENSOR_PARALLEL = "tensor_parallel"
     EAGER = "eager"  # the flag that turns CUDA graphs off
+    CUDA_GRAPH_MAX_BATCH = "cuda_graph_max_batch"  # the largest batch captured in a CUDA graph
+    ATTENTION_BACKEND = "attention_backend"  # the setting that picks the attention kernel
     API_SERVERS = "api_servers"  # how many API-server (HTTP, tokenizer) processes run
     STREAM_INTERVAL = "stream_interval"  # tokens the server gathers into one streamed chunk
     SKIP_TOKENIZER = "skip_tokenizer"  # token ids in and out: the client (de)tokenises
@@ -148,6 +151,24 @@ class EventKind(StrEnum):
     # expert parallelism's load balance over one step (vLLM EPLB's log): balancedness (the
     # mean EP rank's routed tokens over the busiest's), avg_tokens, max_tokens
     EXPERT_BALANCE = "expert_balance"
+    # at start-up the engine left its flash-attention kernel for a slower path: reason (an
+    # `AttentionFallback`), capability (the GPU's compute capability when the line says it:
+    # 7.5 for "7 5"), kept_fused (1: another fused kernel runs, vLLM's XFormers or TGI's
+    # Flash Attention V1; 0: no flash kernel at all, TGI's non-flash padded models), head_size
+    ATTENTION_FALLBACK = "attention_fallback"
+
+
+class AttentionFallback(IntEnum):
+    """Why an engine's start-up left its flash-attention kernel (an ATTENTION_FALLBACK
+    event's `reason`), most specific first."""
+
+    GPU = 1  # the GPU's compute capability has no such kernel (Volta, Turing)
+    DTYPE = 2  # the model's dtype is neither float16 nor bfloat16
+    KV_CACHE_DTYPE = 3  # an FP8 KV cache
+    BLOCK_SIZE = 4  # a KV block size the kernel does not take
+    SLIDING_WINDOW = 5  # the model's sliding window
+    HEAD_SIZE = 6  # a head size the kernel does not take
+    NOT_AVAILABLE = 7  # the kernel's package is missing or failed to import
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,7 +198,9 @@ def _read_stats(line: str) -> StatsLine | None:
     fields = _fields(line)
     if fields is None:
         return None
-    graph = _GRAPH.search(line)
+    # newer builds' prefill lines say `cuda graph: False` too (a prefill never replays the
+    # decode graphs): only a decode line says whether decode ran eagerly
+    graph = _GRAPH.search(line) if "Decode batch" in line else None
     rank = _DP_RANK.match(line)  # DP attention: each data-parallel rank logs its own batch
     return StatsLine(
         "sglang",
@@ -291,6 +293,8 @@ SGLANG = EngineAdapter(
         Knob.KV_CACHE_DTYPE: "--kv-cache-dtype",
         Knob.TENSOR_PARALLEL: "--tp-size",
         Knob.EAGER: "--disable-cuda-graph",
+        Knob.CUDA_GRAPH_MAX_BATCH: "--cuda-graph-max-bs",  # decode batches above it run eager
+        Knob.ATTENTION_BACKEND: "--attention-backend",
         Knob.API_SERVERS: "--tokenizer-worker-num",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",

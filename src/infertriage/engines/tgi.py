@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infertriage.engines.base import (
+    AttentionFallback,
     Endpoint,
     EngineAdapter,
     EventKind,
@@ -243,9 +244,39 @@ def _rejected(line: str) -> LogEvent | None:
     return LogEvent(EventKind.REJECTED)
 
 
+# server/text_generation_server/utils/flash_attn.py (commit 00e0d2d7): "GPU with CUDA capability
+# {major} {minor} is not supported for Flash Attention V2" (it then tries V1 and warns "Unable
+# to use Flash Attention V2: …"), "GPU with CUDA capability {major} {minor} is not supported"
+# (no flash kernel at all); models/__init__.py catches that ImportError as "Could not import
+# Flash Attention enabled models: {e}" and serves the non-flash (padded) model classes.
+_NO_FLASH_MODELS = "Could not import Flash Attention enabled models"
+_CAPABILITY = re.compile(
+    r"GPU with CUDA capability (\d+) (\d+) is not supported(?P<v2> for Flash Attention V2)?"
+)
+
+
+def _attention_fallback(line: str) -> LogEvent | None:
+    """The flash kernels refused at start-up: the GPU's capability, or their import failed."""
+    found = _CAPABILITY.search(line) if "GPU with CUDA capability" in line else None
+    no_models = _NO_FLASH_MODELS in line
+    if found is None and not no_models:
+        return None
+    if found is None:
+        values = {"reason": float(AttentionFallback.NOT_AVAILABLE), "kept_fused": 0.0}
+        return LogEvent(EventKind.ATTENTION_FALLBACK, values)
+    kept = found.group("v2") is not None and not no_models  # V2 refused, V1 serves
+    values = {
+        "reason": float(AttentionFallback.GPU),
+        "capability": int(found.group(1)) + int(found.group(2)) / 10,
+        "kept_fused": 1.0 if kept else 0.0,
+    }
+    return LogEvent(EventKind.ATTENTION_FALLBACK, values)
+
+
 def _read_events(line: str) -> tuple[LogEvent, ...]:
-    """What one TGI line says happened: a request finished or refused, a limit stated."""
-    found = (_request(line), _rejected(line), _config(line))
+    """What one TGI line says happened: a request finished or refused, a limit stated, the
+    flash-attention kernels refused."""
+    found = (_request(line), _rejected(line), _config(line), _attention_fallback(line))
     return tuple(event for event in found if event is not None)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infertriage.engines.base import (
+    AttentionFallback,
     Endpoint,
     EngineAdapter,
     EventKind,
@@ -457,8 +458,39 @@ def _expert_balance(line: str) -> tuple[LogEvent, ...]:
     return (LogEvent(EventKind.EXPERT_BALANCE, values),)
 
 
+# vllm/attention/selector.py `which_attn_to_use` (commit 68941ee0, v0.5; the same words later
+# in vllm/platforms/cuda.py, V0): "Cannot use FlashAttention-2 backend for Volta and Turing
+# GPUs." (then "Using XFormers backend."), "… for dtype other than torch.float16 or
+# torch.bfloat16.", "… for FP8 KV cache.", "… for block size not divisible by 16.", "… due to
+# sliding window.", "… for head size %d.", "… because the vllm_flash_attn package is not
+# found."; before (commit 00138596) "Cannot use FlashAttention backend for …". Each falls back
+# to XFormers, a fused memory-efficient kernel.
+_FLASH_LEFT = re.compile(r"Cannot use FlashAttention(?:-2)? backend (?P<why>.*)")
+_FLASH_WHY = (
+    ("Volta and Turing", AttentionFallback.GPU),
+    ("dtype other than", AttentionFallback.DTYPE),
+    ("FP8 KV cache", AttentionFallback.KV_CACHE_DTYPE),
+    ("block size", AttentionFallback.BLOCK_SIZE),
+    ("sliding window", AttentionFallback.SLIDING_WINDOW),
+    ("head size", AttentionFallback.HEAD_SIZE),
+    ("package is not found", AttentionFallback.NOT_AVAILABLE),
+)
+
+
+def _attention_fallback(line: str) -> tuple[LogEvent, ...]:
+    found = _FLASH_LEFT.search(line)
+    why = "" if found is None else found.group("why")
+    reason = next((r for words, r in _FLASH_WHY if words in why), None)
+    if reason is None:  # a reason these words do not name: no meaning read into it
+        return ()
+    values = {"reason": float(reason), "kept_fused": 1.0}
+    return (LogEvent(EventKind.ATTENTION_FALLBACK, values),)
+
+
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
+    if "Cannot use FlashAttention" in line:
+        return _attention_fallback(line)
     if "EPLB step: " in line:
         return _expert_balance(line)
     if "Aborted request" in line:  # the client closed the stream before the end
@@ -525,6 +557,8 @@ VLLM = EngineAdapter(
         Knob.PREFIX_CACHING: "--enable-prefix-caching",
         Knob.TENSOR_PARALLEL: "--tensor-parallel-size",
         Knob.EAGER: "--enforce-eager",
+        # an environment variable (vllm/envs.py), read by the attention selector above
+        Knob.ATTENTION_BACKEND: "VLLM_ATTENTION_BACKEND",
         Knob.API_SERVERS: "--api-server-count",
         Knob.STREAM_INTERVAL: "--stream-interval",
         Knob.SKIP_TOKENIZER: "--skip-tokenizer-init",

@@ -83,6 +83,12 @@ class Thresholds:
     # --- kernel layer ---
     # CUDA graphs are in use when at least this share of kernel time replays from graphs
     cuda_graph_fraction_on: float = 0.50
+    # decode stats lines (with requests running) that ran outside CUDA graphs: a finding at
+    # this share of them
+    eager_decode_share: float = 0.50
+    # and a bottleneck when those steps give a request a token this often or faster: one
+    # step's hundreds of host launches (µs each) are then a large share of it
+    eager_decode_token_s: float = 0.025
     # torch.compile recompilations: one is a finding, dynamo's default limit (8) is the worst
     recompilations: float = 1.0
     recompilations_full: float = 8.0

@@ -5,7 +5,8 @@ Takes `LogRecord`s (their `LogEvent`s, read by the engines' adapters); gives an
 `print_timing`), how often prompts were processed again from scratch or the
 context shifted, collectives that timed out, engine deaths, refusals, KV
 transfers between prefill and decode instances, preemptions an engine states
-as a count, and the configuration its start-up lines state. It also turns seat
+as a count, the configuration its start-up lines state, and the attention
+kernel it fell back from (the most specific reason its lines give). It also turns seat
 events (llama.cpp's slots taken and freed, tasks deferred) into the stats
 lines such an engine never prints (`seat_stats`), so that its queue is read
 like every other engine's.
@@ -87,6 +88,10 @@ class EventSummary:
     config: dict[str, float] = field(default_factory=dict)
     # values the server's own metrics code met that no state can have: kind → the worst
     metric_artefacts: dict[str, float] = field(default_factory=dict)
+    attention_fallbacks: int = 0  # lines saying the flash-attention kernel was left
+    # what they say together: the most specific reason, the capability, whether a fused
+    # kernel is kept (none kept if any line says so)
+    attention_fallback: dict[str, float] = field(default_factory=dict)
 
 
 def _merged_requests(events: Iterable[LogEvent]) -> list[dict[str, float]]:
@@ -120,6 +125,17 @@ def _request_times(events: Iterable[LogEvent]) -> RequestTimes:
     return RequestTimes(**{f.name: column(f.name) for f in dataclasses.fields(RequestTimes)})
 
 
+def _fallback(events: Sequence[LogEvent]) -> dict[str, float]:
+    """The attention fallbacks' lines said together (see `EventKind.ATTENTION_FALLBACK`)."""
+    said: dict[str, float] = {}
+    for event in sorted(events, key=lambda e: -(e.get("reason") or 0.0)):  # specific last
+        said.update(event.values)
+    kept = [k for e in events if (k := e.get("kept_fused")) is not None]
+    if kept:
+        said["kept_fused"] = min(kept)
+    return said
+
+
 def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
     """Every event of the records, counted and summed (see the module docstring)."""
     events = [e for r in records for e in r.events]
@@ -138,6 +154,7 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         for key, value in event.values.items():
             artefacts[key] = min(artefacts.get(key, value), value)  # the most negative
     transfers = of(EventKind.KV_TRANSFER)
+    fallbacks = of(EventKind.ATTENTION_FALLBACK)
     misses = of(EventKind.CACHE_MISS)
     limits = [limit for e in of(EventKind.REJECTED) if (limit := e.get("limit")) is not None]
     return EventSummary(
@@ -168,6 +185,8 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         ),
         config=config,
         metric_artefacts=artefacts,
+        attention_fallbacks=len(fallbacks),
+        attention_fallback=_fallback(fallbacks),
     )
 
 

@@ -6,7 +6,9 @@ with how fast the waiting line built up), the KV cache (`kv.usage_max` while
 requests waited, see `timeline`), preemptions where the engine logs them,
 out-of-memory errors, the longest stall (`log.engine_stuck_s`, when the lines
 say their throughput), torch.compile recompilations when logged, the prefix
-cache's hit rate and the speculative-decoding figures.
+cache's hit rate, the speculative-decoding figures, the decode steps that ran
+outside CUDA graphs (`log.eager_decode_*`, where the lines say it) and the
+attention kernel the engine fell back from (`log.attention_*`).
 """
 
 from __future__ import annotations
@@ -156,6 +158,12 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         out += signal("ep.balancedness_mean", mean, "fraction")
         out += signal("ep.balancedness_worst", min(balance), "fraction")
         out += signal("ep.hot_rank_ratio", 1.0 / mean, "1")
+    if events.attention_fallbacks:
+        said = events.attention_fallback
+        out += signal("log.attention_fallbacks", events.attention_fallbacks, "1")
+        out += signal("log.attention_fallback_reason", said.get("reason"), "code")
+        out += signal("log.attention_kept_fused", said.get("kept_fused"), "bool")
+        out += signal("log.gpu_capability", said.get("capability"), "1")
     config = dict(events.config)
     kv, length = config.get("kv_cache_tokens"), config.get("max_model_len")
     below = kv is not None and length is not None and kv < length  # "concurrency 0.45x"
@@ -222,6 +230,11 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
     out += _rank_signals(timeline)
     if timeline.recompilations:  # TORCH_LOGS=recompiles may be off: no line is no zero
         out += signal("trace.recompilations", timeline.recompilations, "1")
+    graphs = timeline.graph_use
+    if graphs is not None:
+        out += signal("log.eager_decode_share", graphs.eager_share, "fraction")
+        out += signal("log.eager_decode_batch", graphs.eager_batch, "requests")
+        out += signal("log.eager_decode_token_s", graphs.eager_token_s, "s")
     spec = timeline.spec
     if spec is not None:
         out += signal("spec.acceptance_rate", spec.acceptance_rate, "fraction")

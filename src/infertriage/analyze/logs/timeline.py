@@ -24,7 +24,11 @@ Choices the figures rest on:
   such line; an engine's watchdog that gave up (SGLang's `Scheduler watchdog
   timeout`) is a stall of its timeout, ending at its line;
 - V0 logs every preemption (and its running count: the count wins); V1 and
-  SGLang log none, so their silence is no zero.
+  SGLang log none, so their silence is no zero;
+- SGLang's decode lines say whether the step ran from CUDA graphs: of those
+  with requests running, the share that ran eagerly, and those lines' median
+  batch and time between a request's tokens (running / generation throughput:
+  per step, or per accepted token with speculative decoding).
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ from dataclasses import dataclass
 
 from infertriage.analyze.logs.events import EventSummary, summarise_events
 from infertriage.analyze.logs.records import LogRecord
+from infertriage.analyze.stats.distribution import describe
 from infertriage.analyze.trace.compiled import parse_recompile_log
 from infertriage.engines import StatsLine
 
 __all__ = [
+    "GraphUse",
     "Interval",
     "LogTimeline",
     "SpecSummary",
@@ -89,6 +95,17 @@ class SpecSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class GraphUse:
+    """The decode stats lines that say whether their step ran from CUDA graphs (SGLang's
+    `cuda graph: True/False`), those with requests running."""
+
+    num_lines: int
+    eager_share: float  # of them, the lines that ran eagerly (outside graphs)
+    eager_batch: float | None  # the eager lines' median requests running
+    eager_token_s: float | None  # their median time between a request's tokens
+
+
+@dataclass(frozen=True, slots=True)
 class LogTimeline:
     engine: str | None  # "vllm", "vllm-v0", "sglang"; None when no stats line was read
     interval_s: float
@@ -116,6 +133,7 @@ class LogTimeline:
     # each data-parallel engine's own lines (vLLM `Engine 001:`, SGLang `DP1`): at, rank,
     # running, waiting, KV use — the ranks apart, as the summed `stats` cannot show them
     rank_stats: tuple[tuple[float, int, float | None, float | None, float | None], ...] = ()
+    graph_use: GraphUse | None = None  # None: no line says whether decode ran in graphs
 
 
 def with_times(records: Sequence[LogRecord]) -> list[LogRecord]:
@@ -339,6 +357,25 @@ def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
     return paused / len(lines)
 
 
+def _graph_use(stats: Sequence[LogRecord]) -> GraphUse | None:
+    said = [
+        r.stats
+        for r in stats
+        if r.stats is not None and r.stats.cuda_graph is not None and (r.stats.running or 0) > 0
+    ]
+    if not said:
+        return None
+    eager = [s for s in said if not s.cuda_graph]
+    batch = describe([s.running for s in eager if s.running is not None])
+    token_s = describe([s.running / s.gen_tok_s for s in eager if s.running and s.gen_tok_s])
+    return GraphUse(
+        num_lines=len(said),
+        eager_share=len(eager) / len(said),
+        eager_batch=None if batch is None else batch.p50,
+        eager_token_s=None if token_s is None else token_s.p50,
+    )
+
+
 def _duplicates(records: Sequence[LogRecord]) -> set[int]:
     """Indices of records that repeat one before them word for word: a logger writing twice.
 
@@ -440,4 +477,5 @@ def make_timeline(
             for r in stats
             if r.stats is not None and r.stats.engine_index is not None
         ),
+        graph_use=_graph_use(stats),
     )

@@ -1,11 +1,16 @@
-"""diagnose, level 3: kernel-layer rules — launches, CUDA graphs, attention, recompiles, syncs."""
+"""diagnose, level 3: kernel-layer rules — launches, CUDA graphs, attention, recompiles, syncs.
+
+From a trace (`trace.*`), and from what the engine's own log says: decode steps that ran
+outside CUDA graphs (SGLang's per-step lines), graphs turned off at start-up, and an
+attention kernel the engine fell back from at start-up (vLLM's selector, TGI's flash import).
+"""
 
 from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above
-from infertriage.diagnose.symptom import engine_flag, slo_missed
-from infertriage.engines import Knob
+from infertriage.diagnose.symptom import engine_flag, itl_missed, slo_missed
+from infertriage.engines import AttentionFallback, Knob
 from infertriage.schemas import Finding, Layer, Thresholds
 
 _L = Layer.KERNEL
@@ -210,4 +215,188 @@ def short_kernels(ev: Evidence, t: Thresholds) -> Finding | None:
             "turn CUDA graphs on: drop `--enforce-eager` (vLLM) / `--disable-cuda-graph` (SGLang)",
             "fuse small ops (torch.compile, fused kernels)",
         ),
+    )
+
+
+def _eager_next_steps(ev: Evidence) -> tuple[str, ...]:
+    widen = engine_flag(ev, Knob.CUDA_GRAPH_MAX_BATCH)
+    batch = ev.get("log.eager_decode_batch")
+    at = "" if batch is None else f" (eager at {batch:.0f} requests)"
+    return (
+        _graphs_on(ev) + " if it is set",
+        (
+            f"capture graphs up to the running batch: raise `{widen}`{at}"
+            if widen
+            else f"capture graphs up to the running batch{at}"
+        ),
+        "confirm the cost with a trace (`--profile 5`): `kernel.launch_bound` measures the "
+        "GPU's idle time between launches",
+    )
+
+
+@rule("kernel.eager_decode", _L, ("log.eager_decode_share",))
+def eager_decode(ev: Evidence, t: Thresholds) -> Finding | None:
+    """Decode steps ran outside CUDA graphs, as the engine's own per-step lines say.
+
+    SGLang's `Decode batch` lines say `cuda graph: False` when a step ran eagerly: graphs
+    off (`--disable-cuda-graph`), a batch above the largest captured (`--cuda-graph-max-bs`),
+    or a mode with no graph captured. A finding when `eager_decode_share` of the lines with
+    requests running say so. A bottleneck only when those steps are short — a request's
+    tokens `eager_decode_token_s` apart or less (the lines' running / generation throughput)
+    — or the ITL SLO is missed: a step then pays its hundreds of host launches (µs each) as
+    a large share of its time. Longer steps (a large batch above the captured sizes, a large
+    model) amortise the launches: a warning. The lines state the mode, not the time lost, so
+    it explains half the step at most; a trace measures it (`kernel.launch_bound`).
+    """
+    share = ev.get("log.eager_decode_share") or 0.0
+    if share < t.eager_decode_share:
+        return None
+    token_s = ev.get("log.eager_decode_token_s")
+    batch = ev.get("log.eager_decode_batch")
+    short = token_s is not None and token_s <= t.eager_decode_token_s
+    bottleneck = short or itl_missed(ev, t)
+    at = "" if batch is None else f" at {batch:.0f} requests running"
+    every = "" if token_s is None else f", a token every {token_s * 1e3:.0f} ms per request"
+    return make_finding(
+        "kernel.eager_decode",
+        _L,
+        bottleneck=bottleneck,
+        severity=share,
+        explains=0.5 if bottleneck else 0.25,
+        title=f"{share:.0%} of the decode steps ran outside CUDA graphs{at}{every}",
+        evidence=ev,
+        used=(
+            ("log.eager_decode_share", t.eager_decode_share),
+            ("log.eager_decode_token_s", t.eager_decode_token_s),
+            ("log.eager_decode_batch", None),
+        ),
+        explanation=(
+            "Outside a CUDA graph the host launches every kernel of the step one by one; a "
+            "decode step's small kernels finish before the next launch arrives, so the GPU "
+            "waits on the CPU. The engine captures graphs only up to its largest captured "
+            "batch, and none with graphs turned off."
+        ),
+        next_steps=_eager_next_steps(ev),
+    )
+
+
+@rule("kernel.graphs_off", _L, ("config.cuda_graphs",))
+def graphs_off(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The server's start-up says CUDA graphs are off (`enforce_eager=True`,
+    `disable_cuda_graph=True`), and no per-step line or trace says what it cost.
+
+    Always a warning: many servers run eager and meet their SLOs (a debug setting left on,
+    a model whose graphs fail to capture); the setting alone is no sign of slowness. Per-step
+    lines (`kernel.eager_decode`) or a trace (`kernel.launch_bound`) judge it where present.
+    """
+    graphs = ev.get("config.cuda_graphs")
+    judged = ev.has("log.eager_decode_share") or ev.has("trace.cuda_graph_fraction")
+    if graphs is None or graphs >= 1 or judged:
+        return None
+    return make_finding(
+        "kernel.graphs_off",
+        _L,
+        bottleneck=False,
+        severity=0.6 if itl_missed(ev, t) else 0.3,
+        explains=0.2,
+        title="CUDA graphs are off (the server's start-up says so): every decode kernel is "
+        "launched from the host",
+        evidence=ev,
+        used=(("config.cuda_graphs", 1.0),),
+        explanation=(
+            "Without CUDA graphs each decode step pays a host launch per kernel; at small "
+            "batches that can be a large share of the step. The setting alone does not say "
+            "how much it cost here."
+        ),
+        next_steps=(
+            _graphs_on(ev),
+            "measure the cost: a trace (`--profile 5`) shows the GPU's idle time between "
+            "launches (`kernel.launch_bound`)",
+        ),
+    )
+
+
+# why the flash kernel was left (`AttentionFallback`), as a title says it
+_FALLBACK_WHY = {
+    AttentionFallback.GPU: "the GPU has no such kernel",
+    AttentionFallback.DTYPE: "the model's dtype is neither float16 nor bfloat16",
+    AttentionFallback.KV_CACHE_DTYPE: "the KV cache is FP8",
+    AttentionFallback.BLOCK_SIZE: "the KV block size is not one the kernel takes",
+    AttentionFallback.SLIDING_WINDOW: "the model uses a sliding window",
+    AttentionFallback.HEAD_SIZE: "the model's head size is not one the kernel takes",
+    AttentionFallback.NOT_AVAILABLE: "its package is missing or failed to import",
+}
+
+
+def _fallback_reason(ev: Evidence) -> AttentionFallback | None:
+    code = ev.get("log.attention_fallback_reason")
+    known = {float(member): member for member in AttentionFallback}
+    return None if code is None else known.get(code)
+
+
+def _fallback_why(ev: Evidence, reason: AttentionFallback | None) -> str:
+    capability = ev.get("log.gpu_capability")
+    if reason is AttentionFallback.GPU and capability is not None:
+        return f"the GPU's compute capability {capability:.1f} has no such kernel"
+    if reason is AttentionFallback.GPU:  # vLLM names the architectures, not the capability
+        return "a Volta or Turing GPU (compute capability below 8.0) has no such kernel"
+    return "the engine gave no reason" if reason is None else _FALLBACK_WHY[reason]
+
+
+def _fallback_steps(ev: Evidence, reason: AttentionFallback | None) -> tuple[str, ...]:
+    measure = (
+        "measure what it costs: a trace (`--profile 5`) gives the attention kernels' share "
+        "of a step"
+    )
+    if reason is AttentionFallback.GPU:
+        return (
+            "serve on a GPU with the fused kernel: FlashAttention-2 needs compute capability "
+            "8.0 or newer (Ampere, Ada, Hopper); TGI's flash models need 7.5 (Flash "
+            "Attention V1) or 8.0 (V2), as its supported-hardware page lists",
+            measure,
+        )
+    backend = engine_flag(ev, Knob.ATTENTION_BACKEND)
+    ruled_out = "what its line names" if reason is None else _FALLBACK_WHY[reason]
+    other = f" or pick another fused backend (`{backend}`)" if backend else ""
+    return (f"change what ruled the kernel out ({ruled_out}){other}", measure)
+
+
+@rule("kernel.attention_fallback", _L, ("log.attention_fallbacks",))
+def attention_fallback(ev: Evidence, t: Thresholds) -> Finding | None:
+    """The engine left its flash-attention kernel at start-up, as its log says.
+
+    vLLM's selector says "Cannot use FlashAttention-2 backend for Volta and Turing GPUs."
+    (or another reason) and runs XFormers, itself a fused kernel: attention is slower, the
+    rest of the step is not. TGI says "GPU with CUDA capability 7 0 is not supported" and
+    serves its non-flash model classes: padded batches, no paged attention, more memory.
+    A warning: the line states the kernel, not the time it cost, and a server on such a
+    GPU may meet its SLOs. A bottleneck only when the ITL SLO is missed (attention runs in
+    every decode step, so a slower kernel shows in the time between tokens); with no fused
+    kernel left it weighs more.
+    """
+    if (ev.get("log.attention_fallbacks") or 0.0) < 1:
+        return None
+    reason = _fallback_reason(ev)
+    why = _fallback_why(ev, reason)
+    fused = (ev.get("log.attention_kept_fused") or 0.0) >= 1
+    to = "another fused kernel" if fused else "non-flash attention (padded batches)"
+    return make_finding(
+        "kernel.attention_fallback",
+        _L,
+        bottleneck=itl_missed(ev, t),
+        severity=0.4 if fused else 0.7,
+        explains=0.3 if fused else 0.5,
+        title=f"attention fell back from the flash kernel to {to}: {why}",
+        evidence=ev,
+        used=(
+            ("log.attention_fallbacks", 0.0),
+            ("log.gpu_capability", None),
+            ("log.attention_kept_fused", None),
+        ),
+        explanation=(
+            "At start-up the engine found its flash-attention kernel unusable here and chose "
+            "a slower path: attention reads the KV cache less efficiently in every step, and "
+            "without a fused kernel it materialises the score matrix and pads the batch."
+        ),
+        next_steps=_fallback_steps(ev, reason),
     )

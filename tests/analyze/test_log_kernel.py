@@ -1,0 +1,194 @@
+"""The kernel layer read from a server's own log: decode steps outside CUDA graphs, graphs off
+at start-up, and the flash-attention kernel left at start-up.
+
+Every excerpt is written here, in the engines' own wordings, with numbers chosen here:
+- SGLang's decode stats line: python/sglang/srt/managers/scheduler.py /
+  scheduler_metrics_mixin.py (0.4–0.5) "Decode batch. #running-req: N, #token: T, token usage:
+  U, cuda graph: True|False, gen throughput (token/s): G, #queue-req: Q", stamped
+  "[YYYY-MM-DD HH:MM:SS TP0]" (the format `engines.sglang` documents);
+- vLLM's attention selector: vllm/attention/selector.py `which_attn_to_use` (commit 68941ee0):
+  "Cannot use FlashAttention-2 backend for Volta and Turing GPUs." then "Using XFormers
+  backend." (its other reasons, "… for FP8 KV cache.", "… for head size %d."), and
+  vllm/v1/engine/core.py's "Initializing a V1 LLM engine (v%s) with config: %s";
+- TGI's flash import: server/text_generation_server/utils/flash_attn.py (commit 00e0d2d7)
+  "GPU with CUDA capability {major} {minor} is not supported" and models/__init__.py
+  "Could not import Flash Attention enabled models: {e}", as TGI's launcher prints a shard's
+  warning ("… WARN shard-manager: text_generation_launcher: …").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infertriage.analyze.logs import read_records, summarise_events
+from infertriage.api.logs import LogTriage, triage_logs
+from infertriage.api.specs import LogsSpec
+from infertriage.engines import TGI, VLLM, AttentionFallback, EventKind
+from infertriage.schemas import Layer, Status
+
+_DECODE = (
+    "[2026-03-02 10:00:{s:02d} TP0] Decode batch. #running-req: {run}, #token: {tok}, "
+    "token usage: 0.{use:02d}, cuda graph: {graph}, gen throughput (token/s): {gen:.2f}, "
+    "#queue-req: 0"
+)
+
+
+def _decode(s: int, run: int, graph: bool, gen: float) -> str:
+    return _DECODE.format(s=s, run=run, tok=run * 300, use=run % 90, graph=graph, gen=gen)
+
+
+def _triage(tmp_path: Path, lines: list[str], name: str = "server.log") -> LogTriage:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return triage_logs(LogsSpec(files=(path,)))
+
+
+def _kernel(triage: LogTriage) -> dict[str, Status]:
+    return {f.id: f.status for f in triage.diagnosis.layer(Layer.KERNEL).findings}
+
+
+def test_sglang_decode_at_small_batches_outside_graphs_is_the_primary(tmp_path: Path) -> None:
+    # 32 requests at ~2,900 tokens/s: a token every 11 ms per request, every step eager
+    lines = [_decode(s, 32, False, 2900.0 + s) for s in range(0, 40, 4)]
+    triage = _triage(tmp_path, lines)
+    graphs = triage.timeline.graph_use
+    assert graphs is not None and graphs.num_lines == 10 and graphs.eager_share == 1.0
+    assert graphs.eager_batch == 32.0
+    assert graphs.eager_token_s == pytest.approx(32 / 2916.0, rel=0.01)
+    assert triage.diagnosis.primary is not None
+    assert triage.diagnosis.primary.finding == "kernel.eager_decode"
+    (finding,) = triage.diagnosis.layer(Layer.KERNEL).findings
+    assert "100% of the decode steps ran outside CUDA graphs at 32 requests" in finding.title
+    assert any("--cuda-graph-max-bs" in step for step in finding.next_steps)
+
+
+def test_a_few_eager_steps_among_graph_steps_are_no_finding(tmp_path: Path) -> None:
+    # the start-up line names the setting; decode ran in graphs but for two steps
+    lines = [
+        "[2026-03-02 09:59:00 TP0] server_args=ServerArgs(model_path='m', tp_size=1, "
+        "mem_fraction_static=0.88, disable_cuda_graph=False)",
+        *(_decode(s, 24, s not in (8, 20), 2400.0) for s in range(0, 40, 4)),
+    ]
+    triage = _triage(tmp_path, lines)
+    assert triage.timeline.graph_use is not None
+    assert triage.timeline.graph_use.eager_share == pytest.approx(0.2)
+    assert _kernel(triage) == {}
+    assert triage.diagnosis.primary is None
+
+
+def test_prefill_lines_saying_cuda_graph_false_are_not_eager_decode(tmp_path: Path) -> None:
+    # newer SGLang prefill lines end with "cuda graph: False": a prefill is never a decode
+    prefill = (
+        "[2026-03-02 10:00:{:02d}] Prefill batch, #new-seq: 2, #new-token: 578, #cached-token: "
+        "0, token usage: 0.00, #running-req: 1, #queue-req: 0, input throughput (token/s): "
+        "9610.84, cuda graph: False"
+    )
+    triage = _triage(tmp_path, [prefill.format(s) for s in (1, 2, 3)])
+    assert triage.timeline.graph_use is None
+    assert _kernel(triage) == {}
+
+
+def test_eager_steps_above_the_captured_batch_with_long_steps_are_a_warning(
+    tmp_path: Path,
+) -> None:
+    # 400 requests at 5,000 tokens/s: a token every 80 ms per request, the launches amortised
+    lines = [_decode(s, 400, False, 5000.0) for s in range(0, 40, 4)]
+    triage = _triage(tmp_path, lines)
+    assert _kernel(triage) == {"kernel.eager_decode": Status.WARNING}
+    assert triage.diagnosis.primary is None
+
+
+def test_graphs_off_at_start_up_with_a_healthy_log_is_only_a_warning(tmp_path: Path) -> None:
+    """vLLM run with --enforce-eager, nothing queued, nothing stalled: no primary."""
+    stats = (
+        "INFO 03-02 10:00:{:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 310.0 "
+        "tokens/s, Avg generation throughput: 420.0 tokens/s, Running: 6 reqs, Waiting: 0 reqs, "
+        "GPU KV cache usage: 8.1%, Prefix cache hit rate: 40.0%"
+    )
+    lines = [
+        "INFO 03-02 09:59:40 [core.py:61] Initializing a V1 LLM engine (v0.9.1) with config: "
+        "model='m', max_seq_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1, "
+        "enforce_eager=True, kv_cache_dtype=auto",
+        *(stats.format(s) for s in range(0, 60, 10)),
+    ]
+    triage = _triage(tmp_path, lines)
+    assert _kernel(triage) == {"kernel.graphs_off": Status.WARNING}
+    assert triage.diagnosis.primary is None
+
+
+VOLTA = (
+    "INFO 03-02 09:59:41 [selector.py:217] Cannot use FlashAttention-2 backend for Volta and "
+    "Turing GPUs."
+)
+XFORMERS = "INFO 03-02 09:59:41 [selector.py:129] Using XFormers backend."
+
+
+def test_vllm_selector_lines_are_attention_fallbacks_with_their_reason() -> None:
+    assert VLLM.log is not None and VLLM.log.read_events is not None
+    (event,) = VLLM.log.read_events(VOLTA)
+    assert event.kind is EventKind.ATTENTION_FALLBACK
+    assert event.values == {"reason": float(AttentionFallback.GPU), "kept_fused": 1.0}
+    head = (
+        "INFO 03-02 09:59:41 selector.py:150] Cannot use FlashAttention-2 backend for head size 72."
+    )
+    assert VLLM.log.read_events(head)[0].values["reason"] == AttentionFallback.HEAD_SIZE
+    fp8 = (
+        "INFO 03-02 09:59:41 selector.py:150] Cannot use FlashAttention-2 backend for FP8 KV cache."
+    )
+    assert VLLM.log.read_events(fp8)[0].values["reason"] == AttentionFallback.KV_CACHE_DTYPE
+    # the backend chosen is no fallback by itself (VLLM_ATTENTION_BACKEND=XFORMERS says it too)
+    assert VLLM.log.read_events(XFORMERS) == ()
+
+
+def test_a_vllm_log_on_a_turing_gpu_names_it_in_a_warning(tmp_path: Path) -> None:
+    stats = (
+        "INFO 03-02 10:00:{:02d} metrics.py:341] Avg prompt throughput: 0.0 tokens/s, Avg "
+        "generation throughput: 61.0 tokens/s, Running: 4 reqs, Swapped: 0 reqs, Pending: 0 "
+        "reqs, GPU KV cache usage: 3.0%, CPU KV cache usage: 0.0%."
+    )
+    triage = _triage(tmp_path, [VOLTA, XFORMERS, *(stats.format(s) for s in (0, 10, 20))])
+    assert _kernel(triage) == {"kernel.attention_fallback": Status.WARNING}
+    (finding,) = triage.diagnosis.layer(Layer.KERNEL).findings
+    assert "to another fused kernel" in finding.title
+    assert "Volta or Turing GPU (compute capability below 8.0)" in finding.title
+    assert triage.diagnosis.primary is None
+
+
+TGI_NO_FLASH = (
+    "2026-03-02T10:00:03.448329Z  WARN shard-manager: text_generation_launcher: Could not "
+    "import Flash Attention enabled models: GPU with CUDA capability 7 0 is not supported"
+)
+
+
+def test_tgi_on_a_volta_gpu_is_read_not_refused(tmp_path: Path) -> None:
+    assert TGI.log is not None and TGI.log.read_events is not None
+    (event,) = TGI.log.read_events(TGI_NO_FLASH)
+    assert event.values == {
+        "reason": float(AttentionFallback.GPU),
+        "capability": 7.0,
+        "kept_fused": 0.0,
+    }
+    triage = _triage(tmp_path, [TGI_NO_FLASH])
+    assert triage.engine == "tgi"
+    (finding,) = triage.diagnosis.layer(Layer.KERNEL).findings
+    assert finding.id == "kernel.attention_fallback" and finding.status is Status.WARNING
+    assert "non-flash attention" in finding.title and "capability 7.0" in finding.title
+
+
+def test_tgi_v2_refused_with_v1_kept_and_a_traceback_say_the_most_specific() -> None:
+    # a T4 (7.5): V2 refused, V1 serves; then an import that failed without a capability
+    lines = [
+        "2026-03-02T10:00:03.1Z  WARN text_generation_launcher: Unable to use Flash Attention "
+        "V2: GPU with CUDA capability 7 5 is not supported for Flash Attention V2",
+        "2026-03-02T10:00:04.1Z  WARN text_generation_launcher: Could not import Flash "
+        "Attention enabled models",
+    ]
+    summary = summarise_events(read_records("\n".join(lines), 0.0))
+    assert summary.attention_fallbacks == 2
+    assert summary.attention_fallback == {
+        "reason": float(AttentionFallback.GPU),
+        "capability": 7.5,
+        "kept_fused": 0.0,  # the flash models were not imported at all
+    }
