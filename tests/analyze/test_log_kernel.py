@@ -8,8 +8,9 @@ Every excerpt is written here, in the engines' own wordings, with numbers chosen
   "[YYYY-MM-DD HH:MM:SS TP0]" (the format `engines.sglang` documents);
 - vLLM's attention selector: vllm/attention/selector.py `which_attn_to_use` (commit 68941ee0):
   "Cannot use FlashAttention-2 backend for Volta and Turing GPUs." then "Using XFormers
-  backend." (its other reasons, "… for FP8 KV cache.", "… for head size %d."), and
-  vllm/v1/engine/core.py's "Initializing a V1 LLM engine (v%s) with config: %s";
+  backend." (its other reasons, "… for FP8 KV cache.", "… for head size %d."); V1's
+  vllm/attention/utils/fa_utils.py (commit 4d5ee6c6) "Cannot use FA version %d is not supported
+  due to %s"; and vllm/v1/engine/core.py's "Initializing a V1 LLM engine (v%s) with config: %s";
 - TGI's flash import: server/text_generation_server/utils/flash_attn.py (commit 00e0d2d7)
   "GPU with CUDA capability {major} {minor} is not supported" and models/__init__.py
   "Could not import Flash Attention enabled models: {e}", as TGI's launcher prints a shard's

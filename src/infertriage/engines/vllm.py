@@ -464,10 +464,15 @@ def _expert_balance(line: str) -> tuple[LogEvent, ...]:
 # torch.bfloat16.", "… for FP8 KV cache.", "… for block size not divisible by 16.", "… due to
 # sliding window.", "… for head size %d.", "… because the vllm_flash_attn package is not
 # found."; before (commit 00138596) "Cannot use FlashAttention backend for …". Each falls back
-# to XFormers, a fused memory-efficient kernel.
-_FLASH_LEFT = re.compile(r"Cannot use FlashAttention(?:-2)? backend (?P<why>.*)")
+# to XFormers, a fused memory-efficient kernel. V1: vllm/attention/utils/fa_utils.py (commit
+# 4d5ee6c6) "Cannot use FA version %d is not supported due to %s" (FA2's reason: "FA2 is only
+# supported on devices with compute capability >= 8"), then Triton or FlexAttention serves.
+_FLASH_LEFT = re.compile(
+    r"Cannot use (?:FlashAttention(?:-2)? backend|FA version 2 is not supported due to) (?P<why>.*)"
+)
 _FLASH_WHY = (
     ("Volta and Turing", AttentionFallback.GPU),
+    ("compute capability >= 8", AttentionFallback.GPU),
     ("dtype other than", AttentionFallback.DTYPE),
     ("FP8 KV cache", AttentionFallback.KV_CACHE_DTYPE),
     ("block size", AttentionFallback.BLOCK_SIZE),
@@ -489,7 +494,7 @@ def _attention_fallback(line: str) -> tuple[LogEvent, ...]:
 
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
-    if "Cannot use FlashAttention" in line:
+    if "Cannot use F" in line:
         return _attention_fallback(line)
     if "EPLB step: " in line:
         return _expert_balance(line)

@@ -366,7 +366,8 @@ def attention_fallback(ev: Evidence, t: Thresholds) -> Finding | None:
     """The engine left its flash-attention kernel at start-up, as its log says.
 
     vLLM's selector says "Cannot use FlashAttention-2 backend for Volta and Turing GPUs."
-    (or another reason) and runs XFormers, itself a fused kernel: attention is slower, the
+    (or another reason) and runs XFormers, itself a fused kernel (V1: "Cannot use FA version
+    2 is not supported due to …", then Triton or FlexAttention): attention is slower, the
     rest of the step is not. TGI says "GPU with CUDA capability 7 0 is not supported" and
     serves its non-flash model classes: padded batches, no paged attention, more memory.
     A warning: the line states the kernel, not the time it cost, and a server on such a
