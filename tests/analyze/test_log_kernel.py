@@ -19,11 +19,13 @@ Every excerpt is written here, in the engines' own wordings, with numbers chosen
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from infertriage.analyze.logs import read_records, summarise_events
+from infertriage.analyze.server_log import log_signals, parse_server_log
 from infertriage.api.logs import LogTriage, triage_logs
 from infertriage.api.specs import LogsSpec
 from infertriage.engines import TGI, VLLM, AttentionFallback, EventKind
@@ -34,6 +36,10 @@ _DECODE = (
     "token usage: 0.{use:02d}, cuda graph: {graph}, gen throughput (token/s): {gen:.2f}, "
     "#queue-req: 0"
 )
+
+
+def _unix(text: str) -> float:
+    return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
 
 
 def _decode(s: int, run: int, graph: bool, gen: float) -> str:
@@ -193,3 +199,17 @@ def test_tgi_v2_refused_with_v1_kept_and_a_traceback_say_the_most_specific() -> 
         "capability": 7.5,
         "kept_fused": 0.0,  # the flash models were not imported at all
     }
+
+
+def test_diagnose_log_reads_the_same_kernel_signals_start_up_before_the_window() -> None:
+    """`diagnose --log`: the decode lines within the run's window, the start-up's fallback
+    from before it (the server started before the run)."""
+    # the reader's test, engines mixed: TGI's start-up line, hours before the window
+    start_up = TGI_NO_FLASH.replace("2026-03-02T10:00:03", "2026-03-01T10:00:03")
+    lines = [start_up, *(_decode(s, 32, False, 2900.0) for s in range(0, 40, 4))]
+    window = (_unix("2026-03-02 10:00:00"), _unix("2026-03-02 10:00:40"))
+    log = parse_server_log("\n".join(lines), window)
+    assert log.graph_use is not None and log.graph_use.eager_share == 1.0
+    said = {s.name: s.value for s in log_signals(log, (0.0, 40.0))}
+    assert said["log.eager_decode_share"] == 1.0 and said["log.eager_decode_batch"] == 32.0
+    assert said["log.attention_fallbacks"] == 1 and said["log.gpu_capability"] == 7.0

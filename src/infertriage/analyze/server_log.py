@@ -13,7 +13,11 @@ time; gives a `ServerLog` and its signals. Read from the log:
 - vLLM V0's preemption warnings (`… is preempted by PreemptionMode.RECOMPUTE
   …`, with its cumulative count);
 - CUDA out-of-memory errors;
-- torch.compile recompilations (`TORCH_LOGS=recompiles` lines).
+- torch.compile recompilations (`TORCH_LOGS=recompiles` lines);
+- the decode lines that say whether the step ran from CUDA graphs (SGLang's
+  `cuda graph: False`), and the flash-attention kernel the engine left at
+  start-up (vLLM's selector, TGI's flash import: read from every line, since
+  the server started before the run's window).
 
 A line whose timestamp lies outside the window is left out (the log covers
 the server's whole life, the run only part of it): vLLM stamps
@@ -30,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from infertriage.analyze.logs.events import attention_fallback
 from infertriage.analyze.logs.records import (
     FORMATS,
     OOM,
@@ -38,9 +43,11 @@ from infertriage.analyze.logs.records import (
     reads_a_line,
     stamp_of,
 )
+from infertriage.analyze.logs.signals import kernel_signals
 from infertriage.analyze.logs.source import LogSource
+from infertriage.analyze.logs.timeline import GraphUse, graph_use
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
-from infertriage.engines import LogFormat, StatsLine
+from infertriage.engines import EventKind, LogEvent, LogFormat, StatsLine
 from infertriage.schemas import Signal
 
 __all__ = [
@@ -71,6 +78,8 @@ class ServerLog:
     preemptions: int
     oom_errors: int
     recompiles: RecompileLog
+    graph_use: GraphUse | None = None  # the window's decode lines that say graphs or not
+    attention_fallbacks: tuple[LogEvent, ...] = ()  # the whole log's (start-up precedes it)
 
 
 def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list[str]:
@@ -88,6 +97,17 @@ def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list
 def _stats(line: str) -> StatsLine | None:
     """The first engine's reading of one stats line."""
     return next((found for f in _FORMATS if (found := f.read_stats(line)) is not None), None)
+
+
+def _fallbacks(lines: Sequence[str]) -> tuple[LogEvent, ...]:
+    return tuple(
+        event
+        for line in lines
+        for form in _FORMATS
+        if form.read_events is not None
+        for event in form.read_events(line)
+        if event.kind is EventKind.ATTENTION_FALLBACK
+    )
 
 
 def _peak(values: Sequence[float | None]) -> float | None:
@@ -115,7 +135,8 @@ def unread_log(path: Path, flag: str = "--log") -> str | None:
 
 def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) -> ServerLog:
     """Read one log; `window_unix` keeps only the lines stamped within it (see the docstring)."""
-    lines = _in_window(clean_lines(text), window_unix)
+    every = clean_lines(text)
+    lines = _in_window(every, window_unix)
     stats = [s for s in map(_stats, lines) if s is not None]
     warned = sum(1 for line in lines if any(p.search(line) for p in _PREEMPTED))
     cumulative = [int(m.group(1)) for line in lines for p in _CUMULATIVE if (m := p.search(line))]
@@ -130,6 +151,8 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
         preemptions=preemptions,
         oom_errors=sum(1 for line in lines if OOM.search(line)),
         recompiles=parse_recompile_log(lines),
+        graph_use=graph_use(stats),
+        attention_fallbacks=_fallbacks(every),
     )
 
 
@@ -152,7 +175,8 @@ def log_signals(log: ServerLog, window_ts: tuple[float, float] | None = None) ->
     # vLLM V0 warns at every preemption; V1 and SGLang do not, so their silence is no zero.
     if log.engine == "vllm-v0" or log.preemptions:
         out += signal("preemptions.total", log.preemptions, "1")
-    return out
+    said = log.attention_fallbacks
+    return out + kernel_signals(log.graph_use, len(said), attention_fallback(said), signal)
 
 
 def merge_log_signals(measured: Sequence[Signal], from_log: Sequence[Signal]) -> list[Signal]:

@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from infertriage.analyze.logs.records import LogRecord
 from infertriage.engines import EventKind, LogEvent, StatsLine
 
-__all__ = ["EventSummary", "RequestTimes", "seat_stats", "summarise_events"]
+__all__ = [
+    "EventSummary",
+    "RequestTimes",
+    "attention_fallback",
+    "seat_stats",
+    "summarise_events",
+]
 
 _CONFIG_KEYS = (
     "max_num_seqs",
@@ -125,7 +131,7 @@ def _request_times(events: Iterable[LogEvent]) -> RequestTimes:
     return RequestTimes(**{f.name: column(f.name) for f in dataclasses.fields(RequestTimes)})
 
 
-def _fallback(events: Sequence[LogEvent]) -> dict[str, float]:
+def attention_fallback(events: Sequence[LogEvent]) -> dict[str, float]:
     """The attention fallbacks' lines said together (see `EventKind.ATTENTION_FALLBACK`)."""
     said: dict[str, float] = {}
     for event in sorted(events, key=lambda e: -(e.get("reason") or 0.0)):  # specific last
@@ -186,7 +192,7 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         config=config,
         metric_artefacts=artefacts,
         attention_fallbacks=len(fallbacks),
-        attention_fallback=_fallback(fallbacks),
+        attention_fallback=attention_fallback(fallbacks),
     )
 
 

@@ -14,10 +14,10 @@ attention kernel the engine fell back from (`log.attention_*`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from infertriage.analyze.logs.events import EventSummary
-from infertriage.analyze.logs.timeline import LogTimeline
+from infertriage.analyze.logs.timeline import GraphUse, LogTimeline
 from infertriage.analyze.signals.ranks import rank_signals
 from infertriage.analyze.stats.distribution import describe
 from infertriage.schemas import Sample, Signal
@@ -29,7 +29,7 @@ from infertriage.schemas.artefacts import (
     artefact_name,
 )
 
-__all__ = ["timeline_signals"]
+__all__ = ["Make", "kernel_signals", "timeline_signals"]
 
 _Row = tuple[float, float | None, float | None, float | None]  # at, running, waiting, kv
 
@@ -103,10 +103,11 @@ def _kv_when_waiting(rows: Sequence[_Row]) -> float | None:
     return max(queued) if queued else max(every) if every else None
 
 
-_Make = Callable[[str, float | None, str], list[Signal]]
+# a signal of the log, or none when its value is None
+Make = Callable[[str, float | None, str], list[Signal]]
 
 
-def _request_signals(events: EventSummary, signal: _Make) -> list[Signal]:
+def _request_signals(events: EventSummary, signal: Make) -> list[Signal]:
     """The engine's own request timings (TGI's router, llama.cpp's print_timing) as server.*"""
     out: list[Signal] = []
     times = events.requests
@@ -124,7 +125,7 @@ def _request_signals(events: EventSummary, signal: _Make) -> list[Signal]:
     return out
 
 
-def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
+def _event_signals(events: EventSummary, signal: Make) -> list[Signal]:
     """Counts of what the lines said happened; the configuration they stated."""
     started = max(events.seats_taken, events.requests.count)
     share = events.cache_misses / started if started else None
@@ -158,12 +159,6 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
         out += signal("ep.balancedness_mean", mean, "fraction")
         out += signal("ep.balancedness_worst", min(balance), "fraction")
         out += signal("ep.hot_rank_ratio", 1.0 / mean, "1")
-    if events.attention_fallbacks:
-        said = events.attention_fallback
-        out += signal("log.attention_fallbacks", events.attention_fallbacks, "1")
-        out += signal("log.attention_fallback_reason", said.get("reason"), "code")
-        out += signal("log.attention_kept_fused", said.get("kept_fused"), "bool")
-        out += signal("log.gpu_capability", said.get("capability"), "1")
     config = dict(events.config)
     kv, length = config.get("kv_cache_tokens"), config.get("max_model_len")
     below = kv is not None and length is not None and kv < length  # "concurrency 0.45x"
@@ -172,6 +167,24 @@ def _event_signals(events: EventSummary, signal: _Make) -> list[Signal]:
     for key, value in sorted(config.items()):
         out += signal(f"config.{key}", value, "1")
     return out + _request_signals(events, signal)
+
+
+def kernel_signals(
+    graphs: GraphUse | None, fallbacks: int, fallback: Mapping[str, float], signal: Make
+) -> list[Signal]:
+    """The kernel layer's figures a log says: decode steps outside CUDA graphs, and the
+    flash-attention kernel left at start-up (`fallback`: `events.attention_fallback`)."""
+    out: list[Signal] = []
+    if graphs is not None:
+        out += signal("log.eager_decode_share", graphs.eager_share, "fraction")
+        out += signal("log.eager_decode_batch", graphs.eager_batch, "requests")
+        out += signal("log.eager_decode_token_s", graphs.eager_token_s, "s")
+    if fallbacks:
+        out += signal("log.attention_fallbacks", fallbacks, "1")
+        out += signal("log.attention_fallback_reason", fallback.get("reason"), "code")
+        out += signal("log.attention_kept_fused", fallback.get("kept_fused"), "bool")
+        out += signal("log.gpu_capability", fallback.get("capability"), "1")
+    return out
 
 
 def _rank_signals(timeline: LogTimeline) -> list[Signal]:
@@ -230,11 +243,10 @@ def timeline_signals(timeline: LogTimeline) -> list[Signal]:
     out += _rank_signals(timeline)
     if timeline.recompilations:  # TORCH_LOGS=recompiles may be off: no line is no zero
         out += signal("trace.recompilations", timeline.recompilations, "1")
-    graphs = timeline.graph_use
-    if graphs is not None:
-        out += signal("log.eager_decode_share", graphs.eager_share, "fraction")
-        out += signal("log.eager_decode_batch", graphs.eager_batch, "requests")
-        out += signal("log.eager_decode_token_s", graphs.eager_token_s, "s")
+    events = timeline.events
+    out += kernel_signals(
+        timeline.graph_use, events.attention_fallbacks, events.attention_fallback, signal
+    )
     spec = timeline.spec
     if spec is not None:
         out += signal("spec.acceptance_rate", spec.acceptance_rate, "fraction")

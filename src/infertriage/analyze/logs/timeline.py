@@ -51,6 +51,7 @@ __all__ = [
     "LogTimeline",
     "SpecSummary",
     "Stall",
+    "graph_use",
     "make_timeline",
     "pick_interval",
     "with_times",
@@ -357,12 +358,9 @@ def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
     return paused / len(lines)
 
 
-def _graph_use(stats: Sequence[LogRecord]) -> GraphUse | None:
-    said = [
-        r.stats
-        for r in stats
-        if r.stats is not None and r.stats.cuda_graph is not None and (r.stats.running or 0) > 0
-    ]
+def graph_use(stats: Iterable[StatsLine]) -> GraphUse | None:
+    """What the decode lines say of CUDA graphs (see `GraphUse`); None when none says it."""
+    said = [s for s in stats if s.cuda_graph is not None and (s.running or 0) > 0]
     if not said:
         return None
     eager = [s for s in said if not s.cuda_graph]
@@ -477,5 +475,5 @@ def make_timeline(
             for r in stats
             if r.stats is not None and r.stats.engine_index is not None
         ),
-        graph_use=_graph_use(stats),
+        graph_use=graph_use(r.stats for r in stats if r.stats is not None),
     )
