@@ -5,9 +5,9 @@ short eager decode steps, or a missed ITL SLO, make a bottleneck."""
 
 from __future__ import annotations
 
-from infertriage.diagnose import RULES, Evidence
+from infertriage.diagnose import RULES, Evidence, diagnose_evidence
 from infertriage.engines import AttentionFallback
-from infertriage.schemas import Status, Thresholds
+from infertriage.schemas import Layer, Status, Thresholds
 
 from .evidence_helpers import make_evidence
 
@@ -71,3 +71,26 @@ def test_the_fallback_names_the_capability_and_a_real_next_step() -> None:
     sglang = Evidence(fp8.signals, "sglang")
     found = RULES["kernel.attention_fallback"].fn(sglang, t)
     assert found is not None and "--attention-backend" in found.next_steps[0]
+
+
+def test_eager_decode_lines_are_the_root_of_a_gpu_busy_not_computing() -> None:
+    # GPU util 97 %, SM active 60 %, SLOs missed (the seeds' case study, without its trace);
+    # the log says every decode step ran eagerly
+    busy = {
+        "gpu__util_mean": 0.97,
+        "gpu__sm_active_mean": 0.6,
+        "trace__cuda_graph_fraction": None,
+        "client__ttft_p95_s": 0.9,
+        **SLOW_ITL,
+    }
+    ev = make_evidence(**busy, log__eager_decode_share=1.0, log__eager_decode_token_s=0.08)
+    diagnosis = diagnose_evidence(ev, Thresholds())
+    assert diagnosis.primary is not None and diagnosis.primary.finding == "kernel.eager_decode"
+    chain = [link.finding for link in diagnosis.chain]
+    assert chain[:2] == ["kernel.eager_decode", "hardware.busy_not_computing"]
+    # the start-up's word alone is never the root: the miss stays unexplained, graphs off a
+    # candidate among the warnings
+    off = make_evidence(**busy, config__cuda_graphs=0, log__eager_decode_share=None)
+    diagnosis = diagnose_evidence(off, Thresholds())
+    assert diagnosis.primary is None and diagnosis.unexplained is not None
+    assert diagnosis.layer(Layer.KERNEL).status is Status.WARNING

@@ -44,6 +44,9 @@ CAUSES: dict[str, tuple[str, ...]] = {
         "scheduling.unbounded_queue",
     ),
     "kernel.launch_bound": ("hardware.busy_not_computing", "hardware.below_roofline"),
+    # the engine's own lines say the decode ran eagerly: the launch gaps a trace would show
+    # (a start-up setting alone, `kernel.graphs_off`, is never a cause: many run eager fine)
+    "kernel.eager_decode": ("hardware.busy_not_computing", "hardware.below_roofline"),
     "kernel.unfused_attention": ("hardware.below_roofline",),
     "application.frontend_saturated": (
         "application.client_vs_server_ttft",
