@@ -120,6 +120,39 @@ def test_vllm_v0_speculative_metrics_state_a_fraction() -> None:
     assert spec is not None and spec.acceptance_rate == 0.651
 
 
+def _sglang_acceptance(length: str, rate: str) -> float | None:
+    # scheduler_metrics_mixin.py's decode line with speculative decoding (figures filled in)
+    assert SGLANG.log is not None and SGLANG.log.read_spec is not None
+    spec = SGLANG.log.read_spec(
+        "[2025-12-04 20:35:53] Decode batch, #running-req: 48, #token: 3894, token usage: 0.05, "
+        f"accept len: {length}, accept rate: {rate}, cuda graph: True, gen throughput "
+        "(token/s): 5452.63, #queue-req: 0, "
+    )
+    assert spec is not None
+    return spec.acceptance_rate
+
+
+def test_sglang_accept_rate_is_read_as_the_share_of_drafts_accepted() -> None:
+    # two meanings under one wording: sgl-project/sglang@01bb3c8 divides accept len (the bonus
+    # token counted) by speculative_num_draft_tokens, later builds the drafts accepted by the
+    # drafts made ((len - 1) / (n - 1)), vLLM's meaning
+    assert _sglang_acceptance("1.00", "0.11") == 0.0  # no draft accepted (n = 9), in both
+    assert _sglang_acceptance("1.00", "0.00") == 0.0
+    # the older meaning at n = 4 and a true 30 %: 1.9 / 4 prints 0.47 or 0.48 (4 drafts is
+    # the only whole number that fits, the newer meaning fits none)
+    for printed in ("0.47", "0.48"):
+        found = _sglang_acceptance("1.90", printed)
+        assert found is not None and abs(found - 0.3) < 1e-9
+    # the newer meaning at n = 4 and 30 %: read as printed
+    assert _sglang_acceptance("1.90", "0.30") == 0.3
+    # both meanings fit a whole number (4 or 3 draft tokens): read as printed
+    assert _sglang_acceptance("2.00", "0.50") == 0.5
+    assert _sglang_acceptance("2.31", "0.44") == 0.44  # neither fits: as printed
+    assert SGLANG.log is not None and SGLANG.log.read_spec is not None
+    spec = SGLANG.log.read_spec("Decode batch. #running-req: 8, accept len: 2.10, gen throughput")
+    assert spec is not None and spec.acceptance_rate is None  # no rate printed: none made up
+
+
 def test_sglang_retraction_and_startup() -> None:
     # python/sglang/srt/managers/scheduler.py (0.4+) "KV cache pool is full. Retract requests.
     # #retracted_reqs: {}, #new_token_ratio: {:.4f} -> {:.4f}"

@@ -15,6 +15,7 @@ speculative decoding, accept length) and `Prefill batch.`, stamped
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -213,6 +214,42 @@ def _read_stats(line: str) -> StatsLine | None:
     )
 
 
+# "accept rate" has had two meanings under one wording: builds from its introduction count
+# the bonus token, accept len / speculative_num_draft_tokens (the verified tokens, the draft
+# tree's root among them: scheduler_metrics_mixin.py at sgl-project/sglang@01bb3c8), so a
+# step that accepts no draft reads 1/n; later builds count drafts only, (accept len − 1) /
+# (n − 1) ("pure_draft_accepted"), as vLLM's draft acceptance rate does. Both are printed
+# to two decimals.
+_HALF_CENT = 0.005
+
+
+def _integer_within(low: float, high: float) -> int | None:
+    """The one whole number of draft tokens (2 or more) in [low, high], if only one."""
+    found = [n for n in range(max(2, math.ceil(low)), math.floor(min(high, 1e3)) + 1)]
+    return found[0] if len(found) == 1 else None
+
+
+def _draft_acceptance(length: float, rate: float | None) -> float | None:
+    """The share of drafted tokens accepted (vLLM's meaning), from a line's accept len and
+    accept rate in either of SGLang's meanings (above): accept len 1.00 is no draft accepted
+    in both; otherwise the older meaning is taken only when it alone gives a whole number of
+    draft tokens for the printed figures, and the rate is read as printed in every other case."""
+    if rate is None:
+        return None
+    if length < 1.0 + _HALF_CENT:
+        return 0.0
+    if rate < 2 * _HALF_CENT:
+        return rate
+    low, high = rate - _HALF_CENT, rate + _HALF_CENT
+    bonus_counted = _integer_within((length - _HALF_CENT) / high, (length + _HALF_CENT) / low)
+    drafts_only = _integer_within(
+        1 + (length - 1 - _HALF_CENT) / high, 1 + (length - 1 + _HALF_CENT) / low
+    )
+    if bonus_counted is not None and drafts_only is None:
+        return min(1.0, (length - 1.0) / (bonus_counted - 1))
+    return rate
+
+
 def _read_spec(line: str) -> SpecLine | None:
     fields = _fields(line)
     if fields is None or "accept len" not in fields:
@@ -221,7 +258,7 @@ def _read_spec(line: str) -> SpecLine | None:
         mean_acceptance_length=fields["accept len"],
         accepted_tokens=None,
         drafted_tokens=None,
-        acceptance_rate=fields.get("accept rate"),
+        acceptance_rate=_draft_acceptance(fields["accept len"], fields.get("accept rate")),
     )
 
 
