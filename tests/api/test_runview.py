@@ -101,3 +101,28 @@ def test_a_run_whose_requests_were_all_cut_is_refused(
     with JsonlWriter(run.requests) as writer:
         writer.write(cut)
     _refused(run.root, capsys, "finished")
+
+
+def test_a_run_that_stored_a_renamed_or_retired_threshold_is_read(tmp_path: Path) -> None:
+    """A run.json whose spec names a threshold this version renamed (`dp_min_excess`, now
+    `min_excess_requests`) or no longer has is read with the rest (it was refused: "invalid
+    spec in run.json (unexpected keyword argument)"). The repository's bench run, copied,
+    its thresholds edited as such a version would have stored them."""
+    import shutil  # noqa: PLC0415
+
+    from infertriage.api.runview import run_spec  # noqa: PLC0415
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "runs" / "bench", run)
+    info_path = run / "run.json"
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    stored = dict(info["spec"]["thresholds"])
+    stored.pop("min_excess_requests", None)
+    stored["dp_min_excess"] = 2.5
+    stored["a_threshold_retired_since"] = 0.3
+    info["spec"]["thresholds"] = stored
+    info_path.write_text(json.dumps(info), encoding="utf-8")
+    spec = run_spec(RunDir.open(run).read_info())
+    assert spec is not None and spec.thresholds is not None
+    assert spec.thresholds.min_excess_requests == 2.5
+    assert main(["report", str(run), "--html", str(tmp_path / "page.html")]) == 0

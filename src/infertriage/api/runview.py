@@ -37,6 +37,7 @@ from infertriage.schemas import (
     UserError,
     ValidateRunInfo,
     ValidateSummary,
+    stored_thresholds,
 )
 
 __all__ = [
@@ -90,8 +91,12 @@ def run_spec(info: RunInfo) -> BenchSpec | DiagnoseSpec | ValidateSpec | None:
     model = _SPECS.get(info.command)
     if model is None or not info.spec:
         return None
+    spec: dict[str, object] = dict(info.spec)
+    stored = spec.get("thresholds")
+    if isinstance(stored, dict):  # as an earlier version may have named them
+        spec["thresholds"] = stored_thresholds(stored)
     try:
-        return model.model_validate(info.spec)
+        return model.model_validate(spec)
     except ValidationError as err:
         raise UserError(f"invalid spec in run.json ({err.errors()[0]['msg'].lower()}).") from err
 

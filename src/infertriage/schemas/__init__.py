@@ -78,7 +78,12 @@ if TYPE_CHECKING:
         parse_run_info,
         run_info_schema,
     )
-    from infertriage.schemas.thresholds import SloProfile, Thresholds, load_thresholds
+    from infertriage.schemas.thresholds import (
+        SloProfile,
+        Thresholds,
+        load_thresholds,
+        stored_thresholds,
+    )
     from infertriage.schemas.units import (
         GB,
         GIB,
@@ -172,6 +177,7 @@ __all__ = [
     "read_json",
     "read_jsonl",
     "run_info_schema",
+    "stored_thresholds",
     "validity_check",
     "write_json",
 ]
@@ -244,6 +250,7 @@ __getattr__ = lazy_exports(
         "SloProfile": "infertriage.schemas.thresholds",
         "Thresholds": "infertriage.schemas.thresholds",
         "load_thresholds": "infertriage.schemas.thresholds",
+        "stored_thresholds": "infertriage.schemas.thresholds",
         "GB": "infertriage.schemas.units",
         "GIB": "infertriage.schemas.units",
         "MIB": "infertriage.schemas.units",

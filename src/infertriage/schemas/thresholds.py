@@ -18,7 +18,7 @@ from infertriage.schemas.errors import UserError
 from infertriage.schemas.inputs import load_yaml, quoted, read_small_text, why_missing
 from infertriage.schemas.units import parse_duration, parse_fraction
 
-__all__ = ["SloProfile", "Thresholds", "load_thresholds", "slo_file_keys"]
+__all__ = ["SloProfile", "Thresholds", "load_thresholds", "slo_file_keys", "stored_thresholds"]
 
 
 class SloProfile(StrEnum):
@@ -305,6 +305,19 @@ _EXPECTED: dict[object, str] = {
     _rate: "tokens/s, 0 or more",
     SloProfile: "interactive or batch",
 }
+
+
+# thresholds renamed since a run.json could store them: the old name → the new one
+_RENAMED = {"dp_min_excess": "min_excess_requests"}
+
+
+def stored_thresholds(items: Mapping[str, object]) -> dict[str, object]:
+    """A run's stored thresholds as this version names them: a renamed one under its new
+    name, one this version no longer has left out (its rules read the others). A run of an
+    earlier version is read, not refused for a field it could not know would change."""
+    known = {f.name for f in dataclasses.fields(Thresholds)}
+    renamed = {_RENAMED.get(key, key): value for key, value in items.items()}
+    return {key: value for key, value in renamed.items() if key in known}
 
 
 def slo_file_keys() -> dict[str, str]:
