@@ -1,5 +1,6 @@
 """analyze.signals.deployment.fleet_signals: a fleet view (raw/fleet.json) read into
-`fleet.*` signals, the busiest replica's excess in requests beside the ratio."""
+`fleet.*` signals, the busiest replica's excess in requests and the chance of its request
+count under an even split beside the ratio."""
 
 from __future__ import annotations
 
@@ -29,11 +30,18 @@ def _signals(view: dict[str, object]) -> dict[str, float]:
 
 def test_the_busiest_replicas_excess_is_its_running_and_waiting_over_the_mean() -> None:
     running = _figure("queue.running", "mean", {"a": 6.0, "b": 2.0, "c": 1.0})
-    waiting = _figure("queue.waiting", "mean", {"a": 3.0, "b": 0.0})  # c queued nothing
+    waiting = _figure("queue.waiting", "mean", {"a": 3.0, "b": 0.0})  # c has no waiting series
     signals = _signals(_view(running, waiting))
     assert signals["fleet.replicas"] == 3
     assert signals["fleet.imbalance"] == pytest.approx(6.0 / 3.0)
     assert signals["fleet.busiest_excess"] == pytest.approx(9.0 - 12.0 / 3)
+
+
+def test_the_excess_is_over_the_replicas_the_running_figure_lists() -> None:
+    """Two of four replicas listed (the others' series lost): their own mean, not one
+    diluted by replicas that count as idle."""
+    running = _figure("queue.running", "mean", {"a": 2.0, "b": 2.0})
+    assert _signals(_view(running))["fleet.busiest_excess"] == pytest.approx(0.0)
 
 
 def test_a_nearly_idle_fleet_has_an_uneven_ratio_and_no_excess() -> None:
@@ -49,3 +57,18 @@ def test_no_running_figure_no_excess() -> None:
     signals = _signals(_view(tokens))
     assert signals["fleet.imbalance"] == pytest.approx(1.8)
     assert "fleet.busiest_excess" not in signals
+
+
+def test_an_even_split_of_many_requests_is_not_skewed_and_an_eight_to_one_split_is() -> None:
+    """The window is 60 s: 1.0 / 0.95 / 1.05 requests a second is 60 / 57 / 63 requests,
+    an even split's chance; 1.5 / 0.2 / 0.2 (90 / 12 / 12) is not."""
+    even = _figure("requests.finished", "rate", {"a": 1.0, "b": 0.95, "c": 1.05})
+    assert _signals(_view(even))["fleet.routing_chance"] > 0.5
+    skewed = _figure("requests.finished", "rate", {"a": 1.5, "b": 0.2, "c": 0.2})
+    assert _signals(_view(skewed))["fleet.routing_chance"] < 1e-6
+
+
+def test_a_few_requests_are_chance_whatever_their_split() -> None:
+    """3 requests in 60 s, all on one replica of three: 3 · (1/3)³ = 0.11."""
+    few = _figure("requests.finished", "rate", {"a": 0.05, "b": 0.0, "c": 0.0})
+    assert _signals(_view(few))["fleet.routing_chance"] == pytest.approx(3 * (1 / 3) ** 3)

@@ -81,3 +81,38 @@ def test_fleet_imbalance_between_replicas(
     assert "imbalanced: tokens.generation rate" in capsys.readouterr().out
     assert main(["metrics", "--prometheus", url]) == 2
     assert "--selector" in capsys.readouterr().err
+
+
+def _two_engine_cores(server: Any, base: str, running: tuple[float, float]) -> None:
+    """A replica with data parallelism 2: vLLM's running gauge once per engine core
+    (`engine="0"`, `engine="1"`), the capture's line made two (how it is made: the capture's
+    `vllm:num_requests_running{model_name=…}` line given an engine label and repeated)."""
+    line = next(x for x in base.splitlines() if x.startswith("vllm:num_requests_running{"))
+    cores = "\n".join(
+        line.replace("{", f'{{engine="{core}",', 1).rsplit(" ", 1)[0] + f" {value}"
+        for core, value in enumerate(running)
+    )
+    server.set("/metrics", make=lambda: (200, base.replace(line, cores)))
+
+
+def test_a_replicas_requests_in_flight_are_summed_over_its_engine_cores(
+    tmp_path: Path,
+    make_live_server,
+    shared_fixture,  # type: ignore[no-untyped-def]
+) -> None:
+    """Two replicas of two engine cores each, 5 + 4 and 1 + 0 requests running: each
+    replica's figure is its cores' sum (9 and 1), not their mean (4.5 and 0.5)."""
+    if PROMETHEUS is None:
+        pytest.skip("the prometheus binary is absent (Debian: apt-get install prometheus)")
+    base = shared_fixture("metrics/vllm.txt").read_text()
+    busy, idle = make_live_server(), make_live_server()
+    _two_engine_cores(busy, base, (5.0, 4.0))
+    _two_engine_cores(idle, base, (1.0, 0.0))
+    targets = [f"127.0.0.1:{busy.port}", f"127.0.0.1:{idle.port}"]
+    with running_prometheus(tmp_path, targets) as url:
+        time.sleep(2.5)  # five scrapes of each replica
+        view = fleet_metrics(
+            FleetSpec(prometheus_url=url, selector='job="vllm"', window_s=2.0, step_s=0.5)
+        )
+    running = next(f for f in view.figures if f.name == "queue.running")
+    assert sorted(i.mean for i in running.instances) == pytest.approx([1.0, 9.0])

@@ -75,6 +75,7 @@ HEALTHY: dict[str, float | None] = {
     "fleet.replicas": 1.0,
     "fleet.imbalance": 1.0,
     "fleet.busiest_excess": 0.0,
+    "fleet.routing_chance": 1.0,
     "client.ttft_p50_s": 0.05,
     "client.ttft_p95_s": 0.12,
     "client.itl_p50_s": 0.01,

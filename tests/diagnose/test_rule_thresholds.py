@@ -251,6 +251,14 @@ CASES: dict[str, At | tuple[At, ...]] = {
             shown="fleet.busiest_excess",
         ),
     ),
+    "routing_chance_max": At(
+        "application.replica_imbalance",
+        _ev(fleet__replicas=4, fleet__imbalance=2.0, fleet__busiest_excess=0.5)(
+            "fleet__routing_chance"
+        ),
+        below_fires=True,
+        shown="fleet.routing_chance",
+    ),
     "dp_busy_batch": At(
         "parallelism.dp_rank_imbalance",
         _ev(**{**DP_EVEN, "dp__imbalance": 2.0, "dp__idlest_running": 0})("dp__busiest_running"),
@@ -561,6 +569,7 @@ PINNED: dict[str, float] = {
     "recompilations": 1.0,
     "recompilations_full": 8.0,
     "replica_imbalance": 1.5,
+    "routing_chance_max": 0.01,
     "roofline_efficiency": 0.5,
     "scaling_no_plan": 0.7,
     "scaling_of_plan": 0.8,

@@ -293,12 +293,16 @@ def test_the_queue_alert_is_raised_by_a_queue_that_grows_not_by_one_that_flicker
 
 @needs_promtool
 @pytest.mark.parametrize(
-    ("running", "raised"),
-    [((1, 0), False), ((9, 1), True)],
-    ids=["nearly idle: half a request above the mean", "four requests above the mean"],
+    ("running", "raised", "waiting_series"),
+    [((1, 0), False, True), ((9, 1), True, True), ((9, 1), True, False)],
+    ids=[
+        "nearly idle: half a request above the mean",
+        "four requests above the mean",
+        "four above the mean, no waiting series: waits for nothing",
+    ],
 )
 def test_the_replica_imbalance_alert_needs_a_request_in_flight_above_the_mean_replica(
-    tmp_path: Path, running: tuple[int, int], raised: bool
+    tmp_path: Path, running: tuple[int, int], raised: bool, waiting_series: bool
 ) -> None:
     """Two replicas generating 40 and 10 tokens/s (1.6× the mean) for half an hour: uneven
     only where the busiest holds `min_excess_requests` more in flight than the mean one; a
@@ -316,8 +320,9 @@ def test_the_replica_imbalance_alert_needs_a_request_in_flight_above_the_mean_re
                 "values": f"0+{tok_s * 30}x60",
             },
             {"series": f"vllm:num_requests_running{{{replica}}}", "values": f"{busy}x60"},
-            {"series": f"vllm:num_requests_waiting{{{replica}}}", "values": "0x60"},
         ]
+        if waiting_series:
+            series.append({"series": f"vllm:num_requests_waiting{{{replica}}}", "values": "0x60"})
     expected = {
         "exp_labels": {"job": "vllm", "severity": "warning", "layer": "application"},
         "exp_annotations": alert_annotations(alert, "http://", "vllm"),

@@ -172,7 +172,7 @@ def _raw_name(adapter: Adapter, name: str, names: set[str]) -> str | None:
     return None
 
 
-def _expr(raw: str, figure: str, selector: str, window_s: float) -> str:
+def _expr(raw: str, figure: str, selector: str, window_s: float, *, summed: bool = True) -> str:
     matcher = f"{raw}{{{selector}}}" if selector else raw
     window = f"[{max(round(window_s * 1000), 1)}ms]"  # PromQL durations are integers
     if figure == "rate":
@@ -180,7 +180,9 @@ def _expr(raw: str, figure: str, selector: str, window_s: float) -> str:
     if figure == "p95":
         bucket = f"{raw}_bucket{{{selector}}}" if selector else f"{raw}_bucket"
         return f"histogram_quantile(0.95, sum by (instance, le) (rate({bucket}{window})))"
-    return f"avg by (instance) ({matcher})"
+    # a gauge of requests or tokens is the replica's sum over its series (one per engine core
+    # with data parallelism); a fraction (KV use) their mean
+    return f"{'sum' if summed else 'avg'} by (instance) ({matcher})"
 
 
 def _figure(
@@ -242,7 +244,7 @@ async def collect_fleet(
         if raw is None:
             notes.append(f"{name}: {adapter.title} exports no such series under {selector!r}.")
             continue
-        expr = _expr(raw, figure, inner, window)
+        expr = _expr(raw, figure, inner, window, summed=VOCABULARY[name].unit != "fraction")
         series = await client.query_range(expr, start_unix, end_unix, step)
         figures.append(_figure(name, figure, expr, series, imbalance_ratio))
     instances = sorted({i.instance for f in figures for i in f.instances})

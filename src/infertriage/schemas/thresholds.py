@@ -121,6 +121,10 @@ class Thresholds:
     # than the mean one; replicas or ranks that each hold a request or less (a light load
     # split three ways) are mostly idle, and their ratio is a few arrivals' chance
     min_excess_requests: float = 1.0
+    # or when an even split of the requests the window finished would give one replica as
+    # many as the busiest got with at most this probability (the replicas' request counts:
+    # a real routing skew, even at a light load the queue gauges barely see)
+    routing_chance_max: float = 0.01
     # an error rate (or a 429 share) this high is the worst it gets (severity 1)
     error_rate_full: float = 0.10
 

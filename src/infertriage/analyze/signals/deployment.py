@@ -6,9 +6,11 @@ parallelism, interconnect, `max_num_seqs`, draft tokens) and, when a plan was
 computed, the roofline's figures at the measured batch; gives `config.*` and
 `plan.*` signals. A fleet read from Prometheus (raw/fleet.json) gives
 `fleet.replicas`, `fleet.imbalance` (the busiest replica's share of the work
-over the mean replica's, on the most uneven work figure) and
-`fleet.busiest_excess` (the most requests in flight on one replica over the
-mean replica's, so that a ratio of a few requests is not read as a routing fault).
+over the mean replica's, on the most uneven work figure) and two figures that
+tell a routing fault from a few arrivals' chance: `fleet.busiest_excess` (the
+most requests in flight on one replica over the mean replica's, from the queue
+gauges) and `fleet.routing_chance` (how likely an even split of the requests the
+window finished would put as many on the busiest replica).
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infertriage.analyze.stats.binomial import regularized_beta
 from infertriage.schemas import Deployment, RunServerConfig, Signal
 
 __all__ = ["config_signals", "fleet_signals"]
 
 # the fleet figures that measure work: how evenly the replicas share the load
 _WORK_FIGURES = ("tokens.generation rate", "requests.finished rate", "queue.running mean")
-# the fleet figures whose sum is a replica's requests in flight (running + waiting)
-_LOAD_FIGURES = ("queue.running mean", "queue.waiting mean")
 
 
 def _settings(
@@ -63,22 +64,40 @@ def config_signals(server_config: RunServerConfig, deployment: Deployment) -> li
     return out
 
 
-def _busiest_excess(fleet: Mapping[str, Any], instances: list[str]) -> float | None:
+def _figure_means(fleet: Mapping[str, Any], key: str) -> dict[str, float] | None:
+    """Each listed replica's mean of one figure ("queue.running mean"); None when absent."""
+    for figure in fleet.get("figures", []):
+        if f"{figure.get('name')} {figure.get('figure')}" == key:
+            return {str(v["instance"]): float(v["mean"]) for v in figure.get("instances") or []}
+    return None
+
+
+def _busiest_excess(fleet: Mapping[str, Any]) -> float | None:
     """The most requests in flight on one replica (its running + waiting, each a mean over the
-    window) less the mean replica's; None without a running figure. A replica the figures do
-    not list holds none."""
-    load = dict.fromkeys(instances, 0.0)
-    figures = [
-        figure
-        for figure in fleet.get("figures", [])
-        if f"{figure.get('name')} {figure.get('figure')}" in _LOAD_FIGURES
-    ]
-    if not any(figure.get("name") == "queue.running" for figure in figures):
+    window) less the mean replica's, over the replicas the running figure lists; None without
+    one. A listed replica with no waiting series waits for nothing."""
+    running = _figure_means(fleet, "queue.running mean")
+    if not running or len(running) < 2:
         return None
-    for figure in figures:
-        for value in figure.get("instances") or []:
-            load[value["instance"]] = load.get(value["instance"], 0.0) + float(value["mean"])
+    waiting = _figure_means(fleet, "queue.waiting mean") or {}
+    load = {name: value + waiting.get(name, 0.0) for name, value in running.items()}
     return max(load.values()) - sum(load.values()) / len(load)
+
+
+def _routing_chance(fleet: Mapping[str, Any], span: tuple[float, float] | None) -> float | None:
+    """How likely an even split of the requests the window finished would give one replica as
+    many as the busiest got: k · P(X ≥ busiest) for X ~ Binomial(n, 1/k), the k replicas'
+    counts taken as their request rates times the window (a union bound over the replicas).
+    None without a request rate or a window."""
+    rates = _figure_means(fleet, "requests.finished rate")
+    if not rates or len(rates) < 2 or span is None or span[1] <= span[0]:
+        return None
+    counts = [max(0.0, rate) * (span[1] - span[0]) for rate in rates.values()]
+    n, busiest, k = sum(counts), max(counts), len(counts)
+    if n < 1.0 or busiest <= n / k:
+        return 1.0
+    tail = regularized_beta(busiest, n - busiest + 1.0, 1.0 / k)  # P(X ≥ busiest)
+    return min(1.0, k * tail)
 
 
 def fleet_signals(fleet: Mapping[str, Any]) -> list[Signal]:
@@ -99,8 +118,14 @@ def fleet_signals(fleet: Mapping[str, Any]) -> list[Signal]:
     if uneven:
         ratio, which = max(uneven)
         out.append(Signal("fleet.imbalance", ratio, "1", f"prometheus: {which}", span))
-    excess = _busiest_excess(fleet, [str(name) for name in instances])
+    excess = _busiest_excess(fleet)
     if excess is not None:
         source = "prometheus: queue.running + queue.waiting mean"
         out.append(Signal("fleet.busiest_excess", excess, "requests", source, span))
+    unix = fleet.get("window")  # the queried window; `window_ts` is the load's on the run clock
+    queried = (float(unix[0]), float(unix[1])) if unix else None
+    chance = _routing_chance(fleet, span or queried)
+    if chance is not None:
+        source = "prometheus: requests.finished rate × the window"
+        out.append(Signal("fleet.routing_chance", chance, "fraction", source, span))
     return out

@@ -337,17 +337,38 @@ def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-@rule("application.replica_imbalance", _L, ("fleet.replicas", "fleet.busiest_excess"))
+def _beyond_chance(ev: Evidence, t: Thresholds) -> tuple[bool, str]:
+    """Whether the busiest replica's lead is more than a few arrivals' chance, and how it
+    reads: it holds `min_excess_requests` more in flight than the mean replica, or an even
+    split of the window's finished requests would rarely (`routing_chance_max`) give it as
+    many. With neither figure (an engine without queue gauges or a request counter) the ratio
+    alone is all there is, and the title says so."""
+    excess = ev.get("fleet.busiest_excess")
+    chance = ev.get("fleet.routing_chance")
+    held = excess is not None and excess >= t.min_excess_requests
+    skewed = chance is not None and chance <= t.routing_chance_max
+    said = []
+    if excess is not None:
+        said.append(f"{excess:.2g} requests in flight above the mean")
+    if skewed and chance is not None:
+        said.append(f"an even split would give it this many requests with p = {chance:.2g}")
+    if excess is None and chance is None:
+        said.append("no queue gauge or request count tells it from chance")
+    return held or skewed or (excess is None and chance is None), "; ".join(said)
+
+
+@rule("application.replica_imbalance", _L, ("fleet.replicas",))
 def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
     """The busiest replica does far more of the work than the mean replica.
 
-    Named once it also holds `min_excess_requests` more requests in flight than the mean
-    replica: replicas that each hold a request or less are mostly idle, and their ratio is
-    a few arrivals' chance, not a load balancer's fault.
+    Named only beyond a few arrivals' chance (`_beyond_chance`): replicas that each hold a
+    request or less and finish requests evenly are mostly idle, and their ratio is chance.
     """
     ratio = ev.get("fleet.imbalance") or 0.0
-    excess = ev.get("fleet.busiest_excess") or 0.0
-    if ratio < t.replica_imbalance or excess < t.min_excess_requests:
+    if ratio < t.replica_imbalance:
+        return None
+    real, said = _beyond_chance(ev, t)
+    if not real:
         return None
     replicas = max(2.0, ev.get("fleet.replicas") or 2.0)
     return make_finding(
@@ -356,14 +377,12 @@ def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
         bottleneck=ttft_missed(ev, t),
         severity=severity_above(ratio, t.replica_imbalance, replicas),
         explains=min(1.0, (ratio - 1.0) / (replicas - 1.0)),
-        title=(
-            f"one of {replicas:.0f} replicas does {ratio:.1f}× the mean replica's work "
-            f"({excess:.1f} requests in flight above the mean)"
-        ),
+        title=f"one of {replicas:.0f} replicas does {ratio:.1f}× the mean replica's work ({said})",
         evidence=ev,
         used=(
             ("fleet.imbalance", t.replica_imbalance),
             ("fleet.busiest_excess", t.min_excess_requests),
+            ("fleet.routing_chance", t.routing_chance_max),
             ("fleet.replicas", None),
         ),
         explanation=(

@@ -143,7 +143,10 @@ def _fleet(limits: AlertLimits, timing: Timing) -> list[Alert]:
     # each replica's requests in flight over the window; a fleet of replicas that each hold a
     # request or less is mostly idle, and its ratio a few arrivals' chance (as diagnose reads it)
     window = duration(timing.rate_window_s)
-    load = f"avg_over_time({_R.RUNNING}[{window}]) + avg_over_time({_R.WAITING}[{window}])"
+    running = f"avg_over_time({_R.RUNNING}[{window}])"
+    # a replica with no waiting series waits for nothing (the sum of vectors keeps only the
+    # label sets both have)
+    load = f"{running} + (avg_over_time({_R.WAITING}[{window}]) or {running} * 0)"
     made = [
         Alert(
             "InferTriageReplicaImbalance",
