@@ -76,13 +76,15 @@ def test_a_log_that_gives_no_evidence_counts_no_recompilation_and_says_so(
     trace_file: Path, tmp_path: Path, text: bytes, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The traces are read whatever the log: a note on stderr, and the recompilations the
-    trace shows, where "0 recompilations" was read from a log of which infertriage reads no
-    line."""
+    trace shows, where "0 recompilations" was read from a log with no recompilation line."""
     log = tmp_path / "recompiles.log"
     log.write_bytes(text)
     assert main(["trace", str(trace_file), "--log", str(log), "--json"]) == 0
     captured = capsys.readouterr()
-    note = f"--log {log} has no line infertriage reads: no recompilation was counted from it"
+    note = (
+        f"--log {log} has no recompilation line (TORCH_LOGS=recompiles): "
+        "no recompilation was counted from it"
+    )
     assert captured.err.strip() == f"note: {note}"
     document = json.loads(captured.out)
     assert document["notes"] == [note]

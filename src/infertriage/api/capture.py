@@ -11,7 +11,7 @@ folder taken at `start()`, never a file time against this host's clock: the
 server's disk, or its clock, may disagree with ours. `keep_logs` copies the server's log files into
 raw/logs/ once the load is over, so the lines written during the run are in
 them, with a note for a log of which infertriage reads no line
-(`analyze.server_log.unread_log`: the run goes on, without its evidence);
+(`analyze.server_log.reads_no_line`: the run goes on, without its evidence);
 `read_log` reads one (plain or gzip) for the analysis.
 """
 
@@ -23,8 +23,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from infertriage.analyze.logs.records import no_line_read
 from infertriage.analyze.logs.source import LogSource
-from infertriage.analyze.server_log import unread_log
+from infertriage.analyze.server_log import reads_no_line
 from infertriage.net import sync_request
 from infertriage.schemas import RunDir, UserError
 from infertriage.schemas.inputs import why_missing
@@ -147,22 +148,26 @@ def keep_logs(run: RunDir, logs: Sequence[Path]) -> list[str]:
     a note for each that gives no evidence, since the load's measurements stand without it."""
     target = run.raw / "logs"
     target.mkdir(parents=True, exist_ok=True)
+    notes = []
     for index, path in enumerate(logs):
+        kept = target / f"{index:02d}-{path.name}"
         try:
-            shutil.copyfile(path, target / f"{index:02d}-{path.name}")
+            shutil.copyfile(path, kept)
         except OSError as err:
             raise UserError(f"--log {path} cannot be read ({err.strerror}).") from err
-    return [note for note in map(_unread_note, logs) if note is not None]
+        notes.append(_unread_note(path, kept))
+    return [note for note in notes if note is not None]
 
 
-def _unread_note(path: Path) -> str | None:
-    """The note for a log that gives no evidence; None for one that does, and for one that
-    does not read at all: the analysis says why, once the run's run.json is written."""
+def _unread_note(path: Path, kept: Path) -> str | None:
+    """The note for a log that gives no evidence, judged on the copy the run keeps (what the
+    analysis reads; the user's file may rotate meanwhile); None for one that does, and for
+    one that does not read at all: the analysis says why, once run.json is written."""
     try:
-        said = unread_log(path)
+        unread = reads_no_line(kept)
     except UserError:
         return None
-    return None if said is None else f"{said}: it gave the map no evidence"
+    return f"--log {no_line_read(str(path))}: it gave the map no evidence" if unread else None
 
 
 def read_log(path: Path) -> str:

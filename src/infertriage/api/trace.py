@@ -32,21 +32,25 @@ __all__ = ["analyze_trace", "trace_report"]
 def trace_report(
     paths: Sequence[Path], log: Path | None = None, *, hta_convention: bool = False
 ) -> TraceReport:
-    """Load every trace once and run every analysis, the ranks merged; no findings. A log
-    of which infertriage reads no line counts no recompilation: a note says so."""
+    """Load every trace once and run every analysis, the ranks merged; no findings. The log
+    (`TORCH_LOGS=recompiles`) is read once: one with no recompilation line counts none (the
+    logging may have been off: no line is no zero), and a note says so."""
     recompiles = None
     notes: tuple[str, ...] = ()
     if log is not None:
         from infertriage.analyze.logs.source import LogSource  # noqa: PLC0415  # only with --log
-        from infertriage.analyze.server_log import unread_log  # noqa: PLC0415
 
         try:  # streamed, with the bounds of every log read (`analyze.logs.source`)
-            said = unread_log(log)
-            if said is None:
-                recompiles = parse_recompile_log(LogSource(log).lines())
+            read = parse_recompile_log(LogSource(log).lines())
         except UserError as err:
             raise UserError(f"--log {err.message}") from err
-        notes = () if said is None else (f"{said}: no recompilation was counted from it",)
+        if read.recompilations or read.limit_hits:
+            recompiles = read
+        else:
+            notes = (
+                f"--log {log} has no recompilation line (TORCH_LOGS=recompiles): "
+                "no recompilation was counted from it",
+            )
     tables = load_traces(list(paths))
     log_path = str(log) if log is not None else None
     report = analyze_tables(tables, recompiles, log_path, hta_convention=hta_convention)
