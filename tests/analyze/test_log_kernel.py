@@ -56,16 +56,19 @@ def _kernel(triage: LogTriage) -> dict[str, Status]:
     return {f.id: f.status for f in triage.diagnosis.layer(Layer.KERNEL).findings}
 
 
-def test_sglang_decode_at_small_batches_outside_graphs_is_the_primary(tmp_path: Path) -> None:
-    # 32 requests at ~2,900 tokens/s: a token every 11 ms per request, every step eager
+def test_sglang_decode_outside_graphs_with_no_symptom_is_a_warning(tmp_path: Path) -> None:
+    # 32 requests at ~2,900 tokens/s: a token every 11 ms per request, every step eager; a
+    # log says no SLO, and short steps alone are no symptom (a healthy run may warn, never
+    # name a bottleneck)
     lines = [_decode(s, 32, False, 2900.0 + s) for s in range(0, 40, 4)]
     triage = _triage(tmp_path, lines)
     graphs = triage.timeline.graph_use
     assert graphs is not None and graphs.num_lines == 10 and graphs.eager_share == 1.0
-    assert graphs.eager_batch == 32.0
+    assert graphs.eager_batch == 32.0 and graphs.num_eager == 10 and not graphs.ranked
     assert graphs.eager_token_s == pytest.approx(32 / 2916.0, rel=0.01)
-    assert triage.diagnosis.primary is not None
-    assert triage.diagnosis.primary.finding == "kernel.eager_decode"
+    assert graphs.eager_step_s == graphs.eager_token_s  # no speculative decoding
+    assert triage.diagnosis.primary is None
+    assert _kernel(triage) == {"kernel.eager_decode": Status.WARNING}
     (finding,) = triage.diagnosis.layer(Layer.KERNEL).findings
     assert "100% of the decode steps ran outside CUDA graphs at 32 requests" in finding.title
     assert any("--cuda-graph-max-bs" in step for step in finding.next_steps)
@@ -201,15 +204,116 @@ def test_tgi_v2_refused_with_v1_kept_and_a_traceback_say_the_most_specific() -> 
     }
 
 
+TGI_ARGS = (
+    '2026-03-01T10:00:01.100000Z  INFO text_generation_launcher: Args { model_id: "m", '
+    "revision: None, validation_workers: 2, sharded: None, num_shard: None }"
+)
+
+
 def test_diagnose_log_reads_the_same_kernel_signals_start_up_before_the_window() -> None:
-    """`diagnose --log`: the decode lines within the run's window, the start-up's fallback
-    from before it (the server started before the run)."""
-    # the reader's test, engines mixed: TGI's start-up line, hours before the window
+    """`diagnose --log`: the decode lines within the run's window, the fallback its last
+    start said before it (the server started before the run)."""
+    # the reader's test, engines mixed: TGI's start (its Args line) and fallback a day before
     start_up = TGI_NO_FLASH.replace("2026-03-02T10:00:03", "2026-03-01T10:00:03")
-    lines = [start_up, *(_decode(s, 32, False, 2900.0) for s in range(0, 40, 4))]
+    lines = [TGI_ARGS, start_up, *(_decode(s, 32, False, 2900.0) for s in range(0, 40, 4))]
     window = (_unix("2026-03-02 10:00:00"), _unix("2026-03-02 10:00:40"))
     log = parse_server_log("\n".join(lines), window)
     assert log.graph_use is not None and log.graph_use.eager_share == 1.0
     said = {s.name: s.value for s in log_signals(log, (0.0, 40.0))}
     assert said["log.eager_decode_share"] == 1.0 and said["log.eager_decode_batch"] == 32.0
     assert said["log.attention_fallbacks"] == 1 and said["log.gpu_capability"] == 7.0
+
+
+# the reviewer's restart.log (/tmp/review_kernel, written by hand in vLLM V0's words), cut to
+# the lines that matter: a start at 08:00 with an FP8 KV cache (flash refused), a restart at
+# 09:59 with flash; the run's window is 10:00–10:01
+_V0_STATS = (
+    "INFO 03-02 {at} metrics.py:341] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+    "throughput: 610.0 tokens/s, Running: 8 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV "
+    "cache usage: 3.0%, CPU KV cache usage: 0.0%."
+)
+RESTARTED = [
+    "INFO 03-02 08:00:02 llm_engine.py:174] Initializing an LLM engine (v0.5.4) with config: "
+    "model='m', kv_cache_dtype=fp8, enforce_eager=False, tensor_parallel_size=1",
+    "INFO 03-02 08:00:05 selector.py:150] Cannot use FlashAttention-2 backend for FP8 KV cache.",
+    "INFO 03-02 08:00:05 selector.py:54] Using XFormers backend.",
+    _V0_STATS.format(at="08:01:00"),
+    "INFO 03-02 09:59:02 llm_engine.py:174] Initializing an LLM engine (v0.5.4) with config: "
+    "model='m', kv_cache_dtype=auto, enforce_eager=False, tensor_parallel_size=1",
+    "INFO 03-02 09:59:05 selector.py:54] Using Flash Attention backend.",
+    *(_V0_STATS.format(at=f"10:00:{s:02d}") for s in range(0, 60, 10)),
+]
+
+
+def test_a_restart_leaves_what_the_earlier_start_said(tmp_path: Path) -> None:
+    # vLLM's stamps carry no year: the one nearest the window's
+    window = (_unix("2026-03-02 10:00:00"), _unix("2026-03-02 10:01:00"))
+    log = parse_server_log("\n".join(RESTARTED), window)
+    assert log.attention_fallbacks == ()
+    said = {s.name for s in log_signals(log, (0.0, 60.0))}
+    assert "log.attention_fallbacks" not in said
+    # a window within the first start keeps its fallback
+    first = (_unix("2026-03-02 08:01:00"), _unix("2026-03-02 08:01:10"))
+    assert len(parse_server_log("\n".join(RESTARTED), first).attention_fallbacks) == 1
+    # `logs`: the lines since the last start
+    assert _kernel(_triage(tmp_path, RESTARTED)) == {}
+    assert _kernel(_triage(tmp_path, RESTARTED[:4], "first.log")) == {
+        "kernel.attention_fallback": Status.WARNING
+    }
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "`USE_FLASH_ATTENTION` is false.",  # the user's own setting
+        "CUDA is not available",  # no GPU seen
+        "System cpu doesn't support flash/paged attention",  # a CPU build
+    ],
+)
+def test_tgi_flash_import_reasons_that_are_no_fallback(reason: str) -> None:
+    """TGI's words: utils/flash_attn.py (commit 00e0d2d7) and layers/attention/__init__.py
+    (commit 07128cc1) raise these; models/__init__.py logs them after its own words."""
+    assert TGI.log is not None and TGI.log.read_events is not None
+    line = (
+        "2026-03-02T10:00:03.448329Z  WARN text_generation_launcher: Could not import Flash "
+        f"Attention enabled models: {reason}"
+    )
+    assert TGI.log.read_events(line) == ()
+    missing = line.replace(reason, "Flash Attention V2 is not installed.")
+    (event,) = TGI.log.read_events(missing)
+    assert event.values["reason"] == AttentionFallback.NOT_AVAILABLE
+
+
+def test_speculative_steps_are_a_token_time_times_the_accept_len(tmp_path: Path) -> None:
+    # 8 requests at 800 tokens/s, 3 tokens accepted a step (the reviewer's spec.log's line):
+    # a token every 10 ms, a step every 30 ms
+    line = (
+        "[2026-03-02 10:00:{:02d} TP0] Decode batch. #running-req: 8, #token: 4000, token "
+        "usage: 0.10, accept len: 3.00, accept rate: 0.50, cuda graph: False, gen throughput "
+        "(token/s): 800.00, #queue-req: 0"
+    )
+    lines = [line.format(s) for s in range(0, 40, 4)]
+    graphs = _triage(tmp_path, lines).timeline.graph_use
+    assert graphs is not None and graphs.eager_token_s == pytest.approx(0.01)
+    assert graphs.eager_step_s == pytest.approx(0.03)
+    window = (_unix("2026-03-02 10:00:00"), _unix("2026-03-02 10:00:40"))
+    log = parse_server_log("\n".join(lines), window)
+    assert log.graph_use is not None and log.graph_use.eager_step_s == pytest.approx(0.03)
+
+
+def test_dp_attention_lines_and_the_captured_batch_are_read(tmp_path: Path) -> None:
+    # SGLang with DP attention: each rank logs its own decode line, "DP0 TP0"
+    start = (
+        "[2026-03-02 09:59:00] server_args=ServerArgs(model_path='m', tp_size=2, dp_size=2, "
+        "enable_dp_attention=True, disable_cuda_graph=False, cuda_graph_max_bs=160)"
+    )
+    ranked = [
+        _decode(s, 24, s % 8 == 0, 1500.0).replace(" TP0]", f" DP{s % 2} TP{s % 2}]")
+        for s in range(0, 40, 2)
+    ]
+    triage = _triage(tmp_path, [start, *ranked])
+    graphs = triage.timeline.graph_use
+    assert graphs is not None and graphs.ranked
+    assert triage.timeline.events.config["cuda_graph_max_batch"] == 160.0
+    (finding,) = triage.diagnosis.layer(Layer.KERNEL).findings
+    assert finding.status is Status.WARNING and "data-parallel attention" in finding.title

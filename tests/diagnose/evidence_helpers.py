@@ -38,6 +38,9 @@ HEALTHY: dict[str, float | None] = {
     "log.eager_decode_share": 0.0,
     "log.eager_decode_batch": None,
     "log.eager_decode_token_s": None,
+    "log.eager_decode_step_s": None,
+    "log.eager_decode_lines": 0.0,
+    "log.eager_decode_ranked": 0.0,
     # no attention fallback said at start-up
     "log.attention_fallbacks": 0.0,
     "log.attention_fallback_reason": None,
@@ -142,6 +145,7 @@ HEALTHY: dict[str, float | None] = {
     "config.max_model_len": 8192.0,
     "config.max_num_batched_tokens": 8192.0,
     "config.cuda_graphs": 1.0,
+    "config.cuda_graph_max_batch": None,  # the start-up's captured sizes unsaid
     "config.tensor_parallel": 2.0,
     "config.data_parallel": 1.0,
     "config.pipeline_parallel": 1.0,

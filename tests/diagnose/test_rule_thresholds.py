@@ -42,6 +42,13 @@ def _ev(**fixed: float | None) -> Callable[[str], Callable[[float], Evidence]]:
 # a tier that found 1 % of 100,000 tokens asked
 _OFFLOAD = {"offload__tier": 1.0, "offload__hit_share": 0.01, "offload__external_queries": 1e5}
 
+# every decode line eager, the ITL SLO missed, no trace to judge it
+_EAGER_MISSED = {
+    "log__eager_decode_share": 1.0,
+    "client__itl_p95_s": 0.12,
+    "trace__cuda_graph_fraction": None,
+}
+
 # a field that two rules read has a case for each
 CASES: dict[str, At | tuple[At, ...]] = {
     # memory: a KV offload tier
@@ -461,13 +468,20 @@ CASES: dict[str, At | tuple[At, ...]] = {
     "eager_decode_share": At(
         "kernel.eager_decode", _ev()("log__eager_decode_share"), shown="log.eager_decode_share"
     ),
-    # short eager steps make it a bottleneck (the ITL SLO met: 20 ms in the healthy evidence)
-    "eager_decode_token_s": At(
+    # short eager steps, enough of them, make it a bottleneck when the ITL SLO is missed and
+    # no trace judges it
+    "eager_decode_step_s": At(
         "kernel.eager_decode",
-        _ev(log__eager_decode_share=1.0)("log__eager_decode_token_s"),
+        _ev(**_EAGER_MISSED, log__eager_decode_lines=10)("log__eager_decode_step_s"),
         below_fires=True,
         kind="bottleneck",
-        shown="log.eager_decode_token_s",
+        shown="log.eager_decode_step_s",
+    ),
+    "eager_decode_min_lines": At(
+        "kernel.eager_decode",
+        _ev(**_EAGER_MISSED, log__eager_decode_step_s=0.01)("log__eager_decode_lines"),
+        kind="bottleneck",
+        shown="log.eager_decode_lines",
     ),
     "prefill_only_share": At(
         "scheduling.prefill_blocks_decode",
@@ -510,7 +524,8 @@ PINNED: dict[str, float] = {
     "comm_share": 0.3,
     "cuda_graph_fraction_on": 0.5,
     "eager_decode_share": 0.5,
-    "eager_decode_token_s": 0.025,
+    "eager_decode_step_s": 0.025,
+    "eager_decode_min_lines": 3.0,
     "engine_stuck_full_s": 300.0,
     "engine_stuck_s": 60.0,
     "engine_thread_busy": 0.95,

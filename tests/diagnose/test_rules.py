@@ -232,7 +232,7 @@ CASES: dict[str, tuple[dict[str, float | None], dict[str, float | None], str]] =
     ),
     "application.client_aborts": ({"log__aborted": 9}, {"log__aborted": 1}, "log.aborted"),
     "kernel.eager_decode": (
-        {"log__eager_decode_share": 0.9, "log__eager_decode_token_s": 0.01},
+        {"log__eager_decode_share": 0.9, "log__eager_decode_step_s": 0.01},
         {"log__eager_decode_share": 0.1},
         "log.eager_decode_share",
     ),

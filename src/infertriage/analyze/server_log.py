@@ -16,8 +16,9 @@ time; gives a `ServerLog` and its signals. Read from the log:
 - torch.compile recompilations (`TORCH_LOGS=recompiles` lines);
 - the decode lines that say whether the step ran from CUDA graphs (SGLang's
   `cuda graph: False`), and the flash-attention kernel the engine left at
-  start-up (vLLM's selector, TGI's flash import: read from every line, since
-  the server started before the run's window).
+  start-up (vLLM's selector, TGI's flash import: read from the lines of the
+  server's last start at or before the window's end, since the server started
+  before the run's window, and a restart leaves what an earlier start said).
 
 A line whose timestamp lies outside the window is left out (the log covers
 the server's whole life, the run only part of it): vLLM stamps
@@ -30,7 +31,7 @@ glued records split).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,12 +43,13 @@ from infertriage.analyze.logs.records import (
     no_line_read,
     reads_a_line,
     stamp_of,
+    starts_server,
 )
 from infertriage.analyze.logs.signals import kernel_signals
 from infertriage.analyze.logs.source import LogSource
 from infertriage.analyze.logs.timeline import GraphUse, graph_use
 from infertriage.analyze.trace.compiled import RecompileLog, parse_recompile_log
-from infertriage.engines import EventKind, LogEvent, LogFormat, StatsLine
+from infertriage.engines import EventKind, LogEvent, LogFormat, SpecLine, StatsLine
 from infertriage.schemas import Signal
 
 __all__ = [
@@ -79,7 +81,8 @@ class ServerLog:
     oom_errors: int
     recompiles: RecompileLog
     graph_use: GraphUse | None = None  # the window's decode lines that say graphs or not
-    attention_fallbacks: tuple[LogEvent, ...] = ()  # the whole log's (start-up precedes it)
+    # the server's last start's at or before the window's end (start-up precedes the window)
+    attention_fallbacks: tuple[LogEvent, ...] = ()
 
 
 def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list[str]:
@@ -99,12 +102,48 @@ def _stats(line: str) -> StatsLine | None:
     return next((found for f in _FORMATS if (found := f.read_stats(line)) is not None), None)
 
 
+def _spec(line: str) -> SpecLine | None:
+    """The first engine's reading of the speculative-decoding figures one line states."""
+    return next(
+        (d for f in _FORMATS if f.read_spec is not None and (d := f.read_spec(line)) is not None),
+        None,
+    )
+
+
+def _graph_lines(
+    read: Sequence[tuple[str, StatsLine]],
+) -> Iterator[tuple[StatsLine, SpecLine | None]]:
+    """The stats lines that say whether their step ran in CUDA graphs, with their spec
+    figures (a step's accepted tokens: SGLang prints them on its decode line)."""
+    for line, found in read:
+        if found.cuda_graph is not None:  # only an eager step's time is read
+            yield found, None if found.cuda_graph else _spec(line)
+
+
+def _since_start(lines: Sequence[str], window: tuple[float, float] | None) -> Sequence[str]:
+    """The lines of the server's last start at or before the window's end (`starts_server`),
+    up to the next start: what a start-up said holds from it on, not after a restart."""
+    first, last = 0, len(lines)
+    for index, line in enumerate(lines):
+        if not starts_server(line):
+            continue
+        at = None if window is None else stamp_of(line, window[0])
+        if window is not None and at is not None and at > window[1] + _SLACK_S:
+            last = index  # a start after the window: its lines are another server's
+            break
+        first = index
+    return lines[first:last]
+
+
 def _fallbacks(lines: Sequence[str]) -> tuple[LogEvent, ...]:
+    """The attention fallbacks the lines say; only the lines that hold an engine's words
+    (`LogFormat.fallback_words`) are read."""
     return tuple(
         event
-        for line in lines
         for form in _FORMATS
-        if form.read_events is not None
+        if form.read_events is not None and form.fallback_words
+        for line in lines
+        if any(words in line for words in form.fallback_words)
         for event in form.read_events(line)
         if event.kind is EventKind.ATTENTION_FALLBACK
     )
@@ -137,7 +176,8 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
     """Read one log; `window_unix` keeps only the lines stamped within it (see the docstring)."""
     every = clean_lines(text)
     lines = _in_window(every, window_unix)
-    stats = [s for s in map(_stats, lines) if s is not None]
+    read = [(line, found) for line in lines if (found := _stats(line)) is not None]
+    stats = [found for _, found in read]
     warned = sum(1 for line in lines if any(p.search(line) for p in _PREEMPTED))
     cumulative = [int(m.group(1)) for line in lines for p in _CUMULATIVE if (m := p.search(line))]
     preemptions = max(warned, max(cumulative) - min(cumulative) + 1) if cumulative else warned
@@ -151,8 +191,8 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
         preemptions=preemptions,
         oom_errors=sum(1 for line in lines if OOM.search(line)),
         recompiles=parse_recompile_log(lines),
-        graph_use=graph_use(stats),
-        attention_fallbacks=_fallbacks(every),
+        graph_use=graph_use(_graph_lines(read)),
+        attention_fallbacks=_fallbacks(_since_start(every, window_unix)),
     )
 
 

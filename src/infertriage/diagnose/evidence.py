@@ -202,6 +202,9 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "log.eager_decode_share": SignalDef("fraction", _LOG, _NO_GRAPH_LINE),
         "log.eager_decode_batch": SignalDef("requests", _LOG, _NO_GRAPH_LINE),
         "log.eager_decode_token_s": SignalDef("s", _LOG, _NO_GRAPH_LINE),
+        "log.eager_decode_step_s": SignalDef("s", _LOG, _NO_GRAPH_LINE),
+        "log.eager_decode_lines": SignalDef("1", _LOG, _NO_GRAPH_LINE),
+        "log.eager_decode_ranked": SignalDef("bool", _LOG, _NO_GRAPH_LINE),  # DP attention
         # the flash-attention kernel left at start-up (vLLM's selector, TGI's flash import)
         "log.attention_fallbacks": SignalDef("1", _LOG, _NO_LINE),
         "log.attention_fallback_reason": SignalDef("code", _LOG, _NO_LINE),
@@ -224,6 +227,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "config.max_model_len": SignalDef("tokens", _CONFIG),
         "config.max_num_batched_tokens": SignalDef("tokens", _CONFIG),
         "config.cuda_graphs": SignalDef("bool", _CONFIG),
+        "config.cuda_graph_max_batch": SignalDef("requests", _CONFIG),  # SGLang's start-up
         "config.tensor_parallel": SignalDef("1", _PLAN),
         "config.data_parallel": SignalDef("1", _CONFIG),
         "config.pipeline_parallel": SignalDef("1", _CONFIG),

@@ -218,6 +218,11 @@ class LogFormat:
     # the title of each stats-line variant its readers name (`StatsLine.engine`) where it is
     # not the adapter's own: vLLM's V1 and V0 lines
     variant_titles: Mapping[str, str] = field(default_factory=dict)
+    # plain words of the lines that begin a start of the server (its start-up settings):
+    # what a log says at start-up holds from its last start on
+    started: tuple[str, ...] = ()
+    # plain words every line of an `ATTENTION_FALLBACK` event holds (a cheap prefilter)
+    fallback_words: tuple[str, ...] = ()
 
 
 TokenizeBody = Callable[[str, Mapping[str, object]], dict[str, object] | None]

@@ -271,7 +271,8 @@ def _read_spec(line: str) -> SpecLine | None:
 _RETRACTED = re.compile(r"#retracted_reqs: (?P<n>\d+)")
 _SGL_CONFIG = re.compile(
     r"\b(?P<k>max_total_num_tokens|chunked_prefill_size|max_running_requests|context_len|"
-    r"tp_size|dp_size|pp_size|mem_fraction_static|disable_cuda_graph)=(?P<v>[\w.]+)"
+    r"tp_size|dp_size|pp_size|mem_fraction_static|disable_cuda_graph|cuda_graph_max_bs)"
+    r"=(?P<v>[\w.]+)"
 )
 _SGL_KEYS = {
     "max_total_num_tokens": "kv_cache_tokens",
@@ -282,6 +283,7 @@ _SGL_KEYS = {
     "dp_size": "data_parallel",
     "pp_size": "pipeline_parallel",
     "mem_fraction_static": "gpu_memory_utilization",
+    "cuda_graph_max_bs": "cuda_graph_max_batch",  # decode batches above it run eagerly
 }
 
 
@@ -313,6 +315,7 @@ SGLANG = EngineAdapter(
         read_spec=_read_spec,
         record_start=_RECORD,
         read_events=_read_events,
+        started=("server_args=",),  # launch_server's `logger.info(f"{server_args=}")`
         # its loggers' prefix: "[2025-06-01 10:00:02 TP0]", "[… DP1 TP3]", "[… PP0 TP0 EP0]"
         recognises=re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: (?:DP|PP|TP|EP)\d+)*\]"),
         # its scheduler's watchdog: no forward step for --watchdog-timeout seconds (300) with a

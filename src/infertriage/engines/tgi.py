@@ -250,16 +250,28 @@ def _rejected(line: str) -> LogEvent | None:
 # (no flash kernel at all); models/__init__.py catches that ImportError as "Could not import
 # Flash Attention enabled models: {e}" and serves the non-flash (padded) model classes.
 _NO_FLASH_MODELS = "Could not import Flash Attention enabled models"
+_CAPABILITY_WORDS = "GPU with CUDA capability"
 _CAPABILITY = re.compile(
     r"GPU with CUDA capability (\d+) (\d+) is not supported(?P<v2> for Flash Attention V2)?"
+)
+# reasons of that ImportError that are no fallback on a GPU: the user's own setting and a
+# build with no GPU (flash_attn.py: "`USE_FLASH_ATTENTION` is false.", "CUDA is not
+# available"; layers/attention/__init__.py, commit 07128cc1: "System {SYSTEM} doesn't support
+# flash/paged attention", a CPU build)
+_NO_FALLBACK = (
+    "`USE_FLASH_ATTENTION` is false",
+    "CUDA is not available",
+    "doesn't support flash/paged attention",
 )
 
 
 def _attention_fallback(line: str) -> LogEvent | None:
-    """The flash kernels refused at start-up: the GPU's capability, or their import failed."""
-    found = _CAPABILITY.search(line) if "GPU with CUDA capability" in line else None
+    """The flash kernels refused at start-up: the GPU's capability, or their import failed
+    (a missing or broken package: "Flash Attention V2 is not installed.", another error).
+    None where the reason is no fallback (`_NO_FALLBACK`)."""
+    found = _CAPABILITY.search(line) if _CAPABILITY_WORDS in line else None
     no_models = _NO_FLASH_MODELS in line
-    if found is None and not no_models:
+    if found is None and (not no_models or any(words in line for words in _NO_FALLBACK)):
         return None
     if found is None:
         values = {"reason": float(AttentionFallback.NOT_AVAILABLE), "kept_fused": 0.0}
@@ -295,6 +307,8 @@ TGI = EngineAdapter(
         ),
         read_events=_read_events,
         recognises=_RECOGNISES,
+        started=("Args {",),  # the launcher's first line: `tracing::info!("{:?}", args)`
+        fallback_words=(_CAPABILITY_WORDS, _NO_FLASH_MODELS),
     ),
     knobs={
         Knob.MAX_SEATS: "--max-concurrent-requests",

@@ -467,6 +467,7 @@ def _expert_balance(line: str) -> tuple[LogEvent, ...]:
 # to XFormers, a fused memory-efficient kernel. V1: vllm/attention/utils/fa_utils.py (commit
 # 4d5ee6c6) "Cannot use FA version %d is not supported due to %s" (FA2's reason: "FA2 is only
 # supported on devices with compute capability >= 8"), then Triton or FlexAttention serves.
+_FLASH_WORDS = "Cannot use F"
 _FLASH_LEFT = re.compile(
     r"Cannot use (?:FlashAttention(?:-2)? backend|FA version 2 is not supported due to) (?P<why>.*)"
 )
@@ -494,7 +495,7 @@ def _attention_fallback(line: str) -> tuple[LogEvent, ...]:
 
 def _read_events(line: str) -> tuple[LogEvent, ...]:
     """Start-up configuration and limits (see the comments above); the rest is stats lines'."""
-    if "Cannot use F" in line:
+    if _FLASH_WORDS in line:
         return _attention_fallback(line)
     if "EPLB step: " in line:
         return _expert_balance(line)
@@ -548,6 +549,9 @@ VLLM = EngineAdapter(
         ),
         interval_s=10.0,  # VLLM_LOG_STATS_INTERVAL's default
         variant_titles={"vllm": "vLLM (V1)", "vllm-v0": "vLLM (V0)"},  # its two stats lines
+        # V1's engine core (v1/engine/core.py), V0's engine (engine/llm_engine.py)
+        started=("Initializing a V1 LLM engine", "Initializing an LLM engine"),
+        fallback_words=(_FLASH_WORDS,),
         expected=(
             "vLLM stats lines (`Avg prompt throughput: …, Running: N reqs, Waiting: M reqs, "
             "GPU KV cache usage: X%`, V0 `… Pending: M reqs …`)"

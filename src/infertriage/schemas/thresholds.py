@@ -86,9 +86,11 @@ class Thresholds:
     # decode stats lines (with requests running) that ran outside CUDA graphs: a finding at
     # this share of them
     eager_decode_share: float = 0.50
-    # and a bottleneck when those steps give a request a token this often or faster: one
+    # and a bottleneck (with the ITL SLO missed) when those steps take this long or less: one
     # step's hundreds of host launches (µs each) are then a large share of it
-    eager_decode_token_s: float = 0.025
+    eager_decode_step_s: float = 0.025
+    # ... and at least this many decode lines ran eagerly (one line is a moment, not a run)
+    eager_decode_min_lines: float = 3.0
     # torch.compile recompilations: one is a finding, dynamo's default limit (8) is the worst
     recompilations: float = 1.0
     recompilations_full: float = 8.0
@@ -312,7 +314,10 @@ _EXPECTED: dict[object, str] = {
 
 
 # thresholds renamed since a run.json could store them: the old name → the new one
-_RENAMED = {"dp_min_excess": "min_excess_requests"}
+_RENAMED = {
+    "dp_min_excess": "min_excess_requests",
+    "eager_decode_token_s": "eager_decode_step_s",  # speculative decoding: a step, not a token
+}
 
 
 def stored_thresholds(items: Mapping[str, object]) -> dict[str, object]:

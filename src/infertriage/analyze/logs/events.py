@@ -6,10 +6,10 @@ Takes `LogRecord`s (their `LogEvent`s, read by the engines' adapters); gives an
 context shifted, collectives that timed out, engine deaths, refusals, KV
 transfers between prefill and decode instances, preemptions an engine states
 as a count, the configuration its start-up lines state, and the attention
-kernel it fell back from (the most specific reason its lines give). It also turns seat
-events (llama.cpp's slots taken and freed, tasks deferred) into the stats
-lines such an engine never prints (`seat_stats`), so that its queue is read
-like every other engine's.
+kernel it fell back from (the most specific reason the lines of its last start
+give). It also turns seat events (llama.cpp's slots taken and freed, tasks
+deferred) into the stats lines such an engine never prints (`seat_stats`), so
+that its queue is read like every other engine's.
 
 Choices the figures rest on:
 - llama.cpp prints a request's prompt and generation timings on separate
@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from infertriage.analyze.logs.records import LogRecord
+from infertriage.analyze.logs.records import LogRecord, starts_server
 from infertriage.engines import EventKind, LogEvent, StatsLine
 
 __all__ = [
@@ -48,6 +48,7 @@ _CONFIG_KEYS = (
     "pipeline_parallel",
     "kv_cache_tokens",
     "cuda_graphs",
+    "cuda_graph_max_batch",
     "kv_cache_short",
 )
 
@@ -142,6 +143,12 @@ def attention_fallback(events: Sequence[LogEvent]) -> dict[str, float]:
     return said
 
 
+def _since_last_start(records: Sequence[LogRecord]) -> Sequence[LogRecord]:
+    """The records from the server's last start on (`starts_server`): all when none says."""
+    starts = [index for index, r in enumerate(records) if starts_server(r.text)]
+    return records[starts[-1] :] if starts else records
+
+
 def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
     """Every event of the records, counted and summed (see the module docstring)."""
     events = [e for r in records for e in r.events]
@@ -160,7 +167,13 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
         for key, value in event.values.items():
             artefacts[key] = min(artefacts.get(key, value), value)  # the most negative
     transfers = of(EventKind.KV_TRANSFER)
-    fallbacks = of(EventKind.ATTENTION_FALLBACK)
+    # what the last start said (an earlier start's kernel no longer serves)
+    fallbacks = [
+        e
+        for r in _since_last_start(records)
+        for e in r.events
+        if e.kind is EventKind.ATTENTION_FALLBACK
+    ]
     misses = of(EventKind.CACHE_MISS)
     limits = [limit for e in of(EventKind.REJECTED) if (limit := e.get("limit")) is not None]
     return EventSummary(

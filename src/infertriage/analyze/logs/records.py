@@ -42,6 +42,7 @@ __all__ = [
     "read_records",
     "reads_a_line",
     "stamp_of",
+    "starts_server",
 ]
 
 FORMATS: tuple[LogFormat, ...] = tuple(e.log for e in ENGINES if e.log is not None)
@@ -145,6 +146,15 @@ def _records_of(lines: Iterable[str]) -> Iterator[str]:
             bounds = [0, *cuts, len(line)]
             pieces = (line[a:b].strip() for a, b in itertools.pairwise(bounds))
             yield from (piece for piece in pieces if piece)
+
+
+_STARTED = re.compile("|".join(re.escape(words) for f in FORMATS for words in f.started))
+
+
+def starts_server(line: str) -> bool:
+    """Whether a line begins a start of the server (an engine's `LogFormat.started`): what
+    an earlier start said at start-up (its attention kernel) no longer holds after it."""
+    return _STARTED.search(line) is not None
 
 
 def stamp_of(line: str, near_unix_s: float, formats: Sequence[LogFormat] = FORMATS) -> float | None:

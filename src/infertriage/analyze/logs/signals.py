@@ -179,6 +179,9 @@ def kernel_signals(
         out += signal("log.eager_decode_share", graphs.eager_share, "fraction")
         out += signal("log.eager_decode_batch", graphs.eager_batch, "requests")
         out += signal("log.eager_decode_token_s", graphs.eager_token_s, "s")
+        out += signal("log.eager_decode_step_s", graphs.eager_step_s, "s")
+        out += signal("log.eager_decode_lines", graphs.num_eager, "1")
+        out += signal("log.eager_decode_ranked", float(graphs.ranked), "bool")
     if fallbacks:
         out += signal("log.attention_fallbacks", fallbacks, "1")
         out += signal("log.attention_fallback_reason", fallback.get("reason"), "code")

@@ -43,7 +43,7 @@ from infertriage.analyze.logs.events import EventSummary, summarise_events
 from infertriage.analyze.logs.records import LogRecord
 from infertriage.analyze.stats.distribution import describe
 from infertriage.analyze.trace.compiled import parse_recompile_log
-from infertriage.engines import StatsLine
+from infertriage.engines import SpecLine, StatsLine
 
 __all__ = [
     "GraphUse",
@@ -104,6 +104,11 @@ class GraphUse:
     eager_share: float  # of them, the lines that ran eagerly (outside graphs)
     eager_batch: float | None  # the eager lines' median requests running
     eager_token_s: float | None  # their median time between a request's tokens
+    num_eager: int = 0  # the lines that ran eagerly
+    # their median step time: the time between tokens × the tokens a step gives (the line's
+    # accept len with speculative decoding, else one)
+    eager_step_s: float | None = None
+    ranked: bool = False  # the lines carry data-parallel ranks (SGLang's DP attention)
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,20 +363,38 @@ def _prefill_only_share(stats: Sequence[LogRecord]) -> float | None:
     return paused / len(lines)
 
 
-def graph_use(stats: Iterable[StatsLine]) -> GraphUse | None:
-    """What the decode lines say of CUDA graphs (see `GraphUse`); None when none says it."""
-    said = [s for s in stats if s.cuda_graph is not None and (s.running or 0) > 0]
+def graph_use(lines: Iterable[tuple[StatsLine, SpecLine | None]]) -> GraphUse | None:
+    """What the decode lines say of CUDA graphs (see `GraphUse`); None when none says it.
+
+    `lines`: each stats line with the speculative-decoding figures of the same line (SGLang
+    prints its accept len on the decode line), or None."""
+    said = [(s, spec) for s, spec in lines if s.cuda_graph is not None and (s.running or 0) > 0]
     if not said:
         return None
-    eager = [s for s in said if not s.cuda_graph]
-    batch = describe([s.running for s in eager if s.running is not None])
-    token_s = describe([s.running / s.gen_tok_s for s in eager if s.running and s.gen_tok_s])
+    eager = [(s, spec) for s, spec in said if not s.cuda_graph]
+    batch = describe([s.running for s, _ in eager if s.running is not None])
+    token_s = [
+        (s.running / s.gen_tok_s, _tokens_per_step(spec))
+        for s, spec in eager
+        if s.running and s.gen_tok_s
+    ]
+    token = describe([each for each, _ in token_s])
+    step = describe([each * tokens for each, tokens in token_s])
     return GraphUse(
         num_lines=len(said),
         eager_share=len(eager) / len(said),
         eager_batch=None if batch is None else batch.p50,
-        eager_token_s=None if token_s is None else token_s.p50,
+        eager_token_s=None if token is None else token.p50,
+        num_eager=len(eager),
+        eager_step_s=None if step is None else step.p50,
+        ranked=any(s.engine_index is not None for s, _ in said),
     )
+
+
+def _tokens_per_step(spec: SpecLine | None) -> float:
+    """The tokens a request gets from one step: the accept len with speculative decoding."""
+    length = None if spec is None else spec.mean_acceptance_length
+    return length if length is not None and length >= 1 else 1.0
 
 
 def _duplicates(records: Sequence[LogRecord]) -> set[int]:
@@ -475,5 +498,5 @@ def make_timeline(
             for r in stats
             if r.stats is not None and r.stats.engine_index is not None
         ),
-        graph_use=graph_use(r.stats for r in stats if r.stats is not None),
+        graph_use=graph_use((r.stats, r.spec) for r in stats if r.stats is not None),
     )

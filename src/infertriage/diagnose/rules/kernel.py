@@ -218,20 +218,66 @@ def short_kernels(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-def _eager_next_steps(ev: Evidence) -> tuple[str, ...]:
+def _above_captured(ev: Evidence) -> float | None:
+    """The largest batch the start-up captured in a graph (SGLang's `cuda_graph_max_bs`)
+    when the eager steps ran above it — eager by design; None otherwise."""
+    captured = ev.get("config.cuda_graph_max_batch")
+    batch = ev.get("log.eager_decode_batch")
+    return captured if captured is not None and batch is not None and batch > captured else None
+
+
+def _eager_costs(ev: Evidence, t: Thresholds) -> bool:
+    """Whether the eager lines can be the cause of a missed ITL: the SLO missed, the eager
+    steps short (`eager_decode_step_s`), enough of them (`eager_decode_min_lines`), no
+    data-parallel attention (a rank's step runs eagerly whenever another rank prefills) and
+    no trace to measure it (`kernel.launch_bound` decides then)."""
+    step_s = ev.get("log.eager_decode_step_s")
+    return (
+        itl_missed(ev, t)
+        and step_s is not None
+        and step_s <= t.eager_decode_step_s
+        and (ev.get("log.eager_decode_lines") or 0.0) >= t.eager_decode_min_lines
+        and (ev.get("log.eager_decode_ranked") or 0.0) < 1
+        and not ev.has("trace.cuda_graph_fraction")
+    )
+
+
+def _eager_next_steps(ev: Evidence, t: Thresholds) -> tuple[str, ...]:
     widen = engine_flag(ev, Knob.CUDA_GRAPH_MAX_BATCH)
     batch = ev.get("log.eager_decode_batch")
     at = "" if batch is None else f" (eager at {batch:.0f} requests)"
-    return (
-        _graphs_on(ev) + " if it is set",
-        (
-            f"capture graphs up to the running batch: raise `{widen}`{at}"
-            if widen
-            else f"capture graphs up to the running batch{at}"
-        ),
+    confirm = (
         "confirm the cost with a trace (`--profile 5`): `kernel.launch_bound` measures the "
-        "GPU's idle time between launches",
+        "GPU's idle time between launches"
     )
+    raise_it = (
+        f"capture graphs up to the running batch: raise `{widen}`{at}"
+        if widen
+        else f"capture graphs up to the running batch{at}"
+    )
+    if _above_captured(ev) is not None:  # by design: worth changing only for a missed ITL
+        return (raise_it, confirm) if itl_missed(ev, t) else (confirm,)
+    if (ev.get("log.eager_decode_ranked") or 0.0) >= 1:  # DP attention: by design too
+        return (confirm,)
+    graphs = ev.get("config.cuda_graphs")
+    off = () if graphs is not None and graphs >= 1 else (_graphs_on(ev) + " if it is set",)
+    return (*off, raise_it, confirm)
+
+
+def _eager_title(ev: Evidence, share: float) -> str:
+    batch = ev.get("log.eager_decode_batch")
+    token_s = ev.get("log.eager_decode_token_s")
+    captured = _above_captured(ev)
+    at = "" if batch is None else f" at {batch:.0f} requests running"
+    every = "" if token_s is None else f", a token every {token_s * 1e3:.0f} ms per request"
+    design = (
+        f": above the largest batch captured in a graph ({captured:.0f}), eager by design"
+        if captured is not None
+        else ": data-parallel attention (a rank steps eagerly while another prefills)"
+        if (ev.get("log.eager_decode_ranked") or 0.0) >= 1
+        else ""
+    )
+    return f"{share:.0%} of the decode steps ran outside CUDA graphs{at}{every}{design}"
 
 
 @rule("kernel.eager_decode", _L, ("log.eager_decode_share",))
@@ -239,36 +285,36 @@ def eager_decode(ev: Evidence, t: Thresholds) -> Finding | None:
     """Decode steps ran outside CUDA graphs, as the engine's own per-step lines say.
 
     SGLang's `Decode batch` lines say `cuda graph: False` when a step ran eagerly: graphs
-    off (`--disable-cuda-graph`), a batch above the largest captured (`--cuda-graph-max-bs`),
-    or a mode with no graph captured. A finding when `eager_decode_share` of the lines with
-    requests running say so. A bottleneck only when those steps are short — a request's
-    tokens `eager_decode_token_s` apart or less (the lines' running / generation throughput)
-    — or the ITL SLO is missed: a step then pays its hundreds of host launches (µs each) as
-    a large share of its time. Longer steps (a large batch above the captured sizes, a large
-    model) amortise the launches: a warning. The lines state the mode, not the time lost, so
-    it explains half the step at most; a trace measures it (`kernel.launch_bound`).
+    off (`--disable-cuda-graph`), a batch above the largest captured (`--cuda-graph-max-bs`,
+    160 by default, 8 on small GPUs: eager there by design), a rank of data-parallel
+    attention while another prefills, or a mode with no graph captured. A finding when
+    `eager_decode_share` of the lines with requests running say so. A warning unless it can
+    be the cause of a missed ITL (`_eager_costs`: the SLO missed, the eager steps short —
+    `eager_decode_step_s` or less, where a step pays its hundreds of host launches as a
+    large share of its time — at least `eager_decode_min_lines` of them, no data-parallel
+    ranks, no trace that measures it) and the batch is not above the captured sizes the
+    start-up states. A healthy run steps eagerly in 15–25 ms at large batches: no symptom,
+    no bottleneck. The lines state the mode, not the time lost: it explains little beside
+    a measured cause (a trace measures it: `kernel.launch_bound`).
     """
     share = ev.get("log.eager_decode_share") or 0.0
     if share < t.eager_decode_share:
         return None
-    token_s = ev.get("log.eager_decode_token_s")
-    batch = ev.get("log.eager_decode_batch")
-    short = token_s is not None and token_s <= t.eager_decode_token_s
-    bottleneck = short or itl_missed(ev, t)
-    at = "" if batch is None else f" at {batch:.0f} requests running"
-    every = "" if token_s is None else f", a token every {token_s * 1e3:.0f} ms per request"
+    bottleneck = _eager_costs(ev, t) and _above_captured(ev) is None
     return make_finding(
         "kernel.eager_decode",
         _L,
         bottleneck=bottleneck,
         severity=share,
-        explains=0.5 if bottleneck else 0.25,
-        title=f"{share:.0%} of the decode steps ran outside CUDA graphs{at}{every}",
+        explains=0.2 if bottleneck else 0.1,
+        title=_eager_title(ev, share),
         evidence=ev,
         used=(
             ("log.eager_decode_share", t.eager_decode_share),
-            ("log.eager_decode_token_s", t.eager_decode_token_s),
+            ("log.eager_decode_step_s", t.eager_decode_step_s),
+            ("log.eager_decode_lines", t.eager_decode_min_lines),
             ("log.eager_decode_batch", None),
+            ("config.cuda_graph_max_batch", None),
         ),
         explanation=(
             "Outside a CUDA graph the host launches every kernel of the step one by one; a "
@@ -276,7 +322,7 @@ def eager_decode(ev: Evidence, t: Thresholds) -> Finding | None:
             "waits on the CPU. The engine captures graphs only up to its largest captured "
             "batch, and none with graphs turned off."
         ),
-        next_steps=_eager_next_steps(ev),
+        next_steps=_eager_next_steps(ev, t),
     )
 
 
@@ -372,8 +418,9 @@ def attention_fallback(ev: Evidence, t: Thresholds) -> Finding | None:
     serves its non-flash model classes: padded batches, no paged attention, more memory.
     A warning: the line states the kernel, not the time it cost, and a server on such a
     GPU may meet its SLOs. A bottleneck only when the ITL SLO is missed (attention runs in
-    every decode step, so a slower kernel shows in the time between tokens); with no fused
-    kernel left it weighs more.
+    every decode step, so a slower kernel shows in the time between tokens) and the line
+    says no fused kernel was kept. Read from a log, not measured: it explains at most a
+    quarter of the miss, so a measured cause beside it ranks first.
     """
     if (ev.get("log.attention_fallbacks") or 0.0) < 1:
         return None
@@ -381,12 +428,14 @@ def attention_fallback(ev: Evidence, t: Thresholds) -> Finding | None:
     why = _fallback_why(ev, reason)
     fused = (ev.get("log.attention_kept_fused") or 0.0) >= 1
     to = "another fused kernel" if fused else "non-flash attention (padded batches)"
+    # none kept, as the line says (not merely unsaid): the slow path a missed ITL can show
+    none_kept = ev.get("log.attention_kept_fused") == 0.0
     return make_finding(
         "kernel.attention_fallback",
         _L,
-        bottleneck=itl_missed(ev, t),
+        bottleneck=itl_missed(ev, t) and none_kept,
         severity=0.4 if fused else 0.7,
-        explains=0.3 if fused else 0.5,
+        explains=0.25 if none_kept else 0.15,
         title=f"attention fell back from the flash kernel to {to}: {why}",
         evidence=ev,
         used=(
