@@ -24,14 +24,15 @@ from ..prometheus_server import PROMETHEUS, running_prometheus
 
 pytestmark = pytest.mark.slow
 GEN = "vllm:generation_tokens_total"
+RUNNING = "vllm:num_requests_running"
 
 
-def _growing(server: Any, base: str, tokens_per_s: float) -> None:
+def _growing(server: Any, base: str, tokens_per_s: float, running: float) -> None:
     started = time.monotonic()
 
     def body() -> tuple[int, str]:
         tokens = 7.0 + tokens_per_s * (time.monotonic() - started)
-        values = {GEN: tokens, "vllm:num_requests_waiting": 5.0}
+        values = {GEN: tokens, "vllm:num_requests_waiting": 5.0, RUNNING: running}
         return 200, server.with_values(base, values)
 
     server.set("/metrics", make=body)
@@ -39,13 +40,14 @@ def _growing(server: Any, base: str, tokens_per_s: float) -> None:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, make_live_server, shared_fixture) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """Prometheus on 127.0.0.1 scraping two replicas (200 and 20 tokens/s) every 0.5 s."""
+    """Prometheus on 127.0.0.1 scraping two replicas (200 and 20 tokens/s, 8 and 1 requests
+    running) every 0.5 s."""
     if PROMETHEUS is None:
         pytest.skip("the prometheus binary is absent (Debian: apt-get install prometheus)")
     base = shared_fixture("metrics/vllm.txt").read_text()
     fast, slow = make_live_server(), make_live_server()
-    _growing(fast, base, 200.0)
-    _growing(slow, base, 20.0)
+    _growing(fast, base, 200.0, running=8.0)  # 7 requests in flight more than the slow one
+    _growing(slow, base, 20.0, running=1.0)
     targets = [f"127.0.0.1:{fast.port}", f"127.0.0.1:{slow.port}"]
     with running_prometheus(tmp_path, targets) as url:
         yield url

@@ -1,7 +1,10 @@
 """report, level 4: a fleet's replicas side by side (`metrics --prometheus`), on screen and as JSON.
 
 Takes a `FleetView`; gives `render_fleet` (one table, a row per figure, a
-column per replica, the busiest-over-mean ratio, flagged rows in red) and
+column per replica, the busiest-over-mean ratio, flagged rows in red — in
+yellow, "uneven, within chance", where the replicas' requests in flight and
+request counts say a few arrivals' chance, as `application.replica_imbalance`
+judges it) and
 `fleet_to_json` (schema `infertriage.fleet/v1`, SI units). Instance names,
 the selector and notes come from Prometheus: shown as data (`schemas.text`).
 """
@@ -15,8 +18,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from infertriage.analyze.signals.deployment import fleet_signals
 from infertriage.collect import FleetView
+from infertriage.diagnose.rules.application import beyond_chance
 from infertriage.report.metrics import format_value
+from infertriage.schemas import Thresholds
 from infertriage.schemas.text import terminal_text
 
 __all__ = ["FLEET_SCHEMA", "fleet_to_json", "render_fleet"]
@@ -26,6 +32,13 @@ FLEET_SCHEMA = "infertriage.fleet/v1"
 
 def fleet_to_json(view: FleetView) -> dict[str, Any]:
     return {"schema": FLEET_SCHEMA, **dataclasses.asdict(view)}
+
+
+def _chance(view: FleetView) -> tuple[bool, str]:
+    """Whether the replicas' uneven load is beyond chance (`beyond_chance`), and why."""
+    found = {s.name: s.value for s in fleet_signals(fleet_to_json(view))}
+    excess, chance = found.get("fleet.busiest_excess"), found.get("fleet.routing_chance")
+    return beyond_chance(excess, chance, Thresholds())
 
 
 def render_fleet(view: FleetView, console: Console) -> None:
@@ -39,6 +52,7 @@ def render_fleet(view: FleetView, console: Console) -> None:
     for instance in view.instances:
         table.add_column(terminal_text(instance), justify="right")
     table.add_column("busiest / mean", justify="right")
+    real, why = _chance(view)
     for figure in view.figures:
         by_instance = {i.instance: i.mean for i in figure.instances}
         cells = [
@@ -46,14 +60,21 @@ def render_fleet(view: FleetView, console: Console) -> None:
             for i in view.instances
         ]
         ratio = f"{figure.imbalance:.2f}×" if figure.imbalance is not None else "—"
-        style = "bold red" if figure.flagged else None
+        style = ("bold red" if real else "yellow") if figure.flagged else None
         table.add_row(terminal_text(f"{figure.name} {figure.figure}"), *cells, ratio, style=style)
     console.print(table)
     for figure in view.imbalanced:
+        if real:
+            line = terminal_text(
+                f" {figure.name} {figure.figure}: the busiest replica "
+                f"{figure.imbalance:.2f}× the mean ({why}); check the load balancer's policy."
+            )
+            console.print(Text.assemble(("imbalanced:", "red"), line))
+            continue
         line = terminal_text(
-            f" {figure.name} {figure.figure}: the busiest replica "
-            f"{figure.imbalance:.2f}× the mean; check the load balancer's policy."
+            f" {figure.name} {figure.figure}: the busiest replica {figure.imbalance:.2f}× the "
+            f"mean, within a few arrivals' chance ({why})."
         )
-        console.print(Text.assemble(("imbalanced:", "red"), line))
+        console.print(Text.assemble(("uneven:", "yellow"), line))
     for note in view.notes:
         console.print(terminal_text(note, "dim"))

@@ -88,13 +88,15 @@ def _routing_chance(fleet: Mapping[str, Any], span: tuple[float, float] | None) 
     """How likely an even split of the requests the window finished would give one replica as
     many as the busiest got: k · P(X ≥ busiest) for X ~ Binomial(n, 1/k), the k replicas'
     counts taken as their request rates times the window (a union bound over the replicas).
-    None without a request rate or a window."""
+    None without a request rate, a window or a request finished in it."""
     rates = _figure_means(fleet, "requests.finished rate")
     if not rates or len(rates) < 2 or span is None or span[1] <= span[0]:
         return None
     counts = [max(0.0, rate) * (span[1] - span[0]) for rate in rates.values()]
     n, busiest, k = sum(counts), max(counts), len(counts)
-    if n < 1.0 or busiest <= n / k:
+    if n < 1.0:
+        return None
+    if busiest <= n / k:
         return 1.0
     tail = regularized_beta(busiest, n - busiest + 1.0, 1.0 / k)  # P(X ≥ busiest)
     return min(1.0, k * tail)

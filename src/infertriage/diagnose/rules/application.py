@@ -337,20 +337,19 @@ def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-def _beyond_chance(ev: Evidence, t: Thresholds) -> tuple[bool, str]:
+def beyond_chance(excess: float | None, chance: float | None, t: Thresholds) -> tuple[bool, str]:
     """Whether the busiest replica's lead is more than a few arrivals' chance, and how it
-    reads: it holds `min_excess_requests` more in flight than the mean replica, or an even
-    split of the window's finished requests would rarely (`routing_chance_max`) give it as
-    many. With neither figure (an engine without queue gauges or a request counter) the ratio
-    alone is all there is, and the title says so."""
-    excess = ev.get("fleet.busiest_excess")
-    chance = ev.get("fleet.routing_chance")
+    reads: it holds `min_excess_requests` more in flight than the mean replica
+    (`fleet.busiest_excess`), or an even split of the window's finished requests would rarely
+    (`routing_chance_max`) give it as many (`fleet.routing_chance`). With neither figure (an
+    engine without queue gauges or a request counter) the ratio alone is all there is, and
+    the words say so. `metrics --prometheus` flags its rows by the same test."""
     held = excess is not None and excess >= t.min_excess_requests
     skewed = chance is not None and chance <= t.routing_chance_max
     said = []
     if excess is not None:
         said.append(f"{excess:.2g} requests in flight above the mean")
-    if skewed and chance is not None:
+    if chance is not None:
         said.append(f"an even split would give it this many requests with p = {chance:.2g}")
     if excess is None and chance is None:
         said.append("no queue gauge or request count tells it from chance")
@@ -361,13 +360,13 @@ def _beyond_chance(ev: Evidence, t: Thresholds) -> tuple[bool, str]:
 def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
     """The busiest replica does far more of the work than the mean replica.
 
-    Named only beyond a few arrivals' chance (`_beyond_chance`): replicas that each hold a
+    Named only beyond a few arrivals' chance (`beyond_chance`): replicas that each hold a
     request or less and finish requests evenly are mostly idle, and their ratio is chance.
     """
     ratio = ev.get("fleet.imbalance") or 0.0
     if ratio < t.replica_imbalance:
         return None
-    real, said = _beyond_chance(ev, t)
+    real, said = beyond_chance(ev.get("fleet.busiest_excess"), ev.get("fleet.routing_chance"), t)
     if not real:
         return None
     replicas = max(2.0, ev.get("fleet.replicas") or 2.0)
