@@ -83,7 +83,7 @@ def _read_file(
     records = read_records(source.lines(), path.stat().st_mtime, formats)
     cut = source.cut
     notes = [] if cut is None else [f"{path} is a gzip cut short ({cut}): read up to the cut"]
-    if not source.num_lines:
+    if not source.num_lines and not source.hole_bytes:  # NULs alone are text read as none
         raise UserError(f"{path} is empty" + (" before its gzip is cut." if cut else "."))
     if source.num_long_lines:
         notes.append(

@@ -111,3 +111,15 @@ def test_hostile_files_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFi
     garbage.write_bytes(gzip.compress(V1.format(s=1).encode()) + b"garbage after it")
     assert main(["logs", str(garbage), "--json"]) == 0  # what came before the fault is kept
     assert "is a gzip cut short (corrupt" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("hole", [65535, 65536, MIB])
+def test_the_first_line_after_a_nul_filled_hole_is_read(tmp_path: Path, hole: int) -> None:
+    """logrotate's `copytruncate` leaves a hole of NULs as long as the log was, then the
+    writer's next line: that line is read whole (it was merged into the hole's 64 KiB and
+    cut, and a one-line log read as none)."""
+    path = tmp_path / "rotated.log"
+    path.write_bytes(b"\x00" * hole + V1.format(s=1).encode())
+    lines = list(LogSource(path).lines())
+    assert lines == [V1.format(s=1)]
+    assert len(read_records(lines, near_unix_s=0.0)) == 1

@@ -59,6 +59,7 @@ class LogSource:
         self.last_line_open = False  # the last line with text has no newline (a copy mid-write)
         self.num_lines = 0  # lines with text
         self.num_long_lines = 0  # lines cut at MAX_LINE_BYTES
+        self.hole_bytes = 0  # NUL bytes before lines, left out (a `copytruncate` hole)
         if not path.exists():
             raise UserError(f"{path} {why_missing(path)}.")
         if not path.is_file():  # a folder; a FIFO, which would wait for a writer
@@ -113,8 +114,19 @@ class LogSource:
             yield line.decode("utf-8", errors="replace")
 
     def _raw_lines(self, stream: BinaryIO) -> Iterator[bytes]:
-        """Lines of at most `MAX_LINE_BYTES`; the rest of a longer one is skipped."""
+        """Lines of at most `MAX_LINE_BYTES`; the rest of a longer one is skipped. A run of NUL
+        bytes before a line is a hole, not part of it: a log truncated under a writer that
+        goes on at its offset (logrotate's `copytruncate`) starts with as many NULs as it
+        had bytes, and the first line after them is read whole."""
         while line := stream.readline(MAX_LINE_BYTES):
+            if line.startswith(b"\x00"):
+                size = len(line)
+                line = line.lstrip(b"\x00")
+                self.hole_bytes += size - len(line)
+                if not line:
+                    continue  # still in the hole
+                if not line.endswith(b"\n"):  # the line goes on past this read
+                    line += stream.readline(MAX_LINE_BYTES - len(line))
             if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
                 self.num_long_lines += 1
                 rest = line
