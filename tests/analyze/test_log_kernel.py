@@ -317,3 +317,28 @@ def test_dp_attention_lines_and_the_captured_batch_are_read(tmp_path: Path) -> N
     assert triage.timeline.events.config["cuda_graph_max_batch"] == 160.0
     (finding,) = triage.diagnosis.layer(Layer.KERNEL).findings
     assert finding.status is Status.WARNING and "data-parallel attention" in finding.title
+
+
+def test_diagnose_log_reads_the_captured_batch_its_start_said() -> None:
+    """`diagnose --log` reads SGLang's `cuda_graph_max_bs` from the start-up before the run's
+    window, as `logs` does: eager decode above it is by design (the rule's words and its
+    status rest on it; the review's case: max 8, eager at 24, the ITL missed)."""
+    start = (
+        "[2026-03-02 09:59:00] server_args=ServerArgs(model_path='m', tp_size=1, "
+        "disable_cuda_graph=False, cuda_graph_max_bs=8)"
+    )
+    lines = [start, *(_decode(s, 24, False, 1500.0) for s in range(0, 60, 4))]
+    window = (_unix("2026-03-02 10:00:00"), _unix("2026-03-02 10:01:00"))
+    said = {s.name: s.value for s in log_signals(parse_server_log("\n".join(lines), window))}
+    assert said["config.cuda_graph_max_batch"] == 8.0
+
+
+def test_vllm_v0_engines_of_0_7_to_0_9_mark_a_restart() -> None:
+    """vLLM 0.7–0.9 on its V0 engine says "Initializing a V0 LLM engine": a restart there
+    leaves the earlier start's fallback behind too."""
+    lines = [
+        line.replace("Initializing an LLM engine (v0.5.4)", "Initializing a V0 LLM engine (v0.8.5)")
+        for line in RESTARTED
+    ]
+    window = (_unix("2026-03-02 10:00:00"), _unix("2026-03-02 10:01:00"))
+    assert parse_server_log("\n".join(lines), window).attention_fallbacks == ()

@@ -83,6 +83,7 @@ class ServerLog:
     graph_use: GraphUse | None = None  # the window's decode lines that say graphs or not
     # the server's last start's at or before the window's end (start-up precedes the window)
     attention_fallbacks: tuple[LogEvent, ...] = ()
+    graph_max_batch: float | None = None  # the largest batch captured in a graph, as said then
 
 
 def _in_window(lines: Sequence[str], window: tuple[float, float] | None) -> list[str]:
@@ -149,6 +150,20 @@ def _fallbacks(lines: Sequence[str]) -> tuple[LogEvent, ...]:
     )
 
 
+def _captured_batch(lines: Sequence[str]) -> float | None:
+    """The largest decode batch the start-up says it captured in a CUDA graph (SGLang's
+    `cuda_graph_max_bs=` in its `server_args=` line); None when no line says it."""
+    found = None
+    for line in lines:
+        if "cuda_graph_max_bs" not in line:
+            continue
+        for form in _FORMATS:
+            for event in form.read_events(line) if form.read_events is not None else ():
+                if event.kind is EventKind.CONFIG and event.get("cuda_graph_max_batch"):
+                    found = event.get("cuda_graph_max_batch")
+    return found
+
+
 def _peak(values: Sequence[float | None]) -> float | None:
     found = [v for v in values if v is not None]
     return max(found) if found else None
@@ -176,6 +191,7 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
     """Read one log; `window_unix` keeps only the lines stamped within it (see the docstring)."""
     every = clean_lines(text)
     lines = _in_window(every, window_unix)
+    started = _since_start(every, window_unix)
     read = [(line, found) for line in lines if (found := _stats(line)) is not None]
     stats = [found for _, found in read]
     warned = sum(1 for line in lines if any(p.search(line) for p in _PREEMPTED))
@@ -192,7 +208,8 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
         oom_errors=sum(1 for line in lines if OOM.search(line)),
         recompiles=parse_recompile_log(lines),
         graph_use=graph_use(_graph_lines(read)),
-        attention_fallbacks=_fallbacks(_since_start(every, window_unix)),
+        attention_fallbacks=_fallbacks(started),
+        graph_max_batch=_captured_batch(started),
     )
 
 
@@ -215,6 +232,7 @@ def log_signals(log: ServerLog, window_ts: tuple[float, float] | None = None) ->
     # vLLM V0 warns at every preemption; V1 and SGLang do not, so their silence is no zero.
     if log.engine == "vllm-v0" or log.preemptions:
         out += signal("preemptions.total", log.preemptions, "1")
+    out += signal("config.cuda_graph_max_batch", log.graph_max_batch, "requests")
     said = log.attention_fallbacks
     return out + kernel_signals(log.graph_use, len(said), attention_fallback(said), signal)
 

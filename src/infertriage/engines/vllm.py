@@ -550,7 +550,11 @@ VLLM = EngineAdapter(
         interval_s=10.0,  # VLLM_LOG_STATS_INTERVAL's default
         variant_titles={"vllm": "vLLM (V1)", "vllm-v0": "vLLM (V0)"},  # its two stats lines
         # V1's engine core (v1/engine/core.py), V0's engine (engine/llm_engine.py)
-        started=("Initializing a V1 LLM engine", "Initializing an LLM engine"),
+        started=(
+            "Initializing a V1 LLM engine",
+            "Initializing a V0 LLM engine",  # 0.7–0.9 on V0 (Turing and older fall back to it)
+            "Initializing an LLM engine",
+        ),
         fallback_words=(_FLASH_WORDS,),
         expected=(
             "vLLM stats lines (`Avg prompt throughput: …, Running: N reqs, Waiting: M reqs, "
