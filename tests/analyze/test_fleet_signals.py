@@ -37,11 +37,28 @@ def test_the_busiest_replicas_excess_is_its_running_and_waiting_over_the_mean() 
     assert signals["fleet.busiest_excess"] == pytest.approx(9.0 - 12.0 / 3)
 
 
-def test_the_excess_is_over_the_replicas_the_running_figure_lists() -> None:
-    """Two of four replicas listed (the others' series lost): their own mean, not one
-    diluted by replicas that count as idle."""
+def test_a_replica_of_the_fleet_with_no_series_of_a_figure_counts_zero() -> None:
+    """An engine makes a series on its first use (TGI's requests): replica c, seen in the
+    fleet's other figures, ran and finished nothing (it was left out, and the others looked
+    even)."""
     running = _figure("queue.running", "mean", {"a": 2.0, "b": 2.0})
-    assert _signals(_view(running))["fleet.busiest_excess"] == pytest.approx(0.0)
+    finished = _figure("requests.finished", "rate", {"a": 1.0, "b": 1.0})
+    tokens = _figure("tokens.generation", "rate", {"a": 300.0, "b": 300.0, "c": 1.0})
+    signals = _signals(_view(running, finished, tokens))
+    assert signals["fleet.busiest_excess"] == pytest.approx(2.0 - 4.0 / 3)
+    assert signals["fleet.request_imbalance"] == pytest.approx(1.5)
+    assert signals["fleet.routing_chance"] < 1e-3  # 60, 60 and 0 of 120 requests: 3.6e-4
+
+
+def test_a_replica_present_for_part_of_the_window_says_no_chance_either_way() -> None:
+    """Two of three replicas died a third of the way in and the survivor took the traffic:
+    their figures cover another span, so neither the excess nor the chance is said."""
+    values = (InstanceValue("a", 3.0, 3.0, 60), InstanceValue("b", 0.5, 0.5, 20),
+              InstanceValue("c", 0.5, 0.5, 20))  # fmt: skip
+    finished = FleetFigure("requests.finished", "rate", "1", "", values, 3.0 / (4.0 / 3), True)
+    signals = _signals(_view(finished))
+    assert signals["fleet.replicas_partial"] == 2
+    assert "fleet.routing_chance" not in signals and "fleet.busiest_excess" not in signals
 
 
 def test_a_nearly_idle_fleet_has_an_uneven_ratio_and_no_excess() -> None:

@@ -85,13 +85,16 @@ def test_fleet_imbalance_between_replicas(
     assert "--selector" in capsys.readouterr().err
 
 
-def _two_engine_cores(server: Any, base: str, running: tuple[float, float]) -> None:
+def _two_engine_cores(
+    server: Any, base: str, running: tuple[float, float], label: str = "engine"
+) -> None:
     """A replica with data parallelism 2: vLLM's running gauge once per engine core
     (`engine="0"`, `engine="1"`), the capture's line made two (how it is made: the capture's
-    `vllm:num_requests_running{model_name=…}` line given an engine label and repeated)."""
+    `vllm:num_requests_running{model_name=…}` line given an engine label and repeated);
+    with `label="tp_rank"`, one scheduler's state exported once per tensor-parallel rank."""
     line = next(x for x in base.splitlines() if x.startswith("vllm:num_requests_running{"))
     cores = "\n".join(
-        line.replace("{", f'{{engine="{core}",', 1).rsplit(" ", 1)[0] + f" {value}"
+        line.replace("{", f'{{{label}="{core}",', 1).rsplit(" ", 1)[0] + f" {value}"
         for core, value in enumerate(running)
     )
     server.set("/metrics", make=lambda: (200, base.replace(line, cores)))
@@ -103,18 +106,20 @@ def test_a_replicas_requests_in_flight_are_summed_over_its_engine_cores(
     shared_fixture,  # type: ignore[no-untyped-def]
 ) -> None:
     """Two replicas of two engine cores each, 5 + 4 and 1 + 0 requests running: each
-    replica's figure is its cores' sum (9 and 1), not their mean (4.5 and 0.5)."""
+    replica's figure is its cores' sum (9 and 1), not their mean (4.5 and 0.5); a third
+    replica's one scheduler exported by its two tensor-parallel ranks (3 and 3) is 3, not 6."""
     if PROMETHEUS is None:
         pytest.skip("the prometheus binary is absent (Debian: apt-get install prometheus)")
     base = shared_fixture("metrics/vllm.txt").read_text()
-    busy, idle = make_live_server(), make_live_server()
+    busy, idle, ranked = make_live_server(), make_live_server(), make_live_server()
     _two_engine_cores(busy, base, (5.0, 4.0))
     _two_engine_cores(idle, base, (1.0, 0.0))
-    targets = [f"127.0.0.1:{busy.port}", f"127.0.0.1:{idle.port}"]
+    _two_engine_cores(ranked, base, (3.0, 3.0), label="tp_rank")
+    targets = [f"127.0.0.1:{s.port}" for s in (busy, idle, ranked)]
     with running_prometheus(tmp_path, targets) as url:
         time.sleep(2.5)  # five scrapes of each replica
         view = fleet_metrics(
             FleetSpec(prometheus_url=url, selector='job="vllm"', window_s=2.0, step_s=0.5)
         )
     running = next(f for f in view.figures if f.name == "queue.running")
-    assert sorted(i.mean for i in running.instances) == pytest.approx([1.0, 9.0])
+    assert sorted(i.mean for i in running.instances) == pytest.approx([1.0, 3.0, 9.0])

@@ -79,6 +79,8 @@ HEALTHY: dict[str, float | None] = {
     "fleet.imbalance": 1.0,
     "fleet.busiest_excess": 0.0,
     "fleet.routing_chance": 1.0,
+    "fleet.request_imbalance": 1.0,
+    "fleet.replicas_partial": 0.0,
     "client.ttft_p50_s": 0.05,
     "client.ttft_p95_s": 0.12,
     "client.itl_p50_s": 0.01,

@@ -34,7 +34,7 @@ def test_a_light_but_skewed_split_of_many_requests_is_named() -> None:
     the mean, the window's 90 and 11 requests cannot come from an even split."""
     ev = make_evidence(
         fleet__replicas=2, fleet__imbalance=1.79, fleet__busiest_excess=0.96,
-        fleet__routing_chance=2e-16,
+        fleet__routing_chance=2e-16, fleet__request_imbalance=1.79,
     )  # fmt: skip
     finding = RULE.fn(ev, Thresholds())
     assert finding is not None and "even split" in finding.title
@@ -58,3 +58,22 @@ def test_a_fleet_without_queue_gauges_or_request_counts_is_judged_on_its_ratio()
     finding = RULE.fn(ev, Thresholds())
     assert finding is not None and "tells it from chance" in finding.title
     assert RULE.missing(ev) == ()
+
+
+def test_a_significant_but_small_request_skew_is_no_imbalance() -> None:
+    """Six hours of 1.03 against 0.97 requests a second: no even split gives that
+    (p = 5e-10), but the busiest finished 1.03× the mean's requests, no imbalance; the
+    1.5× was an idle fleet's running gauge."""
+    ev = make_evidence(
+        fleet__replicas=2, fleet__imbalance=1.5, fleet__busiest_excess=0.15,
+        fleet__routing_chance=4.6e-10, fleet__request_imbalance=1.03,
+    )  # fmt: skip
+    assert RULE.fn(ev, Thresholds()) is None
+
+
+def test_a_replica_that_came_or_went_mid_window_is_no_imbalance() -> None:
+    ev = make_evidence(
+        fleet__replicas=3, fleet__imbalance=2.2, fleet__busiest_excess=None,
+        fleet__routing_chance=None, fleet__replicas_partial=2,
+    )  # fmt: skip
+    assert RULE.fn(ev, Thresholds()) is None

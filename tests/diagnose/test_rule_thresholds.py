@@ -260,9 +260,12 @@ CASES: dict[str, At | tuple[At, ...]] = {
     ),
     "routing_chance_max": At(
         "application.replica_imbalance",
-        _ev(fleet__replicas=4, fleet__imbalance=2.0, fleet__busiest_excess=0.5)(
-            "fleet__routing_chance"
-        ),
+        _ev(
+            fleet__replicas=4,
+            fleet__imbalance=2.0,
+            fleet__busiest_excess=0.5,
+            fleet__request_imbalance=2.0,
+        )("fleet__routing_chance"),
         below_fires=True,
         shown="fleet.routing_chance",
     ),

@@ -44,3 +44,13 @@ def test_a_skewed_split_is_an_imbalance() -> None:
         _figure("requests.finished", "rate", (1.5, 0.2, 0.2)),
     )
     assert "imbalanced: queue.running mean" in text and "p = " in text
+
+
+def test_replicas_that_came_or_went_are_uneven_not_an_imbalance() -> None:
+    """Two of three replicas served a third of the window (20 points of 60): the survivor's
+    1.8× is no routing fault, and the line says why."""
+    values = (InstanceValue("pod-0", 3.0, 3.0, 60), InstanceValue("pod-1", 1.0, 1.0, 20),
+              InstanceValue("pod-2", 1.0, 1.0, 20))  # fmt: skip
+    figure = FleetFigure("requests.finished", "rate", "", "expr", values, 1.8, True)
+    text = _shown(figure)
+    assert "imbalanced:" not in text and "came or went within the window" in text

@@ -181,8 +181,12 @@ def _expr(raw: str, figure: str, selector: str, window_s: float, *, summed: bool
         bucket = f"{raw}_bucket{{{selector}}}" if selector else f"{raw}_bucket"
         return f"histogram_quantile(0.95, sum by (instance, le) (rate({bucket}{window})))"
     # a gauge of requests or tokens is the replica's sum over its series (one per engine core
-    # with data parallelism); a fraction (KV use) their mean
-    return f"{'sum' if summed else 'avg'} by (instance) ({matcher})"
+    # with data parallelism), the tensor- and pipeline-parallel ranks of one scheduler taken
+    # once (SGLang exports one series per rank with --enable-metrics-for-all-schedulers, each
+    # the scheduler's whole state); a fraction (KV use) their mean
+    if summed:
+        return f"sum by (instance) (max without (tp_rank, pp_rank) ({matcher}))"
+    return f"avg by (instance) ({matcher})"
 
 
 def _figure(

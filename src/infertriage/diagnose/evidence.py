@@ -219,6 +219,8 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "fleet.imbalance": SignalDef("1", _FLEET),
         "fleet.busiest_excess": SignalDef("requests", _FLEET),
         "fleet.routing_chance": SignalDef("fraction", _FLEET),
+        "fleet.request_imbalance": SignalDef("1", _FLEET),
+        "fleet.replicas_partial": SignalDef("1", _FLEET),
         # live configuration
         "config.max_num_seqs": SignalDef("requests", _CONFIG),
         "config.num_gpu_blocks": SignalDef("1", _CONFIG),

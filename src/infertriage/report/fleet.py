@@ -35,10 +35,20 @@ def fleet_to_json(view: FleetView) -> dict[str, Any]:
 
 
 def _chance(view: FleetView) -> tuple[bool, str]:
-    """Whether the replicas' uneven load is beyond chance (`beyond_chance`), and why."""
+    """Whether the replicas' uneven load is beyond chance (`beyond_chance`), and what an
+    uneven row's line says after its ratio."""
     found = {s.name: s.value for s in fleet_signals(fleet_to_json(view))}
+    partial = found.get("fleet.replicas_partial")
+    if partial:
+        return False, (
+            f"{partial:.0f} replicas came or went within the window, so the replicas are "
+            "compared over different spans."
+        )
     excess, chance = found.get("fleet.busiest_excess"), found.get("fleet.routing_chance")
-    return beyond_chance(excess, chance, Thresholds())
+    real, why = beyond_chance(excess, chance, found.get("fleet.request_imbalance"), Thresholds())
+    if real:
+        return True, f" ({why}); check the load balancer's policy."
+    return False, f", within a few arrivals' chance ({why})."
 
 
 def render_fleet(view: FleetView, console: Console) -> None:
@@ -63,18 +73,12 @@ def render_fleet(view: FleetView, console: Console) -> None:
         style = ("bold red" if real else "yellow") if figure.flagged else None
         table.add_row(terminal_text(f"{figure.name} {figure.figure}"), *cells, ratio, style=style)
     console.print(table)
+    label = ("imbalanced:", "red") if real else ("uneven:", "yellow")
     for figure in view.imbalanced:
-        if real:
-            line = terminal_text(
-                f" {figure.name} {figure.figure}: the busiest replica "
-                f"{figure.imbalance:.2f}× the mean ({why}); check the load balancer's policy."
-            )
-            console.print(Text.assemble(("imbalanced:", "red"), line))
-            continue
-        line = terminal_text(
-            f" {figure.name} {figure.figure}: the busiest replica {figure.imbalance:.2f}× the "
-            f"mean, within a few arrivals' chance ({why})."
-        )
-        console.print(Text.assemble(("uneven:", "yellow"), line))
+        ratio = f"{figure.imbalance:.2f}× the mean"
+        said = f"{figure.name} {figure.figure}: the busiest replica {ratio}"
+        if not why.startswith((" ", ",")):  # a sentence of its own
+            said += "; "
+        console.print(Text.assemble(label, terminal_text(f" {said}{why}")))
     for note in view.notes:
         console.print(terminal_text(note, "dim"))

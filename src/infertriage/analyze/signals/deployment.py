@@ -10,7 +10,10 @@ over the mean replica's, on the most uneven work figure) and two figures that
 tell a routing fault from a few arrivals' chance: `fleet.busiest_excess` (the
 most requests in flight on one replica over the mean replica's, from the queue
 gauges) and `fleet.routing_chance` (how likely an even split of the requests the
-window finished would put as many on the busiest replica).
+window finished would put as many on the busiest replica) with
+`fleet.request_imbalance` (the busiest replica's requests over the mean's); a
+replica present for part of the window only is counted (`fleet.replicas_partial`)
+instead, as replicas are then compared over different spans.
 """
 
 from __future__ import annotations
@@ -64,18 +67,37 @@ def config_signals(server_config: RunServerConfig, deployment: Deployment) -> li
     return out
 
 
+# a replica whose series cover less than this share of the others' points came or went
+# within the window: replicas are then compared over different spans
+_PRESENT = 0.8
+
+
 def _figure_means(fleet: Mapping[str, Any], key: str) -> dict[str, float] | None:
-    """Each listed replica's mean of one figure ("queue.running mean"); None when absent."""
+    """Every replica's mean of one figure ("queue.running mean"), a replica of the fleet with
+    no series of it at 0 (an engine makes a series on its first use: TGI's requests); None
+    when the figure is absent."""
     for figure in fleet.get("figures", []):
         if f"{figure.get('name')} {figure.get('figure')}" == key:
-            return {str(v["instance"]): float(v["mean"]) for v in figure.get("instances") or []}
+            listed = {str(v["instance"]): float(v["mean"]) for v in figure.get("instances") or []}
+            return {str(name): listed.get(str(name), 0.0) for name in fleet.get("instances", [])}
     return None
+
+
+def _partial(fleet: Mapping[str, Any]) -> int:
+    """How many replicas have series over less than `_PRESENT` of the window the others
+    cover (by their points in any figure): a replica that came or went mid-window."""
+    points: dict[str, int] = {}
+    for figure in fleet.get("figures", []):
+        for value in figure.get("instances") or []:
+            name = str(value["instance"])
+            points[name] = max(points.get(name, 0), int(value.get("num_points") or 0))
+    most = max(points.values(), default=0)
+    return sum(1 for n in points.values() if n < _PRESENT * most)
 
 
 def _busiest_excess(fleet: Mapping[str, Any]) -> float | None:
     """The most requests in flight on one replica (its running + waiting, each a mean over the
-    window) less the mean replica's, over the replicas the running figure lists; None without
-    one. A listed replica with no waiting series waits for nothing."""
+    window) less the mean replica's; None without a running figure."""
     running = _figure_means(fleet, "queue.running mean")
     if not running or len(running) < 2:
         return None
@@ -84,18 +106,23 @@ def _busiest_excess(fleet: Mapping[str, Any]) -> float | None:
     return max(load.values()) - sum(load.values()) / len(load)
 
 
-def _routing_chance(fleet: Mapping[str, Any], span: tuple[float, float] | None) -> float | None:
-    """How likely an even split of the requests the window finished would give one replica as
-    many as the busiest got: k · P(X ≥ busiest) for X ~ Binomial(n, 1/k), the k replicas'
-    counts taken as their request rates times the window (a union bound over the replicas).
-    None without a request rate, a window or a request finished in it."""
+def _request_counts(fleet: Mapping[str, Any], span: tuple[float, float] | None) -> list[float]:
+    """Each replica's requests finished in the window (its request rate times the window's
+    length); empty without a request rate, a window or two replicas."""
     rates = _figure_means(fleet, "requests.finished rate")
     if not rates or len(rates) < 2 or span is None or span[1] <= span[0]:
+        return []
+    return [max(0.0, rate) * (span[1] - span[0]) for rate in rates.values()]
+
+
+def _routing_chance(counts: list[float]) -> float | None:
+    """How likely an even split of the requests the window finished would give one replica as
+    many as the busiest got: k · P(X ≥ busiest) for X ~ Binomial(n, 1/k) (a union bound over
+    the k replicas). None with no request finished."""
+    n, k = sum(counts), len(counts)
+    if not counts or n < 1.0:
         return None
-    counts = [max(0.0, rate) * (span[1] - span[0]) for rate in rates.values()]
-    n, busiest, k = sum(counts), max(counts), len(counts)
-    if n < 1.0:
-        return None
+    busiest = max(counts)
     if busiest <= n / k:
         return 1.0
     tail = regularized_beta(busiest, n - busiest + 1.0, 1.0 / k)  # P(X ≥ busiest)
@@ -120,14 +147,21 @@ def fleet_signals(fleet: Mapping[str, Any]) -> list[Signal]:
     if uneven:
         ratio, which = max(uneven)
         out.append(Signal("fleet.imbalance", ratio, "1", f"prometheus: {which}", span))
+    partial = _partial(fleet)
+    if partial:  # the replicas' figures cover different spans: no figure says chance or not
+        out.append(Signal("fleet.replicas_partial", float(partial), "1", "prometheus", span))
+        return out
     excess = _busiest_excess(fleet)
     if excess is not None:
         source = "prometheus: queue.running + queue.waiting mean"
         out.append(Signal("fleet.busiest_excess", excess, "requests", source, span))
     unix = fleet.get("window")  # the queried window; `window_ts` is the load's on the run clock
     queried = (float(unix[0]), float(unix[1])) if unix else None
-    chance = _routing_chance(fleet, span or queried)
+    counts = _request_counts(fleet, span or queried)
+    chance = _routing_chance(counts)
     if chance is not None:
         source = "prometheus: requests.finished rate × the window"
         out.append(Signal("fleet.routing_chance", chance, "fraction", source, span))
+        ratio = max(counts) / (sum(counts) / len(counts))
+        out.append(Signal("fleet.request_imbalance", ratio, "1", source, span))
     return out

@@ -337,20 +337,31 @@ def server_restarted(ev: Evidence, t: Thresholds) -> Finding | None:
     )
 
 
-def beyond_chance(excess: float | None, chance: float | None, t: Thresholds) -> tuple[bool, str]:
+def beyond_chance(
+    excess: float | None, chance: float | None, requests: float | None, t: Thresholds
+) -> tuple[bool, str]:
     """Whether the busiest replica's lead is more than a few arrivals' chance, and how it
     reads: it holds `min_excess_requests` more in flight than the mean replica
-    (`fleet.busiest_excess`), or an even split of the window's finished requests would rarely
-    (`routing_chance_max`) give it as many (`fleet.routing_chance`). With neither figure (an
-    engine without queue gauges or a request counter) the ratio alone is all there is, and
-    the words say so. `metrics --prometheus` flags its rows by the same test."""
+    (`fleet.busiest_excess`), or it finished `replica_imbalance` × the mean replica's requests
+    (`requests`: `fleet.request_imbalance`) and an even split would rarely
+    (`routing_chance_max`) give it as many (`fleet.routing_chance`) — a difference of a few
+    per cent over hours is significant and no imbalance. With none of them (an engine without
+    queue gauges or a request counter) the ratio alone is all there is, and the words say
+    so. `metrics --prometheus` flags its rows by the same test."""
     held = excess is not None and excess >= t.min_excess_requests
-    skewed = chance is not None and chance <= t.routing_chance_max
+    skewed = (
+        chance is not None
+        and chance <= t.routing_chance_max
+        and (requests or 0.0) >= t.replica_imbalance
+    )
     said = []
     if excess is not None:
         said.append(f"{excess:.2g} requests in flight above the mean")
-    if chance is not None:
-        said.append(f"an even split would give it this many requests with p = {chance:.2g}")
+    if chance is not None and requests is not None:
+        said.append(
+            f"{requests:.3g}× the mean replica's requests, which an even split gives with "
+            f"p = {chance:.2g}"
+        )
     if excess is None and chance is None:
         said.append("no queue gauge or request count tells it from chance")
     return held or skewed or (excess is None and chance is None), "; ".join(said)
@@ -361,12 +372,18 @@ def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
     """The busiest replica does far more of the work than the mean replica.
 
     Named only beyond a few arrivals' chance (`beyond_chance`): replicas that each hold a
-    request or less and finish requests evenly are mostly idle, and their ratio is chance.
+    request or less and finish requests evenly are mostly idle, and their ratio is chance;
+    and not when a replica came or went within the window (`fleet.replicas_partial`).
     """
     ratio = ev.get("fleet.imbalance") or 0.0
-    if ratio < t.replica_imbalance:
-        return None
-    real, said = beyond_chance(ev.get("fleet.busiest_excess"), ev.get("fleet.routing_chance"), t)
+    if ratio < t.replica_imbalance or (ev.get("fleet.replicas_partial") or 0.0) >= 1:
+        return None  # a replica that came or went mid-window is compared over another span
+    real, said = beyond_chance(
+        ev.get("fleet.busiest_excess"),
+        ev.get("fleet.routing_chance"),
+        ev.get("fleet.request_imbalance"),
+        t,
+    )
     if not real:
         return None
     replicas = max(2.0, ev.get("fleet.replicas") or 2.0)
@@ -382,6 +399,7 @@ def replica_imbalance(ev: Evidence, t: Thresholds) -> Finding | None:
             ("fleet.imbalance", t.replica_imbalance),
             ("fleet.busiest_excess", t.min_excess_requests),
             ("fleet.routing_chance", t.routing_chance_max),
+            ("fleet.request_imbalance", t.replica_imbalance),
             ("fleet.replicas", None),
         ),
         explanation=(
