@@ -240,6 +240,18 @@ CASES = [
     pytest.param([*DIAGNOSE, "--slo", "{loop}"], "is a symbolic link loop", id="slo loop"),
     pytest.param(["diagnose", "--from-run", "{loop}"], "symbolic link loop", id="from-run loop"),
     pytest.param(["compare", "{loop}", "{folder}"], "symbolic link loop", id="compare loop"),
+    pytest.param(["metrics", "{loop}"], "is a symbolic link loop", id="metrics loop"),
+    pytest.param(
+        ["simulate", "--scenario", "{loop}", "--num-requests", "5"],
+        "is a symbolic link loop",
+        id="scenario loop",
+    ),
+    pytest.param(
+        ["plan", "--model", "{loop}", "--gpu", "H100-SXM", "--concurrency", "8"],
+        "is a symbolic link loop",
+        id="model loop",
+    ),
+    pytest.param(["metrics", "{dangling}"], "which does not exist", id="metrics dangling"),
     pytest.param(["logs", "{dangling}"], "is a symbolic link to '", id="logs dangling"),
     pytest.param([*VALIDATE, "--markdown", "{missing}/x.md"], "does not exist", id="markdown"),
     pytest.param([*VALIDATE, "--markdown", "{folder}"], "is a folder", id="markdown folder"),

@@ -25,6 +25,7 @@ from infertriage.collect import (
     read_metrics_file,
 )
 from infertriage.schemas import RunClock, UserError
+from infertriage.schemas.inputs import why_missing
 
 if TYPE_CHECKING:
     from infertriage.api.specs_offline import FleetSpec
@@ -44,6 +45,8 @@ def __getattr__(name: str) -> object:
 
 def _read_file(source: str) -> str:
     path = Path(source)
+    if not path.exists() and path.is_symlink():  # a link that leads nowhere: why
+        raise UserError(f"{source} {why_missing(path)}.")
     if not path.exists():  # a folder, a FIFO or a device is refused by the reader, by name
         raise UserError(f"{source} is neither a URL (http://…) nor an existing file.")
     return read_metrics_file(path)

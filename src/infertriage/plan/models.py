@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from infertriage.schemas.errors import UserError
-from infertriage.schemas.inputs import read_small_text
+from infertriage.schemas.inputs import read_small_text, why_missing
 
 __all__ = ["ModelSpec", "list_model_presets", "load_model", "model_from_hf_config"]
 
@@ -298,6 +298,8 @@ def load_model(name_or_path: str) -> ModelSpec:
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         path = path / "config.json"
+    if not path.exists() and path.is_symlink():  # a link that leads nowhere: why
+        raise UserError(f"model {path} {why_missing(path)}.")
     if not path.is_file():
         raise UserError(
             f"model {name_or_path!r} is neither a preset ({', '.join(list_model_presets())}) "

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from infertriage.plan import ModelSpec, list_model_presets, load_model, model_from_hf_config
 from infertriage.schemas import UserError
+from infertriage.schemas.inputs import why_missing
 
 __all__ = ["TWIN_MODEL_PRESETS", "resolve_model"]
 
@@ -54,6 +55,8 @@ def resolve_model(name_or_path: str, base_dir: Path | None = None) -> ModelSpec:
     path = Path(name_or_path).expanduser()
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
+    if not path.exists() and path.is_symlink():  # a link that leads nowhere: why
+        raise UserError(f"model {path} {why_missing(path)}.")
     if not path.exists():
         presets = ", ".join(sorted([*list_model_presets(), *TWIN_MODEL_PRESETS]))
         raise UserError(

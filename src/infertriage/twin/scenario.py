@@ -25,6 +25,7 @@ from infertriage.schemas.inputs import (
     load_yaml,
     quoted,
     read_small_text,
+    why_missing,
 )
 from infertriage.twin.capacity import make_hardware
 from infertriage.twin.models import resolve_model
@@ -59,6 +60,8 @@ def load_scenario(name_or_path: str) -> Scenario:
         entry = resources.files(_PACKAGE).joinpath("scenarios", f"{name_or_path}.yaml")
         return _parse(entry.read_text("utf-8"), f"{name_or_path}.yaml", None)
     path = Path(name_or_path).expanduser()
+    if not path.exists() and path.is_symlink():  # a link that leads nowhere: why
+        raise UserError(f"scenario {path} {why_missing(path)}.")
     if not path.exists():
         raise UserError(
             f"unknown scenario {quoted(name_or_path)}: not a packaged one "
