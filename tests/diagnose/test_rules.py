@@ -794,6 +794,31 @@ def test_prefill_token_budget_reads_the_largest_step_without_the_setting() -> No
     assert "no engine step exceeded 256 tokens" in finding.title
 
 
+@pytest.mark.parametrize(
+    ("largest", "hit", "reuse", "fires"),
+    [(8, 0.993, 0.99, False), (512, 0.0, 0.98, False), (8, 0.5, 0.5, True), (8, 0.0, 0.0, True)],
+)
+def test_the_largest_step_bounds_the_budget_only_where_prompts_needed_more(
+    largest: float, hit: float, reuse: float, fires: bool
+) -> None:
+    # One stream (healthy, --concurrency 1): the measured level resent the warm-up's prompts,
+    # the prefix cache served 99 % of their tokens, and no step in the window exceeded the
+    # 8-token bucket; "prompts average 524 tokens, about 65 steps each" was false. On two
+    # ranks (healthy-dp) the one hit fell in the scrape before the window (the server's rate
+    # 0 %), and the one prompt computed (451 tokens) fit the 512 bucket: the 98 % reuse sent
+    # says it. Prompts that computed 262 tokens each (half of them
+    # hit) needed larger steps than 8: the bound holds, and the rule fires on it.
+    ev = make_evidence(config__max_num_batched_tokens=None, server__step_tokens_max=largest,
+                       client__mean_prompt_tokens=524, prefix_cache__hit_rate=hit,
+                       workload__prefix_reuse=reuse, server__ttft_mean_s=0.0107,
+                       server__prefill_time_mean_s=0.0069, server__queue_time_mean_s=0.0,
+                       queue__running_max=1)  # fmt: skip
+    finding = RULES["scheduling.prefill_token_budget"].fn(ev, Thresholds())
+    assert (finding is not None) is fires
+    if finding is not None:
+        assert f"no engine step exceeded {largest} tokens" in finding.title
+
+
 def test_an_slo_miss_no_rule_explains_is_said_with_what_is_missing() -> None:
     ev = make_evidence(client__ttft_p95_s=0.206, trace__launch_gap_fraction=None)
     diagnosis = diagnose_evidence(ev, Thresholds())

@@ -100,14 +100,26 @@ def _queue_steps(ev: Evidence, *, seats_free: bool) -> tuple[str, ...]:
 
 
 def _step_budget(ev: Evidence) -> tuple[float, str] | None:
-    """The step budget: the server's setting, else the largest step seen (an upper bound)."""
+    """The step budget: the server's setting, else the largest step seen (an upper bound,
+    where the prompts computed were longer than it)."""
     budget = ev.get("config.max_num_batched_tokens")
     if budget is not None:
         return budget, f"the step budget `--max-num-batched-tokens` is {budget:,.0f}"
     largest = ev.get("server.step_tokens_max")
-    if largest is None:
+    if largest is None or _computed_prompt_tokens(ev) <= largest:
         return None
     return largest, f"no engine step exceeded {largest:,.0f} tokens (`iteration_tokens_total`)"
+
+
+def _computed_prompt_tokens(ev: Evidence) -> float:
+    """A prompt's tokens the engine computed, at least, on average: its length less the
+    prefix reuse the client sent (the most a cache could hit) or the hits the server
+    counted, whichever is more. The largest step bounds the budget only where prompts needed
+    a larger one: a closed loop of one stream resends the warm-up's prompts, which the cache
+    serves in steps of a few tokens whatever the budget (an average: the hits may fall
+    unevenly, so this errs towards silence)."""
+    hit = max(ev.get("prefix_cache.hit_rate") or 0.0, ev.get("workload.prefix_reuse") or 0.0)
+    return (ev.get("client.mean_prompt_tokens") or 0.0) * (1.0 - min(max(hit, 0.0), 1.0))
 
 
 @rule(
