@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from infertriage.analyze.signals.client import client_signals
@@ -89,3 +91,32 @@ def _late(rid: str, sent: float, ttft: float) -> RequestRecord:
         last_token_ts=chunks[-1].ts, end_ts=chunks[-1].ts, chunks=chunks, prompt_tokens=100,
         output_tokens=20, http_status=200,
     )  # fmt: skip
+
+
+def _with_prompt(record: RequestRecord, digest: str) -> RequestRecord:
+    """`record` sending a 1,000-token prompt of one message, digest `digest`."""
+    return dataclasses.replace(record, prompt_prefix=((digest, 1000),), prompt_tokens=1000)
+
+
+def test_prefix_reuse_is_counted_over_the_window_the_server_is_read_over() -> None:
+    # Long prompts (healthy, synthetic:input=7000): the measured level's first burst resent
+    # the warm-up's 16 prompts, and the server hit them before the judged window, over which
+    # its hit rate (0 %) is read; the steady requests sent new prompts. Counted over the whole
+    # level the client's reuse (a third) read as prefixes the server recomputed.
+    warm = [_with_prompt(_stream(f"w{i}", -5.0 + 0.001 * i, 20), f"p{i}") for i in range(16)]
+    burst = [_with_prompt(_late(f"b{i}", 0.001 * i, 0.275), f"p{i}") for i in range(16)]
+    loop = [_with_prompt(_stream(f"s{i}", 0.6 + 0.05 * i, 20), f"n{i}") for i in range(40)]
+    values = {
+        s.name: s.value
+        for s in client_signals(burst + loop, client_bound=False, run=warm + burst + loop)
+    }
+    assert values["workload.prefix_reuse"] == 0.0
+    # the same prompts resent within the window are the reuse it holds
+    again = [_with_prompt(_stream(f"a{i}", 2.7 + 0.05 * i, 20), f"n{i}") for i in range(40)]
+    values = {
+        s.name: s.value
+        for s in client_signals(
+            burst + loop + again, client_bound=False, run=warm + burst + loop + again
+        )
+    }
+    assert values["workload.prefix_reuse"] == pytest.approx(0.5, abs=0.05)

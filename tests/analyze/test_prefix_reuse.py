@@ -65,7 +65,7 @@ def test_reused_tokens_are_whole_blocks_and_never_the_last_token() -> None:
 def test_reuse_over_hand_made_sessions() -> None:
     reuse = prefix_reuse(_run())
     assert reuse is not None
-    assert (reuse.prompt_tokens, reuse.reused_tokens) == (480, 224)
+    assert (reuse.prompt_tokens, reuse.reused_tokens, reuse.num_prompts) == (480, 224, 3)
     assert reuse.share == pytest.approx(224 / 480)
     assert reuse.by_session == pytest.approx({"A": 128 / 330, "B": 96 / 150})
     assert reuse.session_share == pytest.approx((128 / 330 + 96 / 150) / 2)
@@ -82,6 +82,7 @@ def test_signals_name_sessions_and_replicas_only_when_known() -> None:
     assert values == pytest.approx(
         {
             "workload.prefix_reuse": 224 / 480,
+            "workload.prompts": 3,
             "workload.session_prefix_reuse": (128 / 330 + 96 / 150) / 2,
             "workload.sessions": 2,
             "workload.replicas": 2,
@@ -94,11 +95,16 @@ def test_signals_name_sessions_and_replicas_only_when_known() -> None:
     mixed = _run()
     mixed[0] = _record("a2", 2.0, (SYS, U1, A1, U2), session="A")
     names = {s.name for s in reuse_signals(mixed, (0.0, 3.0))}
-    assert names == {"workload.prefix_reuse", "workload.session_prefix_reuse", "workload.sessions"}
+    assert names == {
+        "workload.prefix_reuse",
+        "workload.prompts",
+        "workload.session_prefix_reuse",
+        "workload.sessions",
+    }
     # no session labels (a chat mix): the run-level figure alone
     plain = [_record("x", 0.0, (SYS, U1)), _record("y", 1.0, (SYS, V1))]
     assert {s.name: s.value for s in reuse_signals(plain, (0.0, 2.0))} == pytest.approx(
-        {"workload.prefix_reuse": 96 / 290}
+        {"workload.prefix_reuse": 96 / 290, "workload.prompts": 2}
     )
 
 

@@ -100,6 +100,7 @@ HEALTHY: dict[str, float | None] = {
     "client.mean_prompt_tokens": 600.0,
     "client.mean_output_tokens": 250.0,
     "workload.prefix_reuse": 0.0,
+    "workload.prompts": 400.0,
     "workload.session_prefix_reuse": 0.0,
     "workload.sessions": 0.0,
     "server.ttft_p50_s": 0.04,

@@ -347,6 +347,25 @@ CASES: dict[str, At | tuple[At, ...]] = {
         _ev(**DP_EVEN)("dp__prefix_hit_rate_spread"),
         shown="dp.prefix_hit_rate_spread",
     ),
+    # the prompts the reuse counts (a light load: a closed loop of one stream, two ranks)
+    "prefix_min_prompts": (
+        At(
+            "memory.prefix_cache_low",
+            _ev(workload__prefix_reuse=0.98, prefix_cache__hit_rate=0.0)("workload__prompts"),
+            shown="workload.prompts",
+        ),
+        At(
+            "parallelism.prefix_affinity_lost",
+            _ev(**DP_EVEN, workload__prefix_reuse=0.98, prefix_cache__hit_rate=0.01)(
+                "workload__prompts"
+            ),
+            shown="workload.prompts",
+        ),
+        At(
+            "parallelism.prefix_affinity_lost",
+            _ev(**DP_EVEN, dp__prefix_hit_rate_spread=0.6)("workload__prompts"),
+        ),
+    ),
     # expert and pipeline parallelism
     "ep_hot_rank": At(
         "parallelism.expert_imbalance", _ev()("ep__hot_rank_ratio"), shown="ep.hot_rank_ratio"
@@ -579,6 +598,7 @@ PINNED: dict[str, float] = {
     "prefix_affinity_ratio": 0.5,
     "prefix_min_reuse": 0.2,
     "prefix_spread": 0.3,
+    "prefix_min_prompts": 10.0,
     "ep_hot_rank": 1.25,
     "ep_hot_rank_bound": 2.0,
     "pp_stage_imbalance": 1.3,

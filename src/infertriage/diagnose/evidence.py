@@ -93,6 +93,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "client.mean_output_tokens": SignalDef("tokens", _LOAD),
         # what the client sent: prompt tokens, in whole blocks, an earlier request had sent
         "workload.prefix_reuse": SignalDef("fraction", _LOAD),
+        "workload.prompts": SignalDef("requests", _LOAD),  # the prompts prefix_reuse counts
         "workload.session_prefix_reuse": SignalDef("fraction", _LOAD),
         "workload.sessions": SignalDef("sessions", _LOAD),
         # the server's view (Prometheus)

@@ -153,6 +153,10 @@ class Thresholds:
     kv_usage_rounding: float = 0.005
     # prefix-cache hits below this share of the shared-prefix fraction
     prefix_hit_share: float = 0.50
+    # a hit rate held against the prefix reuse sent is judged over at least this many prompts
+    # (both rules that compare them, and the data-parallel ranks' spread): over two, one
+    # routed to the rank holding its prefix and one not, either rate is chance
+    prefix_min_prompts: float = 10.0
     # a KV offload tier (issue 33) that does not pay: its hits below this share of the tokens
     # asked of it (the GPU cache's misses), once this many tokens were asked; or loading a
     # token from it this many times the deployment's recompute (prefill) time per token; a

@@ -87,7 +87,7 @@ def client_signals(
 ) -> list[Signal]:
     """`records` are the measured level's; `run`, every record of the run (other levels'
     prompts, sent before, count as prefixes a cache could hold: `reuse`)."""
-    reuse = reuse_signals(records, run=run)
+    sent = records
     records = [m for m in (_as_measured(r) for r in records) if m is not None]
     if not records:
         return []
@@ -98,6 +98,12 @@ def client_signals(
     # `validate` judges it (`steady_requests`): no closed loop's first burst.
     throughput = level.output_throughput
     steady, judged = steady_requests(records)
+    # The server's prefix-cache counters are read over the same window (`load_phases`): the
+    # reuse sent is counted over its requests, the first burst's prompts among those a cache
+    # could hold. Counted over the whole level, a first burst that resends the warm-up's
+    # prompts (long ones fill the window's opening seconds) reads as hits the server missed.
+    judged_ids = {r.id for r in steady}
+    reuse = reuse_signals([r for r in sent if r.id in judged_ids], run=run)
     summary = summarize(steady) if judged.basis == "steady" else level
 
     def signal(name: str, value: float, unit: str) -> Signal:

@@ -10,7 +10,8 @@ prefix cache hits whole blocks and always computes a prompt's last token): the u
 bound of what a perfect prefix cache could have hit. Only requests the server answered
 (HTTP 200) count, as the sent prompts a cache could have kept. Signals:
 
-- `workload.prefix_reuse`: reused / prompt tokens over every request (fraction);
+- `workload.prefix_reuse`: reused / prompt tokens over every request (fraction), and
+  `workload.prompts`, how many prompts it counts (a rate over two is chance);
 - `workload.session_prefix_reuse`: its mean over sessions (a record's `session` or
   `conversation` label), with `workload.sessions`, the number of sessions;
 - where every counted response named its replica (`replica` label, from a header in
@@ -56,9 +57,10 @@ def reused_tokens(
 class _Tally:
     prompt: int = 0
     reused: int = 0
+    num_prompts: int = 0
 
     def add(self, prompt: int, reused: int) -> _Tally:
-        return _Tally(self.prompt + prompt, self.reused + reused)
+        return _Tally(self.prompt + prompt, self.reused + reused, self.num_prompts + 1)
 
     @property
     def share(self) -> float:
@@ -71,6 +73,7 @@ class PrefixReuse:
 
     prompt_tokens: int
     reused_tokens: int
+    num_prompts: int  # the prompts counted
     by_session: dict[str, float]  # each session's reused / prompt tokens
     by_replica: dict[str, float]  # each replica's, against what that replica was sent
     replica_reused_tokens: int  # the sum over replicas of what each could have hit
@@ -156,6 +159,7 @@ def prefix_reuse(
     return PrefixReuse(
         prompt_tokens=total.prompt,
         reused_tokens=total.reused,
+        num_prompts=total.num_prompts,
         by_session={name: tally.share for name, tally in sessions.items()},
         by_replica={name: tally.share for name, tally in replicas.items()},
         replica_reused_tokens=sum(tally.reused for tally in replicas.values()),
@@ -177,7 +181,10 @@ def reuse_signals(
     def signal(name: str, value: float, unit: str) -> Signal:
         return Signal(name=name, value=float(value), unit=unit, source="client", window=window)
 
-    out = [signal("workload.prefix_reuse", reuse.share, "fraction")]
+    out = [
+        signal("workload.prefix_reuse", reuse.share, "fraction"),
+        signal("workload.prompts", reuse.num_prompts, "requests"),
+    ]
     session_share = reuse.session_share
     if session_share is not None:
         out.append(signal("workload.session_prefix_reuse", session_share, "fraction"))

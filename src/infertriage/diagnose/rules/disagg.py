@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from infertriage.diagnose.evidence import Evidence
 from infertriage.diagnose.registry import make_finding, rule, severity_above, severity_below
+from infertriage.diagnose.rules.memory import few_prompts
 from infertriage.diagnose.symptom import current, flag, itl_missed, ttft_missed
 from infertriage.engines import Knob
 from infertriage.schemas import Finding, Layer, Thresholds
@@ -262,7 +263,8 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
 
     With two or more ranks or replicas: the server's prefix-cache hit rate under
     `prefix_affinity_ratio` of the prefix reuse the client sent (`workload.prefix_reuse`,
-    at least `prefix_min_reuse`), or the ranks' hit rates `prefix_spread` apart. A
+    at least `prefix_min_reuse`), or the ranks' hit rates `prefix_spread` apart; over at
+    least `prefix_min_prompts` prompts where the client counted them. A
     bottleneck where the hits lost against the reuse come with TTFT over its SLO; silent
     without reuse measured and with even hit rates.
     """
@@ -292,7 +294,7 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
         and caching
     )
     uneven = spread >= t.prefix_spread
-    if not (lost or uneven):
+    if few_prompts(ev, t) or not (lost or uneven):
         return None
     low, high = ev.get("dp.prefix_hit_rate_min"), ev.get("dp.prefix_hit_rate_max")
     said = []
@@ -316,6 +318,7 @@ def prefix_affinity_lost(ev: Evidence, t: Thresholds) -> Finding | None:
         evidence=ev,
         used=(
             ("workload.prefix_reuse", t.prefix_min_reuse),
+            ("workload.prompts", t.prefix_min_prompts),
             ("prefix_cache.hit_rate", None),
             ("dp.prefix_hit_rate", None),
             ("dp.prefix_hit_rate_spread", t.prefix_spread),

@@ -30,6 +30,14 @@ def kv_blocks_short(ev: Evidence, t: Thresholds) -> tuple[float, float] | None:
     return (float(needed), free) if free + t.kv_usage_rounding * total < needed else None
 
 
+def few_prompts(ev: Evidence, t: Thresholds) -> bool:
+    """The prefix reuse sent was counted over fewer than `prefix_min_prompts` prompts: a hit
+    rate held against it (or the ranks' against each other) is a few routings' chance, not a
+    cache's. Unknown (no client): judged as read."""
+    prompts = ev.get("workload.prompts")
+    return prompts is not None and prompts < t.prefix_min_prompts
+
+
 # preemptions are not needed: SGLang and vLLM V1's log never count them, and a full cache
 # with a queue is the finding without them (they make it a bottleneck when present)
 @rule("memory.kv_pressure", _L, ("kv.usage_max", "queue.waiting_max"))
@@ -146,13 +154,14 @@ def headroom(ev: Evidence, t: Thresholds) -> Finding | None:
 def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
     """The server's prefix-cache hit rate under `prefix_hit_share` of the prefix reuse the
     client sent (`workload.prefix_reuse`: prompt tokens, in whole blocks, an earlier request
-    of the run already sent — the most a prefix cache could hit). With the KV cache full
+    of the run already sent — the most a prefix cache could hit), over at least
+    `prefix_min_prompts` prompts. With the KV cache full
     (`kv_full`) the prefixes were evicted before their reuse; else the cache is off or the
     prefix is not byte-identical. With data-parallel ranks `parallelism.prefix_affinity_lost`
     says whether routing lost them."""
     hit = ev.get("prefix_cache.hit_rate") or 0.0
     reuse = ev.get("workload.prefix_reuse") or 0.0
-    if reuse < 0.1 or hit >= t.prefix_hit_share * reuse:
+    if reuse < 0.1 or hit >= t.prefix_hit_share * reuse or few_prompts(ev, t):
         return None
     # vLLM's KV usage counts the blocks running requests hold, not the cached ones a new
     # prompt evicts: a full cache proves eviction, a low one does not rule it out
@@ -185,6 +194,7 @@ def prefix_cache_low(ev: Evidence, t: Thresholds) -> Finding | None:
         used=(
             ("prefix_cache.hit_rate", t.prefix_hit_share * reuse),
             ("workload.prefix_reuse", 0.1),
+            ("workload.prompts", t.prefix_min_prompts),
             ("kv.usage_max", t.kv_full),
         ),
         explanation=(
