@@ -50,3 +50,16 @@ def test_more_hits_than_queries_over_the_load_is_an_artefact_not_a_hit_rate() ->
     assert "prefix_cache.hit_rate" not in signals
     found = signals["artefact.fraction_above_one:prefix_cache.hit_rate"]
     assert found.value == pytest.approx(1.5) and "150 / 100" in found.source
+
+
+def test_the_prefix_hit_rate_counts_the_lookups_of_the_windows_first_scrape_interval() -> None:
+    # healthy-pp, 1-token outputs: the window opens at the first answer (t=0.5), the level's
+    # first prompts resend the warm-up's and hit, and the first scrape inside the window
+    # (t=1) already holds those hits: from it alone the rate read 0 % against the 27 % of
+    # reuse the client counted over the same requests
+    scrapes = ((0.0, 1000, 0), (1.0, 2000, 900), (10.0, 5000, 900))
+    samples = [Sample(t, "prefix_cache.queries", q, {}) for t, q, _ in scrapes]
+    samples += [Sample(t, "prefix_cache.hits", h, {}) for t, _, h in scrapes]
+    window = Phases(load_start_ts=0.5, load_end_ts=10.0)
+    signals = {s.name: s.value for s in metric_signals(samples, window)}
+    assert signals["prefix_cache.hit_rate"] == pytest.approx(900 / 4000)

@@ -186,3 +186,13 @@ def test_a_light_prefill_pools_chance_skew_does_not_hide_the_decode_pools() -> N
     assert got["dp.role"] == 2 and got["dp.ranks"] == 2
     assert (got["dp.busiest_running"], got["dp.busiest_waiting"]) == (30, 6)
     assert got["dp.imbalance"] == pytest.approx(36 / 23)
+
+
+def test_each_ranks_prefix_hit_rate_counts_from_the_scrape_before_the_window() -> None:
+    # the lookups between the scrape at t=0 and the first inside the window (t=10) count
+    samples = _prefix(0.0, "0", 1000, 800) + _prefix(0.0, "1", 1000, 0)
+    samples += _prefix(10.0, "0", 2000, 1700) + _prefix(10.0, "1", 2000, 100)
+    samples += _prefix(20.0, "0", 2100, 1700) + _prefix(20.0, "1", 2100, 100)
+    got = {s.name: s.value for s in rank_signals(samples, 5.0, 20.0)}
+    assert got["dp.prefix_hit_rate_by_rank.0"] == pytest.approx(900 / 1100)
+    assert got["dp.prefix_hit_rate_by_rank.1"] == pytest.approx(100 / 1100)

@@ -107,14 +107,27 @@ def _signal(name: str, value: float | None, unit: str, window: tuple[float, floa
     return [Signal(name=name, value=float(value), unit=unit, source="metrics", window=window)]
 
 
-def _increase(series: _Series, name: str, start: float, end: float) -> float | None:
-    """The growth of a counter over [start, end], each series (rank, process) on its own."""
+def _increase(
+    series: _Series, name: str, start: float, end: float, *, opening: bool = False
+) -> float | None:
+    """The growth of a counter over [start, end], each series (rank, process) on its own;
+    with `opening`, from the last point before `start` (as `_window`'s)."""
     grown = [
-        counter_increase([(t, v) for t, v in points if start - 1e-9 <= t <= end + 1e-9])
+        counter_increase(_opened(points, start, end) if opening else _inside(points, start, end))
         for points in series.series.get(name, {}).values()
     ]
     found = [g.increase for g in grown if g is not None]
     return sum(found) if found else None
+
+
+def _inside(points: _Points, start: float, end: float) -> _Points:
+    return [(t, v) for t, v in points if start - 1e-9 <= t <= end + 1e-9]
+
+
+def _opened(points: _Points, start: float, end: float) -> _Points:
+    """The points in [start, end] and the last one before `start`."""
+    before = sorted((t, v) for t, v in points if t < start - 1e-9)
+    return before[-1:] + _inside(points, start, end)
 
 
 def _window(
@@ -272,8 +285,11 @@ def _ratios(series: _Series, phases: Phases) -> list[Signal]:
     start, end = phases.load_start_ts, phases.load_end_ts
     span = (start, end)
     out: list[Signal] = []
-    queries = _increase(series, "prefix_cache.queries", start, end)
-    hits = _increase(series, "prefix_cache.hits", start, end)
+    # from the scrape before the window, as the server's TTFT: the prompts judged first (a
+    # level's resends of the warm-up's prompts, its hits) are looked up within the first
+    # scrape interval, and the client counts their reuse (`workload.prefix_reuse`)
+    queries = _increase(series, "prefix_cache.queries", start, end, opening=True)
+    hits = _increase(series, "prefix_cache.hits", start, end, opening=True)
     if queries and hits is not None:
         out += _fraction("prefix_cache.hit_rate", hits, queries, span)
     drafted = _increase(series, "spec.draft_tokens", start, end)

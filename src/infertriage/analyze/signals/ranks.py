@@ -12,8 +12,8 @@ the busiest and the idlest rank with their figures (`dp.busiest_*`,
 Summed, one rank queueing while the others idle reads as one healthy total.
 
 Each rank's prefix-cache hit rate (`dp.prefix_hit_rate_by_rank.<rank>`: its hits over
-its lookups, grown over the window, or since the server started where one scrape
-holds one point; SGLang's own `cache_hit_rate` gauge where no counters are), with
+its lookups, grown over the window from the scrape before it, or since the server started
+where one scrape holds one point; SGLang's own `cache_hit_rate` gauge where no counters are), with
 the lowest, the highest and their spread (`dp.prefix_hit_rate_min`, `_max`,
 `_spread`), where two or more ranks report one.
 
@@ -154,6 +154,14 @@ def _grown(points: list[tuple[float, float]]) -> float:
     return points[0][1] if points else 0.0
 
 
+def _opened(points: list[tuple[float, float]], start: float) -> list[tuple[float, float]]:
+    """A counter's points from the window's start, and the last one before it: lookups in the
+    window's first scrape interval count (the server-wide hit rate's window, `metrics`)."""
+    ordered = sorted(points)
+    before = [p for p in ordered if p[0] < start - _EPS]
+    return before[-1:] + [p for p in ordered if p[0] >= start - _EPS]
+
+
 def _hit_rates(
     samples: list[Sample], start: float, end: float
 ) -> tuple[dict[str, float], float | None]:
@@ -164,16 +172,23 @@ def _hit_rates(
         lambda: defaultdict(lambda: defaultdict(list))
     )
     for s in samples:
-        if s.name in _PREFIX and start - _EPS <= s.t <= end + _EPS:
+        if s.name in _PREFIX and s.t <= end + _EPS:
             rank = names[(_instance(s.labels), s.labels.get("dp_rank", ""))]
             series = tuple(sorted(s.labels.items()))
             points[rank][s.name][series].append((s.t, s.value))
     rates: dict[str, float] = {}
     all_hits = all_queries = 0.0
     for rank, found in points.items():
-        queries = sum(_grown(p) for p in found.get("prefix_cache.queries", {}).values())
-        hits = sum(_grown(p) for p in found.get("prefix_cache.hits", {}).values())
-        gauges = [v for p in found.get("prefix_cache.hit_rate", {}).values() for _, v in p]
+        queries = sum(
+            _grown(_opened(p, start)) for p in found.get("prefix_cache.queries", {}).values()
+        )
+        hits = sum(_grown(_opened(p, start)) for p in found.get("prefix_cache.hits", {}).values())
+        gauges = [
+            v
+            for p in found.get("prefix_cache.hit_rate", {}).values()
+            for t, v in p
+            if t >= start - _EPS
+        ]
         if queries > 0 and 0.0 <= hits <= queries:
             rates[rank] = hits / queries
             all_hits, all_queries = all_hits + hits, all_queries + queries
