@@ -120,3 +120,10 @@ def test_prefix_reuse_is_counted_over_the_window_the_server_is_read_over() -> No
         )
     }
     assert values["workload.prefix_reuse"] == pytest.approx(0.5, abs=0.05)
+    # without the run's records the level's own first burst is among the prompts sent before
+    resent = [
+        _with_prompt(_stream(f"s{i}", 0.6 + 0.05 * i, 20), f"p{i}" if i < 16 else f"n{i}")
+        for i in range(40)
+    ]
+    values = {s.name: s.value for s in client_signals(burst + resent, client_bound=False)}
+    assert values["workload.prefix_reuse"] == pytest.approx(16 * 992 / (40 * 1000))

@@ -103,7 +103,7 @@ def client_signals(
     # could hold. Counted over the whole level, a first burst that resends the warm-up's
     # prompts (long ones fill the window's opening seconds) reads as hits the server missed.
     judged_ids = {r.id for r in steady}
-    reuse = reuse_signals([r for r in sent if r.id in judged_ids], run=run)
+    reuse = reuse_signals([r for r in sent if r.id in judged_ids], run=run or sent)
     summary = summarize(steady) if judged.basis == "steady" else level
 
     def signal(name: str, value: float, unit: str) -> Signal:
