@@ -127,3 +127,15 @@ def test_prefix_reuse_is_counted_over_the_window_the_server_is_read_over() -> No
     ]
     values = {s.name: s.value for s in client_signals(burst + resent, client_bound=False)}
     assert values["workload.prefix_reuse"] == pytest.approx(16 * 992 / (40 * 1000))
+
+
+def test_mean_concurrency_is_the_requests_in_flight_over_the_throughputs_window() -> None:
+    # a closed loop of four streams, then a drain as long as the level: the window the
+    # throughput is read over holds both, two streams in flight on average, four at most
+    loop = [_stream(f"s{i}", 0.001 * i, 100) for i in range(4)]
+    values = {s.name: s.value for s in client_signals(loop, client_bound=False)}
+    assert values["client.max_concurrency"] == 4
+    assert values["client.mean_concurrency"] == pytest.approx(4.0, rel=0.02)
+    tail = [_stream(f"t{i}", 1.02, 100 * (i + 1)) for i in range(2)]
+    values = {s.name: s.value for s in client_signals(loop + tail, client_bound=False)}
+    assert values["client.mean_concurrency"] < 0.75 * values["client.max_concurrency"]

@@ -46,3 +46,21 @@ def test_a_bad_nccl_tests_file_fails_before_anything_is_kept(tmp_path: Path) -> 
     with pytest.raises(UserError):
         keep_interconnect(tmp_path / "raw", None, (bad,))
     assert not (tmp_path / "raw").exists()
+
+
+def _ceiling(signals: list[Signal]) -> float:
+    return next(s.value for s in signals if s.name == "plan.throughput_roofline_tok_s")
+
+
+def test_the_throughput_ceiling_is_the_batch_served_on_average() -> None:
+    # --duration 1s: the measured level's window is mostly its drain, 5 of 16 streams in
+    # flight on average; held against 16 the throughput read a third of the roofline
+    # (hardware.below_roofline on every healthy scenario)
+    peak = [*MEASURED[1:], Signal("client.max_concurrency", 16.0, "requests", "client")]
+    drained = [*peak, Signal("client.mean_concurrency", 5.0, "requests", "client")]
+    steady = [*peak, Signal("client.mean_concurrency", 16.0, "requests", "client")]
+    at_peak = _ceiling(plan_signals(DEPLOYMENT, RunServerConfig(), peak))
+    assert _ceiling(plan_signals(DEPLOYMENT, RunServerConfig(), steady)) == pytest.approx(at_peak)
+    assert _ceiling(plan_signals(DEPLOYMENT, RunServerConfig(), drained)) == pytest.approx(
+        at_peak * 5 / 16
+    )

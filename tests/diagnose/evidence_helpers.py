@@ -97,6 +97,7 @@ HEALTHY: dict[str, float | None] = {
     "client.stream_cut_at_s": 0.0,
     "client.bound": 0.0,
     "client.max_concurrency": 64.0,
+    "client.mean_concurrency": 63.0,
     "client.mean_prompt_tokens": 600.0,
     "client.mean_output_tokens": 250.0,
     "workload.prefix_reuse": 0.0,

@@ -43,6 +43,13 @@ def _fewer_gpus(inputs: PlanInputs) -> list[Signal]:
     return [Signal("plan.smallest_tp_that_fits", float(smallest), "GPUs", "plan")]
 
 
+def _served_batch(measured: Sequence[Signal], batch: int) -> float:
+    """The plan's batch, or fewer: the requests in flight on average where the client measured
+    it (decode time barely grows with the batch, so the ceiling scales with it)."""
+    mean = _value(measured, "client.mean_concurrency")
+    return batch if mean is None or mean <= 0 else min(float(batch), mean)
+
+
 def plan_signals(
     deployment: Deployment,
     server_config: RunServerConfig,
@@ -82,9 +89,11 @@ def plan_signals(
     if pcie is not None:
         share = pcie / plan.inputs.gpu.pcie_bw_bytes_per_s
         extra.append(Signal("gpu.pcie_utilization", share, "fraction", "metrics+plan"))
-    # A request of the run holds its seat for its prefill and all its decode steps.
+    # A request of the run holds its seat for its prefill and all its decode steps; the
+    # ceiling is the batch's, at the requests in flight on average over the window the
+    # throughput was measured in (a short level's drain holds a third of the peak)
     per_request_s = r.ttft_s + output * r.itl_s
-    ceiling = r.batch_size * output / per_request_s
+    ceiling = _served_batch(measured, r.batch_size) * output / per_request_s
     return [
         *extra,
         Signal("plan.throughput_roofline_tok_s", ceiling, "tokens/s", "plan"),

@@ -89,6 +89,7 @@ SIGNALS: Mapping[str, SignalDef] = MappingProxyType(
         "client.stream_cut_at_s": SignalDef("s", _LOAD),
         "client.bound": SignalDef("bool", _LOAD),
         "client.max_concurrency": SignalDef("requests", _LOAD),
+        "client.mean_concurrency": SignalDef("requests", _LOAD),  # over the throughput's window
         "client.mean_prompt_tokens": SignalDef("tokens", _LOAD),
         "client.mean_output_tokens": SignalDef("tokens", _LOAD),
         # what the client sent: prompt tokens, in whole blocks, an earlier request had sent

@@ -57,6 +57,21 @@ def _max_concurrency(records: Sequence[RequestRecord]) -> float:
     return float(peak)
 
 
+def _mean_concurrency(records: Sequence[RequestRecord], start: float, end: float) -> float:
+    """Requests in flight over [start, end], on average: the batch the throughput was served
+    at. A short level's window holds its drain, the streams ending one by one: a third of the
+    peak on average where the outputs outlast the sends."""
+    span = end - start
+    if span <= 0:
+        return 0.0
+    held = sum(
+        max(0.0, min(r.end_ts, end) - max(r.sent_ts, start))
+        for r in records
+        if r.end_ts is not None
+    )
+    return held / span
+
+
 def _as_measured(record: RequestRecord) -> RequestRecord | None:
     """A stream the client cut at its own deadline still measured TTFT and ITL; keep those.
 
@@ -118,6 +133,7 @@ def client_signals(
         signal("client.admission_rate", level.admission_rate, "fraction"),
         signal("client.bound", 1.0 if client_bound else 0.0, "bool"),
         signal("client.max_concurrency", _max_concurrency(records), "requests"),
+        signal("client.mean_concurrency", _mean_concurrency(records, *window), "requests"),
     ]
     # the run's own cuts are gone by now: a timeout here is the server's
     timeouts = sum(1 for r in records if r.error_kind is ErrorKind.TIMEOUT)
