@@ -196,3 +196,24 @@ def test_each_ranks_prefix_hit_rate_counts_from_the_scrape_before_the_window() -
     got = {s.name: s.value for s in rank_signals(samples, 5.0, 20.0)}
     assert got["dp.prefix_hit_rate_by_rank.0"] == pytest.approx(900 / 1100)
     assert got["dp.prefix_hit_rate_by_rank.1"] == pytest.approx(100 / 1100)
+
+
+def test_a_rank_with_no_scrape_in_the_window_gives_no_hit_rate() -> None:
+    """Rank 1's last scrape came before the window (it died, or its scrapes were lost): its
+    lifetime counters (98 % hits) say nothing of the window, and made a 0.88 spread."""
+    samples = _prefix(9.8, "0", 1000, 900) + _prefix(9.8, "1", 5000, 4900)
+    samples += _prefix(20.0, "0", 2100, 1010)
+    got = {s.name: s.value for s in rank_signals(samples, 10.0, 20.0)}
+    assert "dp.prefix_hit_rate_by_rank.1" not in got
+    assert "dp.prefix_hit_rate_spread" not in got
+
+
+def test_the_ranks_hit_rates_end_where_the_measured_level_does() -> None:
+    """The overload level after the measured one (t 10–20) hit its cache far more: the ranks'
+    rates are the measured window's (0–10), as the server-wide rate and the client's reuse."""
+    samples = _prefix(0.0, "0", 1000, 100) + _prefix(0.0, "1", 1000, 100)
+    samples += _prefix(10.0, "0", 2000, 300) + _prefix(10.0, "1", 2000, 200)
+    samples += _prefix(20.0, "0", 3000, 1200) + _prefix(20.0, "1", 3000, 1100)
+    got = {s.name: s.value for s in rank_signals(samples, 0.0, 20.0, prefix_end=10.0)}
+    assert got["dp.prefix_hit_rate_by_rank.0"] == pytest.approx(0.2)
+    assert got["dp.prefix_hit_rate_by_rank.1"] == pytest.approx(0.1)

@@ -796,18 +796,26 @@ def test_prefill_token_budget_reads_the_largest_step_without_the_setting() -> No
 
 @pytest.mark.parametrize(
     ("largest", "hit", "reuse", "fires"),
-    [(8, 0.993, 0.99, False), (512, 0.0, 0.98, False), (8, 0.5, 0.5, True), (8, 0.0, 0.0, True)],
+    [
+        (8, 0.993, 0.99, False),
+        (512, 0.0, 0.98, True),
+        (256, None, 0.94, True),
+        (8, 0.5, 0.5, True),
+        (8, 0.0, 0.0, True),
+    ],
 )
 def test_the_largest_step_bounds_the_budget_only_where_prompts_needed_more(
-    largest: float, hit: float, reuse: float, fires: bool
+    largest: float, hit: float | None, reuse: float, fires: bool
 ) -> None:
     # One stream (healthy, --concurrency 1): the measured level resent the warm-up's prompts,
     # the prefix cache served 99 % of their tokens, and no step in the window exceeded the
-    # 8-token bucket; "prompts average 524 tokens, about 65 steps each" was false. On two
-    # ranks (healthy-dp) the one hit fell in the scrape before the window (the server's rate
-    # 0 %), and the one prompt computed (451 tokens) fit the 512 bucket: the 98 % reuse sent
-    # says it. Prompts that computed 262 tokens each (half of them
-    # hit) needed larger steps than 8: the bound holds, and the rule fires on it.
+    # 8-token bucket; "prompts average 524 tokens, about 65 steps each" was false. Prompts
+    # that computed 262 tokens each (half of them hit) needed larger steps than 8: the bound
+    # holds, and the rule fires on it. The reuse the client sent is no hit: with the server
+    # counting none (0 %, or a cache that is off: no counter) 98 % or 94 % reuse sent
+    # computed whole prompts, which needed more than a 512- or 256-token step (a review's
+    # twin case: caching off, `max_num_batched_tokens: 256`, 2,048-token shared prefixes:
+    # the primary, which the reuse had silenced).
     ev = make_evidence(config__max_num_batched_tokens=None, server__step_tokens_max=largest,
                        client__mean_prompt_tokens=524, prefix_cache__hit_rate=hit,
                        workload__prefix_reuse=reuse, server__ttft_mean_s=0.0107,

@@ -459,7 +459,7 @@ def metric_signals(samples: Sequence[Sample], phases: Phases) -> list[Signal]:
     end = max(phases.load_end_ts, phases.overload_end_ts or phases.load_end_ts)
     return [
         *_server(series, phases),
-        *rank_signals(samples, phases.load_start_ts, end),
+        *rank_signals(samples, phases.load_start_ts, end, prefix_end=phases.load_end_ts),
         *disagg_signals(samples, phases.load_start_ts, end),
         *offload_signals(samples, phases.load_start_ts, end),
         *_drain(series, phases),

@@ -156,10 +156,15 @@ def _grown(points: list[tuple[float, float]]) -> float:
 
 def _opened(points: list[tuple[float, float]], start: float) -> list[tuple[float, float]]:
     """A counter's points from the window's start, and the last one before it: lookups in the
-    window's first scrape interval count (the server-wide hit rate's window, `metrics`)."""
+    window's first scrape interval count (the server-wide hit rate's window, `metrics`).
+    None when no point lies in the window: a rank that stopped before it (died, or its
+    scrapes lost) says nothing of the window, not its lifetime."""
     ordered = sorted(points)
+    inside = [p for p in ordered if p[0] >= start - _EPS]
+    if not inside:
+        return []
     before = [p for p in ordered if p[0] < start - _EPS]
-    return before[-1:] + [p for p in ordered if p[0] >= start - _EPS]
+    return before[-1:] + inside
 
 
 def _hit_rates(
@@ -229,19 +234,24 @@ def _unevenness(signals: list[Signal]) -> tuple[bool, float]:
     return excess >= 1.0, ratio
 
 
-def rank_signals(samples: Iterable[Sample], start: float, end: float) -> list[Signal]:
-    """See the module docstring; no signal when no running or waiting count was scraped."""
+def rank_signals(
+    samples: Iterable[Sample], start: float, end: float, prefix_end: float | None = None
+) -> list[Signal]:
+    """See the module docstring; no signal when no running or waiting count was scraped. The
+    prefix-cache hit rates end at `prefix_end` where given: the window the server-wide hit
+    rate and the client's reuse are counted over (the measured level's, not the overload's)."""
     given = list(samples)
+    hits_end = end if prefix_end is None else prefix_end
     roles: dict[str, list[Sample]] = defaultdict(list)
     for s in given:
         named = s.labels.get("pd_role", "")
         if named in ROLE_NUMBERS:
             roles[named].append(s)
     if not roles:
-        return _group(given, start, end) + _prefix_signals(given, start, end)
+        return _group(given, start, end) + _prefix_signals(given, start, hits_end)
     found = {role: _group(group, start, end) for role, group in roles.items()}
     split = [role for role, signals in found.items() if _value(signals, "dp.ranks") >= 2]
-    prefix = _prefix_signals(roles.get("prefill", []), start, end)
+    prefix = _prefix_signals(roles.get("prefill", []), start, hits_end)
     if not split:
         one = [_signal("dp.ranks", 1.0, "1", (start, end))] if any(found.values()) else []
         return one + prefix

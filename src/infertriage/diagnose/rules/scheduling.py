@@ -112,13 +112,13 @@ def _step_budget(ev: Evidence) -> tuple[float, str] | None:
 
 
 def _computed_prompt_tokens(ev: Evidence) -> float:
-    """A prompt's tokens the engine computed, at least, on average: its length less the
-    prefix reuse the client sent (the most a cache could hit) or the hits the server
-    counted, whichever is more. The largest step bounds the budget only where prompts needed
-    a larger one: a closed loop of one stream resends the warm-up's prompts, which the cache
-    serves in steps of a few tokens whatever the budget (an average: the hits may fall
-    unevenly, so this errs towards silence)."""
-    hit = max(ev.get("prefix_cache.hit_rate") or 0.0, ev.get("workload.prefix_reuse") or 0.0)
+    """A prompt's tokens the engine computed on average: its length less the hits the server
+    counted. The largest step bounds the budget only where prompts needed a larger one: a
+    closed loop of one stream resends the warm-up's prompts, which the cache serves in steps
+    of a few tokens whatever the budget. Only the server's own hits count: the reuse the
+    client sent is the most a cache could hit, and a cache that is off or evicting hits none
+    of it (a server that counts no hits is taken to hit none)."""
+    hit = ev.get("prefix_cache.hit_rate") or 0.0
     return (ev.get("client.mean_prompt_tokens") or 0.0) * (1.0 - min(max(hit, 0.0), 1.0))
 
 
