@@ -225,8 +225,8 @@ _HALF_CENT = 0.005
 
 def _integer_within(low: float, high: float) -> int | None:
     """The one whole number of draft tokens (2 or more) in [low, high], if only one."""
-    found = [n for n in range(max(2, math.ceil(low)), math.floor(min(high, 1e3)) + 1)]
-    return found[0] if len(found) == 1 else None
+    first, last = max(2, math.ceil(low)), math.floor(min(high, 1e3))
+    return first if first == last else None
 
 
 def _draft_acceptance(length: float, rate: float | None) -> float | None:
