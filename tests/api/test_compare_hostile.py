@@ -1,8 +1,8 @@
 """`compare --until-decided` against servers that go bad (issue 34's hostile sweep).
 
-Two loopback servers answer alike until B fails every request from the first look of
-the sequential run on: the verdict must be B's error-rate regression, judged on every
-request sent, not the "unchanged" of a look taken while B still answered; B failing from
+Two loopback servers answer alike until B fails every request from the sequential run's
+plan on: the verdict must be B's error-rate regression, judged on every request sent, not
+the "unchanged" of what B answered before; B failing from
 the start leaves nothing to plan by, and the run says it runs the fixed blocks instead;
 and a bound (`--max-requests`) far below the planned sample gives a verdict, not a
 traceback.
@@ -42,11 +42,13 @@ def test_an_arm_that_dies_mid_run_is_a_regression_not_unchanged(tmp_path: Path) 
         serve_in_thread(ServerConfig(behavior=_OK)) as (url_a, _),
         serve_in_thread(ServerConfig(behavior=_OK)) as (url_b, server_b),
     ):
-        # B fails every request from the first look on; the look leaves the throughput
-        # undecided (a second of steady load is one sample: a few blocks give too few)
+        # B fails every request from the plan on (the pilot block answered alike): the run
+        # goes on past it whatever the host's speed. (Failing from the first look on left it
+        # to that look to leave a metric undecided; on a busy host it decided every one, the
+        # run ended there, and B's failures were never sent: one run of `make test` in ~10.)
         result = compare_ab(
             _spec((url_a, url_b), tmp_path / "run", max_requests=1000),
-            announce=lambda line: _fail(server_b) if line.startswith("look 1") else None,
+            announce=lambda line: _fail(server_b) if line.startswith("planned:") else None,
         )
     verdicts = {m.metric: m.verdict for m in result.levels[0].comparison.metrics}
     assert verdicts["error_rate"] == "regression", (verdicts, result.notes)
