@@ -40,10 +40,10 @@ from infertriage.analyze.logs.records import (
     FORMATS,
     OOM,
     clean_lines,
+    last_start,
     no_line_read,
     reads_a_line,
     stamp_of,
-    starts_server,
 )
 from infertriage.analyze.logs.signals import kernel_signals
 from infertriage.analyze.logs.source import LogSource
@@ -121,21 +121,6 @@ def _graph_lines(
             yield found, None if found.cuda_graph else _spec(line)
 
 
-def _since_start(lines: Sequence[str], window: tuple[float, float] | None) -> Sequence[str]:
-    """The lines of the server's last start at or before the window's end (`starts_server`),
-    up to the next start: what a start-up said holds from it on, not after a restart."""
-    first, last = 0, len(lines)
-    for index, line in enumerate(lines):
-        if not starts_server(line):
-            continue
-        at = None if window is None else stamp_of(line, window[0])
-        if window is not None and at is not None and at > window[1] + _SLACK_S:
-            last = index  # a start after the window: its lines are another server's
-            break
-        first = index
-    return lines[first:last]
-
-
 def _fallbacks(lines: Sequence[str]) -> tuple[LogEvent, ...]:
     """The attention fallbacks the lines say; only the lines that hold an engine's words
     (`LogFormat.fallback_words`) are read."""
@@ -191,7 +176,9 @@ def parse_server_log(text: str, window_unix: tuple[float, float] | None = None) 
     """Read one log; `window_unix` keeps only the lines stamped within it (see the docstring)."""
     every = clean_lines(text)
     lines = _in_window(every, window_unix)
-    started = _since_start(every, window_unix)
+    # the server's last start at or before the window's end: start-up precedes the window
+    until = None if window_unix is None else (window_unix[0], window_unix[1] + _SLACK_S)
+    started = every[last_start(every, until)]
     read = [(line, found) for line in lines if (found := _stats(line)) is not None]
     stats = [found for _, found in read]
     warned = sum(1 for line in lines if any(p.search(line) for p in _PREEMPTED))

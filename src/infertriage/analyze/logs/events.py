@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from infertriage.analyze.logs.records import LogRecord, starts_server
+from infertriage.analyze.logs.records import LogRecord, last_start
 from infertriage.engines import EventKind, LogEvent, StatsLine
 
 __all__ = [
@@ -143,12 +143,6 @@ def attention_fallback(events: Sequence[LogEvent]) -> dict[str, float]:
     return said
 
 
-def _since_last_start(records: Sequence[LogRecord]) -> Sequence[LogRecord]:
-    """The records from the server's last start on (`starts_server`): all when none says."""
-    starts = [index for index, r in enumerate(records) if starts_server(r.text)]
-    return records[starts[-1] :] if starts else records
-
-
 def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
     """Every event of the records, counted and summed (see the module docstring)."""
     events = [e for r in records for e in r.events]
@@ -170,7 +164,7 @@ def summarise_events(records: Sequence[LogRecord]) -> EventSummary:
     # what the last start said (an earlier start's kernel no longer serves)
     fallbacks = [
         e
-        for r in _since_last_start(records)
+        for r in records[last_start([r.text for r in records])]
         for e in r.events
         if e.kind is EventKind.ATTENTION_FALLBACK
     ]

@@ -38,6 +38,7 @@ __all__ = [
     "clean_lines",
     "engine_of_format",
     "formats_of",
+    "last_start",
     "no_line_read",
     "read_records",
     "reads_a_line",
@@ -155,6 +156,23 @@ def starts_server(line: str) -> bool:
     """Whether a line begins a start of the server (an engine's `LogFormat.started`): what
     an earlier start said at start-up (its attention kernel) no longer holds after it."""
     return _STARTED.search(line) is not None
+
+
+def last_start(lines: Sequence[str], until: tuple[float, float] | None = None) -> slice:
+    """Where the server's last start runs in `lines` (`starts_server`), up to the next
+    start: what a start-up said holds from it on, not after a restart; all the lines when
+    none starts. `until`: a moment near the lines and the latest a start may be stamped — a
+    start stamped later is another server's, its lines left out."""
+    first, last = 0, len(lines)
+    for index, line in enumerate(lines):
+        if not starts_server(line):
+            continue
+        at = None if until is None else stamp_of(line, until[0])
+        if until is not None and at is not None and at > until[1]:
+            last = index
+            break
+        first = index
+    return slice(first, last)
 
 
 def stamp_of(line: str, near_unix_s: float, formats: Sequence[LogFormat] = FORMATS) -> float | None:
